@@ -1,0 +1,1 @@
+"""Prometheus exporters over the latest soak telemetry snapshot."""

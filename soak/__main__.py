@@ -1,0 +1,5 @@
+import sys
+
+from soak.cli import main
+
+sys.exit(main())

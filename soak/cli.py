@@ -1,0 +1,56 @@
+"""The ``soak`` command.
+
+Each subcommand lives in its own module under ``soak.commands`` and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (called with the parsed
+namespace, returning an exit status). Keeping one module per command lets each part of the
+product own its CLI without a central switchboard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from soak import __version__
+from soak.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="soak",
+        description="Stability soak tests for AI training clusters (Ascend NPU, NVIDIA GPU, CPU).",
+    )
+    parser.add_argument("--version", action="version", version=f"soak {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import soak.commands as commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"soak.commands.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"soak: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("soak: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``soak`` subcommand; each defines ``register(subparsers)``."""
