@@ -103,7 +103,7 @@ class Snapshot:
     devices: tuple[DeviceSample, ...] = ()
     host_sample: HostSample | None = None
     # cumulative counters by source, e.g. {"hccl_plog:notify_timeout": 3, "hccn:link_down": 1}
-    comm_timeouts: Mapping[str, int] = field(default=_EMPTY)
+    comm_timeouts: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     readers: tuple[ReaderStatus, ...] = ()
 
     def device(self, key: str) -> DeviceSample | None:
