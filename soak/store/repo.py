@@ -1,0 +1,686 @@
+"""The repository API over the soak store: the only code that writes or reads its tables.
+
+``Store.open(url)`` takes an SQLAlchemy URL (``sqlite:///run/soak.db``,
+``postgresql+psycopg://user@host/db``, ``sqlite://`` for memory) or a plain file path.
+SQLite runs in WAL mode so readers (the report app) never block the daemon's writes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Integer,
+    and_,
+    case,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from soak.errors import StoreError
+from soak.store import schema as S
+from soak.telemetry.records import Snapshot
+
+log = logging.getLogger("soak.store")
+
+# Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
+HOST_DEVICE = "host"
+RUN_STATUSES = ("running", "finished", "stopped", "failed")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    host: str
+    workload: str | None
+    backend: str | None
+    plan: dict[str, Any]
+    manifest: dict[str, Any] | None
+    started_ts: float
+    planned_end_ts: float | None
+    ended_ts: float | None
+    status: str
+    verdict: str | None
+    time_scale: float
+    restarts: int
+    run_dir: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    ts: float
+    kind: str
+    end_ts: float | None = None
+    workload: str | None = None
+    rank: int | None = None
+    message: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """A finding as the analysis reports it; ``detail`` keeps its extra keys."""
+
+    kind: str
+    device: str | None
+    metric: str | None
+    start: float | None
+    end: float | None
+    severity: str | None
+    summary: str | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The analysis' flat shape: the fixed keys plus the detail keys."""
+        out = dict(self.detail)
+        out.update(
+            kind=self.kind,
+            device=self.device,
+            metric=self.metric,
+            start=self.start,
+            end=self.end,
+            severity=self.severity,
+            summary=self.summary,
+        )
+        return out
+
+
+def _normalize_url(url: str | os.PathLike[str]) -> str:
+    url = str(url)
+    if "://" in url:
+        return url
+    return f"sqlite:///{Path(url).expanduser().absolute()}"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # sqlite3 ignores some PRAGMAs inside an implicit transaction; run them in autocommit.
+    previous = dbapi_connection.isolation_level
+    dbapi_connection.isolation_level = None
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+    dbapi_connection.isolation_level = previous
+
+
+def _describe(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+
+
+def _is_transient(exc: BaseException) -> bool:
+    msg = _describe(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+class Store:
+    """A handle on one soak database. Thread-safe; cheap to keep open for a whole run."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        # One writer at a time inside this process: SQLite allows only one anyway, and the
+        # in-memory database shares a single connection.
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, url: str | os.PathLike[str], *, create: bool = True) -> Store:
+        """Open (and on first use create) the store at ``url``; checks the schema version.
+
+        Raises ``StoreError`` with one line for a bad URL, an unwritable path or a version
+        mismatch.
+        """
+        norm = _normalize_url(url)
+        kwargs: dict[str, Any] = {}
+        memory = norm in ("sqlite://", "sqlite:///:memory:")
+        if norm.startswith("sqlite"):
+            if memory:
+                kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+            else:
+                path = Path(norm.split(":///", 1)[1])
+                if not path.exists():
+                    if not create:
+                        raise StoreError(f"store {path}: no such database")
+                    parent = path.parent
+                    if not parent.is_dir():
+                        raise StoreError(f"store {path}: folder {parent} does not exist")
+                    if not os.access(parent, os.W_OK):
+                        raise StoreError(f"store {path}: folder {parent} is not writable")
+                elif not os.access(path, os.W_OK) and create:
+                    raise StoreError(f"store {path}: database file is not writable")
+                kwargs = {"connect_args": {"check_same_thread": False, "timeout": 10}}
+        try:
+            engine = create_engine(norm, **kwargs)
+        except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+            raise StoreError(f"store URL {norm!r}: {_describe(exc)}") from None
+        if engine.dialect.name == "sqlite" and not memory:
+            event.listen(engine, "connect", _sqlite_pragmas)
+        store = cls(engine, norm)
+        try:
+            store._init_schema(create)
+        except DBAPIError as exc:
+            engine.dispose()
+            raise StoreError(f"store {norm}: {_describe(exc)}") from None
+        return store
+
+    def _init_schema(self, create: bool) -> None:
+        with self._lock, self.engine.begin() as conn:
+            if create:
+                S.metadata.create_all(conn, checkfirst=True)
+            row = conn.execute(
+                select(S.meta.c.value).where(S.meta.c.key == "schema_version")
+            ).first()
+            if row is None:
+                conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+            elif int(row[0]) != S.SCHEMA_VERSION:
+                raise StoreError(
+                    f"store {self.url}: schema version {row[0]}, this soak reads version "
+                    f"{S.SCHEMA_VERSION}"
+                )
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        """Run one write in its own transaction; retry only 'locked/busy', 3 attempts."""
+        for attempt in range(1, 4):
+            try:
+                with self._lock, self.engine.begin() as conn:
+                    if rows is None:
+                        return conn.execute(statement)
+                    if not rows:
+                        return None
+                    return conn.execute(statement, list(rows))
+            except OperationalError as exc:
+                if _is_transient(exc) and attempt < 3:
+                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+            except DBAPIError as exc:
+                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+        return None  # pragma: no cover
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        host: str,
+        plan: Mapping[str, Any],
+        started_ts: float,
+        planned_end_ts: float | None = None,
+        manifest: Mapping[str, Any] | None = None,
+        workload: str | None = None,
+        backend: str | None = None,
+        time_scale: float = 1.0,
+        run_dir: str | None = None,
+    ) -> None:
+        if self.get_run(run_id) is not None:
+            raise StoreError(f"run {run_id} already exists in {self.url}")
+        self._write(
+            insert(S.runs).values(
+                id=run_id,
+                host=host,
+                workload=workload,
+                backend=backend,
+                plan=json.dumps(plan, default=str),
+                manifest=None if manifest is None else json.dumps(manifest, default=str),
+                started_ts=started_ts,
+                planned_end_ts=planned_end_ts,
+                status="running",
+                time_scale=time_scale,
+                restarts=0,
+                run_dir=run_dir,
+            )
+        )
+
+    def update_run(self, run_id: str, **values: Any) -> None:
+        """Change run columns (status, restarts, manifest, verdict, ...)."""
+        if "manifest" in values and values["manifest"] is not None:
+            values["manifest"] = json.dumps(values["manifest"], default=str)
+        if "plan" in values:
+            values["plan"] = json.dumps(values["plan"], default=str)
+        self._write(update(S.runs).where(S.runs.c.id == run_id).values(**values))
+
+    def finish_run(
+        self, run_id: str, *, status: str, ended_ts: float, verdict: str | None = None
+    ) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {RUN_STATUSES}")
+        self.update_run(run_id, status=status, ended_ts=ended_ts, verdict=verdict)
+
+    @staticmethod
+    def snapshot_rows(run_id: str, snapshot: Snapshot) -> list[dict[str, Any]]:
+        """The sample rows of one tick: one per device, plus one ``host`` row."""
+        rows: list[dict[str, Any]] = []
+        for d in snapshot.devices:
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "ts": snapshot.ts,
+                    "device": d.device,
+                    "up": bool(d.up),
+                    "healthy": d.healthy,
+                    "health": d.health,
+                    "util_pct": d.util_pct,
+                    "hbm_used_bytes": d.hbm_used_bytes,
+                    "hbm_total_bytes": d.hbm_total_bytes,
+                    "temp_c": d.temp_c,
+                    "power_w": d.power_w,
+                    "host_rss_bytes": None,
+                    "comm_timeouts_total": None,
+                    "ddr_used_bytes": d.ddr_used_bytes,
+                    "ddr_total_bytes": d.ddr_total_bytes,
+                    "ecc_single_bit_errors": d.ecc_single_bit_errors,
+                    "ecc_double_bit_errors": d.ecc_double_bit_errors,
+                    "link_up": d.link_up,
+                    "error": d.error,
+                }
+            )
+        hs = snapshot.host_sample
+        timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
+        if hs is not None or timeouts is not None:
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "ts": snapshot.ts,
+                    "device": HOST_DEVICE,
+                    "up": hs is not None,
+                    "healthy": None,
+                    "health": None,
+                    "util_pct": None if hs is None else hs.cpu_pct,
+                    "hbm_used_bytes": None,
+                    "hbm_total_bytes": None,
+                    "temp_c": None,
+                    "power_w": None,
+                    "host_rss_bytes": None if hs is None else hs.workload_rss_bytes,
+                    "comm_timeouts_total": timeouts,
+                    "ddr_used_bytes": None if hs is None else hs.mem_used_bytes,
+                    "ddr_total_bytes": None if hs is None else hs.mem_total_bytes,
+                    "ecc_single_bit_errors": None,
+                    "ecc_double_bit_errors": None,
+                    "link_up": None,
+                    "error": None,
+                }
+            )
+        return rows
+
+    def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:
+        """Write one tick in one transaction; returns the rows written."""
+        rows = self.snapshot_rows(run_id, snapshot)
+        self.add_sample_rows(rows)
+        return len(rows)
+
+    def add_sample_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._write(insert(S.samples), rows)
+
+    def writer(self, run_id: str, *, max_rows: int = 512, max_delay_s: float = 5.0) -> BatchWriter:
+        """A buffered sample writer: commits every ``max_rows`` rows or ``max_delay_s``."""
+        return BatchWriter(self, run_id, max_rows=max_rows, max_delay_s=max_delay_s)
+
+    def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Aggregated step rows (keys as the ``steps`` table; run_id is filled in)."""
+        cols = set(S.steps.c.keys()) - {"id"}
+        out = [{**{k: r.get(k) for k in cols}, "run_id": run_id} for r in rows]
+        self._write(insert(S.steps), out)
+
+    def add_event(
+        self,
+        run_id: str,
+        kind: str,
+        *,
+        ts: float,
+        end_ts: float | None = None,
+        workload: str | None = None,
+        rank: int | None = None,
+        message: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        if kind not in S.EVENT_KINDS:
+            raise ValueError(f"event kind {kind!r} is not one of {S.EVENT_KINDS}")
+        self._write(
+            insert(S.events).values(
+                run_id=run_id,
+                ts=ts,
+                end_ts=end_ts,
+                kind=kind,
+                workload=workload,
+                rank=rank,
+                message=message,
+                detail=json.dumps(dict(detail or {}), default=str),
+            )
+        )
+
+    def replace_findings(self, run_id: str, findings: Iterable[Mapping[str, Any]]) -> int:
+        """Replace the run's findings with ``findings`` (analysis dicts), atomically."""
+        fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
+        rows = []
+        for f in findings:
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "kind": str(f["kind"]),
+                    "device": None if f.get("device") is None else str(f.get("device")),
+                    "metric": f.get("metric"),
+                    "start_ts": f.get("start"),
+                    "end_ts": f.get("end"),
+                    "severity": f.get("severity"),
+                    "summary": f.get("summary"),
+                    "detail": json.dumps(
+                        {k: v for k, v in f.items() if k not in fixed}, default=str
+                    ),
+                }
+            )
+        for attempt in range(1, 4):
+            try:
+                with self._lock, self.engine.begin() as conn:
+                    conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
+                    if rows:
+                        conn.execute(insert(S.findings), rows)
+                return len(rows)
+            except OperationalError as exc:
+                if _is_transient(exc) and attempt < 3:
+                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+        return 0  # pragma: no cover
+
+    def checkpoint_wal(self) -> None:
+        """Fold the SQLite WAL back into the database so it cannot grow without bound."""
+        if not self.is_sqlite:
+            return
+        with self._lock, self.engine.connect() as conn:
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, statement: Any) -> list[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(statement))
+        except DBAPIError as exc:
+            raise StoreError(f"store {self.url}: read failed: {_describe(exc)}") from None
+
+    @staticmethod
+    def _run_record(row: Any) -> RunRecord:
+        m = row._mapping
+        return RunRecord(
+            id=m["id"],
+            host=m["host"],
+            workload=m["workload"],
+            backend=m["backend"],
+            plan=json.loads(m["plan"]) if m["plan"] else {},
+            manifest=json.loads(m["manifest"]) if m["manifest"] else None,
+            started_ts=m["started_ts"],
+            planned_end_ts=m["planned_end_ts"],
+            ended_ts=m["ended_ts"],
+            status=m["status"],
+            verdict=m["verdict"],
+            time_scale=m["time_scale"],
+            restarts=m["restarts"] or 0,
+            run_dir=m["run_dir"],
+        )
+
+    def list_runs(self) -> list[RunRecord]:
+        """All runs, newest first."""
+        rows = self._read(select(S.runs).order_by(S.runs.c.started_ts.desc(), S.runs.c.id))
+        return [self._run_record(r) for r in rows]
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(select(S.runs).where(S.runs.c.id == run_id))
+        return self._run_record(rows[0]) if rows else None
+
+    def devices(self, run_id: str) -> list[str]:
+        rows = self._read(
+            select(S.samples.c.device).where(S.samples.c.run_id == run_id).distinct()
+        )
+        return sorted(r[0] for r in rows)
+
+    def count_samples(self, run_id: str) -> int:
+        rows = self._read(select(func.count()).select_from(S.samples).where(S.samples.c.run_id == run_id))
+        return int(rows[0][0])
+
+    def last_sample_ts(self, run_id: str) -> float | None:
+        rows = self._read(select(func.max(S.samples.c.ts)).where(S.samples.c.run_id == run_id))
+        return rows[0][0]
+
+    def load_samples(
+        self,
+        run_id: str,
+        device: str | None = None,
+        bucket_s: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Sample rows ordered by device then time.
+
+        With ``bucket_s`` the database averages each device's rows per bucket (``ts`` is the
+        bucket start; ``up`` is the worst of the bucket, so a gap stays visible), which keeps a
+        72 h x 16-chip chart to a few thousand points per device.
+        """
+        t = S.samples
+        where = [t.c.run_id == run_id]
+        if device is not None:
+            where.append(t.c.device == device)
+        if start is not None:
+            where.append(t.c.ts >= start)
+        if end is not None:
+            where.append(t.c.ts <= end)
+        metrics = list(S.SAMPLE_METRIC_COLUMNS)
+        if not bucket_s:
+            cols = [t.c.ts, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
+            stmt = select(*cols).where(and_(*where)).order_by(t.c.device, t.c.ts)
+            return [dict(r._mapping) for r in self._read(stmt)]
+        if bucket_s <= 0:
+            raise ValueError("bucket_s must be > 0")
+        if self.engine.dialect.name == "postgresql":
+            bucket = func.floor(t.c.ts / bucket_s) * bucket_s
+        else:
+            # CAST truncates in SQLite; unix times are positive, so this is floor.
+            bucket = cast(t.c.ts / bucket_s, Integer) * bucket_s
+        bucket = bucket.label("ts")
+        up_int = func.min(case((t.c.up, 1), else_=0)).label("up")
+        healthy_int = func.min(case((t.c.healthy.is_(None), None), (t.c.healthy, 1), else_=0))
+        stmt = (
+            select(
+                bucket,
+                t.c.device,
+                up_int,
+                healthy_int.label("healthy"),
+                *[func.avg(t.c[m]).label(m) for m in metrics],
+                func.count().label("n"),
+            )
+            .where(and_(*where))
+            .group_by(t.c.device, bucket)
+            .order_by(t.c.device, bucket)
+        )
+        out = []
+        for r in self._read(stmt):
+            d = dict(r._mapping)
+            d["ts"] = float(d["ts"])
+            d["up"] = bool(d["up"])
+            d["healthy"] = None if d["healthy"] is None else bool(d["healthy"])
+            for m in metrics:
+                if d[m] is not None:
+                    d[m] = float(d[m])
+            out.append(d)
+        return out
+
+    def load_steps(self, run_id: str, rank: int | None = None) -> list[dict[str, Any]]:
+        t = S.steps
+        where = [t.c.run_id == run_id]
+        if rank is not None:
+            where.append(t.c.rank == rank)
+        stmt = select(t).where(and_(*where)).order_by(t.c.workload, t.c.rank, t.c.ts)
+        return [
+            {k: v for k, v in r._mapping.items() if k not in ("id", "run_id")}
+            for r in self._read(stmt)
+        ]
+
+    def load_events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+        t = S.events
+        where = [t.c.run_id == run_id]
+        if kind is not None:
+            where.append(t.c.kind == kind)
+        stmt = select(t).where(and_(*where)).order_by(t.c.ts, t.c.id)
+        return [
+            EventRecord(
+                ts=r.ts,
+                kind=r.kind,
+                end_ts=r.end_ts,
+                workload=r.workload,
+                rank=r.rank,
+                message=r.message,
+                detail=json.loads(r.detail) if r.detail else {},
+            )
+            for r in self._read(stmt)
+        ]
+
+    def load_findings(self, run_id: str) -> list[FindingRecord]:
+        t = S.findings
+        stmt = select(t).where(t.c.run_id == run_id).order_by(t.c.start_ts, t.c.id)
+        return [
+            FindingRecord(
+                kind=r.kind,
+                device=r.device,
+                metric=r.metric,
+                start=r.start_ts,
+                end=r.end_ts,
+                severity=r.severity,
+                summary=r.summary,
+                detail=json.loads(r.detail) if r.detail else {},
+            )
+            for r in self._read(stmt)
+        ]
+
+    def load_trace(self, run_id: str, chunk_rows: int = 20000) -> Iterator[tuple[float, str, str, float]]:
+        """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
+
+        Device metrics come from the samples (None values left out: a gap, not a zero);
+        ``step_time_s`` and ``tokens_per_s`` from the steps, with device ``<workload>-rank<R>``.
+        Read in chunks so a 72 h run never sits in memory as rows.
+        """
+        t = S.samples
+        metrics = S.SAMPLE_METRIC_COLUMNS
+        last_id = -1
+        while True:
+            stmt = (
+                select(t.c.id, t.c.ts, t.c.device, *[t.c[m] for m in metrics])
+                .where(and_(t.c.run_id == run_id, t.c.id > last_id))
+                .order_by(t.c.id)
+                .limit(chunk_rows)
+            )
+            rows = self._read(stmt)
+            if not rows:
+                break
+            for r in rows:
+                for i, m in enumerate(metrics):
+                    v = r[3 + i]
+                    if v is not None:
+                        yield (r[1], r[2], m, float(v))
+            last_id = rows[-1][0]
+        s = S.steps
+        stmt = (
+            select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)
+            .where(s.c.run_id == run_id)
+            .order_by(s.c.ts)
+        )
+        for r in self._read(stmt):
+            dev = f"{r[1]}-rank{r[2]}"
+            if r[3] is not None:
+                yield (r[0], dev, "step_time_s", float(r[3]))
+            if r[4] is not None:
+                yield (r[0], dev, "tokens_per_s", float(r[4]))
+
+    def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
+        """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""
+        n = 0
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["timestamp", "device", "metric", "value"])
+            for ts, dev, metric, value in self.load_trace(run_id):
+                w.writerow([repr(float(ts)), dev, metric, repr(value)])
+                n += 1
+        return n
+
+
+class BatchWriter:
+    """Buffers sample rows and commits them together; a crash loses at most one batch.
+
+    The buffer is bounded: if the database stays unwritable, the error is raised to the
+    caller (the daemon stops cleanly) instead of rows piling up in memory.
+    """
+
+    def __init__(self, store: Store, run_id: str, *, max_rows: int, max_delay_s: float) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.max_rows = max_rows
+        self.max_delay_s = max_delay_s
+        self._rows: list[dict[str, Any]] = []
+        self._first_at: float | None = None
+        self._lock = threading.Lock()
+        self.rows_written = 0
+        self.ticks = 0
+
+    def add(self, snapshot: Snapshot) -> None:
+        rows = Store.snapshot_rows(self.run_id, snapshot)
+        with self._lock:
+            self._rows.extend(rows)
+            self.ticks += 1
+            if self._first_at is None:
+                self._first_at = time.monotonic()
+            due = (
+                len(self._rows) >= self.max_rows
+                or time.monotonic() - self._first_at >= self.max_delay_s
+            )
+        if due:
+            self.flush()
+
+    __call__ = add  # usable directly as a Sampler sink
+
+    def flush(self) -> int:
+        with self._lock:
+            rows, self._rows, self._first_at = self._rows, [], None
+            if not rows:
+                return 0
+            self.store.add_sample_rows(rows)
+            self.rows_written += len(rows)
+            return len(rows)
+
+    def pending(self) -> int:
+        return len(self._rows)

@@ -1,0 +1,171 @@
+"""Every table of the soak store, defined in one place (SQLAlchemy Core).
+
+Timestamps are unix seconds as floats: the same numbers the CSV traces, heartbeats and the
+analysis use, portable across SQLite and PostgreSQL, and on the run's (possibly accelerated)
+time line. Free-form structures (plan, manifest, event detail) are JSON text so a reader
+does not depend on a backend's JSON type.
+
+Bump ``SCHEMA_VERSION`` on any change to a table; ``Store.open`` refuses a database whose
+version row differs, rather than reading columns that are not there.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+SCHEMA_VERSION = 1
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
+_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+meta = Table(
+    "soak_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(256), nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("workload", String(255)),  # comma-joined workload names, for listings
+    Column("backend", String(32)),
+    Column("plan", Text, nullable=False),  # JSON of the plan as run
+    Column("manifest", Text),  # JSON of the version manifest
+    Column("started_ts", Float, nullable=False),
+    Column("planned_end_ts", Float),
+    Column("ended_ts", Float),
+    Column("status", String(32), nullable=False),  # running, finished, stopped, failed
+    Column("verdict", String(16)),  # pass, fail, None while running
+    Column("time_scale", Float, nullable=False, default=1.0),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("run_dir", Text),
+)
+
+# One row per device per tick, wide: the canonical metric names are columns.
+samples = Table(
+    "samples",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("device", String(64), nullable=False),
+    Column("up", Boolean, nullable=False),
+    Column("healthy", Boolean),
+    Column("health", String(32)),
+    Column("util_pct", Float),
+    Column("hbm_used_bytes", BigInteger),
+    Column("hbm_total_bytes", BigInteger),
+    Column("temp_c", Float),
+    Column("power_w", Float),
+    Column("host_rss_bytes", BigInteger),
+    Column("comm_timeouts_total", BigInteger),
+    Column("ddr_used_bytes", BigInteger),
+    Column("ddr_total_bytes", BigInteger),
+    Column("ecc_single_bit_errors", BigInteger),
+    Column("ecc_double_bit_errors", BigInteger),
+    Column("link_up", Boolean),
+    Column("error", Text),
+)
+Index("ix_samples_run_device_ts", samples.c.run_id, samples.c.device, samples.c.ts)
+Index("ix_samples_run_ts", samples.c.run_id, samples.c.ts)
+
+# Per rank, aggregated by the daemon to at most one row per rank per window (10 s by default).
+steps = Table(
+    "steps",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("workload", String(64), nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("step", BigInteger, nullable=False),
+    Column("n_steps", Integer),  # heartbeat step lines folded into this row
+    Column("step_time_s", Float),  # median over the window
+    Column("loss", Float),
+    Column("tokens_per_s", Float),
+    Column("tflops", Float),
+    Column("mem_allocated_bytes", BigInteger),
+    Column("mem_reserved_bytes", BigInteger),
+    Column("mem_peak_bytes", BigInteger),
+    Column("host_rss_bytes", BigInteger),
+    Column("comm_timeouts", Integer),
+    Column("attempt", Integer),
+)
+Index("ix_steps_run_rank_ts", steps.c.run_id, steps.c.rank, steps.c.ts)
+
+EVENT_KINDS = (
+    "start",
+    "stop",
+    "restart",
+    "checkpoint",
+    "phase",
+    "comm_timeout",
+    "inject",
+    "gap",
+    "resume",
+    "note",
+    "preflight",
+    "finding",
+    "crash",
+    "hang",
+    "exit",
+    "disk",
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("end_ts", Float),  # for spans (a gap)
+    Column("kind", String(32), nullable=False),
+    Column("workload", String(64)),
+    Column("rank", Integer),
+    Column("message", Text),
+    Column("detail", Text),  # JSON object
+)
+Index("ix_events_run_ts", events.c.run_id, events.c.ts)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("device", String(64)),
+    Column("metric", String(64)),
+    Column("start_ts", Float),
+    Column("end_ts", Float),
+    Column("severity", String(16)),
+    Column("summary", Text),
+    Column("detail", Text),  # JSON object: the analysis' own keys (slope_per_hour, ...)
+)
+Index("ix_findings_run", findings.c.run_id)
+
+# Sample columns that carry canonical metrics (records.METRICS that live on a device row).
+SAMPLE_METRIC_COLUMNS: tuple[str, ...] = (
+    "util_pct",
+    "hbm_used_bytes",
+    "hbm_total_bytes",
+    "temp_c",
+    "power_w",
+    "host_rss_bytes",
+    "comm_timeouts_total",
+)

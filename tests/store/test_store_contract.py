@@ -1,0 +1,179 @@
+"""Contract suite of the store API, run against SQLite file, SQLite memory and PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from sqlalchemy import update
+
+from soak.errors import StoreError
+from soak.store import HOST_DEVICE, Store
+from soak.store import schema as S
+from soak.telemetry.records import DeviceSample, HostSample, Snapshot
+
+T0 = 1_764_000_000.0
+
+
+def _snap(ts: float, util: float | None, hbm: int | None, *, up: bool = True, rss: int = 1000) -> Snapshot:
+    return Snapshot(
+        ts=ts,
+        host="node1",
+        devices=(
+            DeviceSample(device="npu0-0", backend="sim", up=up, util_pct=util, hbm_used_bytes=hbm,
+                         hbm_total_bytes=64 << 30 if up else None, temp_c=40.0 if up else None,
+                         power_w=None, healthy=True if up else None, health="OK" if up else None,
+                         error=None if up else "timeout"),
+            DeviceSample(device="npu1-0", backend="sim", util_pct=50.0, hbm_used_bytes=10,
+                         hbm_total_bytes=100, temp_c=41.5, power_w=90.25, healthy=False, health="Warning"),
+        ),
+        host_sample=HostSample(workload_rss_bytes=rss, mem_used_bytes=5, mem_total_bytes=10, cpu_pct=12.5),
+        comm_timeouts={"hccl_plog:notify_timeout": 2, "torch_watchdog": 1},
+    )
+
+
+def _new_run(store: Store, run_id: str = "r1", started: float = T0) -> None:
+    store.create_run(run_id, host="node1", plan={"run": {"duration": "72h"}}, started_ts=started,
+                     planned_end_ts=started + 72 * 3600, workload="lm", backend="sim", time_scale=720.0)
+
+
+def test_run_round_trip_and_listing_newest_first(store: Store) -> None:
+    _new_run(store, "old", T0)
+    _new_run(store, "new", T0 + 10)
+    runs = store.list_runs()
+    assert [r.id for r in runs] == ["new", "old"]
+    r = store.get_run("old")
+    assert r is not None
+    assert r.plan == {"run": {"duration": "72h"}}
+    assert (r.status, r.verdict, r.ended_ts, r.time_scale, r.restarts) == ("running", None, None, 720.0, 0)
+    assert r.planned_end_ts == T0 + 72 * 3600
+    assert store.get_run("missing") is None
+    store.finish_run("old", status="finished", ended_ts=T0 + 99, verdict="fail")
+    store.update_run("old", restarts=3, manifest={"torch": "2.13"})
+    r = store.get_run("old")
+    assert (r.status, r.verdict, r.ended_ts, r.restarts, r.manifest) == ("finished", "fail", T0 + 99, 3, {"torch": "2.13"})
+
+
+def test_duplicate_run_id_is_refused(store: Store) -> None:
+    _new_run(store)
+    with pytest.raises(StoreError, match="run r1 already exists"):
+        _new_run(store)
+
+
+def test_snapshot_rows_keep_none_as_null_and_add_host_row(store: Store) -> None:
+    _new_run(store)
+    assert store.add_snapshot("r1", _snap(T0, None, None, up=False)) == 3
+    rows = store.load_samples("r1")
+    by_dev = {r["device"]: r for r in rows}
+    assert set(by_dev) == {"npu0-0", "npu1-0", HOST_DEVICE}
+    down = by_dev["npu0-0"]
+    assert down["up"] is False and down["util_pct"] is None and down["hbm_used_bytes"] is None
+    assert by_dev["npu1-0"]["power_w"] == 90.25 and by_dev["npu1-0"]["healthy"] is False
+    assert by_dev[HOST_DEVICE]["host_rss_bytes"] == 1000
+    assert by_dev[HOST_DEVICE]["comm_timeouts_total"] == 3
+
+
+def test_load_trace_is_long_format_without_gaps_as_zero(store: Store) -> None:
+    _new_run(store)
+    store.add_snapshot("r1", _snap(T0, 90.0, 1 << 30))
+    store.add_snapshot("r1", _snap(T0 + 1, None, None, up=False, rss=2000))
+    store.add_steps("r1", [{"ts": T0 + 5, "workload": "lm", "rank": 1, "step": 40, "step_time_s": 0.25,
+                            "tokens_per_s": 800.0}])
+    trace = list(store.load_trace("r1"))
+    npu0 = [(ts, m, v) for ts, d, m, v in trace if d == "npu0-0"]
+    assert (T0, "util_pct", 90.0) in npu0
+    assert (T0, "hbm_used_bytes", float(1 << 30)) in npu0
+    # the failed reading is a gap: no util_pct row at T0+1, and never a 0
+    assert [x for x in npu0 if x[0] == T0 + 1] == []
+    assert (T0 + 1, HOST_DEVICE, "host_rss_bytes", 2000.0) in trace
+    assert (T0 + 5, "lm-rank1", "step_time_s", 0.25) in trace
+    assert (T0 + 5, "lm-rank1", "tokens_per_s", 800.0) in trace
+    assert all(m in S.SAMPLE_METRIC_COLUMNS + ("step_time_s", "tokens_per_s") for _, _, m, _ in trace)
+
+
+def test_load_trace_reads_in_chunks_without_losing_rows(store: Store) -> None:
+    _new_run(store)
+    for i in range(7):
+        store.add_snapshot("r1", _snap(T0 + i, float(i), i))
+    full = list(store.load_trace("r1"))
+    chunked = list(store.load_trace("r1", chunk_rows=2))
+    assert sorted(full) == sorted(chunked)
+    assert sorted(v for ts, d, m, v in full if d == "npu0-0" and m == "util_pct") == [float(i) for i in range(7)]
+
+
+def test_load_samples_downsamples_in_sql(store: Store) -> None:
+    _new_run(store)
+    for i in range(6):  # buckets of 3 s: [0,1,2], [3,4,5]; T0 is a multiple of 3
+        store.add_snapshot("r1", _snap(T0 + i, float(10 * i), 100 * i, up=(i != 4)))
+    rows = store.load_samples("r1", device="npu0-0", bucket_s=3)
+    assert [r["ts"] for r in rows] == [T0, T0 + 3]
+    assert rows[0]["util_pct"] == pytest.approx(10.0)  # mean of 0, 10, 20
+    assert rows[1]["util_pct"] == pytest.approx(40.0)  # mean of 30, 50: the gap is left out
+    assert rows[0]["up"] is True and rows[1]["up"] is False  # the worst of the bucket
+    assert rows[0]["n"] == 3
+    assert rows[1]["hbm_used_bytes"] == pytest.approx(400.0)
+    assert len(store.load_samples("r1", bucket_s=3)) == 6  # 3 devices x 2 buckets
+    assert [r["ts"] for r in store.load_samples("r1", device="npu0-0", start=T0 + 2, end=T0 + 3)] == [T0 + 2, T0 + 3]
+
+
+def test_events_round_trip_in_time_order(store: Store) -> None:
+    _new_run(store)
+    store.add_event("r1", "restart", ts=T0 + 20, workload="lm", rank=None, message="crash",
+                    detail={"attempt": 2, "exit_code": -9})
+    store.add_event("r1", "gap", ts=T0 + 5, end_ts=T0 + 15, message="daemon down")
+    ev = store.load_events("r1")
+    assert [e.kind for e in ev] == ["gap", "restart"]
+    assert ev[0].end_ts == T0 + 15
+    assert ev[1].detail == {"attempt": 2, "exit_code": -9} and ev[1].workload == "lm"
+    assert [e.kind for e in store.load_events("r1", kind="gap")] == ["gap"]
+    with pytest.raises(ValueError):
+        store.add_event("r1", "nonsense", ts=T0)
+
+
+def test_replace_findings_keeps_analysis_keys(store: Store) -> None:
+    _new_run(store)
+    f1 = {"kind": "memory_creep", "device": "npu0-0", "metric": "hbm_used_bytes", "start": T0,
+          "end": T0 + 3600, "severity": "fail", "summary": "HBM grows 1 GiB/h", "slope_per_hour": 1.5e9}
+    assert store.replace_findings("r1", [f1, {**f1, "device": "npu1-0"}]) == 2
+    assert store.replace_findings("r1", [f1]) == 1
+    got = store.load_findings("r1")
+    assert len(got) == 1
+    assert got[0].as_dict() == f1
+    assert store.replace_findings("r1", []) == 0
+    assert store.load_findings("r1") == []
+
+
+def test_export_csv_is_the_analysis_trace_format(store: Store, tmp_path) -> None:
+    _new_run(store)
+    store.add_snapshot("r1", _snap(T0 + 0.5, 75.5, 7))
+    out = tmp_path / "trace.csv"
+    n = store.export_csv("r1", out)
+    with open(out, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["timestamp", "device", "metric", "value"]
+    assert len(rows) == n + 1
+    assert [str(T0 + 0.5), "npu0-0", "util_pct", "75.5"] in rows
+    assert [str(T0 + 0.5), "npu1-0", "power_w", "90.25"] in rows
+
+
+def test_batch_writer_commits_only_full_batches_until_flushed(store: Store) -> None:
+    _new_run(store)
+    w = store.writer("r1", max_rows=6, max_delay_s=3600)
+    w.add(_snap(T0, 1.0, 1))  # 3 rows: buffered
+    assert store.count_samples("r1") == 0 and w.pending() == 3
+    w.add(_snap(T0 + 1, 1.0, 1))  # 6 rows: committed as one batch
+    assert store.count_samples("r1") == 6 and w.pending() == 0
+    w.add(_snap(T0 + 2, 1.0, 1))
+    assert w.flush() == 3
+    assert store.count_samples("r1") == 9 and store.last_sample_ts("r1") == T0 + 2
+
+
+def test_schema_version_mismatch_is_refused(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    s = Store.open(store_url)
+    with s.engine.begin() as conn:
+        conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value="999"))
+    s.close()
+    with pytest.raises(StoreError, match="schema version 999"):
+        Store.open(store_url)
