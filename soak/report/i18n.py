@@ -1,0 +1,135 @@
+"""English and Chinese strings of the report (PDF and app).
+
+One table, keyed by a short id. A missing Chinese string falls back to English so a new label
+never breaks the zh report; ``tests/report`` checks both columns are complete.
+"""
+
+from __future__ import annotations
+
+LANGS: tuple[str, ...] = ("en", "zh")
+
+STRINGS: dict[str, tuple[str, str]] = {
+    "title": ("Soak test acceptance report", "稳定性拷机验收报告"),
+    "app_title": ("soak: acceptance report", "soak：验收报告"),
+    "customer": ("Customer", "客户"),
+    "site": ("Site", "站点"),
+    "cluster": ("Cluster", "集群"),
+    "node": ("Node", "节点"),
+    "host": ("Host", "主机"),
+    "run_id": ("Run ID", "运行 ID"),
+    "workload": ("Workload", "负载"),
+    "backend": ("Backend", "后端"),
+    "status": ("Status", "状态"),
+    "run_window": ("Run window", "运行时段"),
+    "started": ("Started", "开始"),
+    "ended": ("Ended", "结束"),
+    "duration": ("Duration", "时长"),
+    "planned": ("Planned duration", "计划时长"),
+    "time_scale": ("Time scale", "时间倍率"),
+    "restarts": ("Restarts", "重启次数"),
+    "chips": ("Chips", "芯片数"),
+    "serials": ("Serial numbers", "序列号"),
+    "verdict": ("Verdict", "结论"),
+    "verdict_pass": ("PASS", "通过"),
+    "verdict_fail": ("FAIL", "未通过"),
+    "verdict_running": ("RUNNING", "运行中"),
+    "verdict_none": ("NOT ANALYSED", "未分析"),
+    "why": ("Why", "原因"),
+    "criteria": ("Acceptance criteria", "验收标准"),
+    "criterion": ("Criterion", "标准"),
+    "required": ("Required", "要求"),
+    "measured": ("Measured", "实测"),
+    "met": ("Met", "达标"),
+    "met_yes": ("met", "达标"),
+    "met_no": ("MISSED", "未达标"),
+    "met_na": ("N/A", "N/A"),
+    "chip_summary": ("Per-chip summary", "逐芯片汇总"),
+    "device": ("Device", "设备"),
+    "model": ("Model", "型号"),
+    "serial": ("Serial", "序列号"),
+    "util_mean": ("Util mean %", "平均利用率 %"),
+    "util_min": ("Util min %", "最低利用率 %"),
+    "temp_max": ("Temp max °C", "最高温度 °C"),
+    "power_mean": ("Power mean W", "平均功耗 W"),
+    "hbm_peak": ("HBM peak", "HBM 峰值"),
+    "step_median": ("Step median s", "步时中位数 s"),
+    "findings": ("Findings", "发现的问题"),
+    "no_findings": ("No findings.", "未发现问题。"),
+    "kind": ("Kind", "类型"),
+    "metric": ("Metric", "指标"),
+    "severity": ("Severity", "严重程度"),
+    "start": ("Start", "开始"),
+    "end": ("End", "结束"),
+    "summary": ("Summary", "摘要"),
+    "evidence": ("Evidence", "证据"),
+    "charts": ("Per-chip timelines", "逐芯片时间线"),
+    "events": ("Event timeline", "事件时间线"),
+    "no_events": ("No events.", "无事件。"),
+    "time": ("Time", "时间"),
+    "event": ("Event", "事件"),
+    "message": ("Message", "说明"),
+    "manifest": ("Environment manifest", "环境清单"),
+    "key": ("Key", "键"),
+    "value": ("Value", "值"),
+    "clean_statement": ("Clean-run statement", "无异常声明"),
+    "no_clean_statement": (
+        "No clean-run statement: the run has findings or was not analysed.",
+        "无无异常声明：本次运行存在问题或未经分析。",
+    ),
+    "detectors": ("Detector versions and thresholds", "检测器版本与阈值"),
+    "detector": ("Detector", "检测器"),
+    "version": ("Version", "版本"),
+    "thresholds": ("Thresholds", "阈值"),
+    "data_integrity": ("Raw data integrity", "原始数据完整性"),
+    "data_sha256": ("SHA-256 of the exported raw data (CSV)", "导出原始数据 (CSV) 的 SHA-256"),
+    "data_rows": ("Rows in the raw data", "原始数据行数"),
+    "attachments_note": (
+        "The raw data (CSV) and the findings (JSON) are attached to this PDF. "
+        "Check the signature and the digest with: soak verify THIS.pdf --cert CERT.pem",
+        "原始数据 (CSV) 与发现的问题 (JSON) 已作为附件嵌入本 PDF。"
+        "可用 soak verify 本文件.pdf --cert 证书.pem 校验签名与摘要。",
+    ),
+    "signature": ("Signature", "签名"),
+    "signature_note": (
+        "Signed by the delivery engineer's key; the certificate fingerprint is handed over separately.",
+        "由交付工程师的密钥签名；证书指纹另行交付。",
+    ),
+    "unsigned": ("UNSIGNED DRAFT", "未签名草稿"),
+    "generated": ("Generated", "生成时间"),
+    "page": ("Page", "第"),
+    "runs": ("Runs", "运行列表"),
+    "no_runs": ("No runs in this store yet.", "存储中还没有运行记录。"),
+    "overview": ("Overview", "概览"),
+    "timelines": ("Timelines", "时间线"),
+    "download_pdf": ("Download signed PDF", "下载已签名 PDF"),
+    "build_pdf": ("Build the PDF", "生成 PDF"),
+    "pdf_unsigned_hint": (
+        "No signing key found: the PDF is unsigned. Create one with: soak keys init",
+        "未找到签名密钥：PDF 未签名。请先运行 soak keys init",
+    ),
+    "language": ("Language", "语言"),
+    "select_run": ("Run", "运行"),
+    "select_chip": ("Chip", "芯片"),
+    "live": ("Live: refreshes every few seconds", "实时：每隔几秒自动刷新"),
+    "util_pct": ("Utilization %", "利用率 %"),
+    "temp_c": ("Temperature °C", "温度 °C"),
+    "hbm_used_bytes": ("HBM used GiB", "HBM 已用 GiB"),
+    "power_w": ("Power W", "功耗 W"),
+    "step_time_s": ("Step time s", "步时 s"),
+    "na": ("N/A", "N/A"),
+}
+
+
+def t(key: str, lang: str = "en") -> str:
+    """The string ``key`` in ``lang`` ("en" or "zh"); unknown keys come back as the key."""
+    pair = STRINGS.get(key)
+    if pair is None:
+        return key
+    return pair[1] if lang == "zh" and pair[1] else pair[0]
+
+
+def verdict_label(verdict: str | None, lang: str = "en") -> str:
+    key = {"pass": "verdict_pass", "fail": "verdict_fail", "running": "verdict_running"}.get(
+        verdict or "", "verdict_none"
+    )
+    return t(key, lang)

@@ -1,0 +1,211 @@
+"""What the report shows, as plain frozen records.
+
+The Streamlit app and the PDF render a ``ReportData``; neither talks to the store or the
+analysis directly. ``soak.report.loader.load_report_data`` fills one from a store. Keeping the
+renderers on this small model means the PDF can be built, tested and benchmarked from any
+source (a store, a CSV trace, a synthetic fixture) with the same code.
+
+Missing values are ``None`` and are rendered as "N/A" (see ``fmt``), never as 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+# Chart order and labels of the per-chip series the report draws (canonical metric names).
+SERIES_METRICS: tuple[str, ...] = ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run as the store recorded it."""
+
+    run_id: str
+    status: str | None = None  # running | finished | failed | interrupted ...
+    workload: str | None = None
+    backend: str | None = None  # npu | cuda | cpu | sim
+    host: str | None = None
+    started_at: float | None = None  # unix seconds
+    ended_at: float | None = None  # None while running
+    planned_duration_s: float | None = None
+    time_scale: float | None = None  # >1 for an accelerated (simulated) soak
+    restarts: int | None = None
+    plan: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at
+        if end is None:
+            return None
+        return max(0.0, end - self.started_at)
+
+
+@dataclass(frozen=True)
+class Customer:
+    """Who the PDF is for. Given on the command line; not part of the recorded run."""
+
+    customer: str | None = None
+    site: str | None = None
+    cluster: str | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class ChipSummary:
+    """One device over the whole run (statistics computed in SQL or from the series)."""
+
+    device: str
+    model: str | None = None
+    serial: str | None = None
+    bus_id: str | None = None
+    samples: int | None = None
+    util_mean_pct: float | None = None
+    util_min_pct: float | None = None
+    temp_max_c: float | None = None
+    power_mean_w: float | None = None
+    power_max_w: float | None = None
+    hbm_peak_bytes: float | None = None
+    hbm_total_bytes: float | None = None
+    step_time_median_s: float | None = None
+    findings: int = 0
+
+
+@dataclass(frozen=True)
+class Series:
+    """One metric of one device, already downsampled (bucket means)."""
+
+    device: str
+    metric: str
+    ts: tuple[float, ...]
+    values: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """One finding as the report shows it. ``evidence`` holds the detector's extra keys."""
+
+    kind: str
+    device: str | None
+    metric: str | None
+    start: float | None
+    end: float | None
+    severity: str
+    summary: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EventView:
+    """Something that happened at a moment: restart, crash, inject, checkpoint, phase change."""
+
+    ts: float
+    kind: str
+    device: str | None = None
+    message: str | None = None
+    severity: str | None = None
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One acceptance criterion with the measured value. ``met`` None = could not be judged."""
+
+    name: str
+    required: str
+    measured: str | None
+    met: bool | None
+
+
+@dataclass(frozen=True)
+class DetectorInfo:
+    name: str
+    version: str | None = None
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportData:
+    run: RunInfo
+    chips: tuple[ChipSummary, ...] = ()
+    series: tuple[Series, ...] = ()
+    findings: tuple[FindingView, ...] = ()
+    events: tuple[EventView, ...] = ()
+    verdict: str | None = None  # pass | fail | running | None (not analysed)
+    verdict_reasons: tuple[str, ...] = ()
+    criteria: tuple[Criterion, ...] = ()
+    clean_statement: str | None = None
+    detectors: tuple[DetectorInfo, ...] = ()
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+    generated_at: float | None = None
+
+    def series_for(self, device: str, metric: str) -> Series | None:
+        for s in self.series:
+            if s.device == device and s.metric == metric:
+                return s
+        return None
+
+    def findings_for(self, device: str) -> tuple[FindingView, ...]:
+        return tuple(f for f in self.findings if f.device == device)
+
+
+# -- rendering helpers shared by the PDF and the app --------------------------------------------
+
+
+def fmt(value: Any, unit: str = "", digits: int = 1) -> str:
+    """A value for people: None (or NaN) is "N/A", never 0."""
+    if value is None:
+        return "N/A"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "N/A"
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def fmt_bytes(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "N/A"
+    v = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.1f} {unit}" if unit != "B" else f"{int(v)} B"
+        v /= 1024
+    return f"{v:.1f} TiB"  # pragma: no cover
+
+
+def fmt_ts(ts: float | None) -> str:
+    if ts is None:
+        return "N/A"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "N/A"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h {m:02d}m {sec:02d}s"
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Nested manifest/plan dicts as sorted ("a.b.c", "value") rows for tables."""
+    rows: list[tuple[str, str]] = []
+    for key in sorted(mapping, key=str):
+        value = mapping[key]
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            rows.extend(flatten(value, name + "."))
+        elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            rows.append((name, ", ".join(fmt(v) for v in value) or "N/A"))
+        else:
+            rows.append((name, fmt(value)))
+    return rows

@@ -1,0 +1,315 @@
+"""The customer's PDF (reportlab platypus), before attachments and signature.
+
+``render_pdf`` lays out: cover (customer, site, cluster, node, serials, run window, verdict),
+acceptance criteria with measured values, per-chip summary, charts, findings with evidence,
+event timeline, manifest, clean-run statement, detector versions and thresholds, the SHA-256
+of the exported raw data, and a signature slot on the last page whose position is returned so
+``signing.finalize_pdf`` can put the visible signature exactly there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from xml.sax.saxutils import escape
+
+from soak.report.charts import all_chart_pngs
+from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
+from soak.report.i18n import t, verdict_label
+from soak.report.model import (
+    Customer,
+    ReportData,
+    flatten,
+    fmt,
+    fmt_bytes,
+    fmt_duration,
+    fmt_ts,
+)
+
+MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
+MAX_MANIFEST_ROWS = 300
+SIGNATURE_BOX_H = 80.0
+
+
+@dataclass(frozen=True)
+class RawData:
+    """The exported raw data whose digest the report prints (and which is attached)."""
+
+    sha256: str | None
+    rows: int | None
+    filename: str = "soak-raw.csv"
+
+
+@dataclass
+class SignatureSlot:
+    """Where the visible signature goes: 0-based page and box (x1, y1, x2, y2) in points."""
+
+    page: int = 0
+    box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+def _has_wide(text: str) -> bool:
+    return any(ord(c) > 0xFF for c in text)
+
+
+class _Styles:
+    def __init__(self, lang: str, cjk: FontChoice | None) -> None:
+        from reportlab.lib import colors
+        from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+
+        self.cjk = cjk
+        base = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica"
+        bold = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica-Bold"
+        ss = getSampleStyleSheet()
+        self.body = ParagraphStyle("b", parent=ss["BodyText"], fontName=base, fontSize=9, leading=12)
+        self.small = ParagraphStyle("s", parent=self.body, fontSize=7, leading=9)
+        self.cell = ParagraphStyle("c", parent=self.body, fontSize=7.5, leading=9.5)
+        self.head = ParagraphStyle("hc", parent=self.cell, fontName=bold, textColor=colors.white)
+        self.h1 = ParagraphStyle("h1", parent=ss["Title"], fontName=bold, fontSize=20, leading=26)
+        self.h2 = ParagraphStyle(
+            "h2", parent=ss["Heading2"], fontName=bold, fontSize=13, leading=17, spaceBefore=8
+        )
+        self.verdict = ParagraphStyle("v", parent=self.h1, fontSize=28, leading=34)
+
+    def p(self, text: object, style=None):  # noqa: ANN001 - reportlab style
+        """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
+        from reportlab.platypus import Paragraph
+
+        s = escape("N/A" if text is None else str(text))
+        if self.cjk and _has_wide(s) and (style or self.body).fontName != CJK_FONT_NAME:
+            s = f'<font name="{CJK_FONT_NAME}">{s}</font>'
+        return Paragraph(s, style or self.body)
+
+
+def _table(st: _Styles, header: list[str], rows: list[list[object]], widths: list[float] | None):
+    from reportlab.lib import colors
+    from reportlab.platypus import LongTable, TableStyle
+
+    data = [[st.p(h, st.head) for h in header]]
+    data += [[st.p(c, st.cell) for c in row] for row in rows]
+    tbl = LongTable(data, colWidths=widths, repeatRows=1)
+    tbl.setStyle(
+        TableStyle(
+            [
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4f6f")),
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#b0b0b0")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f5f8")]),
+                ("TOPPADDING", (0, 0), (-1, -1), 2),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
+            ]
+        )
+    )
+    return tbl
+
+
+def _slot_flowable(slot: SignatureSlot, st: _Styles, lang: str, signed: bool):
+    from reportlab.lib import colors
+    from reportlab.platypus import Flowable
+
+    class _Slot(Flowable):
+        def wrap(self, avail_w, avail_h):  # noqa: ANN001
+            self.width = min(260.0, avail_w)
+            return self.width, SIGNATURE_BOX_H
+
+        def draw(self) -> None:
+            c = self.canv
+            x, y = c.absolutePosition(0, 0)
+            slot.page = c.getPageNumber() - 1
+            slot.box = (x, y, x + self.width, y + SIGNATURE_BOX_H)
+            c.setStrokeColor(colors.HexColor("#888888"))
+            c.setDash(2, 2)
+            c.rect(0, 0, self.width, SIGNATURE_BOX_H)
+            if not signed:
+                c.setFillColor(colors.HexColor("#b22222"))
+                c.setFont(st.body.fontName, 12)
+                c.drawCentredString(self.width / 2, SIGNATURE_BOX_H / 2 - 4, t("unsigned", lang))
+
+    return _Slot()
+
+
+def render_pdf(
+    data: ReportData,
+    *,
+    customer: Customer | None = None,
+    raw: RawData | None = None,
+    lang: str = "en",
+    font: str | None = None,
+    signed: bool = True,
+) -> tuple[bytes, SignatureSlot]:
+    """The report as PDF bytes plus the signature slot's position."""
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Image, KeepTogether, PageBreak, SimpleDocTemplate, Spacer
+
+    cjk = register_cjk_font(font) if lang == "zh" else try_register_cjk_font(font)
+    st = _Styles(lang, cjk)
+    customer = customer or Customer()
+    raw = raw or RawData(None, None)
+    run = data.run
+    slot = SignatureSlot()
+    story: list = []
+    page_w = A4[0] - 36 * mm
+
+    # -- cover ---------------------------------------------------------------------------
+    story.append(st.p(t("title", lang), st.h1))
+    story.append(Spacer(1, 6 * mm))
+    serials = ", ".join(c.serial for c in data.chips if c.serial) or "N/A"
+    cover = [
+        (t("customer", lang), customer.customer),
+        (t("site", lang), customer.site),
+        (t("cluster", lang), customer.cluster),
+        (t("node", lang), customer.node or run.host),
+        (t("host", lang), run.host),
+        (t("run_id", lang), run.run_id),
+        (t("workload", lang), run.workload),
+        (t("backend", lang), run.backend),
+        (t("chips", lang), len(data.chips) or None),
+        (t("serials", lang), serials),
+        (t("run_window", lang), f"{fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}"),
+        (t("duration", lang), fmt_duration(run.duration_s)),
+        (t("planned", lang), fmt_duration(run.planned_duration_s)),
+        (t("restarts", lang), run.restarts),
+    ]
+    if run.time_scale and run.time_scale != 1:
+        cover.append((t("time_scale", lang), f"×{run.time_scale:g}"))
+    story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
+    story.append(Spacer(1, 8 * mm))
+    color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
+    vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
+    story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
+    for reason in data.verdict_reasons:
+        story.append(st.p(f"• {reason}"))
+    story.append(Spacer(1, 4 * mm))
+    story.append(st.p(f"{t('generated', lang)}: {fmt_ts(data.generated_at or time.time())}", st.small))
+    story.append(PageBreak())
+
+    # -- criteria and chips ----------------------------------------------------------------
+    story.append(st.p(t("criteria", lang), st.h2))
+    met_word = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
+    crit_rows = [[c.name, c.required, c.measured, met_word[c.met]] for c in data.criteria]
+    if crit_rows:
+        story.append(_table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)], crit_rows, [60 * mm, 45 * mm, 45 * mm, page_w - 150 * mm]))
+    else:
+        story.append(st.p("N/A"))
+
+    story.append(st.p(t("chip_summary", lang), st.h2))
+    chip_rows = [
+        [
+            c.device,
+            c.model,
+            c.serial,
+            fmt(c.util_mean_pct),
+            fmt(c.util_min_pct),
+            fmt(c.temp_max_c),
+            fmt(c.power_mean_w),
+            fmt_bytes(c.hbm_peak_bytes),
+            fmt(c.step_time_median_s, digits=3),
+            c.findings,
+        ]
+        for c in data.chips
+    ]
+    hdr = ["device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak", "step_median", "findings"]
+    story.append(_table(st, [t(h, lang) for h in hdr], chip_rows, None))
+
+    # -- charts ----------------------------------------------------------------------------
+    charts = all_chart_pngs(data, lang=lang, font=cjk)
+    if charts:
+        story.append(PageBreak())
+        story.append(st.p(t("charts", lang), st.h2))
+        for _metric, png in charts:
+            img = Image(io.BytesIO(png), width=page_w, height=page_w * 2.3 / 7.2)
+            story.append(img)
+            story.append(Spacer(1, 2 * mm))
+
+    # -- findings --------------------------------------------------------------------------
+    story.append(st.p(t("findings", lang), st.h2))
+    if not data.findings:
+        story.append(st.p(t("no_findings", lang)))
+    for f in data.findings:
+        evidence = "; ".join(f"{k}={_short(v)}" for k, v in sorted(f.evidence.items()))
+        rows = [
+            [t("kind", lang), f.kind, t("severity", lang), f.severity],
+            [t("device", lang), f.device, t("metric", lang), f.metric],
+            [t("start", lang), fmt_ts(f.start), t("end", lang), fmt_ts(f.end)],
+        ]
+        block = [
+            st.p(f"{f.kind} · {f.device or 'N/A'}: {f.summary}", st.body.clone("fb", fontName=st.h2.fontName)),
+            _table(st, ["", "", "", ""], rows, [25 * mm, page_w / 2 - 25 * mm, 25 * mm, page_w / 2 - 25 * mm]),
+        ]
+        if evidence:
+            block.append(st.p(f"{t('evidence', lang)}: {evidence}", st.small))
+        block.append(Spacer(1, 3 * mm))
+        story.append(KeepTogether(block))
+
+    # -- events ----------------------------------------------------------------------------
+    story.append(st.p(t("events", lang), st.h2))
+    if not data.events:
+        story.append(st.p(t("no_events", lang)))
+    else:
+        ev_rows = [[fmt_ts(e.ts), e.kind, e.device, e.message] for e in data.events[:MAX_EVENTS]]
+        story.append(_table(st, [t("time", lang), t("event", lang), t("device", lang), t("message", lang)], ev_rows, [38 * mm, 30 * mm, 22 * mm, page_w - 90 * mm]))
+        if len(data.events) > MAX_EVENTS:
+            story.append(st.p(f"… +{len(data.events) - MAX_EVENTS} (soak-findings.json)", st.small))
+
+    # -- manifest, statement, detectors, integrity ------------------------------------------
+    story.append(st.p(t("manifest", lang), st.h2))
+    man = flatten(data.manifest)
+    if man:
+        story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in man[:MAX_MANIFEST_ROWS]], [60 * mm, page_w - 60 * mm]))
+    else:
+        story.append(st.p("N/A"))
+
+    story.append(st.p(t("clean_statement", lang), st.h2))
+    story.append(st.p(data.clean_statement or t("no_clean_statement", lang)))
+
+    story.append(st.p(t("detectors", lang), st.h2))
+    det_rows = [[d.name, d.version, json.dumps(dict(d.thresholds), ensure_ascii=False, sort_keys=True, default=str)] for d in data.detectors]
+    if det_rows:
+        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows, [40 * mm, 20 * mm, page_w - 60 * mm]))
+    else:
+        story.append(st.p("N/A"))
+
+    story.append(st.p(t("data_integrity", lang), st.h2))
+    story.append(_table(st, [t("key", lang), t("value", lang)], [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]], [60 * mm, page_w - 60 * mm]))
+    story.append(Spacer(1, 2 * mm))
+    story.append(st.p(t("attachments_note", lang), st.small))
+
+    sig_block = [st.p(t("signature", lang), st.h2), st.p(t("signature_note", lang), st.small), Spacer(1, 2 * mm), _slot_flowable(slot, st, lang, signed)]
+    story.append(KeepTogether(sig_block))
+
+    def _footer(canvas, doc) -> None:  # noqa: ANN001 - reportlab callback
+        canvas.saveState()
+        canvas.setFont("Helvetica", 7)
+        canvas.setFillColor(colors.HexColor("#666666"))
+        canvas.drawString(18 * mm, 10 * mm, f"soak · {run.run_id}")
+        canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"{doc.page}")
+        canvas.restoreState()
+
+    buf = io.BytesIO()
+    doc = SimpleDocTemplate(
+        buf,
+        pagesize=A4,
+        leftMargin=18 * mm,
+        rightMargin=18 * mm,
+        topMargin=16 * mm,
+        bottomMargin=18 * mm,
+        title=f"{t('title', lang)} {run.run_id}",
+        author=customer.customer or "soak",
+        subject=f"soak run {run.run_id}; raw data sha256 {raw.sha256 or 'N/A'}",
+        keywords=f"soak-run-id:{run.run_id} soak-data-sha256:{raw.sha256 or 'N/A'} soak-verdict:{data.verdict or 'N/A'}",
+        creator="soak",
+        lang="zh-CN" if lang == "zh" else "en",
+    )
+    doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
+    return buf.getvalue(), slot
+
+
+def _short(value: object, limit: int = 80) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    s = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    return s if len(s) <= limit else s[: limit - 1] + "…"
