@@ -1,0 +1,539 @@
+"""The ``npu-smi info`` table: a parser written from its header lines, and the reader.
+
+npu-smi has printed at least five table layouts (widths 80 to 116 columns, with or without
+Hugepages, HBM, ``Chip Phy-ID`` / ``Chip Device``, an extra container-pid column). None of
+them is parsed by column position. Instead:
+
+1. Lines are grouped: ``|`` lines between ``+---``/``+===`` borders form one group.
+2. The chip header group (the one naming ``NPU`` and ``Health``/``Bus-Id``) gives, per line
+   and per ``|`` cell, the field names; fields inside one cell are separated by two or more
+   spaces (``Chip  Phy-ID``, ``Power(W)    Temp(C)``).
+3. Each following group holds one chip per N lines, N being the number of header lines;
+   line i of a chip is read against header line i, cell by cell. Inside a cell, values are
+   taken in order, with ``used / total`` pairs kept together (``60056/ 65536``).
+4. The process header group (``Process id``) is read the same way.
+
+Unknown columns are kept in ``extras`` and never break a reading, so a future layout with
+a new column or a new order still parses. ``NA`` and ``-`` become None, never 0.
+
+Command line equivalent: ``npu-smi info``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from soak.errors import InputError, ToolError
+from soak.telemetry.records import DeviceSample
+from soak.telemetry.runner import Runner, RunnerLike, ToolResult
+
+MIB = 1024 * 1024
+
+# Words npu-smi prints for "no value". Anything else non-numeric in a numeric column is
+# also None (the tool had no number to give), but these are the documented ones.
+NA_WORDS = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported", "unknown"})
+
+_PAIR_OR_TOKEN = re.compile(r"(\S+?)\s*/\s*(\S+)|\S+")
+_HEADER_SPLIT = re.compile(r"\s{2,}")
+_NO_PROCESS = re.compile(r"no running processes found", re.IGNORECASE)
+
+CHIP_KEYS: tuple[str, ...] = (
+    "npu_id",
+    "chip_id",
+    "phy_id",
+    "device_id",
+    "name",
+    "health",
+    "bus_id",
+    "power_w",
+    "temp_c",
+    "aicore_util_pct",
+    "hugepages_used",
+    "hugepages_total",
+    "memory_used_mb",
+    "memory_total_mb",
+    "hbm_used_mb",
+    "hbm_total_mb",
+)
+PROCESS_KEYS: tuple[str, ...] = ("npu_id", "chip_id", "pid", "name", "memory_mb")
+
+
+@dataclass(frozen=True, slots=True)
+class ChipRow:
+    """One chip of ``npu-smi info``. Units in the names; None = the layout lacks it or NA/-."""
+
+    npu_id: int
+    chip_id: int
+    phy_id: int | None = None
+    device_id: int | None = None
+    name: str | None = None
+    health: str | None = None
+    bus_id: str | None = None
+    power_w: float | None = None
+    temp_c: int | float | None = None
+    aicore_util_pct: int | float | None = None
+    hugepages_used: int | None = None
+    hugepages_total: int | None = None
+    memory_used_mb: int | None = None
+    memory_total_mb: int | None = None
+    hbm_used_mb: int | None = None
+    hbm_total_mb: int | None = None
+    # columns this parser does not know, as (header, raw text): kept, not in the contract JSON
+    extras: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in CHIP_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    """One row of the process section. ``memory_mb`` is device memory held by the process."""
+
+    npu_id: int
+    chip_id: int
+    pid: int | None
+    name: str | None = None
+    memory_mb: int | None = None
+    extras: tuple[tuple[str, str], ...] = ()  # e.g. ("process id in container", "1234")
+
+    def to_json(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in PROCESS_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class InfoTable:
+    """A parsed ``npu-smi info`` table.
+
+    ``has_process_section`` tells "no processes" (section printed, empty) from "not known"
+    (old layouts and trimmed captures print no section at all).
+    """
+
+    version: str | None
+    chips: tuple[ChipRow, ...]
+    processes: tuple[ProcessRow, ...]
+    has_process_section: bool = False
+    has_hbm_column: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        """The ``soak parse npu-smi`` contract: version, chips, processes (JSON-ready)."""
+        return {
+            "version": self.version,
+            "chips": [c.to_json() for c in self.chips],
+            "processes": [p.to_json() for p in self.processes],
+        }
+
+
+# ---------------------------------------------------------------------------- header words
+
+# Normalised header word -> (field, kind). kind: int/float/str, or "pair" for "used / total"
+# columns whose field is the prefix of <prefix>_used / <prefix>_total.
+_CHIP_FIELDS: dict[str, tuple[str, str]] = {
+    "npu": ("npu_id", "int"),
+    "npuid": ("npu_id", "int"),
+    "name": ("name", "str"),
+    "health": ("health", "str"),
+    "powerw": ("power_w", "float"),
+    "power": ("power_w", "float"),
+    "tempc": ("temp_c", "num"),
+    "temp": ("temp_c", "num"),
+    "hugepagesusagepage": ("hugepages", "pair"),
+    "hugepagesusage": ("hugepages", "pair"),
+    "chip": ("chip_id", "int"),
+    "chipid": ("chip_id", "int"),
+    "phyid": ("phy_id", "int"),
+    "device": ("device_id", "int"),
+    "busid": ("bus_id", "str"),
+    "aicore": ("aicore_util_pct", "num"),
+    "memoryusagemb": ("memory", "pair_mb"),
+    "memoryusage": ("memory", "pair_mb"),
+    "hbmusagemb": ("hbm", "pair_mb"),
+    "hbmusage": ("hbm", "pair_mb"),
+}
+_PROC_FIELDS: dict[str, tuple[str, str]] = {
+    "npu": ("npu_id", "int"),
+    "chip": ("chip_id", "int"),
+    "processid": ("pid", "int"),
+    "pid": ("pid", "int"),
+    "processname": ("name", "str"),
+    "processmemorymb": ("memory_mb", "int"),
+    "processmemory": ("memory_mb", "int"),
+}
+
+
+def _norm(word: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", word.lower())
+
+
+def _na(text: str) -> bool:
+    return text.strip().lower() in NA_WORDS
+
+
+def _number(text: str) -> int | float | None:
+    text = text.strip()
+    if _na(text):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int(text: str) -> int | None:
+    value = _number(text)
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    return value
+
+
+def _float(text: str) -> float | None:
+    value = _number(text)
+    return None if value is None else float(value)
+
+
+def _str(text: str) -> str | None:
+    text = text.strip()
+    return None if _na(text) else text
+
+
+# ---------------------------------------------------------------------------- line handling
+
+
+def _cells(line: str) -> list[str]:
+    """The ``|`` cells of one table line (without the outer bars)."""
+    body = line.strip()
+    parts = body.split("|")
+    parts = parts[1:]  # text before the first bar (indentation) is not a cell
+    if parts and parts[-1].strip() == "":
+        parts = parts[:-1]
+    return parts
+
+
+def _groups(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """Runs of ``|`` lines; any ``+`` border (or other text) ends a run."""
+    groups: list[list[tuple[int, str]]] = []
+    current: list[tuple[int, str]] = []
+    for lineno, line in lines:
+        if line.startswith("|"):
+            current.append((lineno, line))
+        else:
+            if current:
+                groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _tokens(cell: str) -> list[str]:
+    """Values in one cell, in order; ``a / b`` stays one value."""
+    return [m.group(0) for m in _PAIR_OR_TOKEN.finditer(cell)]
+
+
+def _header_fields(cell: str) -> list[str]:
+    stripped = cell.strip()
+    return [w for w in _HEADER_SPLIT.split(stripped) if w] if stripped else []
+
+
+@dataclass(frozen=True, slots=True)
+class _Header:
+    lines: tuple[tuple[tuple[str, ...], ...], ...]  # per header line, per cell, field words
+
+    @property
+    def height(self) -> int:
+        return len(self.lines)
+
+
+def _read_header(group: list[tuple[int, str]]) -> _Header:
+    return _Header(
+        tuple(tuple(tuple(_header_fields(c)) for c in _cells(line)) for _, line in group)
+    )
+
+
+def _split_cell(cell: str, headers: tuple[str, ...], text_fields: set[str]) -> list[str]:
+    """Assign a cell's text to its header fields, in order.
+
+    One field: the whole cell (a process name may hold spaces or be blank). Several fields:
+    whitespace tokens with ``a / b`` kept whole; surplus tokens join the text field (a name
+    with a space), missing trailing ones are empty.
+    """
+    if len(headers) <= 1:
+        return [cell.strip()]
+    toks = _tokens(cell)
+    if len(toks) > len(headers):
+        text_idx = next((i for i, h in enumerate(headers) if _norm(h) in text_fields), None)
+        if text_idx is None:
+            text_idx = len(headers) - 1
+        surplus = len(toks) - len(headers)
+        toks = (
+            toks[:text_idx]
+            + [" ".join(toks[text_idx : text_idx + surplus + 1])]
+            + toks[text_idx + surplus + 1 :]
+        )
+    return toks + [""] * (len(headers) - len(toks))
+
+
+def _expand(words: tuple[str, ...], known: dict[str, tuple[str, str]]) -> tuple[str, ...]:
+    """Split a header word printed with single spaces (``Chip Phy-ID``) when every part is a
+    known field on its own; ``Process id`` stays one field."""
+    out: list[str] = []
+    for word in words:
+        parts = word.split()
+        if _norm(word) not in known and len(parts) > 1 and all(_norm(p) in known for p in parts):
+            out.extend(parts)
+        else:
+            out.append(word)
+    return tuple(out)
+
+
+def _pair(text: str) -> tuple[int | None, int | None]:
+    m = re.fullmatch(r"\s*(\S*?)\s*/\s*(\S*)\s*", text)
+    if not m:
+        return _int(text), None
+    return _int(m.group(1)), _int(m.group(2))
+
+
+def _fields_of_block(
+    block: list[tuple[int, str]],
+    header: _Header,
+    known: dict[str, tuple[str, str]],
+    source: str,
+) -> tuple[dict[str, object], list[tuple[str, str]]]:
+    """Read one chip (or process) block against the header: {field: value}, extras."""
+    values: dict[str, object] = {}
+    extras: list[tuple[str, str]] = []
+    text_fields = {k for k, (_, kind) in known.items() if kind == "str"}
+    for (lineno, line), header_cells in zip(block, header.lines, strict=True):
+        cells = _cells(line)
+        if len(cells) != len(header_cells):
+            raise InputError(
+                f"{source}: line {lineno}: {len(cells)} cells where the header has "
+                f"{len(header_cells)}: {line.strip()[:80]!r}"
+            )
+        for cell, raw_words in zip(cells, header_cells, strict=True):
+            words = _expand(raw_words, known)
+            for word, raw in zip(words, _split_cell(cell, words, text_fields), strict=True):
+                spec = known.get(_norm(word))
+                if spec is None:
+                    extras.append((word, raw.strip()))
+                    continue
+                name, kind = spec
+                if kind in ("pair", "pair_mb"):
+                    used, total = _pair(raw)
+                    suffix = "_mb" if kind == "pair_mb" else ""
+                    values[f"{name}_used{suffix}"] = used
+                    values[f"{name}_total{suffix}"] = total
+                elif kind == "int":
+                    values[name] = _int(raw)
+                elif kind == "float":
+                    values[name] = _float(raw)
+                elif kind == "num":
+                    values[name] = _number(raw)
+                else:
+                    values[name] = _str(raw)
+    return values, extras
+
+
+def _is_chip_header(group: list[tuple[int, str]]) -> bool:
+    if not group:
+        return False
+    first = [_norm(w) for c in _cells(group[0][1]) for w in _header_fields(c)]
+    words = {_norm(w) for _, line in group for c in _cells(line) for w in _header_fields(c)}
+    return bool(first) and first[0] in ("npu", "npuid") and bool(words & {"health", "busid"})
+
+
+def _is_process_header(group: list[tuple[int, str]]) -> bool:
+    words = {_norm(w) for _, line in group for c in _cells(line) for w in _header_fields(c)}
+    return bool(words & {"processid", "pid"}) and "health" not in words
+
+
+def _check_text(text: str, source: str) -> list[tuple[int, str]]:
+    if "\x00" in text:
+        raise InputError(f"{source}: binary data, not npu-smi text")
+    if text.count("\ufffd") > 8:
+        raise InputError(f"{source}: not UTF-8 text")
+    lines = [(n, ln.rstrip().lstrip()) for n, ln in enumerate(text.splitlines(), start=1)]
+    if not any(ln for _, ln in lines):
+        raise InputError(f"{source}: empty, no npu-smi table")
+    return lines
+
+
+_VERSION = re.compile(r"Version:\s*(\S+)")
+
+
+def parse_info_table(text: str, *, source: str = "npu-smi output") -> InfoTable:
+    """Parse the text ``npu-smi info`` printed. ``source`` names the input in errors.
+
+    Raises InputError when there is no table (empty, binary, an error message instead).
+    """
+    lines = _check_text(text, source)
+    version = None
+    for _, line in lines:
+        if line.startswith("|") and (m := _VERSION.search(line)):
+            version = m.group(1)
+            break
+    groups = _groups(lines)
+    chip_header: _Header | None = None
+    proc_header: _Header | None = None
+    chips: list[ChipRow] = []
+    procs: list[ProcessRow] = []
+    has_hbm = False
+    for group in groups:
+        if _is_chip_header(group):
+            chip_header = _read_header(group)
+            proc_header = None
+            has_hbm = any(
+                _norm(w).startswith("hbmusage") for ln in chip_header.lines for c in ln for w in c
+            )
+            continue
+        if _is_process_header(group):
+            proc_header = _read_header(group)
+            continue
+        if proc_header is not None:
+            procs.extend(_read_processes(group, proc_header, source))
+        elif chip_header is not None:
+            chips.extend(_read_chips(group, chip_header, source))
+    if chip_header is None:
+        first = next((ln for _, ln in lines if ln), "")
+        raise InputError(f"{source}: no npu-smi info table found (starts with {first[:60]!r})")
+    return InfoTable(
+        version=version,
+        chips=tuple(chips),
+        processes=tuple(procs),
+        has_process_section=proc_header is not None,
+        has_hbm_column=has_hbm,
+    )
+
+
+def _read_chips(group: list[tuple[int, str]], header: _Header, source: str) -> list[ChipRow]:
+    if len(group) % header.height:
+        lineno = group[0][0]
+        raise InputError(
+            f"{source}: line {lineno}: a chip block of {len(group)} lines, "
+            f"the header has {header.height}"
+        )
+    rows = []
+    for i in range(0, len(group), header.height):
+        block = group[i : i + header.height]
+        values, extras = _fields_of_block(block, header, _CHIP_FIELDS, source)
+        if values.get("npu_id") is None or values.get("chip_id") is None:
+            raise InputError(f"{source}: line {block[0][0]}: a chip row without NPU or chip id")
+        rows.append(ChipRow(**values, extras=tuple(extras)))  # type: ignore[arg-type]
+    return rows
+
+
+def _read_processes(group: list[tuple[int, str]], header: _Header, source: str) -> list[ProcessRow]:
+    rows = []
+    i = 0
+    while i < len(group):
+        lineno, line = group[i]
+        if _NO_PROCESS.search(line):
+            i += 1
+            continue
+        block = group[i : i + header.height]
+        if len(block) < header.height:
+            raise InputError(f"{source}: line {lineno}: an incomplete process row")
+        values, extras = _fields_of_block(block, header, _PROC_FIELDS, source)
+        if values.get("npu_id") is None or values.get("chip_id") is None:
+            raise InputError(f"{source}: line {lineno}: a process row without NPU or chip id")
+        values.setdefault("pid", None)
+        rows.append(ProcessRow(**values, extras=tuple(extras)))  # type: ignore[arg-type]
+        i += header.height
+    return rows
+
+
+# ---------------------------------------------------------------------------- samples
+
+
+def device_key(npu_id: int, chip_id: int) -> str:
+    """The stable device key for an Ascend chip (store, labels, traces)."""
+    return f"npu{npu_id}-{chip_id}"
+
+
+def _bytes(mb: int | None) -> int | None:
+    return None if mb is None else int(mb) * MIB
+
+
+def to_device_samples(
+    table: InfoTable, details: Mapping[tuple[int, int], Mapping[str, object]] | None = None
+) -> list[DeviceSample]:
+    """One DeviceSample per chip of ``table``.
+
+    ``details`` maps ``(npu_id, chip_id)`` to extra DeviceSample fields read by the key/value
+    queries (ECC counts, AI CPU rate, serial, ...; see ``npu_query``); they fill what the
+    table lacks and override what it has.
+
+    HBM comes from the HBM column when the layout has one; the Memory column is then DDR.
+    Without an HBM column (310, 310P, 310B) the Memory column is the chip's only memory and
+    is reported as DDR. A DDR total of 0 next to an HBM column means "no DDR reported"
+    (910B/A3 print a hard-coded 0), so it becomes None rather than a 0-byte memory.
+    """
+    proc_mem: dict[tuple[int, int], int] = {}
+    for p in table.processes:
+        key = (p.npu_id, p.chip_id)
+        proc_mem[key] = proc_mem.get(key, 0) + (p.memory_mb or 0)
+    samples = []
+    for c in table.chips:
+        key = (c.npu_id, c.chip_id)
+        ddr_used, ddr_total = c.memory_used_mb, c.memory_total_mb
+        if table.has_hbm_column and not ddr_total:
+            ddr_used = ddr_total = None
+        if table.has_process_section:
+            process_bytes: int | None = proc_mem.get(key, 0) * MIB
+        else:
+            process_bytes = None
+        fields: dict[str, object] = dict(
+            device=device_key(c.npu_id, c.chip_id),
+            backend="npu",
+            up=True,
+            model=c.name,
+            npu_id=c.npu_id,
+            chip_id=c.chip_id,
+            bus_id=c.bus_id,
+            health=c.health,
+            healthy=None if c.health is None else c.health == "OK",
+            util_pct=None if c.aicore_util_pct is None else float(c.aicore_util_pct),
+            temp_c=None if c.temp_c is None else float(c.temp_c),
+            power_w=c.power_w,
+            hbm_used_bytes=_bytes(c.hbm_used_mb),
+            hbm_total_bytes=_bytes(c.hbm_total_mb),
+            ddr_used_bytes=_bytes(ddr_used),
+            ddr_total_bytes=_bytes(ddr_total),
+            process_memory_bytes=process_bytes,
+        )
+        if details and key in details:
+            fields.update(details[key])
+        samples.append(DeviceSample(**fields))  # type: ignore[arg-type]
+    return samples
+
+
+# ---------------------------------------------------------------------------- reader
+
+
+class NpuSmiReader:
+    """Reads Ascend chips through ``npu-smi``. Every call goes through ``runner``.
+
+    ``info()`` mirrors ``npu-smi info``; the key/value queries (``usages``, ``health``, ...)
+    are added by :mod:`soak.telemetry.npu_query`.
+    """
+
+    def __init__(self, npu_smi: str = "npu-smi", runner: RunnerLike | None = None) -> None:
+        self.npu_smi = npu_smi
+        self.runner: RunnerLike = runner if runner is not None else Runner()
+
+    def _run(self, *args: str) -> ToolResult:
+        return self.runner([self.npu_smi, *args])
+
+    def info(self) -> InfoTable:
+        """The main table. Command line equivalent: ``npu-smi info``."""
+        result = self._run("info")
+        try:
+            return parse_info_table(result.stdout, source=f"{self.npu_smi} info")
+        except InputError as exc:
+            # from a live tool, unreadable output is the tool's failure, not the user's
+            raise ToolError(self.npu_smi, str(exc), kind="garbage") from None

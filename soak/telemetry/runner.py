@@ -1,0 +1,209 @@
+"""The one runner for every vendor-tool call (npu-smi, hccn_tool, ...).
+
+Vendor tools misbehave in three ways a plain ``subprocess.run`` does not survive:
+they hang (npu-smi waiting on a wedged driver), they leave helpers behind when killed,
+and they report failure in text while exiting 0 (``dcmi module initialize failed``).
+So every call here
+
+* starts the child in its own process group and, on timeout, SIGKILLs the whole group
+  (grandchildren included) so nothing keeps the pipes open or piles up over a 72 h soak;
+* turns a missing executable, a timeout, a non-zero exit and a known failure text into a
+  :class:`soak.errors.ToolError` with ``kind`` = ``missing`` | ``timeout`` | ``exit`` |
+  ``error_text``, which readers turn into a marked gap plus an error count.
+
+Readers take a ``runner`` argument: anything callable as ``runner(argv, timeout_s=None)``
+returning a :class:`ToolResult`. :class:`Runner` is the real one; :class:`ReplayRunner`
+answers from recorded text (tests, demos) and applies the same error-text checks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from soak.errors import ToolError
+
+# Texts that mean the call failed even when the exit status is 0. Sources: npu-smi's own
+# messages (CANN print module), DCMI initialisation failures after a driver upgrade without
+# reboot or for non-root users, a vanished card, and hccn_tool's wrong-device errors.
+# Deliberately NOT here: "call drvMngGetConsoleLogLevel failed" - hccn_tool prints that
+# warning before perfectly good results.
+KNOWN_ERROR_TEXTS: tuple[str, ...] = (
+    "dcmi module initialize failed",
+    "There is no NPU card on this server.",
+    "There is no NPU chip on this card.",
+    "Invalid card id.",
+    "Error parameter of -i",
+    "check uid or mode failed",
+    "Device ID is out of the valid range.",
+    "Cmd execute failed!",
+    "Command execute failed!",
+    "Get ipconf failed",
+)
+
+# After the SIGKILL, how long to wait for the pipes to drain. A grandchild that left the
+# group (setsid) can keep them open forever; we then stop reading rather than hang.
+_DRAIN_AFTER_KILL_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What one tool call printed. Text is decoded as UTF-8 with replacement characters."""
+
+    stdout: str
+    stderr: str
+    returncode: int
+    duration_s: float
+
+
+def _tool_name(argv: Sequence[str]) -> str:
+    return os.path.basename(str(argv[0])) if argv else "?"
+
+
+def find_error_text(text: str, error_texts: Sequence[str]) -> str | None:
+    """The first line of ``text`` that contains one of ``error_texts`` (case-insensitive)."""
+    lowered = [t.lower() for t in error_texts]
+    for line in text.splitlines():
+        low = line.lower()
+        if any(t in low for t in lowered):
+            return line.strip()
+    return None
+
+
+def check_result(
+    argv: Sequence[str], result: ToolResult, error_texts: Sequence[str] = KNOWN_ERROR_TEXTS
+) -> ToolResult:
+    """Raise ToolError for a known failure text or a non-zero exit; else return ``result``.
+
+    Error text is checked first: it says more than an exit status does.
+    """
+    tool = _tool_name(argv)
+    hit = find_error_text(result.stdout, error_texts) or find_error_text(result.stderr, error_texts)
+    if hit is not None:
+        raise ToolError(tool, hit, kind="error_text")
+    if result.returncode != 0:
+        lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
+        if not lines:
+            lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]
+        last = lines[-1] if lines else "no output"
+        raise ToolError(tool, f"exit status {result.returncode}: {last}", kind="exit")
+    return result
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is already gone
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    error_texts: Sequence[str] = KNOWN_ERROR_TEXTS,
+) -> ToolResult:
+    """Run ``argv`` with a hard timeout and return its output, or raise ToolError.
+
+    ``env`` is the child's complete environment (None: inherit ours).
+    Command line equivalent: whatever ``argv`` says; nothing goes through a shell.
+    """
+    if not argv:
+        raise ValueError("run_tool needs a command")
+    tool = _tool_name(argv)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [str(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise ToolError(tool, f"not found: {argv[0]}", kind="missing") from None
+    except PermissionError:
+        raise ToolError(tool, f"not executable: {argv[0]}", kind="missing") from None
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        try:
+            proc.communicate(timeout=_DRAIN_AFTER_KILL_S)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
+        raise ToolError(
+            tool, f"no answer within {timeout_s:g} s; process group killed", kind="timeout"
+        ) from None
+    except BaseException:
+        _kill_group(proc)  # e.g. KeyboardInterrupt: never leave a tool running behind us
+        proc.wait()
+        raise
+    result = ToolResult(
+        stdout=out.decode("utf-8", errors="replace"),
+        stderr=err.decode("utf-8", errors="replace"),
+        returncode=proc.returncode,
+        duration_s=time.monotonic() - started,
+    )
+    return check_result(argv, result, error_texts)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A configured :func:`run_tool`: default timeout, environment and error texts.
+
+    Readers call ``runner(argv)`` or ``runner(argv, timeout_s=...)``.
+    """
+
+    timeout_s: float = 20.0
+    env: Mapping[str, str] | None = None
+    error_texts: tuple[str, ...] = KNOWN_ERROR_TEXTS
+
+    def __call__(self, argv: Sequence[str], *, timeout_s: float | None = None) -> ToolResult:
+        return run_tool(
+            argv,
+            timeout_s=self.timeout_s if timeout_s is None else timeout_s,
+            env=self.env,
+            error_texts=self.error_texts,
+        )
+
+
+RunnerLike = Callable[..., ToolResult]
+
+Response = str | ToolResult | BaseException
+
+
+@dataclass
+class ReplayRunner:
+    """Answers tool calls from recorded output instead of running anything.
+
+    ``responses`` maps the argv after the tool name, joined by single spaces
+    (``"info -t usages -i 0"``), to the recorded stdout, a full ToolResult, or an exception
+    to raise. Recorded text goes through the same error-text and exit checks as a real call,
+    so a recorded ``dcmi module initialize failed`` raises exactly as the real tool would.
+    ``calls`` keeps every argv asked for, in order.
+    """
+
+    responses: Mapping[str, Response]
+    error_texts: tuple[str, ...] = KNOWN_ERROR_TEXTS
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def __call__(self, argv: Sequence[str], *, timeout_s: float | None = None) -> ToolResult:
+        self.calls.append(tuple(str(a) for a in argv))
+        key = " ".join(str(a) for a in argv[1:])
+        if key not in self.responses:
+            raise ToolError(_tool_name(argv), f"no recorded answer for {key!r}", kind="failed")
+        answer = self.responses[key]
+        if isinstance(answer, BaseException):
+            raise answer
+        result = answer if isinstance(answer, ToolResult) else ToolResult(answer, "", 0, 0.0)
+        return check_result(argv, result, self.error_texts)

@@ -1,0 +1,200 @@
+"""The vendor-tool runner, against real child processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from soak.errors import ToolError
+from soak.telemetry.runner import (
+    KNOWN_ERROR_TEXTS,
+    ReplayRunner,
+    Runner,
+    ToolResult,
+    check_result,
+    run_tool,
+)
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    path.chmod(0o755)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a killed child of ours that nobody reaped is a zombie: dead for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_plain_output_and_duration(tmp_path):
+    tool = _script(
+        tmp_path, "npu-smi", "print('hello'); import sys; print('warn', file=sys.stderr)\n"
+    )
+    result = run_tool([str(tool), "info"], timeout_s=10)
+    assert result.stdout == "hello\n"
+    assert result.stderr == "warn\n"
+    assert result.returncode == 0
+    assert result.duration_s > 0
+
+
+def test_hanging_tool_is_killed_with_its_grandchildren(tmp_path):
+    # The tool starts a helper that would outlive it (like npu-smi's daemons) and hangs.
+    pidfile = tmp_path / "grandchild.pid"
+    tool = _script(
+        tmp_path,
+        "npu-smi",
+        f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+        print("partial", flush=True)
+        time.sleep(60)
+        """,
+    )
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tool)], timeout_s=1.0)
+    assert info.value.kind == "timeout"
+    assert info.value.tool == "npu-smi"
+    assert "1 s" in str(info.value)
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_missing_executable(tmp_path):
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tmp_path / "npu-smi")], timeout_s=5)
+    assert info.value.kind == "missing"
+    assert "not found" in str(info.value)
+
+
+def test_not_executable_counts_as_missing(tmp_path):
+    path = tmp_path / "hccn_tool"
+    path.write_text("echo hi\n")
+    with pytest.raises(ToolError) as info:
+        run_tool([str(path)], timeout_s=5)
+    assert info.value.kind == "missing"
+
+
+def test_nonzero_exit_reports_last_stderr_line(tmp_path):
+    tool = _script(
+        tmp_path,
+        "npu-smi",
+        """
+        import sys
+        print("first problem", file=sys.stderr)
+        print("Usage: the last line", file=sys.stderr)
+        sys.exit(1)
+        """,
+    )
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tool)], timeout_s=10)
+    assert info.value.kind == "exit"
+    assert str(info.value) == "npu-smi: exit status 1: Usage: the last line"
+
+
+def test_dcmi_failure_with_exit_0_is_an_error(tmp_path):
+    tool = _script(
+        tmp_path,
+        "npu-smi",
+        """
+        print("dcmi module initialize failed. ret is -8005")
+        print("DrvMngGetConsoleLogLevel failed. (ret=4)")
+        """,
+    )
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tool), "info"], timeout_s=10)
+    assert info.value.kind == "error_text"
+    assert "dcmi module initialize failed. ret is -8005" in str(info.value)
+
+
+def test_error_text_on_stderr_with_exit_0(tmp_path):
+    tool = _script(
+        tmp_path,
+        "npu-smi",
+        "import sys; print('There is no NPU card on this server.', file=sys.stderr)\n",
+    )
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tool)], timeout_s=10)
+    assert info.value.kind == "error_text"
+
+
+def test_hccn_driver_warning_before_a_good_result_is_not_an_error(tmp_path):
+    tool = _script(
+        tmp_path,
+        "hccn_tool",
+        """
+        print("call drvMngGetConsoleLogLevel failed , g_conLogLevel = 3")
+        print("link status: UP")
+        """,
+    )
+    assert run_tool([str(tool)], timeout_s=10).stdout.endswith("link status: UP\n")
+
+
+def test_runner_passes_env_and_default_timeout(tmp_path):
+    tool = _script(tmp_path, "npu-smi", "import os; print(os.environ.get('SOAK_X', 'unset'))\n")
+    runner = Runner(timeout_s=10, env={"SOAK_X": "42", "PATH": os.environ["PATH"]})
+    assert runner([str(tool)]).stdout == "42\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Invalid card id.\nError parameter of -i\nUsage: npu-smi info <watch|proc|-h|-m|-l|-t type>",
+        "There is no NPU chip on this card.",
+        "Device ID is out of the valid range.\nCmd execute failed!",
+        "call drvMngGetConsoleLogLevel failed , g_conLogLevel = 3\nCommand execute failed!",
+    ],
+)
+def test_every_fixture_error_text_is_known(text):
+    with pytest.raises(ToolError) as info:
+        check_result(["npu-smi"], ToolResult(text, "", 0, 0.0))
+    assert info.value.kind == "error_text"
+
+
+def test_known_error_texts_cover_fixture_060(fixtures_dir):
+    text = (fixtures_dir / "npu" / "060_npu_smi_error_outputs.txt").read_text()
+    # every block of npu-smi/DCMI/hccn_tool output (A, D, E, F) carries at least one known text
+    for block in text.split("\n## ")[1:]:
+        tag = block[:2]
+        if tag in ("A)", "D)", "E)", "F)"):
+            body = block.split("\n", 1)[1]
+            for line in body.splitlines():
+                if line.startswith(("Usage:", "DrvMngGetConsoleLogLevel", "Error parameter")):
+                    continue
+                low = line.lower()
+                assert any(t.lower() in low for t in KNOWN_ERROR_TEXTS), line
+
+
+def test_replay_runner_answers_and_checks_text():
+    runner = ReplayRunner(
+        {"info": "table", "info -l": "dcmi module initialize failed. ret is -8005"}
+    )
+    assert runner(["npu-smi", "info"]).stdout == "table"
+    with pytest.raises(ToolError) as info:
+        runner(["npu-smi", "info", "-l"])
+    assert info.value.kind == "error_text"
+    with pytest.raises(ToolError):
+        runner(["npu-smi", "info", "-m"])
+    assert runner.calls == [
+        ("npu-smi", "info"),
+        ("npu-smi", "info", "-l"),
+        ("npu-smi", "info", "-m"),
+    ]
