@@ -1,0 +1,385 @@
+"""Plumbing every workload shares: arguments, heartbeats, checkpoints, the collective
+watchdog, and the training driver that ties them to fault injection.
+
+A workload is an object with ``state_dict()``, ``load_state_dict(state)`` and
+``step(step) -> dict`` (extra heartbeat fields). ``main(name, factory)`` does the rest:
+device and process group, resume from the last checkpoint, the step loop, heartbeats
+(``heartbeats/<workload>-rank<R>.jsonl``, see docs/architecture.md), checkpoints
+(``checkpoints/<workload>/step_<N>.pt``), injection, and exit codes.
+
+Exit codes: 0 finished, 1 crashed (or injected crash), 2 bad arguments, 3 a collective
+timed out (the supervisor restarts the ranks, which resume from the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.device import Device, host_rss_bytes
+from soak.errors import UserError
+from soak.workloads.inject import Injector, InjectSpec, parse_all
+
+SIZES = ("tiny", "small", "medium", "large")
+EXIT_CRASH, EXIT_USAGE, EXIT_TIMEOUT = 1, 2, 3
+HEARTBEAT_KEYS = (
+    "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "loss",
+    "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
+    "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message",
+)  # fmt: skip
+
+
+def build_parser(workload: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m soak.workloads.{workload}", description=description)
+    p.add_argument("--run-dir", required=True, type=Path, help="the run folder")
+    p.add_argument("--size", choices=SIZES, default="tiny", help="preset (default: tiny)")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--steps", type=int, help="stop at this global step (counts across restarts)")
+    stop.add_argument("--duration-s", type=float, help="stop after this many seconds (this attempt)")
+    p.add_argument("--ckpt-every", type=int, default=None,
+                   help="checkpoint every N steps (default: per preset; 0 = never)")
+    p.add_argument("--keep", type=int, default=3, help="checkpoints kept (default: 3)")
+    p.add_argument("--inject", action="append", default=[], metavar="SPEC",
+                   help="fault to inject, e.g. leak:50MB/min (repeatable; docs/workloads.md)")
+    p.add_argument("--device-backend", choices=("auto", "npu", "cuda", "cpu"), default="auto")
+    p.add_argument("--comm-timeout-s", type=float, default=600.0,
+                   help="collective timeout for init_process_group and the watchdog (default: 600)")
+    p.add_argument("--heartbeat-interval-s", type=float, default=1.0,
+                   help="at most one step line per this many seconds (default: 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads per rank (default: 1)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--no-heartbeat", action="store_true", help=argparse.SUPPRESS)  # benchmarks
+    return p
+
+
+def positive(args: argparse.Namespace) -> None:
+    for name in ("steps", "duration_s", "keep", "heartbeat_interval_s", "comm_timeout_s"):
+        value = getattr(args, name)
+        if value is not None and value <= 0 and name != "heartbeat_interval_s":
+            raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if args.ckpt_every is not None and args.ckpt_every < 0:
+        raise UserError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
+
+
+class Heartbeat:
+    """Appends heartbeat lines for one rank; every line flushed so the daemon can follow."""
+
+    def __init__(self, run_dir: Path, workload: str, rank: int, world_size: int,
+                 device: Device, interval_s: float = 1.0, enabled: bool = True) -> None:
+        self.path = run_dir / "heartbeats" / f"{workload}-rank{rank}.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.enabled = enabled
+        self._f = open(self.path, "a", buffering=1, encoding="utf-8") if enabled else None
+        self.base = {"workload": workload, "rank": rank, "world_size": world_size,
+                     "device": device.name}
+        self.device = device
+        self.interval_s = interval_s
+        self.comm_timeouts = 0
+        self.sdc_mismatches = 0
+        self._last = 0.0
+        self._lock = threading.RLock()  # the watchdog thread and the SIGTERM handler write too
+        self.last_step = 0
+
+    def _write(self, event: str, step: int, fields: dict[str, Any]) -> None:
+        if self._f is None:
+            return
+        mem = self.device.memory()
+        rec = dict.fromkeys(HEARTBEAT_KEYS)
+        rec.update(self.base)
+        rec.update(
+            ts=time.time(), event=event, step=step, comm_timeouts=self.comm_timeouts,
+            sdc_mismatches=self.sdc_mismatches, mem_allocated_bytes=mem.allocated_bytes,
+            mem_reserved_bytes=mem.reserved_bytes, mem_peak_bytes=mem.peak_bytes,
+            host_rss_bytes=host_rss_bytes(),
+        )
+        rec.update(fields)
+        line = json.dumps(rec, separators=(",", ":")) + "\n"
+        with self._lock:
+            self._f.write(line)
+
+    def step(self, step: int, **fields: Any) -> bool:
+        """A step line, at most one per ``interval_s``; True when written."""
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            return False
+        self._last = now
+        self._write("step", step, fields)
+        return True
+
+    def event(self, event: str, step: int, message: str | None = None, **fields: Any) -> None:
+        self._write(event, step, {"message": message, **fields})
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+_CKPT = re.compile(r"^step_(\d+)\.pt$")
+
+
+class Checkpointer:
+    """``checkpoints/<workload>/step_<N>.pt``: temp file + fsync + ``os.replace``, keep last k."""
+
+    def __init__(self, run_dir: Path, workload: str, keep: int = 3) -> None:
+        self.dir = run_dir / "checkpoints" / workload
+        self.keep = max(1, keep)
+
+    def steps(self) -> list[int]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _CKPT.match(p.name)))
+
+    def path(self, step: int) -> Path:
+        return self.dir / f"step_{step}.pt"
+
+    def save(self, step: int, state: dict[str, Any]) -> Path:
+        import torch
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        final = self.path(step)
+        tmp = self.dir / f".{final.name}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)  # readers see the old file or the whole new one, never half
+        try:
+            fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # make the rename itself durable
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+        for old in self.steps()[: -self.keep]:
+            self.path(old).unlink(missing_ok=True)
+        return final
+
+    def load(self, step: int) -> dict[str, Any]:
+        import torch
+
+        return torch.load(self.path(step), map_location="cpu", weights_only=False)
+
+
+class Watchdog:
+    """Ends the process when one guarded collective outlives its deadline.
+
+    The process-group timeout normally fires first (and is caught in the driver); this is the
+    backstop for a collective stuck in a place the framework does not time out.
+    """
+
+    def __init__(self, hb: Heartbeat, timeout_s: float) -> None:
+        self.hb = hb
+        self.timeout_s = timeout_s
+        self._deadline: float | None = None
+        self._what = ""
+        self._cv = threading.Condition()
+        threading.Thread(target=self._run, name="soak-watchdog", daemon=True).start()
+
+    @contextmanager
+    def guard(self, op: str, step: int) -> Iterator[None]:
+        with self._cv:
+            self._deadline = time.monotonic() + self.timeout_s
+            self._what = f"{op} at step {step}"
+            self._step = step
+            self._cv.notify()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._deadline = None
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                if self._deadline is None:
+                    self._cv.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                self.hb.comm_timeouts += 1
+                msg = f"watchdog: {self._what} exceeded {self.timeout_s:g} s"
+                self.hb.event("timeout", self._step, msg)
+                self.hb.event("exit", self._step, f"exit {EXIT_TIMEOUT}: {msg}")
+                os._exit(EXIT_TIMEOUT)
+
+
+@dataclass
+class Context:
+    """What a workload needs from the driver."""
+
+    args: argparse.Namespace
+    workload: str
+    device: Device
+    rank: int
+    world_size: int
+    local_rank: int
+    hb: Heartbeat
+    injector: Injector
+    watchdog: Watchdog
+    specs: tuple[InjectSpec, ...] = ()
+    distributed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @contextmanager
+    def collective(self, op: str, step: int) -> Iterator[None]:
+        """Wrap every collective: injected delay, then the watchdog's deadline."""
+        self.injector.before_collective()
+        with self.watchdog.guard(op, step):
+            yield
+
+
+def _init_dist(device: Device, run_dir: Path, timeout_s: float) -> tuple[int, int, int, bool]:
+    import datetime
+
+    import torch.distributed as dist
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if world <= 1 and "MASTER_ADDR" not in os.environ:
+        return 0, 1, 0, False  # plain `python -m ...`: one process, no process group
+    dist.init_process_group(device.dist_backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return rank, world, local, True
+
+
+def is_timeout(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}".lower()
+    return "timeout" in text or "timed out" in text
+
+
+def _rng_state(device: Device) -> dict[str, Any]:
+    import torch
+
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "device": device.rng_state()}
+
+
+def _set_rng_state(device: Device, state: dict[str, Any]) -> None:
+    import torch
+
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    device.set_rng_state(state.get("device"))
+
+
+def main(workload: str, description: str, factory: Callable[[Context], Any],
+         default_ckpt_every: dict[str, int], argv: list[str] | None = None) -> int:
+    """Parse arguments, run the workload loop, return the process exit status."""
+    parser = build_parser(workload, description)
+    args = parser.parse_args(argv)
+    try:
+        positive(args)
+        specs = parse_all(args.inject, workload)
+        device_backend = Device.create(args.device_backend, int(os.environ.get("LOCAL_RANK", "0")))
+    except UserError as exc:
+        print(f"soak workload {workload}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    import torch
+
+    if device_backend.backend == "cpu":
+        torch.set_num_threads(max(1, args.threads))  # ranks share the host's cores
+    device_backend.set_current()
+    run_dir: Path = args.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rank, world, local, distributed = _init_dist(device_backend, run_dir, args.comm_timeout_s)
+    hb = Heartbeat(run_dir, workload, rank, world, device_backend,
+                   args.heartbeat_interval_s, enabled=not args.no_heartbeat)
+    signal.signal(signal.SIGTERM, lambda *_: (hb.event("exit", hb.last_step, "SIGTERM"), os._exit(143)))
+
+    def allocate(nbytes: int) -> Any:
+        # filled, not empty: untouched pages would not count as used memory
+        return torch.ones(nbytes, dtype=torch.uint8, device=device_backend.name)
+
+    ctx = Context(args, workload, device_backend, rank, world, local, hb,
+                  Injector(specs, rank=rank, run_dir=run_dir, workload=workload,
+                           emit=lambda ev, st, msg: hb.event(ev, st, msg), allocate=allocate),
+                  Watchdog(hb, args.comm_timeout_s), specs, distributed)
+    ckpt_every = default_ckpt_every[args.size] if args.ckpt_every is None else args.ckpt_every
+    ckpt = Checkpointer(run_dir, workload, args.keep)
+    step = 0
+    try:
+        random.seed(args.seed + rank)
+        torch.manual_seed(args.seed)
+        wl = factory(ctx)
+        # Rank 0 decides which checkpoint every rank resumes from, so all ranks agree.
+        found = [ckpt.steps()[-1] if ckpt.steps() else 0]
+        if distributed:
+            import torch.distributed as dist
+
+            with ctx.collective("broadcast_resume_step", 0):
+                dist.broadcast_object_list(found, src=0)
+        if found[0] > 0:
+            state = ckpt.load(found[0])
+            wl.load_state_dict(state["workload"])
+            _set_rng_state(device_backend, state["rng"])
+            step = hb.last_step = int(state["step"])
+            hb.event("resume", step, f"resumed from {ckpt.path(step).name}")
+        hb.event("start", step, json.dumps({"size": args.size, "world_size": world,
+                                            "inject": list(args.inject)}))
+        ctx.injector.announce(step)
+        deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
+        last_saved = step
+        while (args.steps is None or step < args.steps) and (
+            deadline is None or time.monotonic() < deadline
+        ):
+            t_iter = time.perf_counter()
+            ctx.injector.before_step(step + 1)
+            t0 = time.perf_counter()
+            fields = wl.step(step + 1)
+            ctx.injector.after_step(step + 1, time.perf_counter() - t0)
+            step += 1
+            hb.last_step = step
+            hb.step(step, step_time_s=time.perf_counter() - t_iter, **fields)
+            if ckpt_every and step % ckpt_every == 0:
+                _checkpoint(ctx, ckpt, wl, step)
+                last_saved = step
+        if ckpt_every and step != last_saved:
+            _checkpoint(ctx, ckpt, wl, step)
+        hb.event("exit", step, "finished")
+        if distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        return 0
+    except Exception as exc:
+        if is_timeout(exc):
+            hb.comm_timeouts += 1
+            hb.event("timeout", step, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            hb.event("exit", step, f"exit {EXIT_TIMEOUT}: collective timeout")
+            hb.close()
+            os._exit(EXIT_TIMEOUT)  # skip destroy_process_group: it can block on a dead peer
+        hb.event("exit", step, f"exit {EXIT_CRASH}: {type(exc).__name__}: {exc}"[:500])
+        hb.close()
+        raise
+
+
+def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:
+    if ctx.rank != 0:
+        return  # replicas are identical under DDP; one writer avoids torn shared files
+    t0 = time.perf_counter()
+    ckpt.save(step, {"step": step, "workload": wl.state_dict(), "rng": _rng_state(ctx.device),
+                     "config": {k: (str(v) if isinstance(v, Path) else v)
+                                for k, v in vars(ctx.args).items()}})
+    ctx.hb.event("checkpoint", step, f"{ckpt.path(step).name} in {time.perf_counter() - t0:.3f} s",
+                 phase="checkpoint")
+
+
+def run_cli(workload: str, description: str, factory: Callable[[Context], Any],
+            default_ckpt_every: dict[str, int]) -> None:
+    sys.exit(main(workload, description, factory, default_ckpt_every))

@@ -1,0 +1,214 @@
+"""Fault injection for workloads: ``--inject KIND:ARGS``.
+
+========================  ==============================================================
+spec                      effect
+========================  ==============================================================
+``leak:RATE[,RANK]``      keep tensors alive at RATE (``50MB/min``, ``1GiB/h``, ``2MB/s``);
+                          on the device (host memory on CPU)
+``stall:EVERY,FOR``       data-loader stall: every EVERY seconds sleep FOR seconds before
+                          a step (utilization drops to zero; phase stays null)
+``hang:AT[,RANK]``        before step AT the rank stops stepping but stays alive
+``crash:AT[,RANK]``       before step AT the rank calls ``os._exit(1)``; once per run
+                          folder (a marker file), ``crash:AT,always`` on every attempt
+``slow-rank:R,FACTOR``    rank R takes FACTOR times as long per step
+``comm-delay:R,SECONDS``  rank R sleeps SECONDS before each collective
+``corrupt:AT``            gemm only: corrupt the device result at step AT (SDC check)
+========================  ==============================================================
+
+Sizes: ``B``, ``KB``/``MB``/``GB`` (10^3 steps) and ``KiB``/``MiB``/``GiB`` (2^10 steps).
+Durations: plain seconds, or ``ms``, ``s``, ``min``/``m``, ``h``. A rank index that is
+omitted means every rank.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soak.errors import InputError
+
+_SIZE = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_TIME = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt")
+
+
+@dataclass(frozen=True)
+class InjectSpec:
+    kind: str
+    raw: str
+    at_step: int | None = None
+    rank: int | None = None  # None = every rank
+    rate_bytes_per_s: float | None = None
+    every_s: float | None = None
+    for_s: float | None = None
+    factor: float | None = None
+    delay_s: float | None = None
+    always: bool = False
+
+
+def _bad(raw: str, why: str) -> InputError:
+    return InputError(f"--inject {raw!r}: {why}")
+
+
+def _duration(raw: str, text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", text.lower())
+    if not m or (m.group(2) and m.group(2) not in _TIME):
+        raise _bad(raw, f"{text!r} is not a duration (e.g. 30, 30s, 500ms, 2min, 1h)")
+    return float(m.group(1)) * _TIME.get(m.group(2) or "s", 1.0)
+
+
+def _int(raw: str, text: str, what: str, minimum: int = 0) -> int:
+    if not text.strip().isdigit() or int(text) < minimum:
+        raise _bad(raw, f"{what} must be an integer >= {minimum}, got {text!r}")
+    return int(text)
+
+
+def parse_rate(raw: str, text: str) -> float:
+    """``50MB/min`` -> bytes per second."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*/\s*([a-z]+)\s*", text.lower())
+    if not m or m.group(2) not in _SIZE or m.group(3) not in _TIME:
+        raise _bad(raw, f"{text!r} is not a rate (e.g. 50MB/min, 1GiB/h, 2MB/s)")
+    return float(m.group(1)) * _SIZE[m.group(2)] / _TIME[m.group(3)]
+
+
+def parse_inject(raw: str) -> InjectSpec:
+    """Parse one ``--inject`` value; raise ``InputError`` naming the spec and the problem."""
+    kind, sep, rest = raw.partition(":")
+    kind = kind.strip().lower()
+    if kind not in KINDS or not sep or not rest.strip():
+        raise _bad(raw, f"expected KIND:ARGS with KIND one of {', '.join(KINDS)}")
+    args = [a.strip() for a in rest.split(",")]
+    n = len(args)
+    if kind == "leak":
+        if n > 2:
+            raise _bad(raw, "expected leak:RATE[,RANK]")
+        rate = parse_rate(raw, args[0])
+        if rate <= 0:
+            raise _bad(raw, "rate must be positive")
+        rank = _int(raw, args[1], "RANK") if n == 2 else None
+        return InjectSpec(kind, raw, rate_bytes_per_s=rate, rank=rank)
+    if kind == "stall":
+        if n != 2:
+            raise _bad(raw, "expected stall:EVERY,FOR (durations)")
+        every, for_s = _duration(raw, args[0]), _duration(raw, args[1])
+        if every <= 0 or for_s <= 0:
+            raise _bad(raw, "EVERY and FOR must be positive")
+        return InjectSpec(kind, raw, every_s=every, for_s=for_s)
+    if kind in ("hang", "crash", "corrupt"):
+        always = kind == "crash" and n >= 2 and args[-1].lower() == "always"
+        if always:
+            args = args[:-1]
+        if len(args) not in (1, 2) or (kind == "corrupt" and len(args) != 1):
+            raise _bad(raw, f"expected {kind}:AT" + ("" if kind == "corrupt" else "[,RANK]"))
+        at = _int(raw, args[0], "AT (a step)", 1)
+        rank = _int(raw, args[1], "RANK") if len(args) == 2 else None
+        return InjectSpec(kind, raw, at_step=at, rank=rank, always=always)
+    if n != 2:
+        what = "FACTOR" if kind == "slow-rank" else "SECONDS"
+        raise _bad(raw, f"expected {kind}:R,{what}")
+    rank = _int(raw, args[0], "R (a rank)")
+    if kind == "slow-rank":
+        try:
+            factor = float(args[1])
+        except ValueError:
+            factor = 0.0
+        if factor < 1.0:
+            raise _bad(raw, f"FACTOR must be a number >= 1, got {args[1]!r}")
+        return InjectSpec(kind, raw, rank=rank, factor=factor)
+    return InjectSpec(kind, raw, rank=rank, delay_s=_duration(raw, args[1]))
+
+
+def parse_all(raws: Sequence[str], workload: str) -> tuple[InjectSpec, ...]:
+    specs = tuple(parse_inject(r) for r in raws)
+    for s in specs:
+        if s.kind == "corrupt" and workload != "gemm":
+            raise _bad(s.raw, "corrupt applies to the gemm workload only")
+    return specs
+
+
+class Injector:
+    """Applies the specs that concern this rank at the hooks the training loop calls."""
+
+    def __init__(
+        self,
+        specs: Sequence[InjectSpec],
+        *,
+        rank: int,
+        run_dir: Path,
+        workload: str,
+        emit: Callable[..., None],
+        allocate: Callable[[int], Any],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.specs = tuple(s for s in specs if s.rank is None or s.rank == rank)
+        self.rank = rank
+        self.run_dir = run_dir
+        self.workload = workload
+        self._emit = emit  # emit(event, step, message)
+        self._allocate = allocate  # allocate(nbytes) -> an object holding that many bytes
+        self._sleep = sleep
+        self._leaked: list[Any] = []
+        self.leaked_bytes = 0
+        self._t0 = time.monotonic()
+        self._next_stall: dict[str, float] = {}
+        self._step_s = 0.0
+
+    def of(self, kind: str) -> list[InjectSpec]:
+        return [s for s in self.specs if s.kind == kind]
+
+    def announce(self, step: int) -> None:
+        for s in self.specs:
+            self._emit("inject", step, f"armed {s.raw}")
+        self._t0 = time.monotonic()
+        for s in self.of("stall"):
+            self._next_stall[s.raw] = self._t0 + float(s.every_s or 0)
+
+    def _marker(self, spec: InjectSpec) -> Path:
+        return self.run_dir / "inject" / f"{self.workload}-rank{self.rank}-crash-at{spec.at_step}"
+
+    def before_step(self, step: int) -> None:
+        """Called before step ``step`` runs: crash, hang, stall and leak act here."""
+        for s in self.of("crash"):
+            if s.at_step == step:
+                marker = self._marker(s)
+                if s.always or not marker.exists():
+                    marker.parent.mkdir(parents=True, exist_ok=True)
+                    marker.write_text(f"{time.time()}\n")
+                    self._emit("inject", step, f"{s.raw}: exiting with status 1")
+                    os._exit(1)
+        for s in self.of("hang"):
+            if s.at_step == step:
+                self._emit("inject", step, f"{s.raw}: rank stops stepping")
+                while True:  # alive, holding its memory, never stepping again
+                    self._sleep(3600.0)
+        now = time.monotonic()
+        for s in self.of("stall"):
+            if now >= self._next_stall[s.raw]:
+                self._next_stall[s.raw] = now + float(s.every_s or 0)
+                self._sleep(float(s.for_s or 0))
+        self.leak_tick()
+
+    def leak_tick(self) -> None:
+        for s in self.of("leak"):
+            target = int(float(s.rate_bytes_per_s or 0) * (time.monotonic() - self._t0))
+            # chunks of >= 1 MiB keep the allocation count low while tracking the rate
+            if target - self.leaked_bytes >= 2**20:
+                n = target - self.leaked_bytes
+                self._leaked.append(self._allocate(n))
+                self.leaked_bytes += n
+
+    def after_step(self, step: int, compute_s: float) -> None:
+        for s in self.of("slow-rank"):
+            self._sleep(compute_s * (float(s.factor or 1.0) - 1.0))
+
+    def before_collective(self) -> None:
+        for s in self.of("comm-delay"):
+            self._sleep(float(s.delay_s or 0))
+
+    def corrupt_at(self, step: int) -> bool:
+        return any(s.at_step == step for s in self.of("corrupt"))

@@ -1,0 +1,56 @@
+"""The command line that starts a workload's ranks under torchrun.
+
+``build_command`` is what ``soak run`` and ``soak workload`` execute: one torchrun with
+``--standalone`` (a private rendezvous on a free loopback port) and ``--max-restarts 0``
+(restarts belong to the supervisor, which counts them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from soak.errors import InputError
+from soak.workloads.inject import parse_all
+
+WORKLOADS = ("lm", "gemm", "collective")
+
+
+def build_command(
+    workload: str,
+    run_dir: str | os.PathLike[str],
+    nproc: int,
+    size: str = "tiny",
+    steps: int | None = None,
+    duration_s: float | None = None,
+    inject: Iterable[str] = (),
+    extra: Iterable[str] = (),
+    *,
+    python: str | None = None,
+) -> list[str]:
+    """argv for ``torchrun --standalone --nproc-per-node N -m soak.workloads.<workload> ...``.
+
+    Raises ``InputError`` for an unknown workload, a bad ``nproc`` or an invalid inject spec,
+    so a plan is rejected before anything starts.
+    """
+    if workload not in WORKLOADS:
+        raise InputError(f"workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
+    if int(nproc) < 1:
+        raise InputError(f"nproc {nproc!r}: must be at least 1")
+    inject = list(inject)
+    parse_all(inject, workload)
+    argv = [
+        python or sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc-per-node={int(nproc)}", "--max-restarts=0",
+        "-m", f"soak.workloads.{workload}",
+        "--run-dir", str(Path(run_dir)), "--size", size,
+    ]  # fmt: skip
+    if steps is not None:
+        argv += ["--steps", str(int(steps))]
+    if duration_s is not None:
+        argv += ["--duration-s", f"{float(duration_s):g}"]
+    for spec in inject:
+        argv += ["--inject", spec]
+    return argv + [str(a) for a in extra]
