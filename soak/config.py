@@ -1,0 +1,369 @@
+"""The run plan: what ``soak run`` does, as nested frozen dataclasses read from TOML.
+
+Every field documents itself (``doc`` in its metadata, also used by docs/daemon.md). Unknown
+keys and bad values raise ``ConfigError`` with one line that names the dotted key, e.g.
+``run.duration must be like 72h, 30m or 90s``.
+
+Times come in two kinds. Run-level spans (``run.duration``, ``phases.checkpoint_every``,
+``jobs.*``) are on the run's time line, which ``run.time_scale`` accelerates on a simulated
+fleet. Process-level spans (``sampling.interval``, ``restart.*``) are wall seconds: a hung
+process or a backoff takes real time whatever the scale.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from soak.errors import ConfigError
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+BACKENDS = ("auto", "npu", "cuda", "cpu", "sim")
+WORKLOADS = ("lm", "gemm", "collective")
+SIZES = ("tiny", "small", "medium", "large")
+
+
+def parse_duration(value: Any, key: str, *, allow_zero: bool = False) -> float:
+    """``72h``, ``30m``, ``90s``, ``1.5h``, ``2d`` or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be like 72h, 30m or 90s")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(value).lower())
+        if not m or m.group(2) not in _UNITS:
+            raise ConfigError(f"{key} must be like 72h, 30m or 90s, got {value!r}")
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ConfigError(f"{key} must be greater than 0, got {value!r}")
+    return seconds
+
+
+def parse_size(value: Any, key: str) -> int:
+    """``2GiB``, ``500MB`` or a number of bytes -> bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(value).lower())
+    if not m or (m.group(2) or "b") not in _SIZES:
+        raise ConfigError(f"{key} must be a size like 2GiB or 500MB, got {value!r}")
+    return int(float(m.group(1)) * _SIZES[m.group(2) or "b"])
+
+
+def parse_listen(value: Any, key: str) -> str | None:
+    """``HOST:PORT`` (empty string: no exporter)."""
+    if value in (None, ""):
+        return None
+    m = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(\d{1,5})", str(value))
+    if not m or int(m.group(2)) > 65535:
+        raise ConfigError(f"{key} must be HOST:PORT like 127.0.0.1:9464, got {value!r}")
+    return str(value)
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(value: Any, key: str) -> str:
+        if value not in options:
+            raise ConfigError(f"{key} must be one of {', '.join(options)}, got {value!r}")
+        return str(value)
+
+    return parse
+
+
+def _number(minimum: float, *, integer: bool = False, strict: bool = False) -> Callable[[Any, str], Any]:
+    def parse(value: Any, key: str) -> Any:
+        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok or value < minimum or (strict and value == minimum):
+            what = "an integer" if integer else "a number"
+            cmp = ">" if strict else ">="
+            raise ConfigError(f"{key} must be {what} {cmp} {minimum}, got {value!r}")
+        return int(value) if integer else float(value)
+
+    return parse
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string, got {value!r}")
+    return value
+
+
+def _opt_string(value: Any, key: str) -> str | None:
+    return None if value in (None, "") else _string(value, key)
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _strings(value: Any, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _numbers_table(value: Any, key: str) -> Mapping[str, float]:
+    if not isinstance(value, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
+    ):
+        raise ConfigError(f"{key} must be a table of numbers, got {value!r}")
+    return {str(k): float(v) for k, v in value.items()}
+
+
+def opt(default: Any, doc: str, parse: Callable[[Any, str], Any] | None = None, key: str | None = None,
+        raw: Any = MISSING) -> Any:
+    """A plan field: default (already parsed), one-line doc, parser of the TOML value,
+    the TOML key when it differs from the field name, and the TOML spelling of the default."""
+    meta = {"doc": doc, "parse": parse, "key": key, "raw": raw}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _dur(allow_zero: bool = False) -> Callable[[Any, str], float]:
+    return lambda v, k: parse_duration(v, k, allow_zero=allow_zero)
+
+
+@dataclass(frozen=True)
+class RunSection:
+    duration_s: float = opt(3600.0, "How long the soak runs, on the run's time line (72h, 30m, 90s).",
+                            _dur(), key="duration", raw="1h")
+    data_dir: str = opt("./soak-runs", "Folder holding one sub-folder per run.", _string)
+    db: str | None = opt(None, "Store URL (sqlite:///..., postgresql+psycopg://...); empty: <run folder>/soak.db.", _opt_string)
+    time_scale: float = opt(1.0, "Recorded seconds per wall second (sim backend only); 720 plays 72 h in 6 min.",
+                            _number(0, strict=True))
+    preflight: bool = opt(True, "Run the environment self-check before the workloads and record it.", _bool)
+    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", _opt_string)
+
+
+@dataclass(frozen=True)
+class DevicesSection:
+    backend: str = opt("auto", "Telemetry backend: auto, npu, cuda, cpu or sim (simulated Ascend fleet).",
+                       _choice(BACKENDS))
+    npu_smi: str | None = opt(None, "Path of npu-smi; empty: found on PATH (or the simulated one).", _opt_string)
+    plog_dir: str | None = opt(None, "HCCL plog folder watched for communication timeouts; empty: none.", _opt_string)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str = opt("lm", "Workload: lm, gemm or collective.", _choice(WORKLOADS))
+    size: str = opt("tiny", "Preset size: tiny, small, medium or large.", _choice(SIZES))
+    nproc: int = opt(1, "Ranks on this node (torchrun --nproc-per-node).", _number(1, integer=True))
+    extra: tuple[str, ...] = opt((), "Extra arguments passed to the workload (e.g. [\"--ckpt-every\", \"50\"]).",
+                                 _strings)
+
+
+@dataclass(frozen=True)
+class SamplingSection:
+    interval_s: float = opt(1.0, "Telemetry tick, wall seconds.", _dur(), key="interval", raw="1s")
+    flush_every_s: float = opt(5.0, "Commit buffered samples at least this often (wall); a crash loses at most this much.",
+                               _dur(), key="flush_every", raw="5s")
+
+
+@dataclass(frozen=True)
+class FaultsSection:
+    inject: tuple[str, ...] = opt((), "Faults injected into every workload, e.g. [\"crash:40\", \"leak:50MB/min\"].",
+                                  _strings)
+
+
+@dataclass(frozen=True)
+class AcceptanceSection:
+    profile: str = opt("default", "Acceptance profile of the analysis.", _string)
+    thresholds: Mapping[str, float] = opt({}, "Threshold overrides, name = number (see docs/analysis.md).",
+                                          _numbers_table)
+
+
+@dataclass(frozen=True)
+class PhasesSection:
+    checkpoint_every_s: float | None = opt(None, "Expected checkpoint cadence (run time line); a missing checkpoint is reported.",
+                                           lambda v, k: None if v in (None, "") else parse_duration(v, k),
+                                           key="checkpoint_every", raw="")
+
+
+@dataclass(frozen=True)
+class SimSection:
+    family: str = opt("910b", "Simulated chip family: 910b, 910_93 or 310p.", _string)
+    chips: int = opt(8, "Simulated chips on this node.", _number(1, integer=True))
+    scenario: str = opt("healthy", "Scenario spec, e.g. \"healthy,hbm_creep:rate_mb_h=200,chips=0\".", _string)
+    fault: str = opt("", "Tool fault spec, e.g. \"slow:seconds=5\"; empty: none.", _string)
+    seed: int = opt(0, "Random seed of the simulated readings.", _number(0, integer=True))
+
+
+@dataclass(frozen=True)
+class ExporterSection:
+    listen: str | None = opt("127.0.0.1:9464", "HOST:PORT of /metrics; empty: no exporter.", parse_listen)
+
+
+@dataclass(frozen=True)
+class RestartSection:
+    max_restarts: int = opt(5, "Give up (status failed) after this many restarts.", _number(0, integer=True))
+    backoff_initial_s: float = opt(5.0, "First restart delay (wall); doubles each time.", _dur(True),
+                                   key="backoff_initial", raw="5s")
+    backoff_max_s: float = opt(300.0, "Longest restart delay (wall).", _dur(), key="backoff_max", raw="5m")
+    hang_timeout_s: float = opt(600.0, "A live workload whose step has not moved for this long (wall) is hung.",
+                                _dur(), key="hang_timeout", raw="10m")
+    stop_grace_s: float = opt(15.0, "Wait this long after SIGTERM before SIGKILL (wall).", _dur(),
+                              key="stop_grace", raw="15s")
+
+
+@dataclass(frozen=True)
+class JobsSection:
+    analysis_every_s: float = opt(300.0, "Online analysis period (wall).", _dur(), key="analysis_every", raw="5m")
+    wal_checkpoint_every_s: float = opt(600.0, "SQLite WAL checkpoint period (wall).", _dur(),
+                                        key="wal_checkpoint_every", raw="10m")
+    disk_check_every_s: float = opt(30.0, "Free-space check period (wall).", _dur(), key="disk_check_every", raw="30s")
+    min_free_bytes: int = opt(1 << 30, "Stop cleanly when the run folder's disk has less free space than this.",
+                              parse_size, key="min_free", raw="1GiB")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run plan. Sections map to TOML tables; ``workloads`` is an array of tables."""
+
+    run: RunSection = field(default_factory=RunSection)
+    devices: DevicesSection = field(default_factory=DevicesSection)
+    workloads: tuple[WorkloadSpec, ...] = (WorkloadSpec(),)
+    sampling: SamplingSection = field(default_factory=SamplingSection)
+    faults: FaultsSection = field(default_factory=FaultsSection)
+    acceptance: AcceptanceSection = field(default_factory=AcceptanceSection)
+    phases: PhasesSection = field(default_factory=PhasesSection)
+    sim: SimSection = field(default_factory=SimSection)
+    exporter: ExporterSection = field(default_factory=ExporterSection)
+    restart: RestartSection = field(default_factory=RestartSection)
+    jobs: JobsSection = field(default_factory=JobsSection)
+
+    def __post_init__(self) -> None:
+        if self.run.time_scale != 1.0 and self.devices.backend != "sim":
+            raise ConfigError("run.time_scale other than 1 needs devices.backend = \"sim\"")
+        if not self.workloads:
+            raise ConfigError("workloads must name at least one workload")
+        names = [w.name for w in self.workloads]
+        if len(set(names)) != len(names):
+            raise ConfigError("workloads must not name the same workload twice")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as TOML-shaped data (keys as in the file, durations in seconds)."""
+        return _to_dict(self)
+
+
+_SECTIONS: dict[str, type] = {
+    f.name: f.default_factory().__class__  # type: ignore[misc]
+    for f in fields(Plan)
+    if f.name != "workloads"
+}
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix} must be a table")
+    by_key = {(f.metadata.get("key") or f.name): f for f in fields(cls)}
+    unknown = sorted(set(data) - set(by_key))
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]} is not a known key (known: {', '.join(sorted(by_key))})")
+    kwargs = {}
+    for key, value in data.items():
+        f = by_key[key]
+        kwargs[f.name] = f.metadata["parse"](value, f"{prefix}.{key}")
+    return cls(**kwargs)
+
+
+def plan_from_dict(data: Mapping[str, Any]) -> Plan:
+    unknown = sorted(set(data) - set(_SECTIONS) - {"workloads"})
+    if unknown:
+        raise ConfigError(f"{unknown[0]} is not a known section (known: {', '.join(sorted([*_SECTIONS, 'workloads']))})")
+    kwargs: dict[str, Any] = {}
+    for name, cls in _SECTIONS.items():
+        if name in data:
+            kwargs[name] = _build(cls, data[name], name)
+    if "workloads" in data:
+        wl = data["workloads"]
+        if not isinstance(wl, list):
+            raise ConfigError("workloads must be an array of tables ([[workloads]])")
+        kwargs["workloads"] = tuple(_build(WorkloadSpec, w, f"workloads[{i}]") for i, w in enumerate(wl))
+    return Plan(**kwargs)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file; a missing or malformed file is one ``ConfigError`` line."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"plan {p}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"plan {p}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"plan {p}: cannot read: {exc}") from None
+    return plan_from_dict(data)
+
+
+def _to_dict(obj: Any) -> Any:
+    if is_dataclass(obj):
+        out = {}
+        for f in fields(obj):
+            out[f.metadata.get("key") or f.name] = _to_dict(getattr(obj, f.name))
+        return out
+    if isinstance(obj, tuple):
+        return [_to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: _to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    s = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{s}"'
+
+
+def _toml_key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _toml_value(k)
+
+
+def dump_plan(plan: Plan) -> str:
+    """The plan as TOML (durations in seconds, empty strings for unset); reads back equal."""
+    data = plan.to_dict()
+    lines: list[str] = []
+    for section, values in data.items():
+        if section == "workloads":
+            continue
+        lines.append(f"[{section}]")
+        for k, v in values.items():
+            lines.append(f"{k} = {_toml_value('' if v is None else v)}")
+        lines.append("")
+    for w in data["workloads"]:
+        lines.append("[[workloads]]")
+        for k, v in w.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plan_reference() -> list[tuple[str, str, str]]:
+    """(dotted key, default as written in TOML, doc) for every key: the docs' table."""
+    out = []
+    for name, cls in [*_SECTIONS.items(), ("workloads[]", WorkloadSpec)]:
+        for f in fields(cls):
+            key = f.metadata.get("key") or f.name
+            raw = f.metadata.get("raw")
+            if raw is MISSING:
+                default = f.default if f.default is not MISSING else f.default_factory()
+                raw = _toml_value("" if default is None else default)
+            else:
+                raw = _toml_value(raw)
+            out.append((f"{name}.{key}", raw, f.metadata["doc"]))
+    return out
