@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""Build the Grafana dashboards kept in this folder (classic JSON model).
+
+The JSON files are what Grafana loads (file provisioning, `soak dashboards push`, or a manual
+import); this script is where they are written from, so that every panel shares the same
+datasource reference, units, thresholds and legend layout. Edit here, then run
+
+    python dashboards/generate.py          # rewrite the JSON files
+    python dashboards/generate.py --check  # exit 1 if a JSON file differs from what this builds
+
+No `__inputs` block: a `datasource` variable (type datasource, query prometheus) is referenced by
+every panel as ``${datasource}``, so file provisioning works as well as import (an `__inputs`
+placeholder is only resolved by the UI import flow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39  # Grafana 10.x/11.x classic model; newer Grafana migrates it on load
+
+# Selector fragments shared by every device query ($node and $chip are multi-value variables).
+NODE = 'instance=~"$node"'
+CHIP = 'instance=~"$node", device=~"$chip"'
+RUN = 'run_id=~"$run"'
+
+GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
+
+
+def steps(*pairs: tuple[float | None, str]) -> dict[str, Any]:
+    return {"mode": "absolute", "steps": [{"value": v, "color": c} for v, c in pairs]}
+
+
+UTIL_STEPS = steps((None, RED), (0.05, ORANGE), (0.5, GREEN))  # idle chips read red on a wall
+TEMP_STEPS = steps((None, GREEN), (75, YELLOW), (85, ORANGE), (95, RED))
+HBM_STEPS = steps((None, GREEN), (0.85, YELLOW), (0.95, RED))
+HEALTH_STEPS = steps((None, RED), (1, GREEN))
+FRESH_STEPS = steps((None, GREEN), (30, YELLOW), (120, RED))
+COUNT_BAD_STEPS = steps((None, GREEN), (1, RED))
+HEALTH_MAP = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "FAULT", "color": RED, "index": 0},
+            "1": {"text": "OK", "color": GREEN, "index": 1},
+        },
+    }
+]
+UP_MAP = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "READ FAIL", "color": RED, "index": 0},
+            "1": {"text": "read ok", "color": GREEN, "index": 1},
+        },
+    }
+]
+VERDICT_MAP = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "FAIL", "color": RED, "index": 0},
+            "1": {"text": "PASS so far", "color": GREEN, "index": 1},
+        },
+    }
+]
+
+
+class Layout:
+    """Places panels left to right on Grafana's 24-column grid and hands out panel ids."""
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+        self.panels: list[dict[str, Any]] = []
+
+    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        panel["id"] = self.next_id
+        self.next_id += 1
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
+        self.x, self.y, self.row_h = 0, self.y + 1, 0
+
+
+def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False,
+           fmt: str = "time_series") -> dict[str, Any]:
+    return {
+        "refId": ref,
+        "datasource": DS,
+        "expr": expr,
+        "legendFormat": legend or "__auto",
+        "range": not instant,
+        "instant": instant,
+        "format": fmt,
+        "editorMode": "code",
+    }
+
+
+def timeseries(title: str, exprs: list[tuple[str, str]], unit: str, description: str,
+               thresholds: dict[str, Any] | None = None, minv: float | None = None,
+               maxv: float | None = None, stack: bool = False) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "color": {"mode": "palette-classic"},
+        "custom": {
+            "drawStyle": "line",
+            "lineWidth": 1,
+            "fillOpacity": 10 if stack else 0,
+            "showPoints": "never",
+            "spanNulls": False,  # a gap is a failed reading: keep it visible, never bridge it
+            "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+            "thresholdsStyle": {"mode": "line" if thresholds else "off"},
+        },
+        "thresholds": thresholds or steps((None, GREEN)),
+    }
+    if minv is not None:
+        defaults["min"] = minv
+    if maxv is not None:
+        defaults["max"] = maxv
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "legend": {"showLegend": True, "displayMode": "table", "placement": "right",
+                       "calcs": ["lastNotNull", "max"]},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": [target(e, leg, ref=chr(65 + i)) for i, (e, leg) in enumerate(exprs)],
+    }
+
+
+def stat(title: str, expr: str, unit: str, description: str, thresholds: dict[str, Any],
+         mappings: list[dict[str, Any]] | None = None, legend: str = "",
+         decimals: int | None = None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "color": {"mode": "thresholds"},
+        "thresholds": thresholds,
+        "mappings": mappings or [],
+    }
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "background",
+            "graphMode": "none",
+            "justifyMode": "center",
+            "textMode": "value_and_name" if legend else "value",
+            "orientation": "auto",
+        },
+        "targets": [target(expr, legend, instant=True)],
+    }
+
+
+def status_history(title: str, expr: str, legend: str, unit: str, description: str,
+                   thresholds: dict[str, Any],
+                   mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "type": "status-history",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "color": {"mode": "thresholds"},
+                "thresholds": thresholds,
+                "mappings": mappings or [],
+                "custom": {"fillOpacity": 80, "lineWidth": 0},
+            },
+            "overrides": [],
+        },
+        "options": {"showValue": "never", "rowHeight": 0.9, "colWidth": 0.9,
+                    "legend": {"showLegend": False},
+                    "tooltip": {"mode": "single", "sort": "none"}},
+        "targets": [target(expr, legend)],
+    }
+
+
+def column(ref: str, unit: str, thresholds: dict[str, Any], name: str,
+           mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    props: list[dict[str, Any]] = [
+        {"id": "displayName", "value": name},
+        {"id": "unit", "value": unit},
+        {"id": "thresholds", "value": thresholds},
+        {"id": "custom.cellOptions", "value": {"type": "color-background", "mode": "basic"}},
+    ]
+    if mappings:
+        props.append({"id": "mappings", "value": mappings})
+    return {"matcher": {"id": "byName", "options": f"Value #{ref}"}, "properties": props}
+
+
+def chip_table(title: str, description: str) -> dict[str, Any]:
+    """One row per chip, one coloured column per signal: the wall-screen view of the fleet."""
+    by = "max by (instance, device)"
+    cols = [
+        ("A", f"{by} (soak_device_healthy{{{CHIP}}})", "none", HEALTH_STEPS, "Health", HEALTH_MAP),
+        ("B", f"{by} (soak_device_up{{{CHIP}}})", "none", HEALTH_STEPS, "Reading", UP_MAP),
+        ("C", f"{by} (soak_device_utilization_ratio{{{CHIP}}})", "percentunit", UTIL_STEPS,
+         "Utilization", None),
+        ("D", f"{by} (soak_device_temperature_celsius{{{CHIP}}})", "celsius", TEMP_STEPS,
+         "Temperature", None),
+        ("E", f'{by} (soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}}'
+              f' / soak_device_memory_total_bytes{{{CHIP}, kind="hbm"}})',
+         "percentunit", HBM_STEPS, "HBM used", None),
+        ("F", f"{by} (soak_device_power_watts{{{CHIP}}})", "watt", steps((None, BLUE)),
+         "Power", None),
+    ]
+    return {
+        "type": "table",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {
+            "defaults": {"custom": {"align": "center", "cellOptions": {"type": "auto"}}},
+            "overrides": [column(r, u, t, n, m) for r, _, u, t, n, m in cols],
+        },
+        "options": {"showHeader": True, "cellHeight": "sm",
+                    "sortBy": [{"displayName": "Health", "desc": False}]},
+        "targets": [target(e, ref=r, instant=True, fmt="table") for r, e, *_ in cols],
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                           "renameByName": {"instance": "Node",
+                                                            "device": "Chip"}}},
+        ],
+    }
+
+
+def variable_ds() -> dict[str, Any]:
+    return {
+        "name": "datasource",
+        "label": "Prometheus",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "refresh": 1,
+        "regex": "",
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+    }
+
+
+def variable_query(name: str, label: str, query: str, multi: bool = True) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-query"},
+        "refresh": 2,  # on time-range change: chips come and go
+        "sort": 3,  # natural sort: npu2-0 before npu10-0
+        "multi": multi,
+        "includeAll": multi,
+        "allValue": ".*" if multi else None,
+        "current": {},
+        "hide": 0,
+        "regex": "",
+        "options": [],
+    }
+
+
+def dashboard(uid: str, title: str, description: str, tags: list[str], layout: Layout,
+              variables: list[dict[str, Any]], refresh: str = "30s",
+              time_from: str = "now-6h") -> dict[str, Any]:
+    return {
+        "id": None,
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["soak", *tags],
+        "timezone": "browser",
+        "editable": True,
+        "graphTooltip": 1,  # shared crosshair: line a temperature spike up with a util drop
+        "refresh": refresh,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "time": {"from": time_from, "to": "now"},
+        "timepicker": {},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "weekStart": "",
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts", "type": "dashboard",
+        }]},
+        "links": [{"title": "soak dashboards", "type": "dashboards", "tags": ["soak"],
+                   "asDropdown": True, "includeVars": True, "keepTime": True}],
+        "templating": {"list": [variable_ds(), *variables]},
+        "panels": layout.panels,
+    }
+
+
+NODE_VAR = variable_query("node", "Node", "label_values(soak_device_up, instance)")
+CHIP_VAR = variable_query("chip", "Chip",
+                          'label_values(soak_device_up{instance=~"$node"}, device)')
+
+
+def fleet_overview() -> dict[str, Any]:
+    lay = Layout()
+    lay.row("Fleet at a glance")
+    lay.add(stat("Chips reporting", f"count(soak_device_up{{{CHIP}}})", "none",
+                 "Chips with a series from the exporter (read OK or not).", steps((None, BLUE))),
+            4, 4)
+    lay.add(stat("Unhealthy chips", f"sum(1 - soak_device_healthy{{{CHIP}}})", "none",
+                 "Chips whose health is not OK (npu-smi Warning/Alarm/Critical).",
+                 COUNT_BAD_STEPS, decimals=0), 4, 4)
+    lay.add(stat("Failed readings", f"sum(1 - soak_device_up{{{CHIP}}})", "none",
+                 "Chips whose last reading failed (tool error, timeout).",
+                 COUNT_BAD_STEPS, decimals=0), 4, 4)
+    lay.add(stat("Mean utilization", f"avg(soak_device_utilization_ratio{{{CHIP}}})",
+                 "percentunit", "AI core / SM utilization averaged over the selected chips.",
+                 UTIL_STEPS), 3, 4)
+    lay.add(stat("Hottest chip", f"max(soak_device_temperature_celsius{{{CHIP}}})", "celsius",
+                 "Highest chip temperature now.", TEMP_STEPS), 3, 4)
+    lay.add(stat("Fleet power", f"sum(soak_device_power_watts{{{CHIP}}})", "watt",
+                 "Sum of chip power.", steps((None, BLUE))), 3, 4)
+    lay.add(stat("Comm timeouts (range)",
+                 f"sum(increase(soak_comm_timeouts_total{{{NODE}}}[$__range]))", "none",
+                 "Collective communication timeouts counted over the dashboard time range.",
+                 COUNT_BAD_STEPS, decimals=0), 3, 4)
+    lay.add(chip_table("Chips now",
+                       "One row per chip. Red cells need a look: health not OK, reading "
+                       "failed, chip idle, hot, or HBM nearly full."), 24, 9)
+    lay.row("Health over time")
+    lay.add(status_history("Health per chip", f"max by (instance, device) "
+                           f"(soak_device_healthy{{{CHIP}}})", "{{instance}} {{device}}", "none",
+                           "Green OK, red a health fault reported by the vendor tool.",
+                           HEALTH_STEPS, HEALTH_MAP), 12, 8)
+    lay.add(status_history("Reading OK per chip", f"max by (instance, device) "
+                           f"(soak_device_up{{{CHIP}}})", "{{instance}} {{device}}", "none",
+                           "Red where the reading of that chip failed: a marked gap, not zero.",
+                           HEALTH_STEPS, UP_MAP), 12, 8)
+    lay.row("Load")
+    lay.add(timeseries("Utilization", [(f"soak_device_utilization_ratio{{{CHIP}}}",
+                                        "{{instance}} {{device}}")], "percentunit",
+                       "AI core (Ascend) / SM (NVIDIA) / CPU utilization, 0-1.",
+                       minv=0, maxv=1), 12, 8)
+    lay.add(timeseries("Temperature", [(f"soak_device_temperature_celsius{{{CHIP}}}",
+                                        "{{instance}} {{device}}")], "celsius",
+                       "Chip temperature. Lines at 85 and 95 C match the alert thresholds.",
+                       thresholds=steps((None, GREEN), (85, ORANGE), (95, RED))), 12, 8)
+    lay.add(timeseries("HBM used", [(f'soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}} / '
+                                     f'soak_device_memory_total_bytes{{{CHIP}, kind="hbm"}}',
+                                     "{{instance}} {{device}}")], "percentunit",
+                       "HBM in use as a share of capacity. A sawtooth is the allocator; a "
+                       "rising floor is a leak (see the memory-creep alert).",
+                       thresholds=HBM_STEPS, minv=0, maxv=1), 12, 8)
+    lay.add(timeseries("Power", [(f"soak_device_power_watts{{{CHIP}}}",
+                                  "{{instance}} {{device}}")], "watt",
+                       "Chip power (board power on Atlas inference cards).", minv=0), 12, 8)
+    lay.row("Communication and monitoring")
+    lay.add(timeseries("Comm timeouts per 5 min",
+                       [(f"sum by (instance, source) "
+                         f"(increase(soak_comm_timeouts_total{{{NODE}}}[5m]))",
+                         "{{instance}} {{source}}")], "none",
+                       "Collective (HCCL/NCCL) timeouts seen in plogs and by the workload.",
+                       thresholds=COUNT_BAD_STEPS, minv=0), 8, 8)
+    lay.add(timeseries("Exporter snapshot age",
+                       [(f"time() - soak_exporter_snapshot_timestamp_seconds{{{NODE}}}",
+                         "{{instance}}")], "s",
+                       "Seconds since the snapshot the exporter serves was taken. Above 120 s "
+                       "the device tools are hanging or the sampler stopped.",
+                       thresholds=FRESH_STEPS, minv=0), 8, 8)
+    lay.add(timeseries("Reader duration",
+                       [(f"soak_reader_duration_seconds{{{NODE}}}", "{{instance}} {{reader}}")],
+                       "s", "Wall time of each reader's last call (npu-smi, hccn_tool, ...).",
+                       minv=0), 8, 8)
+    return dashboard("soak-fleet-overview", "soak / Fleet overview",
+                     "Every node and chip under soak: health, load, memory, power, "
+                     "communication and the health of the monitoring itself.",
+                     ["fleet"], lay, [NODE_VAR, CHIP_VAR])
+
+
+def chip_detail() -> dict[str, Any]:
+    lay = Layout()
+    node = variable_query("node", "Node", "label_values(soak_device_up, instance)", multi=False)
+    chip = variable_query("chip", "Chip", 'label_values(soak_device_up{instance=~"$node"}, '
+                          "device)", multi=False)
+    lay.row("$node $chip now")
+    lay.add(stat("Health", f"max(soak_device_healthy{{{CHIP}}})", "none",
+                 "Vendor health of this chip.", HEALTH_STEPS, HEALTH_MAP), 4, 4)
+    lay.add(stat("Reading", f"max(soak_device_up{{{CHIP}}})", "none",
+                 "Whether the last reading of this chip succeeded.", HEALTH_STEPS, UP_MAP), 4, 4)
+    lay.add(stat("Utilization", f"max(soak_device_utilization_ratio{{{CHIP}}})", "percentunit",
+                 "AI core / SM utilization now.", UTIL_STEPS), 4, 4)
+    lay.add(stat("Temperature", f"max(soak_device_temperature_celsius{{{CHIP}}})", "celsius",
+                 "Chip temperature now.", TEMP_STEPS), 4, 4)
+    lay.add(stat("HBM used", f'max(soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}})',
+                 "bytes", "HBM in use now.", steps((None, BLUE))), 4, 4)
+    lay.add(stat("Power", f"max(soak_device_power_watts{{{CHIP}}})", "watt",
+                 "Chip power now.", steps((None, BLUE))), 4, 4)
+    lay.row("Timelines")
+    lay.add(timeseries("Utilization", [(f"soak_device_utilization_ratio{{{CHIP}}}",
+                                        "utilization")], "percentunit",
+                       "Drops to zero at checkpoints and evals are normal; long flat zeros "
+                       "with HBM held are a hang.", minv=0, maxv=1), 12, 8)
+    lay.add(timeseries("Temperature", [(f"soak_device_temperature_celsius{{{CHIP}}}",
+                                        "temperature")], "celsius", "Chip temperature.",
+                       thresholds=steps((None, GREEN), (85, ORANGE), (95, RED))), 12, 8)
+    lay.add(timeseries("Memory", [
+        (f'soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}}', "HBM used"),
+        (f'soak_device_memory_total_bytes{{{CHIP}, kind="hbm"}}', "HBM total"),
+        (f'min_over_time(soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}}[30m])',
+         "HBM floor (30 min min)"),
+    ], "bytes", "Used and total HBM, and the 30-minute floor the creep alert trends: the "
+                "floor stays flat under an allocator sawtooth and rises on a leak.",
+        minv=0), 12, 8)
+    lay.add(timeseries("Power", [(f"soak_device_power_watts{{{CHIP}}}", "power")], "watt",
+                       "Chip power.", minv=0), 12, 8)
+    lay.add(timeseries("Health and reading", [
+        (f"soak_device_healthy{{{CHIP}}}", "healthy"),
+        (f"soak_device_up{{{CHIP}}}", "reading ok"),
+    ], "none", "1 = OK. A dip of 'reading ok' is a failed tool call, not a chip fault.",
+        minv=0, maxv=1), 12, 8)
+    lay.add(timeseries("Comm timeouts on this node per 5 min",
+                       [(f"sum by (source) (increase(soak_comm_timeouts_total{{{NODE}}}[5m]))",
+                         "{{source}}")], "none",
+                       "Communication timeouts are counted per node (plog) and per rank.",
+                       thresholds=COUNT_BAD_STEPS, minv=0), 12, 8)
+    return dashboard("soak-chip-detail", "soak / Chip detail",
+                     "One chip's timelines: load, temperature, memory floor, power, health.",
+                     ["chip"], lay, [node, chip])
+
+
+def soak_run() -> dict[str, Any]:
+    lay = Layout()
+    run = variable_query("run", "Run", "label_values(soak_run_info, run_id)")
+    lay.row("Run $run")
+    lay.add(stat("Verdict so far", f"min(soak_run_verdict_pass{{{RUN}}})", "none",
+                 "PASS while no failing finding has been seen; FAIL as soon as one is.",
+                 HEALTH_STEPS, VERDICT_MAP), 4, 5)
+    lay.add(stat("Elapsed", f"max(soak_run_elapsed_seconds{{{RUN}}})", "dtdurations",
+                 "Time since the run started.", steps((None, BLUE))), 5, 5)
+    lay.add(stat("Remaining", f"max(soak_run_remaining_seconds{{{RUN}}})", "dtdurations",
+                 "Planned time left.", steps((None, BLUE))), 5, 5)
+    lay.add(stat("Restarts", f"max(soak_run_restarts_total{{{RUN}}})", "none",
+                 "Workload restarts after a crash or hang (resumed from checkpoint).",
+                 steps((None, GREEN), (1, ORANGE), (3, RED)), decimals=0), 5, 5)
+    lay.add(stat("Findings", f"sum(soak_run_findings{{{RUN}}})", "none",
+                 "Findings raised so far by the online detectors.",
+                 COUNT_BAD_STEPS, decimals=0), 5, 5)
+    lay.row("Progress")
+    lay.add(timeseries("Step", [(f"soak_run_step{{{RUN}}}", "{{run_id}} rank {{rank}}")],
+                       "none", "Global optimizer step per rank. A flat line while the run is "
+                       "active is a hang.", minv=0), 12, 8)
+    lay.add(timeseries("Step time", [(f"soak_run_step_time_seconds{{{RUN}}}",
+                                      "{{run_id}} rank {{rank}}")], "s",
+                       "Wall time of the last step per rank: a slow rank stands out.",
+                       minv=0), 12, 8)
+    lay.add(timeseries("Tokens per second", [(f"soak_run_tokens_per_second{{{RUN}}}",
+                                              "{{run_id}} rank {{rank}}")], "none",
+                       "Language-model throughput per rank.", minv=0), 12, 8)
+    lay.add(timeseries("Heartbeat age", [(f"time() - soak_run_last_heartbeat_timestamp_seconds"
+                                          f"{{{RUN}}}", "{{run_id}} rank {{rank}}")], "s",
+                       "Seconds since each rank last wrote a heartbeat.",
+                       thresholds=steps((None, GREEN), (60, YELLOW), (300, RED)), minv=0),
+            12, 8)
+    lay.row("Findings and restarts")
+    lay.add({
+        "type": "bargauge",
+        "title": "Findings by kind",
+        "description": "Findings so far, by kind and severity.",
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": "none", "decimals": 0, "min": 0,
+                                     "color": {"mode": "thresholds"},
+                                     "thresholds": COUNT_BAD_STEPS}, "overrides": []},
+        "options": {"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
+                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+        "targets": [target(f"sum by (kind, severity) (soak_run_findings{{{RUN}}})",
+                           "{{kind}} ({{severity}})", instant=True)],
+    }, 12, 8)
+    lay.add(timeseries("Restarts", [(f"soak_run_restarts_total{{{RUN}}}", "{{run_id}}")],
+                       "none", "Cumulative workload restarts.", minv=0), 12, 8)
+    return dashboard("soak-run", "soak / Soak run",
+                     "One soak run: time elapsed and left, progress per rank, throughput, "
+                     "findings and the verdict so far.",
+                     ["run"], lay, [run], refresh="30s", time_from="now-24h")
+
+
+DASHBOARDS = {
+    "fleet-overview.json": fleet_overview,
+    "chip-detail.json": chip_detail,
+    "soak-run.json": soak_run,
+}
+
+
+def render(build: Any) -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
+    args = ap.parse_args(argv)
+    stale = []
+    for name, build in DASHBOARDS.items():
+        path = HERE / name
+        text = render(build)
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print("out of date (run python dashboards/generate.py): " + ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
