@@ -62,6 +62,7 @@ class DeviceSample:
     throttle_reasons: int | None = None  # NVML clock-event bitmask
     process_memory_bytes: int | None = None  # device memory held by processes on this chip
     error: str | None = None
+    xid_errors: int | None = None  # NVML Xid critical events seen since the reader started
 
     def metric(self, name: str) -> float | None:
         """The value of a canonical metric name, or None."""
