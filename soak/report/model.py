@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-
 # Chart order and labels of the per-chip series the report draws (canonical metric names).
 SERIES_METRICS: tuple[str, ...] = ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s")
 

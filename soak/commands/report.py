@@ -1,0 +1,149 @@
+"""``soak report serve`` (Streamlit app) and ``soak report pdf`` (signed PDF)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from soak.commands._common import add_format, print_json
+from soak.errors import InputError
+
+APP_PATH = Path(__file__).resolve().parent.parent / "report" / "app.py"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="acceptance report: Streamlit app and signed PDF",
+        description="The acceptance report of a run: a web app for engineers and a signed PDF for the customer.",
+    )
+    sub = p.add_subparsers(dest="report_command", metavar="SUBCOMMAND")
+
+    s = sub.add_parser("serve", help="serve the report app (Streamlit), loopback by default")
+    s.add_argument("--db", help="store URL (sqlite:///path.db, postgresql+psycopg://...) or SQLite path")
+    s.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
+    s.add_argument("--port", type=int, default=8501, help="TCP port (default: 8501)")
+    s.add_argument("--address", default="127.0.0.1", help="listen address (default: 127.0.0.1)")
+    s.add_argument("--lang", choices=("en", "zh"), default="en", help="initial language")
+    s.add_argument("--refresh-s", type=float, default=5.0, help="live-run refresh period (default: 5)")
+    s.add_argument("--dry-run", action="store_true", help="print the streamlit command and exit")
+    s.set_defaults(func=_serve)
+
+    q = sub.add_parser("pdf", help="build the (signed) PDF report of a run")
+    q.add_argument("run_id", metavar="RUN_ID")
+    q.add_argument("-o", "--output", required=True, help="PDF file to write")
+    q.add_argument("--db", help="store URL or SQLite path (default: DATA_DIR/RUN_ID/soak.db)")
+    q.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
+    q.add_argument("--lang", choices=("en", "zh"), default="en", help="report language (default: en)")
+    q.add_argument("--key", help="PEM private key (default: DATA_DIR/keys/signing-key.pem if present)")
+    q.add_argument("--cert", help="PEM certificate of the key (default: DATA_DIR/keys/signing-cert.pem)")
+    q.add_argument("--unsigned", action="store_true", help="write an unsigned draft even if a key exists")
+    q.add_argument("--tsa-url", help="RFC 3161 timestamp authority URL (PAdES B-T)")
+    q.add_argument("--font", help="TrueType CJK font (.ttf/.ttc) for Chinese text; default: found in system font folders")
+    q.add_argument("--customer", help="customer name on the cover")
+    q.add_argument("--site", help="site on the cover")
+    q.add_argument("--cluster", help="cluster name on the cover")
+    q.add_argument("--node", help="node name on the cover (default: the run's host)")
+    add_format(q)
+    q.set_defaults(func=_pdf)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.headless",
+        "true",
+        "--server.address",
+        args.address,
+        "--server.port",
+        str(args.port),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--global.developmentMode",
+        "false",
+        "--",
+        "--data-dir",
+        str(Path(args.data_dir).absolute()),
+        "--lang",
+        args.lang,
+        "--refresh-s",
+        str(args.refresh_s),
+    ]
+    if args.db:
+        cmd += ["--db", args.db]
+    return cmd
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        raise InputError(f"--port {args.port}: must be 1-65535")
+    cmd = streamlit_command(args)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    print(f"soak report: serving on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        return subprocess.call(cmd, env={**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"})
+    except KeyboardInterrupt:
+        return 130
+
+
+def resolve_keys(args: argparse.Namespace):  # noqa: ANN201 - KeyPair | None
+    from soak.report.signing import default_keypair, load_keypair
+
+    if args.unsigned:
+        return None
+    if bool(args.key) != bool(args.cert):
+        raise InputError("--key and --cert go together: give both or neither")
+    if args.key:
+        return load_keypair(args.key, args.cert)
+    return default_keypair(Path(args.data_dir))
+
+
+def _pdf(args: argparse.Namespace) -> int:
+    from soak.report.build import build_pdf, resolve_store_url
+    from soak.report.model import Customer
+    from soak.store import Store
+
+    keys = resolve_keys(args)
+    url = resolve_store_url(args.run_id, args.db, args.data_dir)
+    customer = Customer(args.customer, args.site, args.cluster, args.node)
+    with Store.open(url, create=False) as store:
+        built = build_pdf(
+            store,
+            args.run_id,
+            args.output,
+            lang=args.lang,
+            customer=customer,
+            keys=keys,
+            tsa_url=args.tsa_url,
+            font=args.font,
+        )
+    if args.format == "json":
+        print_json(
+            {
+                "path": str(built.path),
+                "signed": built.signed,
+                "verdict": built.verdict,
+                "data_sha256": built.data_sha256,
+                "data_rows": built.data_rows,
+                "cert_fingerprint_sha256": keys.fingerprint_sha256 if keys else None,
+            }
+        )
+        return 0
+    print(f"{built.path}  verdict={built.verdict or 'N/A'}  data sha256={built.data_sha256}")
+    if keys:
+        print(f"signed; certificate SHA-256 fingerprint {keys.fingerprint_sha256}")
+    else:
+        print("UNSIGNED draft: create a key with `soak keys init` or pass --key/--cert", file=sys.stderr)
+    return 0

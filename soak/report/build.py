@@ -1,0 +1,139 @@
+"""One call from a run in the store to the final (signed) PDF on disk.
+
+Used by ``soak report pdf``, the app's download button and ``soak demo``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from soak.errors import StoreError
+from soak.report.model import Customer, ReportData
+from soak.report.pdf import RawData, render_pdf
+from soak.report.signing import Attachment, KeyPair, finalize_pdf
+from soak.report.verify import FINDINGS_NAME, RAW_NAME
+
+DEFAULT_DATA_DIR = "soak-runs"
+
+
+@dataclass(frozen=True)
+class BuiltReport:
+    path: Path
+    signed: bool
+    data_sha256: str
+    data_rows: int
+    verdict: str | None
+    pages: int | None = None
+
+
+def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.PathLike[str] | None) -> str:
+    """``--db`` when given, else the run folder's ``soak.db``."""
+    if db:
+        return db
+    base = Path(data_dir or DEFAULT_DATA_DIR)
+    if run_id is None:
+        raise StoreError(f"--db is required when no run id is given (or point --data-dir at {base})")
+    path = base / run_id / "soak.db"
+    if not path.is_file():
+        raise StoreError(f"run {run_id}: no store at {path} (pass --db URL or --data-dir DIR)")
+    return str(path)
+
+
+def discover_stores(data_dir: str | os.PathLike[str]) -> list[str]:
+    """Every run folder's SQLite store under ``data_dir`` (one level deep)."""
+    base = Path(data_dir)
+    if not base.is_dir():
+        return []
+    return sorted(str(p) for p in base.glob("*/soak.db") if p.is_file())
+
+
+def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any]:
+    """The JSON attachment: what the verdict rests on, machine-readable."""
+    return {
+        "run_id": data.run.run_id,
+        "verdict": data.verdict,
+        "reasons": list(data.verdict_reasons),
+        "clean_statement": data.clean_statement,
+        "raw_data_sha256": sha256,
+        "raw_data_rows": rows,
+        "run": {k: v for k, v in asdict(data.run).items() if k != "plan"},
+        "criteria": [asdict(c) for c in data.criteria],
+        "findings": [
+            {
+                **dict(f.evidence),
+                "kind": f.kind,
+                "device": f.device,
+                "metric": f.metric,
+                "start": f.start,
+                "end": f.end,
+                "severity": f.severity,
+                "summary": f.summary,
+            }
+            for f in data.findings
+        ],
+        "events": [asdict(e) for e in data.events],
+        "detectors": [asdict(d) for d in data.detectors],
+    }
+
+
+def build_pdf(
+    store,  # noqa: ANN001 - soak.store.Store
+    run_id: str,
+    out: str | os.PathLike[str],
+    *,
+    lang: str = "en",
+    customer: Customer | None = None,
+    keys: KeyPair | None = None,
+    tsa_url: str | None = None,
+    font: str | None = None,
+    data: ReportData | None = None,
+) -> BuiltReport:
+    """Export the raw data, render, attach, sign; the file appears atomically at ``out``."""
+    from soak.report.loader import load_report_data
+
+    if data is None:
+        data = load_report_data(store, run_id)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="soak-report-") as tmp:
+        csv_path = Path(tmp) / RAW_NAME
+        rows = store.export_csv(run_id, csv_path)
+        raw_bytes = csv_path.read_bytes()
+    sha = hashlib.sha256(raw_bytes).hexdigest()
+    doc = findings_document(data, sha, rows)
+    pdf, slot = render_pdf(
+        data,
+        customer=customer,
+        raw=RawData(sha, rows, RAW_NAME),
+        lang=lang,
+        font=font,
+        signed=keys is not None,
+    )
+    final = finalize_pdf(
+        pdf,
+        attachments=[
+            Attachment(RAW_NAME, raw_bytes, "text/csv", "raw samples of the run (timestamp,device,metric,value)"),
+            Attachment(
+                FINDINGS_NAME,
+                json.dumps(doc, ensure_ascii=False, indent=1, default=str).encode("utf-8"),
+                "application/json",
+                "findings, verdict, criteria and events",
+            ),
+        ],
+        keys=keys,
+        slot_page=slot.page,
+        slot_box=slot.box,
+        tsa_url=tsa_url,
+        location=(customer.site if customer else None),
+        stamp_lines=(f"Run: {run_id}", f"Verdict: {(data.verdict or 'N/A').upper()}", f"Data SHA-256: {sha[:16]}..."),
+    )
+    tmp_out = out.with_name(f".{out.name}.tmp")
+    tmp_out.write_bytes(final)
+    os.replace(tmp_out, out)
+    return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1)

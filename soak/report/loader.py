@@ -1,0 +1,376 @@
+"""Fill a ``ReportData`` from the store (and the analysis).
+
+Everything big is reduced in the database: per-chip statistics are one GROUP BY, and the
+timelines come from ``Store.load_samples(bucket_s=...)`` with a bucket chosen so each chip has
+at most ``max_points`` points. A 72 h x 16-chip run at 10 s (~400 k sample rows) therefore
+never reaches Python as raw rows.
+
+The verdict, reasons, clean-run statement, detector versions and thresholds come from the
+analysis: the ``analysis.json`` the daemon leaves in the run folder when there is one,
+otherwise ``soak.analysis.analyze`` is run on the stored trace (finished runs only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from soak.report.model import (
+    ChipSummary,
+    Criterion,
+    DetectorInfo,
+    EventView,
+    FindingView,
+    ReportData,
+    RunInfo,
+    Series,
+    fmt_duration,
+)
+
+log = logging.getLogger("soak.report")
+
+MAX_POINTS = 600
+_SERIES_COLUMNS = ("util_pct", "temp_c", "hbm_used_bytes", "power_w")
+_SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
+
+
+def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_POINTS) -> float | None:
+    """Bucket width giving at most ``max_points`` per series; None (raw) for short runs."""
+    if start is None or end is None or end <= start:
+        return None
+    span = end - start
+    bucket = span / max_points
+    if bucket <= 10:
+        return None if span / 10 <= max_points else 10.0
+    # Round to a readable width so bucket edges stay stable while a live run grows.
+    for nice in (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200):
+        if bucket <= nice:
+            return float(nice)
+    return float(int(bucket))
+
+
+def chip_stats(store, run_id: str) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - soak.store.Store
+    """Per-device statistics over the whole run, in one aggregate query.
+
+    A read-only GROUP BY over the store's ``samples`` table: the repository API has no
+    aggregate call yet, and bucket means would hide the true minimum and maximum.
+    """
+    from sqlalchemy import func, select
+
+    from soak.store import HOST_DEVICE
+    from soak.store import schema as S
+
+    t = S.samples
+    stmt = (
+        select(
+            t.c.device,
+            func.count().label("samples"),
+            func.avg(t.c.util_pct).label("util_mean_pct"),
+            func.min(t.c.util_pct).label("util_min_pct"),
+            func.max(t.c.temp_c).label("temp_max_c"),
+            func.avg(t.c.power_w).label("power_mean_w"),
+            func.max(t.c.power_w).label("power_max_w"),
+            func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
+            func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
+        )
+        .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
+        .group_by(t.c.device)
+        .order_by(t.c.device)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        d = dict(r._mapping)
+        dev = d.pop("device")
+        out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
+    return out
+
+
+def step_series(store, run_id: str, bucket_s: float | None) -> list[Series]:  # noqa: ANN001
+    """Median-ish step time per rank, bucketed in SQL (mean of the window medians)."""
+    from sqlalchemy import Integer, cast, func, select
+
+    from soak.store import schema as S
+
+    t = S.steps
+    if bucket_s:
+        if store.engine.dialect.name == "postgresql":
+            bucket = func.floor(t.c.ts / bucket_s) * bucket_s
+        else:
+            bucket = cast(t.c.ts / bucket_s, Integer) * bucket_s
+    else:
+        bucket = t.c.ts
+    bucket = bucket.label("b")
+    stmt = (
+        select(t.c.workload, t.c.rank, bucket, func.avg(t.c.step_time_s))
+        .where(t.c.run_id == run_id)
+        .group_by(t.c.workload, t.c.rank, bucket)
+        .order_by(t.c.workload, t.c.rank, bucket)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    grouped: dict[str, tuple[list[float], list[float | None]]] = defaultdict(lambda: ([], []))
+    for wl, rank, b, v in rows:
+        xs, ys = grouped[f"{wl}-rank{rank}"]
+        xs.append(float(b))
+        ys.append(None if v is None else float(v))
+    return [Series(dev, "step_time_s", tuple(x), tuple(y)) for dev, (x, y) in grouped.items()]
+
+
+def device_series(store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:  # noqa: ANN001
+    """The chart series of every chip (or one), downsampled in SQL."""
+    from soak.store import HOST_DEVICE
+
+    rows = store.load_samples(run_id, device=device, bucket_s=bucket_s)
+    by_dev: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["device"] != HOST_DEVICE:
+            by_dev[r["device"]].append(r)
+    out: list[Series] = []
+    for dev, rs in sorted(by_dev.items()):
+        ts = tuple(float(r["ts"]) for r in rs)
+        for m in _SERIES_COLUMNS:
+            vals = tuple(None if r.get(m) is None else float(r[m]) for r in rs)
+            if any(v is not None for v in vals):
+                out.append(Series(dev, m, ts, vals))
+    return out
+
+
+def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
+    """The analysis the daemon saved in the run folder, if any."""
+    if not run_dir:
+        return None
+    for rel in ("report/analysis.json", "analysis.json"):
+        p = Path(run_dir) / rel
+        if p.is_file():
+            try:
+                return json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                log.warning("%s: unreadable analysis, re-running the analysis", p)
+    return None
+
+
+def run_analysis(store, run) -> dict[str, Any] | None:  # noqa: ANN001
+    """Analyse the stored trace with the run's profile; None if the analysis is unavailable."""
+    try:
+        from soak.analysis import analyze  # type: ignore[attr-defined]
+        from soak.analysis.profile import Profile
+        from soak.analysis.trace import Trace
+    except ImportError:
+        return None
+    plan = run.plan or {}
+    prof = plan.get("profile") if isinstance(plan, Mapping) else None
+    profile = Profile.from_dict(dict(prof)) if isinstance(prof, Mapping) else Profile.default()
+    trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
+    result = analyze(trace, profile)
+    return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+
+
+def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Model/serial/bus id per device key, from the manifest's device list when it has one."""
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(manifest, Mapping):
+        return out
+    for key in ("devices", "chips", "npus", "gpus"):
+        items = manifest.get(key)
+        if isinstance(items, Mapping):
+            items = [{"device": k, **v} for k, v in items.items() if isinstance(v, Mapping)]
+        if not isinstance(items, list):
+            continue
+        for it in items:
+            if not isinstance(it, Mapping):
+                continue
+            dev = it.get("device")
+            if dev is None and it.get("npu_id") is not None:
+                dev = f"npu{it.get('npu_id')}-{it.get('chip_id', 0)}"
+            if dev is not None:
+                out[str(dev)] = dict(it)
+    return out
+
+
+def build_criteria(
+    analysis: Mapping[str, Any] | None,
+    run: RunInfo,
+    findings: tuple[FindingView, ...],
+) -> tuple[Criterion, ...]:
+    """Acceptance criteria with measured values: runtime, then one line per detector kind."""
+    if analysis and isinstance(analysis.get("criteria"), list):
+        return tuple(
+            Criterion(str(c.get("name")), str(c.get("required")), c.get("measured"), c.get("met"))
+            for c in analysis["criteria"]
+            if isinstance(c, Mapping)
+        )
+    crits: list[Criterion] = []
+    thr = (analysis or {}).get("thresholds") or {}
+    req_h = thr.get("required_runtime_h") if isinstance(thr, Mapping) else None
+    dur = run.duration_s
+    crits.append(
+        Criterion(
+            "runtime",
+            "N/A" if req_h is None else f">= {fmt_duration(float(req_h) * 3600)}",
+            fmt_duration(dur),
+            None if req_h is None or dur is None else dur >= float(req_h) * 3600 - 1,
+        )
+    )
+    from soak.analysis.model import KINDS
+
+    judged = analysis is not None
+    for kind in KINDS:
+        mine = [f for f in findings if f.kind == kind]
+        worst = max((_SEVERITY_RANK.get(f.severity, 1) for f in mine), default=-1)
+        measured = f"{len(mine)} finding(s)" if mine else "0"
+        met: bool | None = worst < 2 if (judged or mine) else None
+        crits.append(Criterion(f"no {kind} (fail)", "0 fail", measured, met))
+    return tuple(crits)
+
+
+def load_report_data(
+    store,  # noqa: ANN001 - soak.store.Store
+    run_id: str,
+    *,
+    analysis: Mapping[str, Any] | None = None,
+    analyze: bool = True,
+    max_points: int = MAX_POINTS,
+    with_series: bool = True,
+) -> ReportData:
+    """Everything the report shows about ``run_id``. Raises ``InputError`` for an unknown run."""
+    from soak.errors import InputError
+
+    rec = store.get_run(run_id)
+    if rec is None:
+        raise InputError(f"run {run_id}: not in the store {store.url}")
+    last_ts = store.last_sample_ts(run_id)
+    running = rec.status == "running"
+    run = RunInfo(
+        run_id=rec.id,
+        status=rec.status,
+        workload=rec.workload,
+        backend=rec.backend,
+        host=rec.host,
+        started_at=rec.started_ts,
+        ended_at=rec.ended_ts if rec.ended_ts is not None else (last_ts if running else None),
+        planned_duration_s=None if rec.planned_end_ts is None else rec.planned_end_ts - rec.started_ts,
+        time_scale=rec.time_scale,
+        restarts=rec.restarts,
+        plan=rec.plan or {},
+    )
+    if analysis is None:
+        analysis = read_analysis(rec.run_dir)
+    if analysis is None and analyze and not running:
+        analysis = run_analysis(store, rec)
+
+    stored = store.load_findings(run_id)
+    if stored:
+        findings = tuple(
+            FindingView(f.kind, f.device, f.metric, f.start, f.end, f.severity or "warn", f.summary or "", dict(f.detail))
+            for f in stored
+        )
+    else:
+        findings = tuple(_finding_from_dict(d) for d in (analysis or {}).get("findings", []))
+
+    stats = chip_stats(store, run_id)
+    info = _device_info(rec.manifest)
+    per_dev = defaultdict(int)
+    for f in findings:
+        if f.device:
+            per_dev[f.device] += 1
+    chips = tuple(
+        ChipSummary(
+            device=dev,
+            model=info.get(dev, {}).get("model") or info.get(dev, {}).get("name"),
+            serial=info.get(dev, {}).get("serial"),
+            bus_id=info.get(dev, {}).get("bus_id"),
+            samples=None if s.get("samples") is None else int(s["samples"]),
+            util_mean_pct=s.get("util_mean_pct"),
+            util_min_pct=s.get("util_min_pct"),
+            temp_max_c=s.get("temp_max_c"),
+            power_mean_w=s.get("power_mean_w"),
+            power_max_w=s.get("power_max_w"),
+            hbm_peak_bytes=s.get("hbm_peak_bytes"),
+            hbm_total_bytes=s.get("hbm_total_bytes"),
+            findings=per_dev.get(dev, 0),
+        )
+        for dev, s in stats.items()
+    )
+    series: tuple[Series, ...] = ()
+    if with_series:
+        end = run.ended_at if run.ended_at is not None else last_ts
+        bucket = auto_bucket_s(run.started_at, end, max_points)
+        series = tuple(device_series(store, run_id, bucket)) + tuple(step_series(store, run_id, bucket))
+
+    events = tuple(
+        EventView(
+            ts=e.ts,
+            kind=e.kind,
+            device=None if e.rank is None else f"{e.workload or 'rank'}-rank{e.rank}",
+            message=e.message,
+            severity=(e.detail or {}).get("severity") if isinstance(e.detail, Mapping) else None,
+        )
+        for e in store.load_events(run_id)
+    )
+    verdict = "running" if running else ((analysis or {}).get("verdict") or rec.verdict)
+    reasons = tuple(str(r) for r in (analysis or {}).get("reasons", []) or [])
+    if not reasons and verdict == "fail":
+        reasons = tuple(f"{f.kind} on {f.device or 'N/A'}: {f.summary}" for f in findings if f.severity == "fail")
+    versions = (analysis or {}).get("detector_versions") or {}
+    thresholds = (analysis or {}).get("thresholds") or {}
+    detectors = tuple(
+        DetectorInfo(name, str(ver), _thresholds_for(name, thresholds)) for name, ver in sorted(versions.items())
+    )
+    manifest: dict[str, Any] = {}
+    if rec.manifest:
+        manifest["environment"] = rec.manifest
+    if rec.plan:
+        manifest["plan"] = rec.plan
+    return ReportData(
+        run=run,
+        chips=chips,
+        series=series,
+        findings=findings,
+        events=events,
+        verdict=verdict,
+        verdict_reasons=reasons,
+        criteria=build_criteria(analysis, run, findings),
+        clean_statement=(analysis or {}).get("clean_statement") if verdict == "pass" else None,
+        detectors=detectors,
+        manifest=manifest,
+        generated_at=time.time(),
+    )
+
+
+_DETECTOR_SECTIONS = {
+    "memory_creep": "memory",
+    "utilization_dropouts": "utilization",
+    "hang": "hang",
+    "comm_timeouts": "comm",
+    "thermal": "thermal",
+    "throughput_degradation": "throughput",
+}
+
+
+def _thresholds_for(name: str, thresholds: Mapping[str, Any]) -> dict[str, Any]:
+    section = thresholds.get(_DETECTOR_SECTIONS.get(name, name)) if isinstance(thresholds, Mapping) else None
+    if isinstance(section, Mapping):
+        return dict(section)
+    direct = thresholds.get(name) if isinstance(thresholds, Mapping) else None
+    return dict(direct) if isinstance(direct, Mapping) else {}
+
+
+def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
+    fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
+    return FindingView(
+        kind=str(d.get("kind")),
+        device=d.get("device"),
+        metric=d.get("metric"),
+        start=d.get("start"),
+        end=d.get("end"),
+        severity=str(d.get("severity") or "warn"),
+        summary=str(d.get("summary") or ""),
+        evidence={k: v for k, v in d.items() if k not in fixed and v is not None},
+    )
