@@ -1,1 +1,99 @@
-"""analysis."""
+"""Anomaly analysis of soak traces: detectors, acceptance profile and verdict.
+
+    from soak.analysis import Trace, analyze, Profile
+    result = analyze(Trace.from_csv("trace.csv"), profile=Profile.default())
+    result.verdict, result.findings, result.to_dict()
+
+``analyze`` is cheap enough to call periodically on the data so far (the daemon does) and
+once at the end. Methods, parameters and calibration: docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from soak.analysis import comm, hang, memory, thermal, throughput, utilization
+from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
+from soak.analysis.profile import Phase, Profile
+from soak.analysis.trace import Series, Trace
+from soak.analysis.verdict import chip_hours, clean_statement, order, reasons
+
+ANALYSIS_VERSION = "1.0"
+DETECTOR_VERSIONS: dict[str, str] = {
+    "memory_creep": memory.DETECTOR_VERSION,
+    "utilization_dropouts": utilization.DETECTOR_VERSION,
+    "hang": hang.DETECTOR_VERSION,
+    "comm_timeouts": comm.DETECTOR_VERSION,
+    "thermal": thermal.DETECTOR_VERSION,
+    "throughput_degradation": throughput.DETECTOR_VERSION,
+}
+DETECTOR_VERSION = f"soak-analysis/{ANALYSIS_VERSION}"
+
+__all__ = [
+    "ANALYSIS_VERSION",
+    "DETECTOR_VERSION",
+    "DETECTOR_VERSIONS",
+    "KINDS",
+    "SEVERITIES",
+    "Analysis",
+    "Finding",
+    "Phase",
+    "Profile",
+    "Series",
+    "Trace",
+    "analyze",
+    "thresholds",
+]
+
+
+def thresholds(profile: Profile | None = None) -> dict:
+    """Every threshold and parameter in force, for the report."""
+    return (profile or Profile.default()).to_dict()
+
+
+def analyze(
+    trace: Trace,
+    profile: Profile | None = None,
+    phases: Iterable[Phase] | None = None,
+    now: float | None = None,
+) -> Analysis:
+    """Run every detector on ``trace`` and decide the verdict.
+
+    ``phases`` adds expected phases (periodic, or explicit windows from the run's events) to
+    the profile's. ``now`` is the current time for a run in progress (a hang still going is
+    measured up to it); default: the end of the data.
+    """
+    profile = profile or Profile.default()
+    if phases:
+        profile = profile.with_phases(tuple(phases))
+    if trace.start is None:
+        return Analysis(
+            findings=[], verdict="pass", reasons=["the trace holds no data"],
+            clean_statement=clean_statement(0.0, 0), chip_hours=0.0, start=None, end=None,
+            profile=profile.name, detector_versions=dict(DETECTOR_VERSIONS),
+            thresholds=thresholds(profile),
+        )
+    t0, t1 = float(trace.start), float(trace.end)
+    now = t1 if now is None else float(now)
+    findings: list[Finding] = []
+    findings += hang.detect(trace, profile, t0, t1, now)
+    findings += thermal.detect(trace, profile, t0, t1)
+    findings += comm.detect(trace, profile, t0, t1)
+    findings += memory.detect(trace, profile, t0, t1)
+    findings += throughput.detect(trace, profile, t0, t1)
+    findings += utilization.detect(trace, profile, t0, t1)
+    findings = order(findings)
+    n_fail = sum(1 for f in findings if f.severity == "fail")
+    hours = chip_hours(trace)
+    return Analysis(
+        findings=findings,
+        verdict="fail" if n_fail else "pass",
+        reasons=reasons(findings),
+        clean_statement=clean_statement(hours, n_fail),
+        chip_hours=hours,
+        start=t0,
+        end=t1,
+        profile=profile.name,
+        detector_versions=dict(DETECTOR_VERSIONS),
+        thresholds=thresholds(profile),
+    )

@@ -1,0 +1,152 @@
+"""Hangs: a chip or rank that stops making progress for longer than ``threshold_s``.
+
+Two signatures, because a hung collective can look idle or busy:
+
+* **idle hang**: ``util_pct`` below the dropout level for ``threshold_s`` or more while
+  HBM is still held (above ``hbm_held_frac`` of its busy median). Idle with memory given
+  back is a restart or the end of the job, not a hang.
+* **busy hang**: the rank's progress signal stops: no ``step_time_s`` heartbeat (or a flat
+  ``step`` counter) for ``threshold_s`` while telemetry keeps arriving. A gap in *all* data
+  is a collection gap, not evidence of a hang. Utilization may read 100 % meanwhile
+  (spinning in a collective).
+
+Onset is the first idle sample or the last heartbeat, so it is within one sampling interval
+of the true stop. A hang still going at ``now`` (the end of data unless given) is reported
+with ``details.ongoing``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from soak.analysis._stats import episodes
+from soak.analysis.model import Finding
+from soak.analysis.profile import Profile
+from soak.analysis.trace import Trace
+from soak.analysis.utilization import _explain
+
+DETECTOR_VERSION = "hang/1.0"
+_ALIVE_BIN_S = 10.0
+
+
+def _alive_bins(trace: Trace, exclude: tuple[str, ...]) -> np.ndarray:
+    """Sorted 10 s bins in which any telemetry (other than ``exclude`` metrics) arrived."""
+    parts = []
+    for s in trace.series():
+        if s.metric in exclude:
+            continue
+        b = np.floor(s.t / _ALIVE_BIN_S).astype(np.int64)
+        parts.append(b[np.concatenate(([True], np.diff(b) != 0))])
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    return np.unique(np.concatenate(parts))
+
+
+def _coverage(alive: np.ndarray, start: float, end: float) -> float:
+    """Share of [start, end) during which telemetry was arriving."""
+    lo, hi = int(np.floor(start / _ALIVE_BIN_S)) + 1, int(np.floor(end / _ALIVE_BIN_S))
+    if hi <= lo:
+        return 1.0
+    n = np.searchsorted(alive, hi) - np.searchsorted(alive, lo)
+    return float(n) / (hi - lo)
+
+
+def detect(
+    trace: Trace, profile: Profile, run_start: float, run_end: float, now: float
+) -> list[Finding]:
+    p = profile.hang
+    low = profile.utilization.low_pct
+    found: dict[str, list[tuple[float, float, str, bool]]] = {}
+
+    for s in trace.series("util_pct"):
+        dt = s.median_dt_s() or 1.0
+        eps = episodes(s.t, s.v < low, dt, profile.utilization.merge_gap_s, p.threshold_s)
+        if not eps:
+            continue
+        names = _explain(eps, profile.phases)
+        hbm = trace.get(s.device, "hbm_used_bytes")
+        busy_level = None
+        if hbm is not None and hbm.v.size:
+            busy_level = float(np.median(hbm.v))
+        for (a, b), name in zip(eps, names, strict=True):
+            if name is not None:
+                continue
+            if hbm is not None and busy_level:
+                i0, i1 = np.searchsorted(hbm.t, [a, b])
+                inside = hbm.v[i0:i1]
+                if inside.size and float(np.median(inside)) < p.hbm_held_frac * busy_level:
+                    continue  # memory released: restart or job end, not a hang
+            ongoing = b >= s.end - 1e-6 and now - a >= p.threshold_s
+            end = max(b, now) if ongoing else b
+            found.setdefault(s.device, []).append((a, end, "idle", ongoing))
+
+    progress = [m for m in ("step_time_s", "step") if any(True for _ in trace.series(m))]
+    if progress:
+        alive = _alive_bins(trace, exclude=("step_time_s", "step"))
+        for metric in progress:
+            for s in trace.series(metric):
+                t = s.t
+                if metric == "step":
+                    moved = np.concatenate(([True], np.diff(s.v) > 0))
+                    t = t[moved]
+                gaps = np.diff(t)
+                for i in np.flatnonzero(gaps >= p.threshold_s):
+                    a, b = float(t[i]), float(t[i + 1])
+                    if _coverage(alive, a, b) >= 0.5 and not _in_phase((a, b), profile):
+                        found.setdefault(s.device, []).append((a, b, "busy", False))
+                tail_end = max(now, run_end)
+                last = float(t[-1])
+                if tail_end - last >= p.threshold_s and _coverage(alive, last, run_end) >= 0.5:
+                    if run_end - last >= p.threshold_s or now > run_end:
+                        found.setdefault(s.device, []).append((last, tail_end, "busy", True))
+
+    out: list[Finding] = []
+    for dev, items in sorted(found.items()):
+        for a, b, how, ongoing in _merge(items):
+            mins = (b - a) / 60.0
+            what = (
+                "utilization at ~0 while HBM stays allocated"
+                if how == "idle"
+                else "progress heartbeats stopped while telemetry continued"
+                if how == "busy"
+                else "no progress (idle chip and no heartbeats)"
+            )
+            out.append(
+                Finding(
+                    kind="hang",
+                    device=dev,
+                    metric="util_pct" if how == "idle" else "step_time_s",
+                    start=a,
+                    end=b,
+                    severity=profile.cap("hang", "fail"),
+                    summary=f"no progress for {mins:.0f} min{' (ongoing)' if ongoing else ''}: {what}",
+                    onset=a,
+                    details={
+                        "signature": how,
+                        "duration_s": b - a,
+                        "ongoing": ongoing,
+                        "threshold_s": p.threshold_s,
+                        "version": DETECTOR_VERSION,
+                    },
+                )
+            )
+    return out
+
+
+def _in_phase(interval: tuple[float, float], profile: Profile) -> bool:
+    return _explain([interval], profile.phases)[0] is not None
+
+
+def _merge(items: list[tuple[float, float, str, bool]]) -> list[tuple[float, float, str, bool]]:
+    """Overlapping idle and busy evidence of one device is one hang, onset the earliest."""
+    items = sorted(items)
+    out: list[list] = []
+    for a, b, how, ongoing in items:
+        if out and a <= out[-1][1] + 60:
+            last = out[-1]
+            last[1] = max(last[1], b)
+            last[2] = last[2] if last[2] == how else "both"
+            last[3] = last[3] or ongoing
+        else:
+            out.append([a, b, how, ongoing])
+    return [tuple(x) for x in out]  # type: ignore[misc]

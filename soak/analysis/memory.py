@@ -1,0 +1,191 @@
+"""Memory creep on device HBM and host RSS.
+
+Method (calibration in docs/analysis.md):
+
+1. Envelope: the minimum of each ``envelope_window_s`` block. The minimum removes the
+   allocator sawtooth and GC noise and keeps what memory is *retained*. Blocks with few
+   samples (gaps) are dropped; single-block dips (a restart freeing memory) are removed
+   against a running median.
+2. Regimes: a persistent drop of the envelope (a restart that gives memory back) starts a
+   new regime; only the last one is fitted.
+3. Burn-in: the first max(1 h, 25 %) of the regime is skipped: warm-up and allocator
+   step-ups plateau early and otherwise bias the slope.
+4. Onset: a hinge (flat, then linear) fit on the envelope; when it explains the data much
+   better than a straight line, the leak began mid-run and the fit starts at the hinge.
+5. Theil-Sen slope with a 90 % CI on the fit window. A finding needs the CI's lower end
+   above tau *and* a positive slope in each of the four quarters (a slow wave or a late
+   one-off step fails that rule).
+6. Severity: ``fail`` unless capacity is known and memory lasts longer than the profile's
+   required runtime at this slope.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from soak.analysis._stats import block_reduce, quarter_slopes, robust_sigma, theil_sen
+from soak.analysis.model import Finding
+from soak.analysis.profile import MemoryParams, Profile
+from soak.analysis.trace import Series, Trace
+
+DETECTOR_VERSION = "memory_creep/1.0"
+METRICS = ("hbm_used_bytes", "host_rss_bytes")
+
+
+def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
+    out: list[Finding] = []
+    for metric in METRICS:
+        for s in trace.series(metric):
+            capacity = None
+            if metric == "hbm_used_bytes":
+                tot = trace.get(s.device, "hbm_total_bytes")
+                if tot is not None and tot.v.size:
+                    capacity = float(np.median(tot.v))
+            f = analyse_series(s, profile, run_start, run_end, capacity)
+            if f is not None:
+                out.append(f)
+    return out
+
+
+def tau_for(metric: str, capacity: float | None, p: MemoryParams) -> float:
+    """Smallest slope (bytes/h) worth a finding."""
+    if metric == "hbm_used_bytes":
+        frac = p.hbm_min_slope_frac_per_h * capacity if capacity else 0.0
+        return max(p.hbm_min_slope_bytes_per_h, frac)
+    return p.rss_min_slope_bytes_per_h
+
+
+def envelope(s: Series, p: MemoryParams, origin: float) -> tuple[np.ndarray, np.ndarray]:
+    te, ye, n = block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
+    if te.size == 0:
+        return te, ye
+    full = np.median(n)
+    ok = n >= max(2, 0.3 * full)  # a block mostly in a gap has an unreliable minimum
+    te, ye = te[ok], ye[ok]
+    if ye.size >= 7:
+        from scipy.ndimage import median_filter
+
+        med = median_filter(ye, size=7, mode="nearest")
+        resid = ye - med
+        spread = max(robust_sigma(resid), 1e-9 * max(1.0, float(np.median(np.abs(ye)))))
+        # One or two low blocks (a restart's freed memory) are not the retained level.
+        dip = resid < -max(6 * spread, 0.01 * float(np.median(np.abs(ye))))
+        te, ye = te[~dip], ye[~dip]
+    return te, ye
+
+
+def _last_regime_start(te: np.ndarray, ye: np.ndarray) -> int:
+    """Index where the last regime begins: after the last persistent drop of the envelope."""
+    if ye.size < 8:
+        return 0
+    level = float(np.median(np.abs(ye))) or 1.0
+    noise = robust_sigma(np.diff(ye)) or 0.0
+    k = 3
+    start = 0
+    for i in range(k, ye.size - k + 1):
+        before = np.median(ye[i - k : i])
+        after = np.median(ye[i : i + k])
+        if before - after > max(8 * noise, 0.05 * level):
+            start = i
+    return start
+
+
+def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, float] | None:
+    """Best hinge point for y = a + b * max(0, x - x_c): (index, SSE hinge, SSE line)."""
+    n = x.size
+    if n < 2 * min_pts:
+        return None
+    cands = np.arange(min_pts, n - min_pts)
+    xc = x[cands][:, None]
+    h = np.maximum(0.0, x[None, :] - xc)  # (candidates, n)
+    hm = h.mean(axis=1, keepdims=True)
+    ym = y.mean()
+    hc = h - hm
+    b = (hc * (y - ym)).sum(axis=1) / np.maximum((hc * hc).sum(axis=1), 1e-300)
+    resid = (y - ym)[None, :] - b[:, None] * hc
+    sse = (resid * resid).sum(axis=1)
+    xm = x.mean()
+    bl = ((x - xm) * (y - ym)).sum() / max(((x - xm) ** 2).sum(), 1e-300)
+    sse_line = float((((y - ym) - bl * (x - xm)) ** 2).sum())
+    best = int(np.argmin(sse))
+    return int(cands[best]), float(sse[best]), sse_line
+
+
+def analyse_series(
+    s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None
+) -> Finding | None:
+    p = profile.memory
+    te, ye = envelope(s, p, run_start)
+    if te.size < p.min_fit_points:
+        return None
+    r0 = _last_regime_start(te, ye)
+    te, ye = te[r0:], ye[r0:]
+    regime_start = float(te[0]) - p.envelope_window_s / 2 if r0 else run_start
+    span = run_end - regime_start
+    burn = max(p.burn_in_h * 3600.0, p.burn_in_frac * span)
+    onset = None
+    # Onset search runs after the short warm-up only, so a leak that starts inside the
+    # long burn-in is still located.
+    warm = te >= regime_start + p.burn_in_h * 3600.0
+    hinge = _hinge(te[warm] / 3600.0, ye[warm], p.min_fit_points) if warm.sum() else None
+    fit_from = regime_start + burn
+    if hinge is not None:
+        i, sse_h, sse_l = hinge
+        if sse_l > 0 and sse_h < (1 - p.onset_min_gain) * sse_l:
+            onset = float(te[warm][i])
+            # A change point only ever narrows the fit to the last regime.
+            fit_from = max(fit_from, onset)
+    sel = te >= fit_from
+    if sel.sum() < p.min_fit_points:
+        return None
+    tf, yf = te[sel], ye[sel]
+    slope = theil_sen(tf, yf, p.ci)
+    if slope is None:
+        return None
+    tau = tau_for(s.metric, capacity, p)
+    quarters = quarter_slopes(tf, yf)
+    if not (slope.low > tau and all(q > 0 for q in quarters)):
+        return None
+    last = float(np.median(yf[-3:]))
+    growth = slope.per_hour * (tf[-1] - tf[0]) / 3600.0
+    hte = (capacity - last) / slope.per_hour if capacity and capacity > last else None
+    if capacity and capacity <= last:
+        hte = 0.0
+    severity = "fail"
+    if hte is not None and hte >= profile.required_runtime_h:
+        severity = "warn"
+    severity = profile.cap("memory_creep", severity)
+    unit = "MB"
+    scale = 1e6
+    hte_txt = "capacity unknown" if hte is None else f"exhausted in {hte:.0f} h"
+    summary = (
+        f"{s.metric} creeps {slope.per_hour / scale:.1f} {unit}/h "
+        f"(90% CI {slope.low / scale:.1f}..{slope.high / scale:.1f}) since "
+        f"{'onset' if onset else 'burn-in'}; +{growth / scale:.0f} {unit} over the fit; {hte_txt}"
+    )
+    return Finding(
+        kind="memory_creep",
+        device=s.device,
+        metric=s.metric,
+        start=float(tf[0]),
+        end=float(s.end),
+        severity=severity,
+        summary=summary,
+        onset=onset if onset is not None else float(tf[0]),
+        slope_per_hour=slope.per_hour,
+        details={
+            "slope_ci90": [slope.low, slope.high],
+            "tau_per_hour": tau,
+            "quarter_slopes_per_hour": quarters,
+            "fit_window": [float(tf[0]), float(tf[-1])],
+            "burn_in_h": burn / 3600.0,
+            "envelope_window_s": p.envelope_window_s,
+            "growth": growth,
+            "capacity": capacity,
+            "hours_to_exhaustion": hte,
+            "onset_from_change_point": onset is not None,
+            "regime_start": regime_start,
+            "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",
+            "version": DETECTOR_VERSION,
+        },
+    )

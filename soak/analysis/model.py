@@ -1,0 +1,118 @@
+"""Findings and the analysis result: frozen records, JSON-ready through ``to_dict``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = (
+    "memory_creep",
+    "utilization_dropouts",
+    "hang",
+    "comm_timeouts",
+    "thermal",
+    "throughput_degradation",
+)
+SEVERITIES = ("info", "warn", "fail")  # ascending
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become None (never 0), numpy scalars become Python."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the analysis found on one device's metric.
+
+    ``start``/``end`` are unix seconds of the evidence; ``onset`` is when the problem began
+    where that differs from ``start`` (e.g. a leak's change point). ``severity`` is
+    ``info`` (seen and explained, e.g. a declared checkpoint), ``warn`` or ``fail``.
+    ``details`` holds the method's numbers (CI, parameters) for the report.
+    """
+
+    kind: str
+    device: str
+    metric: str
+    start: float
+    end: float
+    severity: str
+    summary: str
+    onset: float | None = None
+    slope_per_hour: float | None = None  # memory_creep: metric units per hour
+    period_s: float | None = None  # utilization_dropouts: None when not periodic
+    count: int | None = None  # utilization_dropouts: episodes; comm: increments
+    explained_by: str | None = None  # a declared phase that explains it (severity info)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "device": self.device,
+            "metric": self.metric,
+            "start": self.start,
+            "end": self.end,
+            "severity": self.severity,
+            "summary": self.summary,
+            "onset": self.onset,
+        }
+        if self.kind == "memory_creep" or self.slope_per_hour is not None:
+            out["slope_per_hour"] = self.slope_per_hour
+        if self.kind == "utilization_dropouts" or self.period_s is not None:
+            out["period_s"] = self.period_s
+        if self.kind == "utilization_dropouts" or self.count is not None:
+            out["count"] = self.count
+        out["explained_by"] = self.explained_by
+        out["details"] = self.details
+        return _clean(out)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The result of :func:`soak.analysis.analyze`."""
+
+    findings: list[Finding]
+    verdict: str  # "pass" | "fail"
+    reasons: list[str]
+    clean_statement: str
+    chip_hours: float
+    start: float | None
+    end: float | None
+    profile: str
+    detector_versions: dict[str, str]
+    thresholds: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(
+            {
+                "findings": [f.to_dict() for f in self.findings],
+                "verdict": self.verdict,
+                "reasons": list(self.reasons),
+                "clean_statement": self.clean_statement,
+                "chip_hours": self.chip_hours,
+                "start": self.start,
+                "end": self.end,
+                "profile": self.profile,
+                "detector_versions": dict(self.detector_versions),
+                "thresholds": self.thresholds,
+            }
+        )

@@ -1,0 +1,245 @@
+"""Acceptance profile: detector thresholds, which finding kinds fail, and expected phases.
+
+A profile is a TOML file; every key is optional and defaults to :meth:`Profile.default`.
+Unknown keys are errors naming the dotted key, so a typo never silently loosens a test::
+
+    name = "site-a"
+    required_runtime_h = 168          # a leak that exhausts memory sooner fails
+    [severity]                        # highest severity each kind may reach
+    utilization_dropouts = "warn"
+    [thermal]
+    threshold_c = 90
+    [[phases]]                        # expected periodic phases: reported, not failed
+    name = "checkpoint"
+    every_s = 3600
+    duration_s = 120
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.analysis.model import KINDS, SEVERITIES
+from soak.errors import ConfigError, InputError
+
+
+@dataclass(frozen=True)
+class Phase:
+    """An expected phase during which the chips legitimately idle or slow down.
+
+    Either periodic (``every_s`` apart, lasting about ``duration_s``, offset unknown and
+    found from the data) or a list of explicit ``windows`` (from the run's events).
+    """
+
+    name: str
+    every_s: float | None = None
+    duration_s: float | None = None
+    windows: tuple[tuple[float, float], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> Phase:
+        """``NAME:EVERY_S,DUR_S`` (e.g. ``checkpoint:3600,60``)."""
+        try:
+            name, rest = spec.split(":", 1)
+            every, dur = (float(x) for x in rest.split(","))
+        except ValueError:
+            raise InputError(
+                f"--phase {spec!r}: expected NAME:EVERY_S,DUR_S, e.g. checkpoint:3600,60"
+            ) from None
+        if not name or every <= 0 or dur <= 0 or dur >= every:
+            raise InputError(f"--phase {spec!r}: need a name and 0 < DUR_S < EVERY_S")
+        return cls(name=name, every_s=every, duration_s=dur)
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    envelope_window_s: float = 600.0  # >= 2x the allocator sawtooth period
+    burn_in_h: float = 1.0  # burn-in is max(burn_in_h, burn_in_frac x run)
+    burn_in_frac: float = 0.25
+    ci: float = 0.90
+    rss_min_slope_bytes_per_h: float = 5e6  # tau for host RSS
+    hbm_min_slope_bytes_per_h: float = 5e6  # tau for HBM: max(this, frac x capacity)
+    hbm_min_slope_frac_per_h: float = 0.0005
+    min_fit_points: int = 12
+    onset_min_gain: float = 0.5  # hinge fit must cut the residual spread by this share
+
+
+@dataclass(frozen=True)
+class UtilizationParams:
+    low_pct: float = 5.0
+    min_duration_s: float = 10.0
+    merge_gap_s: float = 3.0
+    min_events: int = 5
+    max_cv: float = 0.15
+    share_tol: float = 0.25
+    min_share: float = 0.60
+    max_idle_fraction: float = 0.02  # non-periodic drops fail above this share of time
+    global_min_share: float = 0.8  # share of devices dropping together = global stall
+
+
+@dataclass(frozen=True)
+class HangParams:
+    threshold_s: float = 300.0
+    hbm_held_frac: float = 0.10  # HBM above this share of its busy median = still held
+
+
+@dataclass(frozen=True)
+class CommParams:
+    bucket_s: float = 600.0
+    alpha: float = 0.01  # Bonferroni-split across counters
+    min_ratio: float = 2.0
+    min_count: int = 5
+    rate_counters: tuple[str, ...] = ("comm_timeouts_total",)
+    fatal_counters: tuple[str, ...] = ("comm_fatal_timeouts_total",)
+
+
+@dataclass(frozen=True)
+class ThermalParams:
+    threshold_c: float = 85.0
+    hysteresis_c: float = 2.0
+    min_duration_s: float = 60.0
+    drift_min_c_per_h: float = 0.1
+    drift_min_hours: float = 8.0
+    throttle_mask: int = 0x08 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
+    throttle_min_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ThroughputParams:
+    delta_pct: float = 5.0  # smallest abrupt slowdown that matters
+    cusum_h: float = 20.0  # alarm level, in units of delta (x block minutes)
+    block_s: float = 60.0
+    baseline_start_h: float = 0.5
+    baseline_len_h: float = 2.0
+    confirm_s: float = 1800.0
+    gradual_min_pct_per_h: float = 0.2
+    fail_pct: float = 10.0  # slowdowns below this are warnings
+    bootstrap: int = 300
+
+
+_DEFAULT_SEVERITY = {k: "fail" for k in KINDS}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str = "default"
+    required_runtime_h: float = 168.0
+    severity: dict[str, str] = field(default_factory=lambda: dict(_DEFAULT_SEVERITY))
+    phases: tuple[Phase, ...] = ()
+    memory: MemoryParams = MemoryParams()
+    utilization: UtilizationParams = UtilizationParams()
+    hang: HangParams = HangParams()
+    comm: CommParams = CommParams()
+    thermal: ThermalParams = ThermalParams()
+    throughput: ThroughputParams = ThroughputParams()
+
+    @classmethod
+    def default(cls) -> Profile:
+        return cls()
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> Profile:
+        name = os.fspath(path)
+        try:
+            with open(name, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise InputError(f"{name}: no such profile file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"{name}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, source=name)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<profile>") -> Profile:
+        kwargs: dict[str, Any] = {}
+        sections = {
+            "memory": MemoryParams,
+            "utilization": UtilizationParams,
+            "hang": HangParams,
+            "comm": CommParams,
+            "thermal": ThermalParams,
+            "throughput": ThroughputParams,
+        }
+        for key, value in data.items():
+            if key in sections:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{source}: {key} must be a table")
+                kwargs[key] = _section(sections[key], value, f"{source}: {key}")
+            elif key == "name":
+                kwargs["name"] = str(value)
+            elif key == "required_runtime_h":
+                kwargs[key] = _number(value, f"{source}: {key}")
+            elif key == "severity":
+                sev = dict(_DEFAULT_SEVERITY)
+                for kind, level in (value or {}).items():
+                    if kind not in KINDS:
+                        raise ConfigError(f"{source}: severity.{kind}: unknown finding kind")
+                    if level not in SEVERITIES:
+                        raise ConfigError(
+                            f"{source}: severity.{kind}: must be one of {', '.join(SEVERITIES)}"
+                        )
+                    sev[kind] = level
+                kwargs["severity"] = sev
+            elif key == "phases":
+                kwargs["phases"] = tuple(_phase(p, f"{source}: phases[{i}]") for i, p in enumerate(value))
+            else:
+                raise ConfigError(f"{source}: {key}: unknown key")
+        return cls(**kwargs)
+
+    def with_phases(self, phases: list[Phase] | tuple[Phase, ...]) -> Profile:
+        return dataclasses.replace(self, phases=tuple(self.phases) + tuple(phases))
+
+    def cap(self, kind: str, severity: str) -> str:
+        """Lower ``severity`` to the most this profile allows for ``kind``."""
+        limit = self.severity.get(kind, "fail")
+        return severity if SEVERITIES.index(severity) <= SEVERITIES.index(limit) else limit
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: must be a number")
+    return float(value)
+
+
+def _section(cls: type, values: dict[str, Any], where: str) -> Any:
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key")
+        default = getattr(cls(), key)
+        if isinstance(default, tuple):
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise ConfigError(f"{where}.{key}: must be a list of metric names")
+            kwargs[key] = tuple(value)
+        elif isinstance(default, int) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}.{key}: must be an integer")
+            kwargs[key] = value
+        else:
+            kwargs[key] = _number(value, f"{where}.{key}")
+    return cls(**kwargs)
+
+
+def _phase(value: Any, where: str) -> Phase:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a table with name, every_s, duration_s")
+    unknown = set(value) - {"name", "every_s", "duration_s"}
+    if unknown:
+        raise ConfigError(f"{where}.{sorted(unknown)[0]}: unknown key")
+    try:
+        name = str(value["name"])
+        every = _number(value["every_s"], f"{where}.every_s")
+        dur = _number(value["duration_s"], f"{where}.duration_s")
+    except KeyError as exc:
+        raise ConfigError(f"{where}.{exc.args[0]}: missing") from None
+    if every <= 0 or dur <= 0 or dur >= every:
+        raise ConfigError(f"{where}: need 0 < duration_s < every_s")
+    return Phase(name=name, every_s=every, duration_s=dur)

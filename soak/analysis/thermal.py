@@ -1,0 +1,154 @@
+"""Thermal: excursions above a threshold, slow drift, and hardware throttle flags.
+
+* **Excursion**: ``temp_c`` above ``threshold_c`` for at least ``min_duration_s``; the
+  episode ends only when the temperature falls below threshold - ``hysteresis_c``, so a
+  reading hovering at the line is one episode, not many. Reported with duration and peak.
+* **Drift**: Theil-Sen on hourly medians (deg C/h, 90 % CI); a finding (``warn``) needs the
+  CI's lower end above ``drift_min_c_per_h`` and a positive slope in all four quarters, so a
+  daily ambient cycle is not a drift. Needs ``drift_min_hours`` of data.
+* **Throttle**: when a ``throttle_reasons`` metric (NVML clock-event bitmask) is present, any
+  of ``throttle_mask`` (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, power brake
+  0x80) set for ``throttle_min_s`` is a failing episode. Hardware facts come first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from soak.analysis._stats import block_reduce, episodes, quarter_slopes, runs, theil_sen
+from soak.analysis.model import Finding
+from soak.analysis.profile import Profile
+from soak.analysis.trace import Series, Trace
+
+DETECTOR_VERSION = "thermal/1.0"
+_BITS = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermalSlowdown",
+         0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown"}
+
+
+def hysteresis_mask(v: np.ndarray, high: float, low: float) -> np.ndarray:
+    """True from a crossing above ``high`` until the value falls below ``low``."""
+    above = v > high
+    below = v < low
+    # State at each sample = last decisive event (above -> 1, below -> 0), carried forward.
+    event = np.where(above, 1, np.where(below, 0, -1))
+    idx = np.where(event >= 0, np.arange(v.size), 0)
+    np.maximum.accumulate(idx, out=idx)
+    state = event[idx]
+    state[(idx == 0) & (event[0] < 0)] = 0
+    return state == 1
+
+
+def _excursions(s: Series, profile: Profile) -> list[Finding]:
+    p = profile.thermal
+    dt = s.median_dt_s() or 1.0
+    hot = hysteresis_mask(s.v, p.threshold_c, p.threshold_c - p.hysteresis_c)
+    eps = episodes(s.t, hot, dt, merge_gap_s=0.0, min_duration_s=p.min_duration_s)
+    if not eps:
+        return []
+    peaks = []
+    for a, b in eps:
+        i0, i1 = np.searchsorted(s.t, [a, b])
+        peaks.append(float(s.v[i0:i1].max()))
+    total = sum(b - a for a, b in eps)
+    return [
+        Finding(
+            kind="thermal",
+            device=s.device,
+            metric="temp_c",
+            start=eps[0][0],
+            end=eps[-1][1],
+            severity=profile.cap("thermal", "fail"),
+            summary=(
+                f"{len(eps)} excursion(s) above {p.threshold_c:g} C, {total / 60:.1f} min in all, "
+                f"peak {max(peaks):.1f} C"
+            ),
+            onset=eps[0][0],
+            count=len(eps),
+            details={
+                "episodes": [
+                    {"start": a, "duration_s": b - a, "peak_c": pk}
+                    for (a, b), pk in list(zip(eps, peaks, strict=True))[:50]
+                ],
+                "peak_c": max(peaks),
+                "threshold_c": p.threshold_c,
+                "hysteresis_c": p.hysteresis_c,
+                "version": DETECTOR_VERSION,
+            },
+        )
+    ]
+
+
+def _drift(s: Series, profile: Profile) -> list[Finding]:
+    p = profile.thermal
+    if s.end - s.start < p.drift_min_hours * 3600.0:
+        return []
+    th, yh, _ = block_reduce(s.t, s.v, 3600.0, "median")
+    if th.size < p.drift_min_hours:
+        return []
+    slope = theil_sen(th, yh, 0.90)
+    if slope is None or slope.low <= p.drift_min_c_per_h:
+        return []
+    q = quarter_slopes(th, yh)
+    if not all(x > 0 for x in q):
+        return []
+    return [
+        Finding(
+            kind="thermal",
+            device=s.device,
+            metric="temp_c",
+            start=float(s.start),
+            end=float(s.end),
+            severity=profile.cap("thermal", "warn"),
+            summary=(
+                f"temperature drifts up {slope.per_hour:.2f} C/h (90% CI {slope.low:.2f}.."
+                f"{slope.high:.2f}), {float(yh[0]):.1f} -> {float(yh[-1]):.1f} C (hourly medians)"
+            ),
+            onset=float(s.start),
+            slope_per_hour=slope.per_hour,
+            details={
+                "drift_c_per_h": slope.per_hour,
+                "ci90": [slope.low, slope.high],
+                "quarter_slopes": q,
+                "version": DETECTOR_VERSION,
+            },
+        )
+    ]
+
+
+def _throttle(s: Series, profile: Profile) -> list[Finding]:
+    p = profile.thermal
+    bits = s.v.astype(np.int64)
+    bad = (bits & p.throttle_mask) != 0
+    dt = s.median_dt_s() or 1.0
+    out = []
+    starts, ends = runs(bad)
+    for i0, i1 in zip(starts.tolist(), ends.tolist(), strict=True):
+        a, b = float(s.t[i0]), float(s.t[i1 - 1]) + dt
+        if b - a < p.throttle_min_s:
+            continue
+        seen = int(np.bitwise_or.reduce(bits[i0:i1]))
+        names = [n for bit, n in _BITS.items() if seen & bit]
+        out.append(
+            Finding(
+                kind="thermal",
+                device=s.device,
+                metric=s.metric,
+                start=a,
+                end=b,
+                severity=profile.cap("thermal", "fail"),
+                summary=f"clocks throttled for {(b - a) / 60:.1f} min: {', '.join(names)}",
+                onset=a,
+                details={"reason_bits": seen, "reasons": names, "version": DETECTOR_VERSION},
+            )
+        )
+    return out
+
+
+def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
+    out: list[Finding] = []
+    for s in trace.series("throttle_reasons"):
+        out.extend(_throttle(s, profile))
+    for s in trace.series("temp_c"):
+        out.extend(_excursions(s, profile))
+        out.extend(_drift(s, profile))
+    return out

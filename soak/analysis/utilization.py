@@ -1,0 +1,212 @@
+"""Utilization dropouts: short idle episodes, their periodicity, and which chips share them.
+
+An episode is ``util_pct < low_pct`` for at least ``min_duration_s``, with non-idle gaps of
+at most ``merge_gap_s`` merged. Episodes as long as the hang threshold belong to the hang
+detector. Episodes that match a declared phase (a periodic checkpoint/eval, or an explicit
+window from the run's events) are *explained*: reported with severity ``info``.
+
+The rest are tested for periodicity on the intervals between episode starts: period P is
+their median, robust CV = 1.4826 MAD / P; periodic when there are at least ``min_events``
+episodes, CV < ``max_cv`` and at least ``min_share`` of intervals lie within
+``share_tol`` x P. A finding is raised when the drops are periodic or when they idle the
+chip for more than ``max_idle_fraction`` of the time: a few random dips a day are normal.
+Drops that happen on (nearly) all chips at once point at a global stall (data loading,
+I/O, a host-side pause) rather than at one chip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from soak.analysis._stats import episodes
+from soak.analysis.model import Finding
+from soak.analysis.profile import Phase, Profile
+from soak.analysis.trace import Trace
+
+DETECTOR_VERSION = "utilization_dropouts/1.0"
+METRIC = "util_pct"
+
+
+@dataclass(frozen=True)
+class Periodicity:
+    period_s: float | None
+    cv: float | None
+    share: float | None
+    onset: float | None
+
+
+def periodicity(starts: np.ndarray, min_events: int, max_cv: float, tol: float, min_share: float) -> Periodicity:
+    """Period of event start times from their intervals (None when not periodic)."""
+    if starts.size < max(min_events, 3):
+        return Periodicity(None, None, None, None)
+    iv = np.diff(starts)
+    p = float(np.median(iv))
+    if p <= 0:
+        return Periodicity(None, None, None, None)
+    cv = float(1.4826 * np.median(np.abs(iv - p)) / p)
+    near = np.abs(iv - p) <= tol * p
+    share = float(near.mean())
+    if cv >= max_cv or share < min_share:
+        return Periodicity(None, cv, share, None)
+    # Onset of periodicity: start of the first run of >= 3 in-period intervals.
+    onset = float(starts[0])
+    run = 0
+    for i, ok in enumerate(near):
+        run = run + 1 if ok else 0
+        if run >= 3:
+            onset = float(starts[i - 2])
+            break
+    return Periodicity(p, cv, share, onset)
+
+
+def _explain(eps: list[tuple[float, float]], phases: tuple[Phase, ...]) -> list[str | None]:
+    """Name of the phase explaining each episode, or None."""
+    out: list[str | None] = [None] * len(eps)
+    if not eps:
+        return out
+    starts = np.array([e[0] for e in eps])
+    durs = np.array([e[1] - e[0] for e in eps])
+    for ph in phases:
+        for i, (s, e) in enumerate(eps):
+            if out[i] is None and any(s <= we + 30 and e >= ws - 30 for ws, we in ph.windows):
+                out[i] = ph.name
+        if ph.every_s is None or ph.duration_s is None:
+            continue
+        every, dur = ph.every_s, ph.duration_s
+        short = durs <= 2 * dur + 30
+        if short.sum() < 2:
+            continue
+        # The phase's offset is unknown: take the most crowded bin of start mod every.
+        bin_w = max(dur, 0.02 * every, 30.0)
+        phase_pos = np.mod(starts[short], every)
+        nb = max(1, int(np.ceil(every / bin_w)))
+        hist = np.bincount((phase_pos // bin_w).astype(int) % nb, minlength=nb)
+        best = int(np.argmax(hist + np.roll(hist, 1)))  # tolerate a bin edge split
+        centre = (best * bin_w) % every
+        tol = max(dur, 0.05 * every)
+        dist = np.abs((np.mod(starts - centre, every) + every / 2) % every - every / 2)
+        for i in np.flatnonzero(short & (dist <= tol + bin_w)):
+            if out[i] is None:
+                out[i] = ph.name
+    return out
+
+
+def detect(
+    trace: Trace, profile: Profile, run_start: float, run_end: float
+) -> list[Finding]:
+    p = profile.utilization
+    hang_s = profile.hang.threshold_s
+    per_dev: dict[str, list[tuple[float, float]]] = {}
+    spans: dict[str, float] = {}
+    explained: dict[str, list[tuple[tuple[float, float], str]]] = {}
+    for s in trace.series(METRIC):
+        dt = s.median_dt_s() or 1.0
+        eps = episodes(s.t, s.v < p.low_pct, dt, p.merge_gap_s, p.min_duration_s)
+        eps = [e for e in eps if e[1] - e[0] < hang_s]
+        names = _explain(eps, profile.phases)
+        per_dev[s.device] = [e for e, n in zip(eps, names, strict=True) if n is None]
+        explained[s.device] = [(e, n) for e, n in zip(eps, names, strict=True) if n is not None]
+        spans[s.device] = max(s.end - s.start + dt, dt)
+    n_dev = len(per_dev)
+    findings: list[Finding] = []
+    for dev, eps in per_dev.items():
+        findings.extend(_explained_findings(dev, explained[dev], profile))
+        if not eps:
+            continue
+        starts = np.array([e[0] for e in eps])
+        durs = np.array([e[1] - e[0] for e in eps])
+        per = periodicity(starts, p.min_events, p.max_cv, p.share_tol, p.min_share)
+        idle = float(durs.sum() / spans[dev])
+        if per.period_s is None and idle <= p.max_idle_fraction:
+            continue
+        together = _shared_share(eps, per_dev, dev) if n_dev > 1 else 0.0
+        scope = "global" if n_dev > 1 and together >= p.global_min_share else "device"
+        what = (
+            f"every {per.period_s:.0f} s (CV {per.cv:.2f})" if per.period_s else "not periodic"
+        )
+        where = (
+            f"on all chips at once ({together:.0%} shared): a global stall such as data loading"
+            if scope == "global"
+            else "on this chip"
+        )
+        summary = (
+            f"{len(eps)} utilization drops below {p.low_pct:g}% {what}, "
+            f"mean {durs.mean():.0f} s, idle {idle:.1%}, {where}"
+        )
+        findings.append(
+            Finding(
+                kind="utilization_dropouts",
+                device=dev,
+                metric=METRIC,
+                start=float(starts[0]),
+                end=float(eps[-1][1]),
+                severity=profile.cap("utilization_dropouts", "fail"),
+                summary=summary,
+                onset=per.onset if per.onset is not None else float(starts[0]),
+                period_s=per.period_s,
+                count=len(eps),
+                details={
+                    "idle_fraction": idle,
+                    "mean_duration_s": float(durs.mean()),
+                    "max_duration_s": float(durs.max()),
+                    "robust_cv": per.cv,
+                    "share_in_period": per.share,
+                    "scope": scope,
+                    "shared_with_other_devices": together,
+                    "first_seen": float(starts[0]),
+                    "onset_of_periodicity": per.onset,
+                    "method": "run-length episodes; period from inter-episode intervals",
+                    "version": DETECTOR_VERSION,
+                },
+            )
+        )
+    return findings
+
+
+def _explained_findings(
+    dev: str, items: list[tuple[tuple[float, float], str]], profile: Profile
+) -> list[Finding]:
+    out = []
+    for name in sorted({n for _, n in items}):
+        eps = [e for e, n in items if n == name]
+        starts = np.array([e[0] for e in eps])
+        phase = next((ph for ph in profile.phases if ph.name == name), None)
+        period = phase.every_s if phase is not None and phase.every_s else None
+        if period is None and starts.size >= 3:
+            period = float(np.median(np.diff(starts)))
+        out.append(
+            Finding(
+                kind="utilization_dropouts",
+                device=dev,
+                metric=METRIC,
+                start=float(starts[0]),
+                end=float(eps[-1][1]),
+                severity="info",
+                summary=f"{len(eps)} utilization drops during declared {name} phases (expected)",
+                onset=float(starts[0]),
+                period_s=period,
+                count=len(eps),
+                explained_by=name,
+                details={"version": DETECTOR_VERSION},
+            )
+        )
+    return out
+
+
+def _shared_share(
+    eps: list[tuple[float, float]], per_dev: dict[str, list[tuple[float, float]]], dev: str
+) -> float:
+    """Mean share of the other devices that drop during each of this device's episodes."""
+    others = [np.array(v) for d, v in per_dev.items() if d != dev]
+    if not others:
+        return 0.0
+    shares = []
+    for s, e in eps:
+        hit = 0
+        for o in others:
+            if o.size and np.any((o[:, 0] <= e + 5) & (o[:, 1] >= s - 5)):
+                hit += 1
+        shares.append(hit / len(others))
+    return float(np.mean(shares))

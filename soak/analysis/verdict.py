@@ -1,0 +1,65 @@
+"""Verdict, its reasons, and what a clean run demonstrates."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from soak.analysis._stats import poisson_upper
+from soak.analysis.model import SEVERITIES, Finding
+from soak.analysis.trace import Trace
+
+CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
+
+
+def chip_hours(trace: Trace) -> float:
+    """Sum over chips of the hours each was observed (first to last device sample)."""
+    total = 0.0
+    for dev in trace.devices:
+        spans = [trace.get(dev, m) for m in CHIP_METRICS]
+        spans = [s for s in spans if s is not None]
+        if spans:
+            total += (max(s.end for s in spans) - min(s.start for s in spans)) / 3600.0
+    return total
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+
+
+def order(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then hardware/operational facts before statistics, then time."""
+    rank = {"hang": 0, "thermal": 1, "comm_timeouts": 2, "memory_creep": 3,
+            "throughput_degradation": 4, "utilization_dropouts": 5}
+    return sorted(
+        findings,
+        key=lambda f: (-SEVERITIES.index(f.severity), rank[f.kind], f.start, f.device),
+    )
+
+
+def reasons(findings: list[Finding]) -> list[str]:
+    fails = [f for f in findings if f.severity == "fail"]
+    warns = [f for f in findings if f.severity == "warn"]
+    out = [f"FAIL {f.kind} on {f.device} from {_when(f.start)}: {f.summary}" for f in fails]
+    out += [f"WARN {f.kind} on {f.device} from {_when(f.start)}: {f.summary}" for f in warns]
+    if not out:
+        out.append("no failing or warning findings")
+    return out
+
+
+def clean_statement(hours: float, n_fail: int) -> str:
+    """The plain statement of what the run shows about the failure rate per chip-hour."""
+    if hours <= 0:
+        return "no chip data: the run demonstrates nothing about the failure rate"
+    if n_fail == 0:
+        bound = -math.log(0.05) / hours
+        return (
+            f"0 failures in {hours:.0f} chip-hours: with 95% confidence the failure rate is below "
+            f"{bound:.2e} per chip-hour (-ln(0.05)/T, about 3/T), i.e. a mean time between "
+            f"failures above {1 / bound:.0f} chip-hours"
+        )
+    bound = poisson_upper(n_fail, hours)
+    return (
+        f"{n_fail} failing finding(s) in {hours:.0f} chip-hours: observed rate "
+        f"{n_fail / hours:.2e} per chip-hour, 95% upper bound {bound:.2e} (exact Poisson)"
+    )
