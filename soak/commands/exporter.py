@@ -1,0 +1,105 @@
+"""``soak exporter``: a standalone Prometheus exporter for one node's devices."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from soak.errors import DeviceUnavailable, InputError
+
+# Same as exporters.server.DEFAULT_LISTEN; repeated so `soak --help` does not import prometheus.
+DEFAULT_LISTEN = "127.0.0.1:19400"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "exporter",
+        help="serve device metrics for Prometheus (/metrics)",
+        description="Serve this node's device metrics on /metrics. A background sampler reads the "
+        "devices every --interval seconds; a scrape only reads the cached snapshot.",
+    )
+    p.add_argument("--listen", default=DEFAULT_LISTEN,
+                   help=f"HOST:PORT to listen on (default: {DEFAULT_LISTEN}; ':19400' for all interfaces)")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default: 5)")
+    p.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu", "sim"), default="auto",
+                   help="device backend (default: auto = npu if npu-smi is on PATH, else cuda, else cpu)")
+    p.add_argument("--npu-smi", default="npu-smi", help="npu-smi command or path (default: npu-smi)")
+    p.add_argument("--hccn-tool", default="hccn_tool", help="hccn_tool command or path (default: hccn_tool)")
+    p.add_argument("--plog-dir", default=None, help="HCCL plog folder to count communication timeouts in")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds before a vendor-tool call is killed (default: 10)")
+    p.add_argument("--detail-interval", type=float, default=60.0,
+                   help="seconds between npu-smi -t queries and hccn_tool calls (default: 60; 0 = off)")
+    p.add_argument("--compat", action="append", choices=("npu-exporter",), default=[],
+                   help="also emit Huawei npu-exporter metric names (npu_chip_info_*)")
+    p.add_argument("--sim-scenario", action="append", default=None,
+                   help="--backend sim: scenario spec, e.g. healthy,hbm_creep:rate_mb_h=200 (repeatable)")
+    p.add_argument("--sim-fault", action="append", default=[], help="--backend sim: tool fault spec")
+    p.add_argument("--sim-family", choices=("910b", "910_93", "310p"), default="910b",
+                   help="--backend sim: chip family (default: 910b)")
+    p.add_argument("--sim-chips", type=int, default=8, help="--backend sim: number of chips (default: 8)")
+    p.add_argument("--sim-seed", type=int, default=0, help="--backend sim: noise seed")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="--backend sim: scaled seconds per wall second (default: 1)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from exporters.collector import SoakCollector, make_registry
+    from exporters.server import parse_listen, serve
+    from soak.clock import ScaledClock
+    from soak.telemetry.backends import make_backend
+    from soak.telemetry.sampler import Sampler
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format="%(asctime)s soak-exporter %(levelname)s %(message)s")
+    log = logging.getLogger("soak.exporter")
+    if args.interval <= 0:
+        raise InputError(f"--interval {args.interval}: must be greater than 0")
+    if args.timeout <= 0:
+        raise InputError(f"--timeout {args.timeout}: must be greater than 0")
+    parse_listen(args.listen)  # bad input fails before any device is touched
+    clock = None
+    if args.backend == "sim" and args.time_scale != 1.0:
+        import time
+
+        clock = ScaledClock(scale=args.time_scale, origin=time.time())
+    try:
+        backend = make_backend(
+            args.backend, npu_smi=args.npu_smi, hccn_tool=args.hccn_tool, plog_dir=args.plog_dir,
+            timeout_s=args.timeout, detail_interval_s=args.detail_interval or None, clock=clock,
+            sim_scenario=args.sim_scenario or ["healthy"], sim_fault=args.sim_fault,
+            sim_family=args.sim_family, sim_chips=args.sim_chips, sim_seed=args.sim_seed,
+        )
+    except DeviceUnavailable:
+        raise  # one line on stderr, exit 2 (the CLI prints UserError messages)
+    sampler = Sampler(backend, interval_s=args.interval)
+    # A tick may take a whole tool timeout before it reports the gap; only call the snapshot
+    # stale when even that cannot explain its age.
+    stale_after = max(3 * args.interval, args.interval + 2 * args.timeout)
+    collector = SoakCollector.for_sampler(sampler, stale_after_s=stale_after, compat=args.compat)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    sampler.tick()  # first snapshot before the first scrape can arrive
+    server = serve(make_registry(collector), args.listen)
+    sampler.start()
+    log.info("backend %s, sampling every %gs; serving %s", backend.name, args.interval, server.url)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        server.stop()
+        sampler.stop(timeout_s=args.timeout + 5)
+        backend.close()
+        log.info("stopped after %d ticks (%d sink errors)", sampler.ticks, sampler.sink_errors)
+    return 0

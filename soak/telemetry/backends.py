@@ -1,0 +1,363 @@
+"""Device backends: one ``read()`` per tick, returning a frozen :class:`Snapshot`.
+
+``make_backend("auto"|"npu"|"cuda"|"cpu"|"sim", ...)`` builds one. Every reader inside is
+called with its own timeout, and a failing reader or chip becomes a marked gap
+(``DeviceSample(up=False, error=...)``) plus a failed :class:`ReaderStatus` in
+``Snapshot.readers``: ``read()`` never raises.
+
+The npu backend runs ``npu-smi info`` once per tick; the slower key/value queries
+(``-t usages/health/ecc``) and ``hccn_tool`` run on a slower cadence (``detail_interval_s``)
+and their last values are merged into each tick's samples. A chip that was seen before and is
+missing from this tick's table is reported ``up=False`` ("vanished"), not silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from soak.clock import SYSTEM_CLOCK, ScaledClock
+from soak.errors import DeviceUnavailable, SoakError, ToolError
+from soak.telemetry.host import HostReader, cpu_device_sample
+from soak.telemetry.records import DeviceSample, HostSample, ReaderStatus, Snapshot
+
+log = logging.getLogger("soak.telemetry")
+
+BACKENDS = ("auto", "npu", "cuda", "cpu", "sim")
+DEFAULT_TOOL_TIMEOUT_S = 10.0
+DEFAULT_DETAIL_INTERVAL_S = 60.0
+
+
+class Backend(Protocol):
+    name: str
+
+    def read(self) -> Snapshot: ...
+
+    def close(self) -> None: ...
+
+
+class _Tick:
+    """Collects reader statuses for one tick; ``call`` times a reader and never raises."""
+
+    def __init__(self) -> None:
+        self.statuses: list[ReaderStatus] = []
+
+    def call(self, reader: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        started = time.monotonic()
+        try:
+            value = fn()
+        except (SoakError, OSError, ValueError) as exc:
+            self.statuses.append(ReaderStatus(reader, False, time.monotonic() - started, _reason(exc)))
+            return False, exc
+        except Exception as exc:  # a reader bug must not end a 72 h soak; it is logged and counted
+            log.exception("reader %s failed unexpectedly", reader)
+            self.statuses.append(ReaderStatus(reader, False, time.monotonic() - started, f"bug: {exc!r}"))
+            return False, exc
+        self.statuses.append(ReaderStatus(reader, True, time.monotonic() - started))
+        return True, value
+
+
+def _reason(exc: BaseException) -> str:
+    kind = getattr(exc, "kind", None)
+    return f"{kind}: {exc}" if kind else str(exc)
+
+
+class _HostPart:
+    def __init__(self, host_reader: HostReader | None) -> None:
+        self.host_reader = host_reader or HostReader()
+        self.hostname = socket.gethostname()
+
+    def read_host(self, tick: _Tick) -> HostSample | None:
+        ok, value = tick.call("psutil", self.host_reader.read)
+        return value if ok else None
+
+
+# ------------------------------------------------------------------------------- cpu
+
+
+class CpuBackend(_HostPart):
+    """The host CPU as the only device (``cpu``). For CPU-only soaks and development."""
+
+    name = "cpu"
+
+    def __init__(self, *, clock: ScaledClock | None = None, host_reader: HostReader | None = None) -> None:
+        super().__init__(host_reader)
+        self.clock = clock or SYSTEM_CLOCK
+
+    def read(self) -> Snapshot:
+        ts = self.clock.now()
+        tick = _Tick()
+        host = self.read_host(tick)
+        devices: tuple[DeviceSample, ...]
+        if host is None:
+            devices = (DeviceSample(device="cpu", backend="cpu", up=False, error="psutil reading failed"),)
+        else:
+            devices = (cpu_device_sample(host, self.host_reader.cpu_model),)
+        return Snapshot(ts=ts, host=self.hostname, devices=devices, host_sample=host, readers=tuple(tick.statuses))
+
+    def close(self) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------- cuda
+
+
+class CudaBackend(_HostPart):
+    """NVIDIA GPUs through NVML (see :mod:`soak.telemetry.nvml`)."""
+
+    name = "cuda"
+
+    def __init__(self, *, clock: ScaledClock | None = None, host_reader: HostReader | None = None,
+                 nvml_module: Any = None) -> None:
+        from soak.telemetry.nvml import open_nvml
+
+        super().__init__(host_reader)
+        self.clock = clock or SYSTEM_CLOCK
+        self.reader = open_nvml(nvml_module)  # DeviceUnavailable with the reason
+        self._known: dict[str, DeviceSample] = {}
+
+    def read(self) -> Snapshot:
+        ts = self.clock.now()
+        tick = _Tick()
+        ok, value = tick.call("nvml", self.reader.read)
+        if ok:
+            devices = tuple(value)
+            self._known.update({d.device: d for d in devices if d.up})
+        else:
+            devices = tuple(_gap(d, _reason(value)) for d in self._known.values())
+        host = self.read_host(tick)
+        return Snapshot(ts=ts, host=self.hostname, devices=devices, host_sample=host, readers=tuple(tick.statuses))
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+# ------------------------------------------------------------------------------- npu
+
+
+def _gap(known: DeviceSample, error: str) -> DeviceSample:
+    """A marked gap that keeps the chip's identity (labels) and drops every measured value."""
+    return DeviceSample(
+        device=known.device, backend=known.backend, up=False, model=known.model,
+        npu_id=known.npu_id, chip_id=known.chip_id, bus_id=known.bus_id, serial=known.serial,
+        error=error,
+    )
+
+
+class NpuBackend(_HostPart):
+    """Ascend NPUs through ``npu-smi`` (+ key/value queries, ``hccn_tool``, HCCL plog)."""
+
+    name = "npu"
+
+    def __init__(
+        self,
+        *,
+        npu_smi: str = "npu-smi",
+        hccn_tool: str = "hccn_tool",
+        plog_dir: str | os.PathLike[str] | None = None,
+        runner: Callable[..., Any] | None = None,
+        clock: ScaledClock | None = None,
+        host_reader: HostReader | None = None,
+        timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+        detail_interval_s: float | None = DEFAULT_DETAIL_INTERVAL_S,
+        backend_label: str = "npu",
+    ) -> None:
+        from soak.telemetry.npu_smi import NpuSmiReader
+        from soak.telemetry.runner import Runner
+
+        super().__init__(host_reader)
+        self.clock = clock or SYSTEM_CLOCK
+        self.runner = runner if runner is not None else Runner(timeout_s=timeout_s)
+        self.npu_smi = npu_smi
+        self.hccn_tool = hccn_tool
+        self.reader = NpuSmiReader(npu_smi=npu_smi, runner=self.runner)
+        self.detail_interval_s = detail_interval_s
+        self.backend_label = backend_label
+        self._known: dict[str, DeviceSample] = {}
+        self._details: dict[tuple[int, int], dict[str, object]] = {}
+        self._next_detail = 0.0  # monotonic time of the next detail pass
+        self._plog = None
+        if plog_dir is not None:
+            self._plog = _make_plog_follower(plog_dir)
+
+    # One npu-smi info per tick; the rest on the slow cadence.
+    def read(self) -> Snapshot:
+        from soak.telemetry.npu_smi import to_device_samples
+
+        ts = self.clock.now()
+        tick = _Tick()
+        ok, table = tick.call("npu-smi", self.reader.info)
+        devices: list[DeviceSample] = []
+        if ok:
+            if self.detail_interval_s is not None and time.monotonic() >= self._next_detail:
+                self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips])
+                self._next_detail = time.monotonic() + self.detail_interval_s
+            current = to_device_samples(table, self._details)
+            if self.backend_label != "npu":
+                current = [replace(d, backend=self.backend_label) for d in current]
+            seen = {d.device for d in current}
+            devices.extend(current)
+            for key, known in self._known.items():
+                if key not in seen:
+                    devices.append(_gap(known, "vanished: missing from npu-smi info"))
+            self._known.update({d.device: d for d in current})
+        else:
+            devices.extend(_gap(d, _reason(table)) for d in self._known.values())
+        comm: Mapping[str, int] = {}
+        if self._plog is not None:
+            okp, counts = tick.call("hccl_plog", self._plog.poll)
+            if okp:
+                comm = {(k if ":" in k else f"hccl_plog:{k}"): int(v) for k, v in dict(counts).items()}
+            else:
+                comm = self._last_comm
+            self._last_comm = comm
+        host = self.read_host(tick)
+        return Snapshot(ts=ts, host=self.hostname, devices=tuple(devices), host_sample=host,
+                        comm_timeouts=dict(comm), readers=tuple(tick.statuses))
+
+    _last_comm: Mapping[str, int] = {}
+
+    def _detail_pass(self, tick: _Tick, chips: Iterable[tuple[int, int]]) -> None:
+        """Key/value queries and hccn_tool for each chip; stop the pass at the first timeout so
+        a wedged driver costs one timeout per pass, not one per chip and query."""
+        query = _detail_query()
+        link = _link_query()
+        if query is None and link is None:
+            return
+        for logic_id, (npu_id, chip_id) in enumerate(chips):
+            fields: dict[str, object] = {}
+            if query is not None:
+                ok, value = tick.call("npu-smi-detail", lambda n=npu_id, c=chip_id: query(self.reader, n, c))
+                if ok:
+                    fields.update(value)
+                elif isinstance(value, ToolError) and value.kind == "timeout":
+                    return
+            if link is not None:
+                ok, value = tick.call("hccn_tool", lambda i=logic_id, f=link: f(self.hccn_tool, self.runner, i))
+                if ok and value is not None:
+                    fields["link_up"] = value
+                elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
+                    link = None
+            self._details[(npu_id, chip_id)] = fields
+
+    def close(self) -> None:
+        pass
+
+
+def _make_plog_follower(plog_dir: str | os.PathLike[str]) -> Any:
+    try:
+        from soak.telemetry.plog import PlogFollower
+    except ImportError:
+        log.warning("HCCL plog follower not available; comm timeouts from plog are not counted")
+        return None
+    return PlogFollower(plog_dir)
+
+
+def _detail_query() -> Callable[[Any, int, int], Mapping[str, object]] | None:
+    """The key/value query of :mod:`soak.telemetry.npu_query`, if that module provides one."""
+    try:
+        from soak.telemetry import npu_query
+    except ImportError:
+        return None
+    fn = getattr(npu_query, "read_chip_details", None)
+    return fn
+
+
+def _link_query() -> Callable[[str, Any, int], bool | None] | None:
+    try:
+        from soak.telemetry import hccn
+    except ImportError:
+        return None
+    return getattr(hccn, "read_link_up", None)
+
+
+# ------------------------------------------------------------------------------- sim
+
+
+class SimBackend(NpuBackend):
+    """The npu backend against a simulated fleet installed in a temporary folder."""
+
+    name = "sim"
+
+    def __init__(self, *, sim_config: Any = None, scenario: str | Iterable[str] = "healthy",
+                 fault: str | Iterable[str] = (), family: str = "910b", chips: int = 8, seed: int = 0,
+                 time_scale: float = 1.0, clock: ScaledClock | None = None, **kwargs: Any) -> None:
+        from soak.telemetry.sim import SimConfig, install
+
+        self._tmp = tempfile.mkdtemp(prefix="soak-sim-")
+        plog_dir = kwargs.pop("plog_dir", None) or os.path.join(self._tmp, "plog")
+        if sim_config is None:
+            origin = clock.origin if clock is not None else time.time()
+            scale = clock.scale if clock is not None else time_scale
+            sim_config = SimConfig.build(scenario=scenario, fault=fault, family=family, chips=chips,
+                                         seed=seed, time_scale=scale, origin=origin,
+                                         plog_dir=os.fspath(plog_dir))
+        self.sim_config = sim_config
+        self.sim_dir = Path(self._tmp)
+        script = install(self._tmp, sim_config)
+        super().__init__(npu_smi=str(script), plog_dir=sim_config.plog_dir or plog_dir, clock=clock,
+                         backend_label="sim", **kwargs)
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------- factory
+
+
+def _npu_smi_present(npu_smi: str) -> bool:
+    return shutil.which(npu_smi) is not None
+
+
+def make_backend(
+    name: str = "auto",
+    *,
+    npu_smi: str = "npu-smi",
+    hccn_tool: str = "hccn_tool",
+    plog_dir: str | os.PathLike[str] | None = None,
+    runner: Callable[..., Any] | None = None,
+    clock: ScaledClock | None = None,
+    host_reader: HostReader | None = None,
+    timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+    detail_interval_s: float | None = DEFAULT_DETAIL_INTERVAL_S,
+    sim_config: Any = None,
+    sim_scenario: str | Iterable[str] = "healthy",
+    sim_fault: str | Iterable[str] = (),
+    sim_family: str = "910b",
+    sim_chips: int = 8,
+    sim_seed: int = 0,
+    nvml_module: Any = None,
+) -> Backend:
+    """Build a backend. ``auto``: npu if ``npu_smi`` is on PATH, else cuda if NVML
+    initialises, else cpu. Raises DeviceUnavailable for an explicit cuda without NVML."""
+    if name not in BACKENDS:
+        raise DeviceUnavailable(f"--backend {name!r} is unknown (known: {', '.join(BACKENDS)})")
+    npu_kw = dict(npu_smi=npu_smi, hccn_tool=hccn_tool, plog_dir=plog_dir, runner=runner, clock=clock,
+                  host_reader=host_reader, timeout_s=timeout_s, detail_interval_s=detail_interval_s)
+    if name == "auto":
+        if _npu_smi_present(npu_smi):
+            return NpuBackend(**npu_kw)  # type: ignore[arg-type]
+        try:
+            return CudaBackend(clock=clock, host_reader=host_reader, nvml_module=nvml_module)
+        except DeviceUnavailable as exc:
+            log.info("auto backend: no npu-smi on PATH; %s; using cpu", exc)
+        return CpuBackend(clock=clock, host_reader=host_reader)
+    if name == "npu":
+        if not _npu_smi_present(npu_smi):
+            log.warning("npu backend: %s not found; every tick will be a marked gap until it appears", npu_smi)
+        return NpuBackend(**npu_kw)  # type: ignore[arg-type]
+    if name == "cuda":
+        return CudaBackend(clock=clock, host_reader=host_reader, nvml_module=nvml_module)
+    if name == "cpu":
+        return CpuBackend(clock=clock, host_reader=host_reader)
+    npu_kw.pop("npu_smi")
+    return SimBackend(sim_config=sim_config, scenario=sim_scenario, fault=sim_fault, family=sim_family,
+                      chips=sim_chips, seed=sim_seed, **npu_kw)  # type: ignore[arg-type]
