@@ -37,6 +37,8 @@ log = logging.getLogger("soak.report")
 MAX_POINTS = 600
 _SERIES_COLUMNS = ("util_pct", "temp_c", "hbm_used_bytes", "power_w")
 _SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
+# Events whose [ts, end_ts] windows explain idle chips and slow steps (as soak analyze).
+_PHASE_EVENTS = ("checkpoint", "phase", "restart", "resume", "gap")
 
 
 def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_POINTS) -> float | None:
@@ -157,19 +159,26 @@ def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
 
 
 def run_analysis(store, run) -> dict[str, Any] | None:  # noqa: ANN001
-    """Analyse the stored trace with the run's profile; None if the analysis is unavailable."""
+    """Analyse the stored trace with the run's profile, as ``soak analyze RUN_ID`` does.
+
+    Event windows (checkpoints, restarts, gaps) become expected phases, so a declared
+    checkpoint dip is reported as info rather than failed. None if the analysis is unavailable.
+    """
     try:
-        from soak.analysis import analyze  # type: ignore[attr-defined]
-        from soak.analysis.profile import Profile
-        from soak.analysis.trace import Trace
+        from soak.analysis import Phase, Profile, Trace, analyze
     except ImportError:
         return None
     plan = run.plan or {}
     prof = plan.get("profile") if isinstance(plan, Mapping) else None
     profile = Profile.from_dict(dict(prof)) if isinstance(prof, Mapping) else Profile.default()
     trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
-    result = analyze(trace, profile)
-    return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+    windows: dict[str, list[tuple[float, float]]] = {}
+    for ev in store.load_events(run.id):
+        if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
+            name = str(ev.detail.get("phase") or ev.kind) if ev.kind == "phase" else ev.kind
+            windows.setdefault(name, []).append((float(ev.ts), float(ev.end_ts)))
+    phases = [Phase(name=n, windows=tuple(w)) for n, w in sorted(windows.items())]
+    return analyze(trace, profile, phases=phases).to_dict()
 
 
 def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -265,14 +274,15 @@ def load_report_data(
     if analysis is None and analyze and not running:
         analysis = run_analysis(store, rec)
 
-    stored = store.load_findings(run_id)
-    if stored:
+    # One source for findings and verdict, so the report never mixes two analyses: the
+    # analysis when there is one, else what the daemon stored (a live run's online findings).
+    if analysis is not None:
+        findings = tuple(_finding_from_dict(d) for d in analysis.get("findings", []))
+    else:
         findings = tuple(
             FindingView(f.kind, f.device, f.metric, f.start, f.end, f.severity or "warn", f.summary or "", dict(f.detail))
-            for f in stored
+            for f in store.load_findings(run_id)
         )
-    else:
-        findings = tuple(_finding_from_dict(d) for d in (analysis or {}).get("findings", []))
 
     stats = chip_stats(store, run_id)
     info = _device_info(rec.manifest)

@@ -43,6 +43,7 @@ def write_run(
     finished: bool = True,
     findings: bool = True,
     seed: int = 7,
+    leak_mib_per_h: float = 400.0,
     batch_rows: int = 20_000,
 ) -> SynthRun:
     """Write a run of ``chips`` x ``hours`` at ``interval_s`` into ``store``; returns its shape."""
@@ -86,7 +87,7 @@ def write_run(
             temp = 38.0 + power * 0.09 + 0.4 * k % 3 + rng.uniform(-0.5, 0.5)
             hbm = 0 if down else 48 * GIB + rng.uniform(-0.2, 0.2) * GIB
             if d == creep_dev and not down:
-                hbm += (ts - start) / 3600 * 150 * 1024**2  # 150 MiB/h leak
+                hbm += (ts - start) / 3600 * leak_mib_per_h * 1024**2
             rows.append(
                 {
                     "run_id": run_id,
@@ -146,8 +147,8 @@ def write_run(
                 "start": start + 0.25 * (end - start),
                 "end": end,
                 "severity": "fail",
-                "summary": "HBM grows 150 MiB/h; 64 GiB exhausted in about 100 h",
-                "slope_per_hour": 150 * 1024**2,
+                "summary": f"HBM grows {leak_mib_per_h:.0f} MiB/h",
+                "slope_per_hour": leak_mib_per_h * 1024**2,
                 "onset": start + 600,
                 "details": {"ci_low": 1.45e8, "ci_high": 1.7e8, "quarters_positive": 4},
             }

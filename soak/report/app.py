@@ -1,0 +1,329 @@
+"""The report app (Streamlit): ``soak report serve`` runs ``streamlit run`` on this file.
+
+Pages: runs, overview (verdict and why, criteria, per-chip summary), timelines (per chip, with
+findings and events marked), findings with evidence, events and restarts, environment
+manifest, and the signed PDF. A running run refreshes itself (``st.fragment(run_every=...)``).
+Every query is downsampled in the database, so a 72 h x 16-chip run opens in seconds.
+
+Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT_DB``,
+``SOAK_REPORT_DATA_DIR``, ``SOAK_REPORT_LANG`` (used by tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from soak.report.i18n import t, verdict_label
+from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
+
+PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
+PAGE_KEYS = {"runs": "runs", "overview": "overview", "timelines": "timelines", "findings": "findings",
+             "events": "events", "manifest": "manifest", "pdf": "download_pdf"}
+_METRIC_SCALE = {"hbm_used_bytes": 1 / 1024**3}
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--db", default=os.environ.get("SOAK_REPORT_DB"))
+    p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", "soak-runs"))
+    p.add_argument("--lang", default=os.environ.get("SOAK_REPORT_LANG", "en"))
+    p.add_argument("--refresh-s", type=float, default=float(os.environ.get("SOAK_REPORT_REFRESH_S", "5")))
+    argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith("app.py") else []
+    return p.parse_known_args(argv)[0]
+
+
+@st.cache_resource
+def _store(url: str):  # noqa: ANN202 - soak.store.Store, one per URL for the whole server
+    from soak.store import Store
+
+    return Store.open(url, create=False)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
+    from soak.report.build import discover_stores
+
+    urls = [db] if db else discover_stores(data_dir)
+    out: list[dict[str, Any]] = []
+    for url in urls:
+        try:
+            for r in _store(url).list_runs():
+                out.append({**r.as_dict(), "store": url})
+        except Exception as exc:  # noqa: BLE001 - one broken run folder must not hide the others
+            out.append({"id": f"({Path(url).parent.name}: {exc})", "store": None, "status": "error"})
+    out.sort(key=lambda r: r.get("started_ts") or 0, reverse=True)
+    return out
+
+
+@st.cache_data(ttl=3600, max_entries=16, show_spinner=False)
+def _report(url: str, run_id: str, last_ts: float | None, status: str) -> Any:
+    """ReportData without series (cheap); keyed on the last sample so a live run refreshes."""
+    from soak.report.loader import load_report_data
+
+    return load_report_data(_store(url), run_id, with_series=False, analyze=False)
+
+
+@st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
+def _series(url: str, run_id: str, device: str | None, start: float | None, end: float | None, last_ts: float | None) -> list[Any]:
+    from soak.report.loader import MAX_POINTS, auto_bucket_s, device_series, step_series
+
+    store = _store(url)
+    bucket = auto_bucket_s(start, end, MAX_POINTS)
+    out = device_series(store, run_id, bucket, device)
+    if device is None or device.startswith("__steps"):
+        out += step_series(store, run_id, bucket)
+    return out
+
+
+def _verdict_block(data: Any, lang: str) -> None:
+    color = {"pass": "green", "fail": "red", "running": "blue"}.get(data.verdict or "", "gray")
+    st.markdown(f"## {t('verdict', lang)}: :{color}[{verdict_label(data.verdict, lang)}]")
+    if data.verdict_reasons:
+        st.markdown(f"**{t('why', lang)}**")
+        for r in data.verdict_reasons:
+            st.markdown(f"- {r}")
+    elif data.clean_statement:
+        st.success(data.clean_statement)
+
+
+def page_runs(runs: list[dict[str, Any]], lang: str) -> None:
+    import pandas as pd
+
+    st.subheader(t("runs", lang))
+    if not runs:
+        st.info(t("no_runs", lang))
+        return
+    rows = [
+        {
+            t("run_id", lang): r.get("id"),
+            t("status", lang): r.get("status"),
+            t("verdict", lang): verdict_label("running" if r.get("status") == "running" else r.get("verdict"), lang),
+            t("host", lang): r.get("host"),
+            t("workload", lang): r.get("workload"),
+            t("started", lang): fmt_ts(r.get("started_ts")),
+            t("duration", lang): fmt_duration(
+                None if r.get("ended_ts") is None or r.get("started_ts") is None else r["ended_ts"] - r["started_ts"]
+            ),
+            t("restarts", lang): r.get("restarts"),
+        }
+        for r in runs
+    ]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def page_overview(data: Any, lang: str) -> None:
+    import pandas as pd
+
+    run = data.run
+    _verdict_block(data, lang)
+    c = st.columns(4)
+    c[0].metric(t("duration", lang), fmt_duration(run.duration_s))
+    c[1].metric(t("chips", lang), len(data.chips))
+    c[2].metric(t("restarts", lang), fmt(run.restarts))
+    c[3].metric(t("findings", lang), len(data.findings))
+    st.caption(f"{t('run_id', lang)}: {run.run_id} · {t('host', lang)}: {run.host or 'N/A'} · "
+               f"{t('run_window', lang)}: {fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}")
+    st.subheader(t("criteria", lang))
+    met = {True: "✅ " + t("met_yes", lang), False: "❌ " + t("met_no", lang), None: t("met_na", lang)}
+    st.dataframe(
+        pd.DataFrame(
+            [{t("criterion", lang): k.name, t("required", lang): k.required, t("measured", lang): k.measured or "N/A",
+              t("met", lang): met[k.met]} for k in data.criteria]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    st.subheader(t("chip_summary", lang))
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    t("device", lang): ch.device,
+                    t("model", lang): ch.model or "N/A",
+                    t("serial", lang): ch.serial or "N/A",
+                    t("util_mean", lang): fmt(ch.util_mean_pct),
+                    t("util_min", lang): fmt(ch.util_min_pct),
+                    t("temp_max", lang): fmt(ch.temp_max_c),
+                    t("power_mean", lang): fmt(ch.power_mean_w),
+                    t("hbm_peak", lang): fmt_bytes(ch.hbm_peak_bytes),
+                    t("findings", lang): ch.findings,
+                }
+                for ch in data.chips
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> None:
+    import altair as alt
+    import pandas as pd
+
+    devices = [c.device for c in data.chips]
+    flagged = sorted({f.device for f in data.findings if f.device in devices})
+    st.subheader(t("timelines", lang))
+    chosen = st.multiselect(t("select_chip", lang), devices, default=flagged or devices[:4], key="chips")
+    end = data.run.ended_at if data.run.ended_at is not None else last_ts
+    series = _series(url, data.run.run_id, None, data.run.started_at, end, last_ts)
+    spans = pd.DataFrame(
+        [{"start": pd.to_datetime(f.start, unit="s", utc=True), "end": pd.to_datetime(f.end, unit="s", utc=True),
+          "metric": f.metric, "finding": f"{f.kind} {f.device}"} for f in data.findings if f.start and f.end]
+    )
+    marks = pd.DataFrame(
+        [{"ts": pd.to_datetime(e.ts, unit="s", utc=True), "event": e.kind, "message": e.message or ""}
+         for e in data.events if e.kind in ("crash", "restart", "hang", "exit", "inject", "gap", "stop")]
+    )
+    for metric in ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s"):
+        rows = []
+        scale = _METRIC_SCALE.get(metric, 1.0)
+        for s in series:
+            if s.metric != metric or (metric != "step_time_s" and s.device not in chosen):
+                continue
+            rows.extend({"ts": x, "device": s.device, "value": None if v is None else v * scale}
+                        for x, v in zip(s.ts, s.values, strict=False))
+        if not rows:
+            continue
+        df = pd.DataFrame(rows)
+        df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True)
+        layers = [
+            alt.Chart(df).mark_line(strokeWidth=1).encode(
+                x=alt.X("ts:T", title=None), y=alt.Y("value:Q", title=t(metric, lang)), color="device:N",
+                tooltip=["device", "ts", "value"],
+            )
+        ]
+        sp = spans[spans["metric"].isin([metric, None])] if not spans.empty else spans
+        if not sp.empty:
+            layers.append(alt.Chart(sp).mark_rect(opacity=0.15, color="orange").encode(x="start:T", x2="end:T", tooltip=["finding"]))
+        if not marks.empty:
+            layers.append(alt.Chart(marks).mark_rule(color="gray", strokeDash=[4, 3]).encode(x="ts:T", tooltip=["event", "message"]))
+        st.altair_chart(alt.layer(*layers).properties(height=220), width="stretch")
+
+
+def page_findings(data: Any, lang: str) -> None:
+    st.subheader(t("findings", lang))
+    if not data.findings:
+        st.success(t("no_findings", lang))
+        return
+    for f in data.findings:
+        icon = {"fail": "🔴", "warn": "🟠"}.get(f.severity, "🔵")
+        with st.expander(f"{icon} {f.kind} · {f.device or 'N/A'} · {f.summary}", expanded=f.severity == "fail"):
+            st.markdown(
+                f"**{t('severity', lang)}**: {f.severity} · **{t('metric', lang)}**: {f.metric or 'N/A'}  \n"
+                f"**{t('start', lang)}**: {fmt_ts(f.start)} · **{t('end', lang)}**: {fmt_ts(f.end)}"
+            )
+            if f.evidence:
+                st.markdown(f"**{t('evidence', lang)}**")
+                st.json(dict(f.evidence), expanded=True)
+
+
+def page_events(data: Any, lang: str) -> None:
+    import pandas as pd
+
+    st.subheader(t("events", lang))
+    st.metric(t("restarts", lang), fmt(data.run.restarts))
+    if not data.events:
+        st.info(t("no_events", lang))
+        return
+    st.dataframe(
+        pd.DataFrame([{t("time", lang): fmt_ts(e.ts), t("event", lang): e.kind, t("device", lang): e.device or "",
+                       t("message", lang): e.message or ""} for e in data.events]),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def page_manifest(data: Any, lang: str) -> None:
+    import pandas as pd
+
+    st.subheader(t("manifest", lang))
+    rows = flatten(data.manifest)
+    if not rows:
+        st.info("N/A")
+        return
+    st.dataframe(pd.DataFrame(rows, columns=[t("key", lang), t("value", lang)]), hide_index=True, width="stretch")
+
+
+def page_pdf(url: str, data: Any, lang: str, data_dir: str) -> None:
+    from soak.report.build import build_pdf
+    from soak.report.signing import default_keypair
+
+    st.subheader(t("download_pdf", lang))
+    keys = None
+    try:
+        keys = default_keypair(Path(data_dir))
+    except Exception as exc:  # noqa: BLE001 - show the one-line reason (e.g. key mode 0644)
+        st.error(str(exc))
+    if keys is None:
+        st.warning(t("pdf_unsigned_hint", lang))
+    if st.button(t("build_pdf", lang), key="build_pdf"):
+        with st.spinner("…"), tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / f"soak-report-{data.run.run_id}-{lang}.pdf"
+            build_pdf(_store(url), data.run.run_id, out, lang=lang, keys=keys)
+            st.session_state["pdf"] = (data.run.run_id, lang, out.read_bytes())
+    held = st.session_state.get("pdf")
+    if held and held[0] == data.run.run_id:
+        st.download_button(
+            t("download_pdf", lang),
+            data=held[2],
+            file_name=f"soak-report-{held[0]}-{held[1]}.pdf",
+            mime="application/pdf",
+            key="download",
+        )
+
+
+def main() -> None:
+    args = _args()
+    st.set_page_config(page_title="soak report", page_icon="🧪", layout="wide")
+    lang = st.sidebar.radio(
+        t("language", args.lang) + " / 语言", ("en", "zh"), index=1 if args.lang == "zh" else 0,
+        format_func=lambda x: {"en": "English", "zh": "中文"}[x], horizontal=True, key="lang",
+    )
+    st.title(t("app_title", lang))
+    runs = _runs(args.db, args.data_dir)
+    usable = [r for r in runs if r.get("store")]
+    page = st.sidebar.radio(
+        t("overview", lang), PAGES, index=1 if usable else 0, format_func=lambda p: t(PAGE_KEYS[p], lang), key="page"
+    )
+    if page == "runs" or not usable:
+        page_runs(runs, lang)
+        return
+    ids = [r["id"] for r in usable]
+    run_id = st.sidebar.selectbox(t("select_run", lang), ids, key="run")
+    rec = next(r for r in usable if r["id"] == run_id)
+    url = rec["store"]
+    live = rec.get("status") == "running"
+
+    def body() -> None:
+        last_ts = _store(url).last_sample_ts(run_id)
+        data = _report(url, run_id, last_ts, rec.get("status") or "")
+        if live:
+            st.caption(f"🔴 {t('live', lang)} · {time.strftime('%H:%M:%S')}")
+        if page == "overview":
+            page_overview(data, lang)
+        elif page == "timelines":
+            page_timelines(url, data, lang, last_ts)
+        elif page == "findings":
+            page_findings(data, lang)
+        elif page == "events":
+            page_events(data, lang)
+        elif page == "manifest":
+            page_manifest(data, lang)
+        elif page == "pdf":
+            page_pdf(url, data, lang, args.data_dir)
+
+    if live and page != "pdf":
+        st.fragment(run_every=args.refresh_s)(body)()
+    else:
+        body()
+
+
+main()
