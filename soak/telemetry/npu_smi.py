@@ -22,12 +22,16 @@ Command line equivalent: ``npu-smi info``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from soak.errors import InputError, ToolError
+from soak.telemetry import npu_query as q
 from soak.telemetry.records import DeviceSample
-from soak.telemetry.runner import Runner, RunnerLike, ToolResult
+from soak.telemetry.runner import Runner, RunnerLike
+
+T = TypeVar("T")
 
 MIB = 1024 * 1024
 
@@ -518,22 +522,77 @@ def to_device_samples(
 class NpuSmiReader:
     """Reads Ascend chips through ``npu-smi``. Every call goes through ``runner``.
 
-    ``info()`` mirrors ``npu-smi info``; the key/value queries (``usages``, ``health``, ...)
-    are added by :mod:`soak.telemetry.npu_query`.
+    Each method names its command line equivalent. Failures raise ToolError (``missing``,
+    ``timeout``, ``exit``, ``error_text``, or ``garbage`` for output that is not the
+    expected view); the caller turns that into a marked gap.
     """
 
     def __init__(self, npu_smi: str = "npu-smi", runner: RunnerLike | None = None) -> None:
         self.npu_smi = npu_smi
         self.runner: RunnerLike = runner if runner is not None else Runner()
 
-    def _run(self, *args: str) -> ToolResult:
-        return self.runner([self.npu_smi, *args])
-
-    def info(self) -> InfoTable:
-        """The main table. Command line equivalent: ``npu-smi info``."""
-        result = self._run("info")
+    def _query(self, parse: Callable[..., T], *args: str, **kwargs: object) -> T:
+        result = self.runner([self.npu_smi, *args])
+        source = " ".join([self.npu_smi, *args])
         try:
-            return parse_info_table(result.stdout, source=f"{self.npu_smi} info")
+            return parse(result.stdout, source=source, **kwargs)
         except InputError as exc:
             # from a live tool, unreadable output is the tool's failure, not the user's
             raise ToolError(self.npu_smi, str(exc), kind="garbage") from None
+
+    @staticmethod
+    def _ids(npu_id: int, chip_id: int | None) -> tuple[str, ...]:
+        ids = ("-i", str(npu_id))
+        return ids if chip_id is None else (*ids, "-c", str(chip_id))
+
+    def info(self) -> InfoTable:
+        """The main table. Command line equivalent: ``npu-smi info``."""
+        return self._query(parse_info_table, "info")
+
+    def usages(self, npu_id: int, chip_id: int | None = None) -> tuple[q.UsageInfo, ...]:
+        """Rates in percent per chip. ``npu-smi info -t usages -i N [-c M]``."""
+        return self._query(q.parse_usages, "info", "-t", "usages", *self._ids(npu_id, chip_id))
+
+    def common(self, npu_id: int, chip_id: int | None = None) -> tuple[q.CommonInfo, ...]:
+        """Frequencies, temperature (C), power (W). ``npu-smi info -t common -i N [-c M]``."""
+        return self._query(q.parse_common, "info", "-t", "common", *self._ids(npu_id, chip_id))
+
+    def temp(self, npu_id: int, chip_id: int | None = None) -> tuple[q.TempInfo, ...]:
+        """Chip and board sensor temperatures (C). ``npu-smi info -t temp -i N [-c M]``."""
+        return self._query(q.parse_temp, "info", "-t", "temp", *self._ids(npu_id, chip_id))
+
+    def power(self, npu_id: int, chip_id: int | None = None) -> tuple[q.PowerInfo, ...]:
+        """Real-time power (W). ``npu-smi info -t power -i N [-c M]``."""
+        return self._query(q.parse_power, "info", "-t", "power", *self._ids(npu_id, chip_id))
+
+    def health(self, npu_id: int, chip_id: int = 0) -> q.HealthInfo:
+        """Health word, error codes and texts. ``npu-smi info -t health -i N -c M``."""
+        return self._query(
+            q.parse_health,
+            "info",
+            "-t",
+            "health",
+            *self._ids(npu_id, chip_id),
+            npu_id=npu_id,
+            chip_id=chip_id,
+        )
+
+    def ecc(self, npu_id: int, chip_id: int | None = None) -> tuple[q.EccInfo, ...]:
+        """ECC error counts (HBM, DDR). ``npu-smi info -t ecc -i N [-c M]``."""
+        return self._query(q.parse_ecc, "info", "-t", "ecc", *self._ids(npu_id, chip_id))
+
+    def board(self, npu_id: int, chip_id: int | None = None) -> q.BoardInfo:
+        """Card (or chip, with ``chip_id``) identity. ``npu-smi info -t board -i N [-c M]``."""
+        return self._query(q.parse_board, "info", "-t", "board", *self._ids(npu_id, chip_id))
+
+    def memory(self, npu_id: int, chip_id: int | None = None) -> tuple[q.MemoryInfo, ...]:
+        """Capacities (MB), clocks (MHz). ``npu-smi info -t memory -i N [-c M]``."""
+        return self._query(q.parse_memory, "info", "-t", "memory", *self._ids(npu_id, chip_id))
+
+    def mapping(self) -> tuple[q.ChipMapping, ...]:
+        """NPU id / chip / logic id / chip name rows. ``npu-smi info -m``."""
+        return self._query(q.parse_mapping, "info", "-m")
+
+    def card_list(self) -> q.CardList:
+        """Cards and their chip counts. ``npu-smi info -l``."""
+        return self._query(q.parse_card_list, "info", "-l")
