@@ -1,0 +1,448 @@
+"""Grafana dashboards and Prometheus alert rules: load, lint, verify against a live Prometheus,
+and push to Grafana.
+
+The dashboards are classic Grafana JSON kept in the repository's ``dashboards/`` folder (written
+by ``dashboards/generate.py``); every panel names its datasource as ``${datasource}``, a
+variable of type datasource, and the datasource soak provisions has the fixed uid
+``soak-prometheus``. ``push`` creates that datasource when missing and writes each dashboard
+with ``overwrite=True`` under its own uid, so pushing twice updates and never duplicates.
+
+Command line equivalent of ``push``: ``curl -H "Authorization: Bearer $TOKEN"
+-X POST $GRAFANA/api/dashboards/db -d '{"dashboard": ..., "overwrite": true}'``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from soak.errors import InputError
+
+DATASOURCE_UID = "soak-prometheus"
+DATASOURCE_NAME = "soak Prometheus"
+TOKEN_ENV = "SOAK_GRAFANA_TOKEN"
+DASHBOARD_FILES = ("fleet-overview.json", "chip-detail.json", "soak-run.json")
+ALERTS_FILE = "alerts.yaml"
+
+# Every metric soak emits (docs/architecture.md "Prometheus names"), plus what Prometheus adds
+# to every target. A dashboard or rule naming anything else shows an empty panel forever.
+DEVICE_METRICS = frozenset({
+    "soak_device_utilization_ratio", "soak_device_temperature_celsius",
+    "soak_device_power_watts", "soak_device_memory_used_bytes",
+    "soak_device_memory_total_bytes", "soak_device_healthy", "soak_device_up",
+    "soak_comm_timeouts_total", "soak_device_ecc_errors_total", "soak_device_link_up",
+    "soak_device_throttle_reasons", "soak_device_process_memory_bytes", "soak_device_info",
+    "soak_host_memory_used_bytes", "soak_host_memory_total_bytes", "soak_workload_rss_bytes",
+    "soak_reader_duration_seconds", "soak_reader_errors_total",
+    "soak_reader_last_success_timestamp_seconds", "soak_exporter_snapshot_timestamp_seconds",
+})
+RUN_METRICS = frozenset({
+    "soak_run_info", "soak_run_elapsed_seconds", "soak_run_remaining_seconds",
+    "soak_run_restarts_total", "soak_run_step", "soak_run_step_time_seconds",
+    "soak_run_tokens_per_second", "soak_run_last_heartbeat_timestamp_seconds",
+    "soak_run_findings", "soak_run_verdict_pass",
+})
+PROMETHEUS_METRICS = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
+KNOWN_METRICS = DEVICE_METRICS | RUN_METRICS | PROMETHEUS_METRICS
+
+# What Grafana would put in place of each template variable, for running a panel's query
+# outside Grafana: every node, chip and run; a rate window that spans a few scrapes.
+DEFAULT_VARIABLES: Mapping[str, str] = {
+    "node": ".*", "chip": ".*", "run": ".*",
+    "__rate_interval": "1m", "__interval": "15s", "__range": "5m",
+}
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def default_dir() -> Path:
+    """The repository's dashboards/ folder (source checkout or editable install)."""
+    return Path(__file__).resolve().parent.parent / "dashboards"
+
+
+def resolve_dir(directory: str | Path | None) -> Path:
+    path = Path(directory) if directory else default_dir()
+    if not (path / DASHBOARD_FILES[0]).is_file():
+        raise InputError(f"--dir {path}: no {DASHBOARD_FILES[0]} there; pass the folder that "
+                         "holds soak's dashboards (dashboards/ in the source tree)")
+    return path
+
+
+def load_dashboards(directory: Path) -> list[dict[str, Any]]:
+    """The dashboards of ``directory`` in a fixed order; a broken file is an InputError."""
+    out = []
+    for name in DASHBOARD_FILES:
+        path = directory / name
+        try:
+            board = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{path}: missing") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: not readable as JSON ({exc})") from None
+        if not isinstance(board, dict) or not board.get("uid") or not board.get("title"):
+            raise InputError(f"{path}: not a Grafana dashboard (no uid or title)")
+        out.append(board)
+    return out
+
+
+def load_alert_rules(path: Path) -> list[dict[str, Any]]:
+    """The alerting rules of a Prometheus rule file, flattened over its groups."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: not readable as YAML ({exc})") from None
+    rules = []
+    for group in (doc or {}).get("groups", []):
+        rules.extend(r for r in group.get("rules", []) if "alert" in r)
+    return rules
+
+
+def panels_of(board: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every panel, including those nested in collapsed rows; row headers excluded."""
+    out: list[dict[str, Any]] = []
+    for panel in board.get("panels", []):
+        if panel.get("type") == "row":
+            out.extend(panel.get("panels", []))
+        else:
+            out.append(panel)
+    return out
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL expression and where it comes from (for messages)."""
+
+    where: str  # e.g. "soak-fleet-overview / Temperature / A" or "alert SoakChipHang"
+    expr: str
+
+
+def queries_of(board: Mapping[str, Any]) -> list[Query]:
+    out = []
+    for panel in panels_of(board):
+        for tgt in panel.get("targets", []):
+            if tgt.get("expr"):
+                out.append(Query(f"{board['uid']} / {panel.get('title')} / {tgt.get('refId')}",
+                                 tgt["expr"]))
+    return out
+
+
+_LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(.*?)\s*,\s*[a-zA-Z_]\w*\s*\)\s*$", re.S)
+
+
+def variable_queries_of(board: Mapping[str, Any]) -> list[Query]:
+    """The series selector of each ``label_values(selector, label)`` variable."""
+    out = []
+    for var in board.get("templating", {}).get("list", []):
+        if var.get("type") != "query":
+            continue
+        q = var.get("query")
+        text = q.get("query") if isinstance(q, dict) else q
+        m = _LABEL_VALUES.match(text or "")
+        if m:
+            out.append(Query(f"{board['uid']} / variable {var['name']}", m.group(1)))
+    return out
+
+
+# --- PromQL text helpers --------------------------------------------------------------------
+
+_KEYWORDS = frozenset({
+    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+    "unless", "offset", "atan2", "inf", "nan", "start", "end",
+})
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENT = re.compile(r"(?<![\w:.$])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression reads (``__name__`` of its vector selectors).
+
+    Strings, label matchers, ranges/durations, grouping label lists and function names are
+    removed first, so what is left as a bare identifier is a metric name.
+    """
+    text = _STRING.sub('""', expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = _GROUPING.sub(" ", text)
+    text = re.sub(r"\$\{?\w+\}?", " ", text)
+    text = re.sub(r"\b\d[\w.]*", " ", text)  # numbers, durations (5m), exponents (1e9)
+    return {m for m in _IDENT.findall(text) if m not in _KEYWORDS}
+
+
+_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(?!\s*bool\b)")
+
+
+def substitute(expr: str, variables: Mapping[str, str] | None = None) -> str:
+    """Replace Grafana template variables (``$node``, ``${node}``, ``[[node]]``)."""
+    values = dict(DEFAULT_VARIABLES)
+    values.update(variables or {})
+
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2) or m.group(3)
+        return values.get(name, m.group(0))
+
+    return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]", repl, expr)
+
+
+def probe_expr(expr: str) -> str:
+    """The expression with every comparison turned into a ``bool`` comparison.
+
+    An alert such as ``soak_device_healthy == 0`` returns nothing while all is well, which
+    says nothing about whether its metric and label matching work. With ``== bool 0`` the same
+    expression returns one 0/1 series per input series, so "no series" again means a wrong
+    metric name, a label that does not exist, or an ``on(...)`` join that never matches.
+    Comparisons inside label matchers and strings are left alone.
+    """
+    out = []
+    pos = 0
+    for m in re.finditer(r'\{[^}]*\}|"(?:[^"\\]|\\.)*"', expr):
+        out.append(_COMPARISON.sub(r"\1 bool", expr[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_COMPARISON.sub(r"\1 bool", expr[pos:]))
+    return "".join(out)
+
+
+# --- lint -----------------------------------------------------------------------------------
+
+
+def lint(directory: Path, known: Iterable[str] = KNOWN_METRICS) -> list[str]:
+    """Problems found in the dashboards and alert rules of ``directory`` (empty: all good)."""
+    known = frozenset(known)
+    problems: list[str] = []
+    boards = load_dashboards(directory)
+    uids: set[str] = set()
+    for board in boards:
+        uid = board["uid"]
+        if uid in uids:
+            problems.append(f"{uid}: dashboard uid used twice")
+        uids.add(uid)
+        if "__inputs" in board:
+            problems.append(f"{uid}: has __inputs (breaks file provisioning)")
+        names = [v.get("name") for v in board.get("templating", {}).get("list", [])]
+        if "datasource" not in names:
+            problems.append(f"{uid}: no 'datasource' template variable")
+        ids = [p.get("id") for p in board.get("panels", [])]
+        if len(ids) != len(set(ids)):
+            problems.append(f"{uid}: panel ids are not unique")
+        for panel in panels_of(board):
+            title = panel.get("title")
+            if not panel.get("targets"):
+                problems.append(f"{uid} / {title}: panel has no query")
+            refs = [panel.get("datasource")]
+            refs += [t.get("datasource") for t in panel.get("targets", [])]
+            if any(r != {"type": "prometheus", "uid": "${datasource}"} for r in refs):
+                problems.append(f"{uid} / {title}: datasource is not ${{datasource}}")
+        for q in queries_of(board) + variable_queries_of(board):
+            for name in sorted(metric_names(q.expr) - known):
+                problems.append(f"{q.where}: unknown metric {name}")
+    rules_path = directory / ALERTS_FILE
+    if rules_path.is_file():
+        for rule in load_alert_rules(rules_path):
+            name = rule["alert"]
+            for name_ in sorted(metric_names(rule["expr"]) - known):
+                problems.append(f"alert {name}: unknown metric {name_}")
+            if "for" not in rule:
+                problems.append(f"alert {name}: no 'for:'")
+            if rule.get("labels", {}).get("severity") not in ("critical", "warning"):
+                problems.append(f"alert {name}: severity must be critical or warning")
+            ann = rule.get("annotations", {})
+            for key in ("summary", "description", "runbook_url"):
+                if not ann.get(key):
+                    problems.append(f"alert {name}: no {key} annotation")
+    return problems
+
+
+# --- verify against a live Prometheus -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    where: str
+    expr: str  # as sent (variables substituted, comparisons made bool)
+    series: int  # number of series returned; -1 when Prometheus rejected the query
+    error: str | None = None
+
+
+def all_queries(directory: Path) -> list[Query]:
+    queries: list[Query] = []
+    for board in load_dashboards(directory):
+        queries += queries_of(board) + variable_queries_of(board)
+    rules_path = directory / ALERTS_FILE
+    if rules_path.is_file():
+        queries += [Query(f"alert {r['alert']}", r["expr"]) for r in load_alert_rules(rules_path)]
+    return queries
+
+
+def prometheus_query(base_url: str, expr: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """One instant query through Prometheus' HTTP API; returns the decoded JSON answer."""
+    url = base_url.rstrip("/") + "/api/v1/query"
+    data = urllib.parse.urlencode({"query": expr}).encode()
+    try:
+        with urllib.request.urlopen(url, data=data, timeout=timeout_s) as resp:  # noqa: S310
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:  # 400/422: the body says what is wrong with expr
+        try:
+            return json.loads(exc.read())
+        except ValueError:
+            return {"status": "error", "error": f"HTTP {exc.code}"}
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(f"--prometheus-url {base_url}: cannot query ({exc})") from None
+
+
+def verify(directory: Path, prometheus_url: str,
+           variables: Mapping[str, str] | None = None) -> list[QueryResult]:
+    """Run every panel, variable and alert query against Prometheus and count the series."""
+    results = []
+    for q in all_queries(directory):
+        expr = probe_expr(substitute(q.expr, variables))
+        answer = prometheus_query(prometheus_url, expr)
+        if answer.get("status") != "success":
+            results.append(QueryResult(q.where, expr, -1, str(answer.get("error"))))
+            continue
+        result = answer["data"]["result"]
+        results.append(QueryResult(q.where, expr, len(result) if isinstance(result, list) else 1))
+    return results
+
+
+# --- push to Grafana ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushStep:
+    kind: str  # "datasource" | "folder" | "dashboard"
+    uid: str
+    title: str
+    action: str  # "created" | "updated" | "kept" | "would create" | "would update"
+
+
+def read_token(token_file: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The Grafana API token from --token-file, else $SOAK_GRAFANA_TOKEN, else None."""
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise InputError(f"--token-file {token_file}: cannot read ({exc.strerror})") from None
+        if not token:
+            raise InputError(f"--token-file {token_file}: file is empty")
+        return token
+    token = environ.get(TOKEN_ENV, "").strip()
+    return token or None
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username or parts.password:
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        parts = parts._replace(netloc=netloc)
+    return urllib.parse.urlunsplit(parts)
+
+
+def datasource_payload(url: str) -> dict[str, Any]:
+    return {
+        "name": DATASOURCE_NAME,
+        "uid": DATASOURCE_UID,
+        "type": "prometheus",
+        "access": "proxy",
+        "url": url,
+        "isDefault": False,
+        "jsonData": {"timeInterval": "15s", "httpMethod": "POST"},
+    }
+
+
+def folder_uid(title: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "folder"
+    return ("soak-" + slug)[:40]  # Grafana limits uids to 40 characters
+
+
+def _status(exc: Exception) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def push(api: Any, boards: list[dict[str, Any]], *, folder: str | None,
+         datasource_url: str, dry_run: bool = False) -> list[PushStep]:
+    """Make Grafana hold soak's datasource and dashboards; ``api`` is a ``GrafanaApi``."""
+    from grafana_client.client import GrafanaClientError
+
+    steps: list[PushStep] = []
+    try:
+        api.datasource.get_datasource_by_uid(DATASOURCE_UID)
+        steps.append(PushStep("datasource", DATASOURCE_UID, DATASOURCE_NAME, "kept"))
+    except GrafanaClientError as exc:
+        if _status(exc) != 404:
+            raise
+        if not dry_run:
+            api.datasource.create_datasource(datasource_payload(datasource_url))
+        steps.append(PushStep("datasource", DATASOURCE_UID, DATASOURCE_NAME,
+                              "would create" if dry_run else "created"))
+
+    target_folder: str | None = None
+    if folder:
+        target_folder = folder_uid(folder)
+        existing = {f.get("uid"): f for f in api.folder.get_all_folders()}
+        by_title = [f for f in existing.values() if f.get("title") == folder]
+        if target_folder in existing or by_title:
+            target_folder = target_folder if target_folder in existing else by_title[0]["uid"]
+            steps.append(PushStep("folder", target_folder, folder, "kept"))
+        else:
+            if not dry_run:
+                api.folder.create_folder(folder, uid=target_folder)
+            steps.append(PushStep("folder", target_folder, folder,
+                                  "would create" if dry_run else "created"))
+
+    for board in boards:
+        uid, title = board["uid"], board["title"]
+        try:
+            api.dashboard.get_dashboard(uid)
+            exists = True
+        except GrafanaClientError as exc:
+            if _status(exc) != 404:
+                raise
+            exists = False
+        if not dry_run:
+            body = dict(board, id=None)  # an id from another Grafana would clash; uid decides
+            payload: dict[str, Any] = {"dashboard": body, "overwrite": True,
+                                       "message": "soak dashboards push"}
+            if target_folder:
+                payload["folderUid"] = target_folder
+            api.dashboard.update_dashboard(payload)
+        action = ("would update" if exists else "would create") if dry_run else (
+            "updated" if exists else "created")
+        steps.append(PushStep("dashboard", uid, title, action))
+    return steps
+
+
+def connect(grafana_url: str, token: str | None, timeout_s: float = 10.0) -> Any:
+    """A ``GrafanaApi`` that has answered /api/health; errors name the URL, never the token."""
+    from grafana_client import GrafanaApi
+    from grafana_client.client import GrafanaException, GrafanaUnauthorizedError
+
+    shown = redact_url(grafana_url)
+    parts = urllib.parse.urlsplit(grafana_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"--grafana-url {shown}: not an http(s) URL")
+    api = GrafanaApi.from_url(grafana_url, credential=token, timeout=timeout_s)
+    try:
+        api.health.check()
+    except GrafanaUnauthorizedError:
+        raise InputError(f"--grafana-url {shown}: Grafana refused the credentials (401); "
+                         f"check --token-file or ${TOKEN_ENV}") from None
+    except GrafanaException as exc:
+        raise InputError(f"--grafana-url {shown}: Grafana health check failed "
+                         f"({_status(exc) or 'no connection'})") from None
+    except Exception as exc:  # niquests connection errors: refused, DNS, TLS
+        raise InputError(f"--grafana-url {shown}: cannot connect ({type(exc).__name__})") from None
+    return api

@@ -1,0 +1,184 @@
+"""The dashboard JSON and alert rule files: structure, metric names, promtool."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soak import dashboards as d
+from soak.cli import main
+
+DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus'; CI installs it)")
+BOARDS = d.load_dashboards(DASHBOARDS)
+DS_REF = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def test_generated_json_is_up_to_date():
+    out = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_dashboard_structure(board):
+    assert "__inputs" not in board and "__requires" not in board
+    assert board["id"] is None
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for var in variables.values():
+        if var["type"] == "query":
+            assert var["datasource"] == DS_REF
+            assert var["query"]["query"].startswith("label_values(")
+    panels = d.panels_of(board)
+    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    for p in panels:
+        assert p["datasource"] == DS_REF, p["title"]
+        assert p["targets"], p["title"]
+        for t in p["targets"]:
+            assert t["datasource"] == DS_REF and t["expr"].strip()
+        if p["type"] == "table":  # one unit per column
+            units = [prop for o in p["fieldConfig"]["overrides"] for prop in o["properties"]
+                     if prop["id"] == "unit"]
+            assert len(units) == len(p["targets"]), p["title"]
+        else:
+            assert p["fieldConfig"]["defaults"].get("unit"), f"{p['title']} has no unit"
+        # a grid of 24 columns: nothing sticks out on the right
+        assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+
+
+def test_uids_are_stable_and_unique():
+    assert [b["uid"] for b in BOARDS] == ["soak-fleet-overview", "soak-chip-detail", "soak-run"]
+
+
+def test_variables_per_dashboard():
+    names = [[v["name"] for v in b["templating"]["list"]] for b in BOARDS]
+    assert names == [["datasource", "node", "chip"], ["datasource", "node", "chip"],
+                     ["datasource", "run"]]
+
+
+def test_units_match_metrics():
+    """Each metric's unit suffix is shown with the matching Grafana unit."""
+    want = {"_ratio": "percentunit", "_celsius": "celsius", "_watts": "watt"}
+    seen = 0
+    for board in BOARDS:
+        for p in d.panels_of(board):
+            if p["type"] not in ("timeseries", "stat"):
+                continue
+            names = set().union(*(d.metric_names(t["expr"]) for t in p["targets"]))
+            for suffix, unit in want.items():
+                if names and all(n.endswith(suffix) for n in names):
+                    assert p["fieldConfig"]["defaults"]["unit"] == unit, p["title"]
+                    seen += 1
+    assert seen >= 8
+
+
+def test_fleet_overview_covers_every_signal():
+    names = set()
+    for q in d.queries_of(BOARDS[0]):
+        names |= d.metric_names(q.expr)
+    assert {"soak_device_healthy", "soak_device_up", "soak_device_utilization_ratio",
+            "soak_device_temperature_celsius", "soak_device_memory_used_bytes",
+            "soak_device_power_watts", "soak_comm_timeouts_total",
+            "soak_exporter_snapshot_timestamp_seconds"} <= names
+
+
+def test_lint_is_clean(capsys):
+    assert main(["dashboards", "lint", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []
+
+
+def test_lint_finds_unknown_metric_and_inputs(tmp_path, capsys):
+    for name in d.DASHBOARD_FILES + (d.ALERTS_FILE,):
+        shutil.copy(DASHBOARDS / name, tmp_path / name)
+    board = json.loads((tmp_path / "chip-detail.json").read_text())
+    board["__inputs"] = [{"name": "DS_PROMETHEUS"}]
+    board["panels"][2]["targets"][0]["expr"] = "max(npu_chip_info_temperature{id=\"0\"})"
+    (tmp_path / "chip-detail.json").write_text(json.dumps(board))
+    rules = (tmp_path / "alerts.yaml").read_text().replace(
+        "expr: soak_device_up == 0", "expr: soak_device_reading_ok == 0")
+    (tmp_path / "alerts.yaml").write_text(rules)
+    assert main(["dashboards", "lint", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "soak-chip-detail: has __inputs (breaks file provisioning)" in out
+    assert "soak-chip-detail / Reading / A: unknown metric npu_chip_info_temperature" in out
+    assert "alert SoakDeviceReadFailing: unknown metric soak_device_reading_ok" in out
+
+
+@pytest.mark.parametrize("expr,names", [
+    ('sum by (instance, source) (increase(soak_comm_timeouts_total{instance=~"$node"}[5m]))',
+     {"soak_comm_timeouts_total"}),
+    ('time() - soak_exporter_snapshot_timestamp_seconds > 120',
+     {"soak_exporter_snapshot_timestamp_seconds"}),
+    ('label_replace(max_over_time(a_b[30m]), "host", "$1", "instance", "(.+?)(?::[0-9]+)?") '
+     '== 0 and on (host) up{job=~"soak.*"}', {"a_b", "up"}),
+    ('deriv(min_over_time(x{kind="hbm"}[30m])[3h:5m]) * 3600 / y offset 3h > 1e-2', {"x", "y"}),
+    ("max_over_time(soak_device_utilization_ratio[$__rate_interval])",
+     {"soak_device_utilization_ratio"}),
+])
+def test_metric_names(expr, names):
+    assert d.metric_names(expr) == names
+
+
+def test_probe_expr_keeps_matchers_and_strings():
+    expr = ('up{job!="x", a=~"b"} == 0 and on (i) label_replace(v, "h", "$1", "i", "(.+)>") '
+            '>= 2 unless w != bool 1')
+    assert d.probe_expr(expr) == (
+        'up{job!="x", a=~"b"} == bool 0 and on (i) label_replace(v, "h", "$1", "i", "(.+)>") '
+        '>= bool 2 unless w != bool 1')
+
+
+def test_substitute_variables():
+    assert d.substitute('x{instance=~"$node", device=~"${chip}"}[$__rate_interval]') == \
+        'x{instance=~".*", device=~".*"}[1m]'
+    assert d.substitute("[[run]] $unknown", {"run": "r1"}) == "r1 $unknown"
+
+
+def test_every_alert_links_its_runbook_section():
+    rules = d.load_alert_rules(DASHBOARDS / "alerts.yaml")
+    runbook = (DASHBOARDS / "runbook.md").read_text(encoding="utf-8")
+    anchors = {h.strip().lower() for h in re.findall(r"^## (\w+)\s*$", runbook, re.M)}
+    base = "https://github.com/soak-project/soak/blob/main/dashboards/runbook.md#"
+    assert len(rules) >= 12
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        assert url == base + rule["alert"].lower()
+        assert rule["alert"].lower() in anchors, f"runbook.md has no '## {rule['alert']}'"
+
+
+@needs_promtool
+def test_promtool_check_rules():
+    out = subprocess.run([PROMTOOL, "check", "rules", str(DASHBOARDS / "alerts.yaml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS: 15 rules found" in out.stdout
+
+
+@needs_promtool
+def test_promtool_test_rules():
+    out = subprocess.run([PROMTOOL, "test", "rules", "alerts_test.yaml"], cwd=DASHBOARDS,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_every_alert_has_firing_and_quiet_cases():
+    import yaml
+
+    doc = yaml.safe_load((DASHBOARDS / "alerts_test.yaml").read_text())
+    fired, quiet = set(), set()
+    for case in doc["tests"]:
+        for t in case.get("alert_rule_test", []):
+            (fired if t["exp_alerts"] else quiet).add(t["alertname"])
+    names = {r["alert"] for r in d.load_alert_rules(DASHBOARDS / "alerts.yaml")}
+    assert fired == names and quiet == names
