@@ -183,7 +183,14 @@ class NpuBackend(_HostPart):
         self.backend_label = backend_label
         self._known: dict[str, DeviceSample] = {}
         self._details: dict[tuple[int, int], dict[str, object]] = {}
-        self._next_detail = 0.0  # monotonic time of the next detail pass
+        self._detail_due: dict[tuple[int, int], float] = {}  # monotonic time of each chip's next turn
+        self._detail_started = False
+        self._last_comm: Mapping[str, int] = {}
+        # No hccn_tool (310P hosts, containers): skip link reads instead of counting an error
+        # every pass.
+        self._hccn_present = shutil.which(hccn_tool) is not None
+        if not self._hccn_present:
+            log.info("npu backend: %s not found; link state is not read", hccn_tool)
         self._plog = None
         if plog_dir is not None:
             self._plog = _make_plog_follower(plog_dir)
@@ -197,9 +204,8 @@ class NpuBackend(_HostPart):
         ok, table = tick.call("npu-smi", self.reader.info)
         devices: list[DeviceSample] = []
         if ok:
-            if self.detail_interval_s is not None and time.monotonic() >= self._next_detail:
+            if self.detail_interval_s is not None:
                 self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips])
-                self._next_detail = time.monotonic() + self.detail_interval_s
             current = to_device_samples(table, self._details)
             if self.backend_label != "npu":
                 current = [replace(d, backend=self.backend_label) for d in current]
@@ -223,22 +229,34 @@ class NpuBackend(_HostPart):
         return Snapshot(ts=ts, host=self.hostname, devices=tuple(devices), host_sample=host,
                         comm_timeouts=dict(comm), readers=tuple(tick.statuses))
 
-    _last_comm: Mapping[str, int] = {}
+    def _detail_pass(self, tick: _Tick, chips: list[tuple[int, int]]) -> None:
+        """Key/value queries and hccn_tool for the chips whose turn has come.
 
-    def _detail_pass(self, tick: _Tick, chips: Iterable[tuple[int, int]]) -> None:
-        """Key/value queries and hccn_tool for each chip; stop the pass at the first timeout so
-        a wedged driver costs one timeout per pass, not one per chip and query."""
+        Each chip is due once per ``detail_interval_s``, and the first turns are staggered
+        over the interval, so a 16-chip node spreads its ~50 slow calls over the minute
+        instead of stalling one tick. The pass stops at the first timeout, so a wedged
+        driver costs one timeout per tick, not one per chip and query.
+        """
         query = _detail_query()
-        link = _link_query()
+        link = _link_query() if self._hccn_present else None
         if query is None and link is None:
             return
+        now = time.monotonic()
+        interval = self.detail_interval_s or 0.0
+        for k, chip in enumerate(chips):
+            if chip not in self._detail_due:
+                self._detail_due[chip] = now + (k * interval / len(chips) if not self._detail_started else 0.0)
+        self._detail_started = True
         for logic_id, (npu_id, chip_id) in enumerate(chips):
-            fields: dict[str, object] = {}
+            if self._detail_due[(npu_id, chip_id)] > now:
+                continue
+            self._detail_due[(npu_id, chip_id)] = now + interval
+            fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
             if query is not None:
                 ok, value = tick.call("npu-smi-detail", lambda n=npu_id, c=chip_id: query(self.reader, n, c))
                 if ok:
                     fields.update(value)
-                elif isinstance(value, ToolError) and value.kind == "timeout":
+                elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                     return
             if link is not None:
                 ok, value = tick.call("hccn_tool", lambda i=logic_id, f=link: f(self.hccn_tool, self.runner, i))
@@ -303,8 +321,8 @@ class SimBackend(NpuBackend):
         self.sim_config = sim_config
         self.sim_dir = Path(self._tmp)
         script = install(self._tmp, sim_config)
-        super().__init__(npu_smi=str(script), plog_dir=sim_config.plog_dir or plog_dir, clock=clock,
-                         backend_label="sim", **kwargs)
+        super().__init__(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
+                         plog_dir=sim_config.plog_dir or plog_dir, clock=clock, backend_label="sim", **kwargs)
 
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -359,5 +377,6 @@ def make_backend(
     if name == "cpu":
         return CpuBackend(clock=clock, host_reader=host_reader)
     npu_kw.pop("npu_smi")
+    npu_kw.pop("hccn_tool")
     return SimBackend(sim_config=sim_config, scenario=sim_scenario, fault=sim_fault, family=sim_family,
                       chips=sim_chips, seed=sim_seed, **npu_kw)  # type: ignore[arg-type]

@@ -15,6 +15,10 @@ def main(argv: list[str]) -> int:
         return 2
     fleet = SimFleet(SimConfig.load(argv[1]))
     args = argv[2:]
+    if args[:1] == ["--hccn-tool"]:
+        out, rc = fleet.render_hccn(args[1:])
+        sys.stdout.write(out)
+        return rc
     delay = fleet.delay_s(args)
     if delay > 0:
         time.sleep(delay)  # slow/hang fault: the caller's timeout and kill must handle it

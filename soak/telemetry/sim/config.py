@@ -31,6 +31,7 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "health_alarm": {"at_h": 1.0, "until_h": -1.0, "status": "Alarm", "codes": "A4025021+8C03A000", "chips": "0"},
     "comm_timeouts": {"rate_per_h": 6.0, "onset_h": 0.0, "kind": "mix", "rotate_every": 50, "pid": 0},
     "ecc_errors": {"single_per_h": 2.0, "double_per_h": 0.0, "onset_h": 0.0, "chips": "0"},
+    "link_down": {"at_h": 1.0, "until_h": -1.0, "chips": "0"},
 }
 
 # Tool faults. ``on`` picks the calls hit: info (the table), detail (-t/-m/-l), all.

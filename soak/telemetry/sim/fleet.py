@@ -73,6 +73,23 @@ class SimFleet:
             return self._list(chips), 0
         return self._detail(opts, chips)
 
+    def render_hccn(self, argv: Sequence[str], elapsed_s: float | None = None) -> tuple[str, int]:
+        """``hccn_tool -i N -link -g`` / ``-net_health -g``; N is the logical (phy) id."""
+        t = self.config.elapsed_s() if elapsed_s is None else elapsed_s
+        args = list(argv)
+        if len(args) != 4 or args[0] != "-i" or args[3] != "-g" or args[2] not in ("-link", "-net_health"):
+            return "Cmd execute failed!\n", 1
+        try:
+            index = int(args[1])
+        except ValueError:
+            return "Device ID is out of the valid range.\n", 1
+        if not 0 <= index < self.config.chips or not self.model.chip(index, t).present:
+            return "Device ID is out of the valid range.\n", 1
+        up = self.model.chip(index, t).link_up
+        if args[2] == "-link":
+            return f"link status: {'UP' if up else 'DOWN'}\n", 0
+        return f"net health status: {'Success' if up else 'Fault'}\n", 0
+
     # -- the table --------------------------------------------------------------------------
     def _table(self, chips: list[ChipState]) -> str:
         if not chips:

@@ -13,7 +13,7 @@ CONFIG_NAME = "npu-smi.sim.json"
 
 
 def install(directory: str | Path, config: SimConfig) -> Path:
-    """Write ``DIR/npu-smi`` and ``DIR/npu-smi.sim.json``; returns the executable's path.
+    """Write ``DIR/npu-smi``, ``DIR/hccn_tool`` and ``DIR/npu-smi.sim.json``; returns npu-smi's path.
 
     The script runs this interpreter (``sys.executable``) on ``python -m soak.telemetry.sim``,
     with the folder holding the ``soak`` package on PYTHONPATH, so it works from a checkout too.
@@ -22,14 +22,15 @@ def install(directory: str | Path, config: SimConfig) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     config.save(folder / CONFIG_NAME)
     package_root = Path(__file__).resolve().parents[3]
-    script = folder / "npu-smi"
-    script.write_text(
-        "#!/bin/sh\n"
-        "# Simulated npu-smi (soak sim install). Config: " + CONFIG_NAME + " beside this file.\n"
-        f"PYTHONPATH={shlex.quote(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}} "
-        f"exec {shlex.quote(sys.executable)} -m soak.telemetry.sim "
-        f"--config {shlex.quote(str(folder / CONFIG_NAME))} \"$@\"\n",
-        encoding="utf-8",
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return script
+    for name, extra in (("npu-smi", ""), ("hccn_tool", " --hccn-tool")):
+        script = folder / name
+        script.write_text(
+            "#!/bin/sh\n"
+            f"# Simulated {name} (soak sim install). Config: {CONFIG_NAME} beside this file.\n"
+            f"PYTHONPATH={shlex.quote(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}} "
+            f"exec {shlex.quote(sys.executable)} -m soak.telemetry.sim "
+            f"--config {shlex.quote(str(folder / CONFIG_NAME))}{extra} \"$@\"\n",
+            encoding="utf-8",
+        )
+        script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return folder / "npu-smi"

@@ -47,6 +47,7 @@ class ChipState:
     pid: int
     ecc_single: int
     ecc_double: int
+    link_up: bool
 
 
 def _window(t_h: float, start_h: float, end_h: float) -> bool:
@@ -129,13 +130,14 @@ class FleetModel:
             for f in cfg.faults
             if f.name == "vanish"
         )
+        link_up = not any(_window(t_h, s.num("at_h"), s.num("until_h")) for s in self._active("link_down", index))
         pid = 20000 + int((noise(seed, "pid", index) + 1) * 30000) + index
         return ChipState(
             index=index, npu_id=npu_id, chip_id=chip_id, present=present, busy=busy,
             health=health, error_codes=codes, util_pct=util_i, mem_used_mb=mem,
             mem_total_mb=fam.mem_total_mb, temp_c=int(round(temp)), power_w=power,
             process_mb=max(0, mem - fam.idle_mem_mb) if busy else 0, pid=pid,
-            ecc_single=single, ecc_double=double,
+            ecc_single=single, ecc_double=double, link_up=link_up,
         )
 
     def chips(self, t_s: float) -> list[ChipState]:
