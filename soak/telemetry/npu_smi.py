@@ -266,7 +266,9 @@ def _split_cell(cell: str, headers: tuple[str, ...], text_fields: set[str]) -> l
     whitespace tokens with ``a / b`` kept whole; surplus tokens join the text field (a name
     with a space), missing trailing ones are empty.
     """
-    if len(headers) <= 1:
+    if not headers:
+        return []  # a blank header cell (a spacer of a multi-line header) names nothing
+    if len(headers) == 1:
         return [cell.strip()]
     toks = _tokens(cell)
     if len(toks) > len(headers):
