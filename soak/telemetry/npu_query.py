@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from soak.errors import InputError
 
 Pairs = list[tuple[str, str]]
-_NA = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported", "unknown"})
+_NA = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported"})
 
 
 def _key(text: str) -> str:
@@ -413,7 +413,10 @@ class HealthInfo:
 
     @property
     def healthy(self) -> bool | None:
-        return None if self.health is None else self.health == "OK"
+        """OK -> True; Warning/Alarm/Critical -> False; NA or UNKNOWN -> None."""
+        if self.health is None or self.health.upper() == "UNKNOWN":
+            return None
+        return self.health == "OK"
 
     def sample_fields(self) -> dict[str, object]:
         return _not_none({"health": self.health, "healthy": self.healthy})

@@ -37,7 +37,8 @@ MIB = 1024 * 1024
 
 # Words npu-smi prints for "no value". Anything else non-numeric in a numeric column is
 # also None (the tool had no number to give), but these are the documented ones.
-NA_WORDS = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported", "unknown"})
+# "UNKNOWN" is not here: as a health word it is a reading of its own.
+NA_WORDS = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported"})
 
 _PAIR_OR_TOKEN = re.compile(r"(\S+?)\s*/\s*(\S+)|\S+")
 _HEADER_SPLIT = re.compile(r"\s{2,}")
@@ -461,6 +462,13 @@ def device_key(npu_id: int, chip_id: int) -> str:
     return f"npu{npu_id}-{chip_id}"
 
 
+def healthy_of(health: str | None) -> bool | None:
+    """OK is healthy; Warning, Alarm, Critical are not; no reading or UNKNOWN is None."""
+    if health is None or health.upper() == "UNKNOWN":
+        return None
+    return health == "OK"
+
+
 def _bytes(mb: int | None) -> int | None:
     return None if mb is None else int(mb) * MIB
 
@@ -502,7 +510,7 @@ def to_device_samples(
             chip_id=c.chip_id,
             bus_id=c.bus_id,
             health=c.health,
-            healthy=None if c.health is None else c.health == "OK",
+            healthy=healthy_of(c.health),
             util_pct=None if c.aicore_util_pct is None else float(c.aicore_util_pct),
             temp_c=None if c.temp_c is None else float(c.temp_c),
             power_w=c.power_w,

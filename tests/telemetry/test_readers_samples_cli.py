@@ -170,3 +170,17 @@ def test_parse_query_view_mapping(capsys):
     assert main(["parse", "npu-smi-query", "--view", "mapping", str(path)]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[3] == {"npu_id": 3, "chip_id": 0, "logic_id": 3, "chip_name": "Ascend 910A"}
+
+
+@pytest.mark.parametrize(
+    ("word", "healthy"), [("OK", True), ("Warning", False), ("Critical", False), ("UNKNOWN", None)]
+)
+def test_health_words_map_to_healthy(word, healthy):
+    text = (
+        (NPU / "018_910B4_1card_npuid5_25.5.2_doc.txt")
+        .read_text()
+        .replace("| OK      ", f"| {word:<8}")
+    )
+    table = parse_info_table(text)
+    assert table.chips[0].health == word
+    assert to_device_samples(table)[0].healthy is healthy
