@@ -1,0 +1,175 @@
+"""Backends turn every failure into a marked gap; the sampler keeps going whatever happens."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from soak.telemetry.backends import CpuBackend, NpuBackend, SimBackend, make_backend
+from soak.telemetry.host import HostReader
+from soak.telemetry.records import DeviceSample, ReaderStatus, Snapshot
+from soak.telemetry.sampler import Sampler
+from soak.telemetry.sim import CONFIG_NAME, SimConfig, install
+
+
+class _ScriptedBackend:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def read(self) -> Snapshot:
+        self.n += 1
+        if self.n == 2:
+            raise RuntimeError("backend bug")
+        ok = self.n % 3 != 0
+        return Snapshot(ts=float(self.n), host="h",
+                        devices=(DeviceSample(device="d0", backend="cpu", util_pct=float(self.n)),),
+                        readers=(ReaderStatus("tool", ok, 0.01, None if ok else "timeout: no answer"),))
+
+
+def test_sampler_counts_reader_errors_and_survives_a_raising_sink_and_backend() -> None:
+    seen: list[float] = []
+
+    def bad_sink(_snap: Snapshot) -> None:
+        raise ValueError("sink broke")
+
+    sampler = Sampler(_ScriptedBackend(), interval_s=1.0, sinks=(bad_sink, lambda s: seen.append(s.ts)))
+    for _ in range(4):
+        sampler.tick()
+    assert seen[0] == 1.0 and seen[2:] == [3.0, 4.0]  # every snapshot reached the good sink
+    assert sampler.sink_errors == 4
+    assert sampler.backend_errors == 1
+    totals = sampler.reader_totals()
+    assert totals["tool"].calls == 3 and totals["tool"].errors == 1
+    assert totals["tool"].last_success_ts == 4.0
+    assert totals["backend"].errors == 1
+    assert sampler.latest().ts == 4.0
+
+
+def test_sampler_thread_starts_ticks_and_stops_promptly() -> None:
+    ticked = threading.Event()
+    sampler = Sampler(CpuBackend(), interval_s=0.05, sinks=(lambda s: ticked.set(),))
+    sampler.start()
+    assert ticked.wait(10)
+    sampler.stop(timeout_s=10)
+    n = sampler.ticks
+    time.sleep(0.2)
+    assert sampler.ticks == n  # stopped
+    assert sampler.latest() is not None and sampler.age_s() is not None
+
+
+def test_cpu_backend_reports_the_host_as_device_cpu(tmp_path: Path) -> None:
+    backend = CpuBackend(host_reader=HostReader(pid_provider=os.getpid, run_dir=tmp_path))
+    backend.read()
+    snap = backend.read()
+    (cpu,) = snap.devices
+    assert cpu.device == "cpu" and cpu.backend == "cpu" and cpu.up
+    assert cpu.util_pct is not None and 0.0 <= cpu.util_pct <= 100.0
+    assert cpu.ddr_total_bytes == snap.host_sample.mem_total_bytes > 0
+    assert snap.host_sample.workload_rss_bytes > 10 * 1024 * 1024  # this test process
+    assert snap.host_sample.workload_cpu_pct is not None  # second look: measured
+    assert snap.host_sample.disk_free_bytes > 0
+
+
+def test_host_reader_without_workload_reports_none_not_zero() -> None:
+    sample = HostReader(pid_provider=lambda: None).read()
+    assert sample.workload_rss_bytes is None and sample.workload_cpu_pct is None
+    assert sample.cpu_pct is None  # the first non-blocking CPU reading has no interval
+
+
+def test_npu_smi_missing_gives_reader_errors_not_exceptions() -> None:
+    backend = make_backend("npu", npu_smi="/nonexistent/npu-smi", detail_interval_s=None)
+    snap = backend.read()
+    assert snap.devices == ()
+    status = next(r for r in snap.readers if r.reader == "npu-smi")
+    assert not status.ok and status.error.startswith("missing:")
+
+
+def _sim_backend(tmp_path: Path, **kw: object) -> NpuBackend:
+    script = install(tmp_path / "fleet", SimConfig.build(chips=4, **kw))  # type: ignore[arg-type]
+    return NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
+                      timeout_s=20.0, detail_interval_s=None)
+
+
+def test_a_chip_vanishing_between_ticks_is_marked_down_with_its_labels(tmp_path: Path) -> None:
+    backend = _sim_backend(tmp_path)
+    first = backend.read()
+    assert [d.up for d in first.devices] == [True] * 4
+    cfg = tmp_path / "fleet" / CONFIG_NAME
+    SimConfig.load(cfg).with_faults("vanish:chips=2").save(cfg)
+    second = backend.read()
+    gone = second.device("npu2-0")
+    assert gone is not None and not gone.up
+    assert gone.error.startswith("vanished")
+    assert gone.bus_id == first.device("npu2-0").bus_id and gone.util_pct is None
+    assert all(d.up for d in second.devices if d.device != "npu2-0")
+
+
+@pytest.mark.parametrize("fault, kind", [("dcmi", "error_text"), ("garbage", "garbage")])
+def test_tool_failures_after_a_good_tick_mark_every_known_chip_down(tmp_path: Path, fault: str, kind: str) -> None:
+    backend = _sim_backend(tmp_path)
+    backend.read()
+    cfg = tmp_path / "fleet" / CONFIG_NAME
+    SimConfig.load(cfg).with_faults(fault).save(cfg)
+    snap = backend.read()
+    assert len(snap.devices) == 4 and not any(d.up for d in snap.devices)
+    assert all(d.error.startswith(f"{kind}:") for d in snap.devices)
+    assert not next(r for r in snap.readers if r.reader == "npu-smi").ok
+
+
+def test_hanging_npu_smi_costs_one_timeout_and_marks_chips_down(tmp_path: Path) -> None:
+    backend = _sim_backend(tmp_path)
+    backend.read()
+    cfg = tmp_path / "fleet" / CONFIG_NAME
+    SimConfig.load(cfg).with_faults("hang:seconds=120").save(cfg)
+    backend.runner = type(backend.runner)(timeout_s=0.5)
+    backend.reader.runner = backend.runner
+    started = time.monotonic()
+    snap = backend.read()
+    assert time.monotonic() - started < 30
+    assert not any(d.up for d in snap.devices)
+    assert all(d.error.startswith("timeout:") for d in snap.devices)
+
+
+def test_sim_backend_reads_details_links_and_plog_counts() -> None:
+    backend = make_backend(
+        "sim", sim_chips=2, detail_interval_s=0.0,
+        sim_scenario="healthy,ecc_errors:single_per_h=4,chips=1,link_down:at_h=0,chips=0,"
+                     "comm_timeouts:rate_per_h=360000",
+    )
+    try:
+        assert isinstance(backend, SimBackend)
+        backend.read()
+        time.sleep(0.2)
+        snap = backend.read()
+        d0, d1 = snap.device("npu0-0"), snap.device("npu1-0")
+        assert d0.backend == "sim" and d0.up
+        assert d0.link_up is False and d1.link_up is True
+        assert d1.ecc_single_bit_errors == 0 and d1.ecc_double_bit_errors == 0  # read, not None
+        assert d0.aicpu_util_pct is not None
+        assert sum(snap.comm_timeouts.values()) > 0
+        assert all(k.startswith("hccl_plog:") for k in snap.comm_timeouts)
+    finally:
+        backend.close()
+    assert not backend.sim_dir.exists()
+
+
+def test_auto_picks_npu_when_npu_smi_is_on_path_else_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoNvml:
+        class NVMLError(Exception):
+            pass
+
+        def nvmlInit(self) -> None:  # noqa: N802 - NVML's name
+            raise self.NVMLError("Driver Not Loaded")
+
+    fake = NoNvml()
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert make_backend("auto", nvml_module=fake).name == "cpu"
+    script = install(tmp_path / "fleet", SimConfig.build(chips=2))
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert make_backend("auto", nvml_module=fake).name == "npu"
