@@ -185,6 +185,8 @@ class PhasesSection:
     checkpoint_every_s: float | None = opt(None, "Expected checkpoint cadence (run time line); a missing checkpoint is reported.",
                                            lambda v, k: None if v in (None, "") else parse_duration(v, k),
                                            key="checkpoint_every", raw="")
+    checkpoint_duration_s: float = opt(120.0, "How long a checkpoint may idle the chips (run time line).", _dur(),
+                                       key="checkpoint_duration", raw="2m")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""``soak runs list|show``: the runs in a store (or in every run folder of a data dir)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from soak.commands._common import add_format, fmt, print_json
+from soak.errors import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("runs", help="list soak runs and show one (status, verdict, events, findings)")
+    sub = p.add_subparsers(dest="runs_command", metavar="ACTION")
+    for name, helptext in (("list", "list runs, newest first"), ("show", "show one run")):
+        q = sub.add_parser(name, help=helptext)
+        if name == "show":
+            q.add_argument("run_id", metavar="RUN_ID")
+        q.add_argument("--db", help="store URL (default: each run folder's soak.db under --data-dir)")
+        q.add_argument("--data-dir", default="./soak-runs", help="folder of run folders (default: ./soak-runs)")
+        add_format(q)
+        q.set_defaults(func=_list if name == "list" else _show)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
+    if args.db:
+        return [args.db]
+    root = Path(args.data_dir)
+    if run_id is not None:
+        db = root / run_id / "soak.db"
+        if not db.is_file():
+            raise InputError(f"run {run_id}: no {db} (give --db URL if the run used another store)")
+        return [str(db)]
+    return [str(p) for p in sorted(root.glob("*/soak.db"))]
+
+
+def _when(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
+
+
+def _list(args: argparse.Namespace) -> int:
+    from soak.store import Store
+
+    runs: dict[str, dict[str, Any]] = {}
+    for url in _stores(args):
+        with Store.open(url, create=False) as store:
+            for r in store.list_runs():
+                d = r.as_dict()
+                d.pop("plan")
+                d.pop("manifest")
+                runs.setdefault(r.id, d)
+    rows = sorted(runs.values(), key=lambda d: d["started_ts"], reverse=True)
+    if args.format == "json":
+        print_json(rows)
+        return 0
+    if not rows:
+        print(f"no runs ({args.db or args.data_dir})")
+        return 0
+    print(f"{'RUN_ID':<32} {'STARTED (UTC)':<20} {'STATUS':<9} {'VERDICT':<8} {'RESTARTS':>8}  WORKLOAD")
+    for d in rows:
+        print(f"{d['id']:<32} {_when(d['started_ts']):<20} {d['status']:<9} {fmt(d['verdict']):<8} "
+              f"{d['restarts']:>8}  {fmt(d['workload'])}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from soak.store import Store
+
+    (url,) = _stores(args, None if args.db else args.run_id)
+    with Store.open(url, create=False) as store:
+        run = store.get_run(args.run_id)
+        if run is None:
+            raise InputError(f"run {args.run_id}: not in the store {store.url}")
+        events = store.load_events(run.id)
+        findings = store.load_findings(run.id)
+        out = {
+            **run.as_dict(),
+            "samples": store.count_samples(run.id),
+            "devices": store.devices(run.id),
+            "last_sample_ts": store.last_sample_ts(run.id),
+            "events": [e.as_dict() for e in events],
+            "findings": [f.as_dict() for f in findings],
+        }
+    if args.format == "json":
+        print_json(out)
+        return 0
+    end = run.ended_ts or out["last_sample_ts"]
+    hours = None if end is None else (end - run.started_ts) / 3600
+    print(f"run       {run.id}  ({run.host})")
+    print(f"status    {run.status}, verdict {fmt(run.verdict)}, restarts {run.restarts}")
+    print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC "
+          f"({fmt(hours)} h of {fmt((run.planned_end_ts or run.started_ts) / 3600 - run.started_ts / 3600)} h"
+          + (f", time scale {run.time_scale:g}" if run.time_scale != 1 else "") + ")")
+    print(f"workload  {fmt(run.workload)} on {fmt(run.backend)}; {out['samples']} samples of "
+          f"{len(out['devices'])} devices")
+    print(f"findings  {len(findings)}")
+    for f in findings:
+        print(f"  [{f.severity}] {f.kind} {fmt(f.device)}/{fmt(f.metric)}: {f.summary}")
+    shown = [e for e in events if e.kind != "checkpoint"]
+    print(f"events    {len(events)} ({len(events) - len(shown)} checkpoints not listed)")
+    for e in shown[-40:]:
+        who = "" if e.workload is None else f" {e.workload}" + ("" if e.rank is None else f"/{e.rank}")
+        print(f"  {_when(e.ts)} {e.kind:<12}{who} {fmt(e.message)}")
+    return 0

@@ -1,0 +1,215 @@
+"""Following the workloads' heartbeat files and folding them into step rows and events.
+
+The follower keeps one byte offset per file and only ever consumes complete lines, so a
+half-written line is read on the next poll, and memory stays bounded however long the run:
+each poll reads at most ``max_bytes`` per file, and the aggregator holds at most one window
+of step times per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("soak.daemon")
+
+# heartbeat event -> store event kind
+EVENT_KINDS = {
+    "checkpoint": "checkpoint",
+    "resume": "resume",
+    "timeout": "comm_timeout",
+    "inject": "inject",
+    "start": "start",
+    "exit": "exit",
+    "eval": "phase",
+    "sdc_mismatch": "note",
+}
+_MAX_WINDOW_LINES = 1000
+
+
+class HeartbeatFollower:
+    """Reads new complete lines from ``heartbeats/*.jsonl``; offsets survive between polls."""
+
+    def __init__(self, directory: Path, max_bytes: int = 1 << 20) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.offsets: dict[str, int] = {}
+        self.bad_lines = 0
+
+    def skip_existing(self) -> None:
+        """Start at the end of every file (used on resume: the lines were stored already)."""
+        for path in sorted(self.directory.glob("*.jsonl")):
+            self.offsets[path.name] = path.stat().st_size
+
+    def poll(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not self.directory.is_dir():
+            return out
+        for path in sorted(self.directory.glob("*.jsonl")):
+            offset = self.offsets.get(path.name, 0)
+            try:
+                size = path.stat().st_size
+                if size < offset:  # truncated or replaced: start over
+                    offset = 0
+                if size == offset:
+                    continue
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read(self.max_bytes)
+            except OSError as exc:
+                log.warning("heartbeat %s: %s", path.name, exc)
+                continue
+            end = chunk.rfind(b"\n")
+            if end < 0:
+                if len(chunk) >= self.max_bytes:  # one absurd line: skip it rather than stall
+                    self.offsets[path.name] = offset + len(chunk)
+                    self.bad_lines += 1
+                continue
+            self.offsets[path.name] = offset + end + 1
+            for line in chunk[: end + 1].splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    self.bad_lines += 1
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+                else:
+                    self.bad_lines += 1
+        return out
+
+
+@dataclass
+class RankState:
+    """What the daemon knows about one rank, for metrics, progress and hang detection."""
+
+    workload: str
+    rank: int
+    step: int = 0
+    last_hb_ts: float | None = None  # wall
+    last_progress_wall: float | None = None  # wall time the step last moved forward
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    loss: float | None = None
+    # the current aggregation window
+    window_start: float | None = None
+    times: list[float] = field(default_factory=list)
+    pending: dict[str, Any] = field(default_factory=dict)
+    n: int = 0
+
+
+class StepAggregator:
+    """Folds step lines into at most one row per rank per ``window_s`` (wall) seconds.
+
+    ``to_ts`` maps a heartbeat's wall ``ts`` onto the run's time line (ScaledClock).
+    """
+
+    def __init__(self, window_s: float = 10.0, to_ts: Callable[[float], float] = float,
+                 attempt: Callable[[str], int] = lambda _w: 1) -> None:
+        self.window_s = window_s
+        self.to_ts = to_ts
+        self.attempt = attempt
+        self.ranks: dict[tuple[str, int], RankState] = {}
+
+    def rank_state(self, workload: str, rank: int) -> RankState:
+        key = (workload, rank)
+        if key not in self.ranks:
+            self.ranks[key] = RankState(workload, rank)
+        return self.ranks[key]
+
+    def feed(self, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Returns (finished step rows, events) for these heartbeat records."""
+        rows: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        for rec in records:
+            try:
+                workload = str(rec["workload"])
+                rank = int(rec["rank"])
+                ts = float(rec["ts"])
+                step = int(rec.get("step") or 0)
+            except (KeyError, TypeError, ValueError):
+                continue
+            st = self.rank_state(workload, rank)
+            st.last_hb_ts = ts
+            if step > st.step or st.last_progress_wall is None:
+                st.last_progress_wall = ts
+            st.step = max(st.step, step) if rec.get("event") != "resume" else step
+            ev = rec.get("event")
+            if ev == "step":
+                if st.window_start is not None and ts - st.window_start >= self.window_s:
+                    rows.append(self._close(st))
+                if st.window_start is None:
+                    st.window_start = ts
+                    st.pending["attempt"] = self.attempt(workload)
+                if rec.get("step_time_s") is not None and len(st.times) < _MAX_WINDOW_LINES:
+                    st.times.append(float(rec["step_time_s"]))
+                st.n += 1
+                for k in ("loss", "tokens_per_s", "tflops", "host_rss_bytes", "comm_timeouts",
+                          "mem_allocated_bytes", "mem_reserved_bytes"):
+                    if rec.get(k) is not None:
+                        st.pending[k] = rec[k]
+                if rec.get("mem_peak_bytes") is not None:
+                    st.pending["mem_peak_bytes"] = max(rec["mem_peak_bytes"], st.pending.get("mem_peak_bytes") or 0)
+                st.pending["ts"] = ts
+                st.pending["step"] = step
+                st.step_time_s = rec.get("step_time_s")
+                st.tokens_per_s = rec.get("tokens_per_s")
+                st.loss = rec.get("loss")
+            elif ev in EVENT_KINDS:
+                if ev in ("start", "resume") and st.n:
+                    rows.append(self._close(st))  # a new attempt: never mix two in one row
+                detail = {k: rec[k] for k in ("step", "phase", "comm_timeouts", "device") if rec.get(k) is not None}
+                events.append({
+                    "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,
+                    "message": rec.get("message"), "detail": {**detail, "heartbeat_event": ev},
+                })
+        return rows, events
+
+    def _close(self, st: RankState) -> dict[str, Any]:
+        p = st.pending
+        row = {
+            "ts": self.to_ts(float(p.get("ts", st.window_start or 0.0))),
+            "workload": st.workload,
+            "rank": st.rank,
+            "step": int(p.get("step", st.step)),
+            "n_steps": st.n,
+            "step_time_s": statistics.median(st.times) if st.times else None,
+            "attempt": p.get("attempt"),
+            **{k: p.get(k) for k in ("loss", "tokens_per_s", "tflops", "mem_allocated_bytes",
+                                     "mem_reserved_bytes", "mem_peak_bytes", "host_rss_bytes",
+                                     "comm_timeouts")},
+        }
+        st.window_start = None
+        st.times = []
+        st.pending = {}
+        st.n = 0
+        return row
+
+    def flush(self, now_wall: float | None = None) -> list[dict[str, Any]]:
+        """Close windows that are due at ``now_wall`` (all of them when None)."""
+        rows = []
+        for st in self.ranks.values():
+            if st.window_start is None or not st.n:
+                continue
+            if now_wall is None or now_wall - st.window_start >= self.window_s:
+                rows.append(self._close(st))
+        return rows
+
+    def last_progress(self, workload: str) -> float | None:
+        """The latest wall time any rank of ``workload`` moved its step forward."""
+        times = [s.last_progress_wall for (w, _), s in self.ranks.items()
+                 if w == workload and s.last_progress_wall is not None]
+        return max(times) if times else None
+
+    def min_progress(self, workload: str) -> float | None:
+        """The earliest 'last progress' among the ranks: one stuck rank hangs a job."""
+        times = [s.last_progress_wall for (w, _), s in self.ranks.items()
+                 if w == workload and s.last_progress_wall is not None]
+        return min(times) if times else None

@@ -1,0 +1,106 @@
+"""The run folder: id, layout, daemon log, and the record of child processes.
+
+``daemon.json`` names the process groups of the running workloads, so a daemon that resumes
+after a crash can end the orphans of its predecessor before starting new ones.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+from soak.errors import StoreError
+
+log = logging.getLogger("soak.daemon")
+
+
+def new_run_id(now: float | None = None) -> str:
+    host = socket.gethostname().split(".")[0] or "host"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now or time.time()))
+    return f"{stamp}-{host}"
+
+
+def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
+    root = Path(data_dir).expanduser()
+    run_dir = root / run_id
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(exist_ok=exist_ok)
+        for sub in ("heartbeats", "checkpoints", "logs", "plog", "report"):
+            (run_dir / sub).mkdir(exist_ok=True)
+    except FileExistsError:
+        raise StoreError(f"run folder {run_dir} already exists (use --resume {run_id} to continue it)") from None
+    except OSError as exc:
+        raise StoreError(f"run folder {run_dir}: {exc.strerror or exc}") from None
+    if not os.access(run_dir, os.W_OK):
+        raise StoreError(f"run folder {run_dir} is not writable")
+    return run_dir
+
+
+def setup_logging(run_dir: Path, *, max_bytes: int = 10 << 20, backups: int = 5) -> logging.Handler:
+    """``logs/daemon.log``, rotated: a 72 h run never fills the disk with its own log."""
+    handler = logging.handlers.RotatingFileHandler(
+        run_dir / "logs" / "daemon.log", maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("soak", "apscheduler"):
+        lg = logging.getLogger(name)
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    return handler
+
+
+def teardown_logging(handler: logging.Handler) -> None:
+    for name in ("soak", "apscheduler"):
+        logging.getLogger(name).removeHandler(handler)
+    handler.close()
+
+
+def write_children(run_dir: Path, pgids: list[int]) -> None:
+    tmp = run_dir / "daemon.json.tmp"
+    tmp.write_text(json.dumps({"daemon_pid": os.getpid(), "workload_pgids": pgids}))
+    os.replace(tmp, run_dir / "daemon.json")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _belongs_to(pgid: int, run_dir: Path) -> bool:
+    """Only kill a group whose leader's command line names this run folder (pids get reused)."""
+    try:
+        cmd = Path(f"/proc/{pgid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return str(run_dir) in cmd
+
+
+def kill_orphans(run_dir: Path, grace_s: float = 10.0) -> list[int]:
+    """End workload groups left by a daemon that died; returns the groups signalled."""
+    path = run_dir / "daemon.json"
+    try:
+        pgids = [int(p) for p in json.loads(path.read_text()).get("workload_pgids", [])]
+    except (OSError, ValueError):
+        return []
+    killed = [g for g in pgids if _group_alive(g) and _belongs_to(g, run_dir)]
+    for g in killed:
+        log.warning("ending workload group %d left by the previous daemon", g)
+        os.killpg(g, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while killed and time.monotonic() < deadline and any(_group_alive(g) for g in killed):
+        time.sleep(0.1)
+    for g in killed:
+        if _group_alive(g):
+            os.killpg(g, signal.SIGKILL)
+    return killed

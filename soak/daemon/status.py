@@ -1,0 +1,54 @@
+"""The daemon's view of its run at one moment: read by the progress line, /metrics and
+sd_notify STATUS, built fresh by the daemon loop (so readers never see a half update)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    workload: str
+    rank: int
+    step: int
+    step_time_s: float | None
+    tokens_per_s: float | None
+    last_heartbeat_ts: float | None  # on the run's time line
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run_id: str
+    workload: str
+    verdict: str  # running | pass | fail
+    elapsed_s: float  # run time line
+    remaining_s: float
+    restarts: int
+    ranks: tuple[RankStatus, ...] = ()
+    findings: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (kind, severity) -> n
+    passing: bool | None = None  # verdict of the online analysis so far; None before one ran
+    state: str = "running"
+
+
+def _hms(seconds: float) -> str:
+    s = int(max(0, seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def progress_line(st: RunStatus) -> str:
+    """One terminal line: elapsed/remaining, steps, restarts, findings so far."""
+    steps = ", ".join(
+        f"{r.workload}{'' if len(st.ranks) == 1 else f'/{r.rank}'} step {r.step}"
+        + ("" if r.step_time_s is None else f" ({r.step_time_s * 1000:.0f} ms)")
+        for r in st.ranks[:4]
+    ) or "no steps yet"
+    if len(st.ranks) > 4:
+        steps += f", +{len(st.ranks) - 4} ranks"
+    n_find = sum(st.findings.values())
+    fails = sum(n for (_, sev), n in st.findings.items() if sev == "fail")
+    find = f"{n_find} findings" + (f" ({fails} fail)" if fails else "")
+    return (
+        f"[{st.run_id}] {_hms(st.elapsed_s)} elapsed, {_hms(st.remaining_s)} left | {steps} | "
+        f"restarts {st.restarts} | {find}"
+    )

@@ -1,0 +1,174 @@
+"""Supervising one workload's torchrun: start, detect exit/crash/hang, kill, restart.
+
+Each attempt runs in its own process group (``start_new_session``) so a kill reaches
+torchrun and every rank it spawned. Restarts wait an exponential backoff and the workload
+resumes from its last checkpoint by itself; after ``max_restarts`` the supervisor gives up.
+The supervisor never blocks: ``tick()`` is called from the daemon's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("soak.daemon")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int = 5
+    backoff_initial_s: float = 5.0
+    backoff_max_s: float = 300.0
+    hang_timeout_s: float = 600.0
+    stop_grace_s: float = 15.0
+
+    def backoff_s(self, restarts_so_far: int) -> float:
+        return min(self.backoff_initial_s * (2 ** restarts_so_far), self.backoff_max_s)
+
+
+# states
+RUNNING, WAITING, DONE, GAVE_UP, STOPPED = "running", "waiting", "done", "gave_up", "stopped"
+
+
+def kill_group(pid: int, sig: int) -> bool:
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class Supervisor:
+    """One workload. ``argv_for(attempt)`` builds the command of each attempt.
+
+    ``progress(name)`` returns the wall time of the workload's last step progress (from the
+    heartbeat follower), or None before the first one. ``emit(kind, message, detail)``
+    records an event.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv_for: Callable[[int], list[str]],
+        log_dir: Path,
+        policy: RestartPolicy,
+        progress: Callable[[str], float | None],
+        emit: Callable[[str, str, dict[str, Any]], None],
+        env: dict[str, str] | None = None,
+        restarts: int = 0,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.argv_for = argv_for
+        self.log_dir = log_dir
+        self.policy = policy
+        self.progress = progress
+        self.emit = emit
+        self.env = env
+        self.restarts = restarts  # carried over on resume
+        self.attempt = 0
+        self.state = WAITING
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_wall: float | None = None
+        self.next_start = 0.0
+        self.last_exit: int | None = None
+        self._mono = monotonic
+        self._wall = wall
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def _start(self) -> None:
+        self.attempt += 1
+        argv = self.argv_for(self.attempt)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        logfile = self.log_dir / f"{self.name}-{self.attempt}.log"
+        with open(logfile, "ab") as out:
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.env, close_fds=True,
+            )
+        self.started_wall = self._wall()
+        self.state = RUNNING
+        log.info("%s: attempt %d started, pid %d: %s", self.name, self.attempt, self.proc.pid, " ".join(argv))
+
+    def start(self) -> None:
+        self._start()
+
+    def _schedule_restart(self, why: str, detail: dict[str, Any]) -> None:
+        if self.restarts >= self.policy.max_restarts:
+            self.state = GAVE_UP
+            self.emit("stop", f"{self.name}: gave up after {self.restarts} restarts ({why})",
+                      {**detail, "restarts": self.restarts, "gave_up": True})
+            log.error("%s: gave up after %d restarts", self.name, self.restarts)
+            return
+        delay = self.policy.backoff_s(self.restarts)
+        self.next_start = self._mono() + delay
+        self.state = WAITING
+        log.warning("%s: %s; restart in %.1f s", self.name, why, delay)
+
+    def tick(self) -> str:
+        """Advance the state machine; returns the state."""
+        if self.state == RUNNING and self.proc is not None:
+            rc = self.proc.poll()
+            if rc is None:
+                last = self.progress(self.name)
+                ref = max(x for x in (last, self.started_wall) if x is not None)
+                stalled = self._wall() - ref
+                if stalled > self.policy.hang_timeout_s:
+                    self._kill()
+                    detail = {"attempt": self.attempt, "stalled_s": round(stalled, 1), "pid": self.proc.pid}
+                    self.emit("hang", f"{self.name}: no step progress for {stalled:.1f} s, killed", detail)
+                    self._schedule_restart("hung", detail)
+            elif rc == 0:
+                self.last_exit = 0
+                self.state = DONE
+                self.emit("exit", f"{self.name}: finished (exit 0)", {"attempt": self.attempt, "exit_code": 0})
+            else:
+                self.last_exit = rc
+                # the ranks may outlive torchrun: clear the whole group
+                kill_group(self.proc.pid, signal.SIGKILL)
+                how = f"signal {-rc}" if rc < 0 else f"exit {rc}"
+                detail = {"attempt": self.attempt, "exit_code": rc}
+                self.emit("crash", f"{self.name}: crashed ({how})", detail)
+                self._schedule_restart(f"crashed ({how})", detail)
+        elif self.state == WAITING and self._mono() >= self.next_start:
+            first = self.attempt == 0
+            if not first:
+                self.restarts += 1
+            self._start()
+            if not first:
+                self.emit("restart", f"{self.name}: restart {self.restarts} (attempt {self.attempt})",
+                          {"attempt": self.attempt, "restarts": self.restarts, "pid": self.pid})
+        return self.state
+
+    def _kill(self) -> None:
+        """SIGTERM the group, wait the grace time, then SIGKILL."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            kill_group(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=self.policy.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
+            log.error("%s: pid %d survived SIGKILL", self.name, self.proc.pid)
+
+    def stop(self) -> None:
+        if self.state == RUNNING:
+            self._kill()
+        if self.state not in (DONE, GAVE_UP):
+            self.state = STOPPED
