@@ -137,6 +137,12 @@ class Checkpointer:
         self.dir = run_dir / "checkpoints" / workload
         self.keep = max(1, keep)
 
+    def clean_temps(self) -> None:
+        """Remove temp files a killed writer left behind."""
+        if self.dir.is_dir():
+            for p in self.dir.glob(".step_*.pt.tmp-*"):
+                p.unlink(missing_ok=True)
+
     def steps(self) -> list[int]:
         if not self.dir.is_dir():
             return []
@@ -183,9 +189,11 @@ class Watchdog:
 
     def __init__(self, hb: Heartbeat, timeout_s: float) -> None:
         self.hb = hb
-        self.timeout_s = timeout_s
+        # later than the process group's own timeout, so that one reports first when it works
+        self.timeout_s = timeout_s * 1.25 + 5.0
         self._deadline: float | None = None
         self._what = ""
+        self.last = ""  # the collective most recently entered, named in timeout messages
         self._cv = threading.Condition()
         threading.Thread(target=self._run, name="soak-watchdog", daemon=True).start()
 
@@ -193,7 +201,7 @@ class Watchdog:
     def guard(self, op: str, step: int) -> Iterator[None]:
         with self._cv:
             self._deadline = time.monotonic() + self.timeout_s
-            self._what = f"{op} at step {step}"
+            self._what = self.last = f"{op} at step {step}"
             self._step = step
             self._cv.notify()
         try:
@@ -244,6 +252,27 @@ class Context:
             yield
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this rank when its launcher dies.
+
+    torchrun starts each rank in its own session, so killing torchrun's process group (or
+    SIGKILL of torchrun by a supervisor) would otherwise leave ranks running as orphans that
+    keep writing heartbeats and checkpoints next to the restarted ones.
+    """
+    if not sys.platform.startswith("linux") or "LOCAL_RANK" not in os.environ:
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os._exit(EXIT_CRASH)
+
+
 def _init_dist(device: Device, run_dir: Path, timeout_s: float) -> tuple[int, int, int, bool]:
     import datetime
 
@@ -279,9 +308,13 @@ def _set_rng_state(device: Device, state: dict[str, Any]) -> None:
 
 
 def main(workload: str, description: str, factory: Callable[[Context], Any],
-         default_ckpt_every: dict[str, int], argv: list[str] | None = None) -> int:
+         default_ckpt_every: dict[str, int], argv: list[str] | None = None,
+         add_args: Callable[[argparse.ArgumentParser], None] | None = None) -> int:
     """Parse arguments, run the workload loop, return the process exit status."""
+    die_with_parent()
     parser = build_parser(workload, description)
+    if add_args is not None:
+        add_args(parser)
     args = parser.parse_args(argv)
     try:
         positive(args)
@@ -312,6 +345,8 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
                   Watchdog(hb, args.comm_timeout_s), specs, distributed)
     ckpt_every = default_ckpt_every[args.size] if args.ckpt_every is None else args.ckpt_every
     ckpt = Checkpointer(run_dir, workload, args.keep)
+    if rank == 0:
+        ckpt.clean_temps()
     step = 0
     try:
         random.seed(args.seed + rank)
@@ -322,7 +357,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         if distributed:
             import torch.distributed as dist
 
-            with ctx.collective("broadcast_resume_step", 0):
+            with ctx.watchdog.guard("broadcast_resume_step", 0):
                 dist.broadcast_object_list(found, src=0)
         if found[0] > 0:
             state = ckpt.load(found[0])
@@ -360,7 +395,8 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
     except Exception as exc:
         if is_timeout(exc):
             hb.comm_timeouts += 1
-            hb.event("timeout", step, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            first = str(exc).splitlines()[0][:300] if str(exc) else ""
+            hb.event("timeout", step, f"{ctx.watchdog.last}: {type(exc).__name__}: {first}")
             hb.event("exit", step, f"exit {EXIT_TIMEOUT}: collective timeout")
             hb.close()
             os._exit(EXIT_TIMEOUT)  # skip destroy_process_group: it can block on a dead peer
@@ -381,5 +417,6 @@ def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:
 
 
 def run_cli(workload: str, description: str, factory: Callable[[Context], Any],
-            default_ckpt_every: dict[str, int]) -> None:
-    sys.exit(main(workload, description, factory, default_ckpt_every))
+            default_ckpt_every: dict[str, int],
+            add_args: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
+    sys.exit(main(workload, description, factory, default_ckpt_every, None, add_args))

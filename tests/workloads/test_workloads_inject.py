@@ -1,0 +1,130 @@
+"""Fault injection with real ranks: leak rate, stall period, crash once, hang, comm timeout, SDC."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from wl_helpers import Launcher, read_heartbeats, run_module
+
+from soak.workloads.inject import parse_inject, parse_rate
+
+
+def test_inject_specs_parse_with_units():
+    assert parse_rate("x", "50MB/min") == pytest.approx(50e6 / 60)
+    assert parse_rate("x", "1GiB/h") == pytest.approx(2**30 / 3600)
+    s = parse_inject("stall:30s,500ms")
+    assert (s.every_s, s.for_s) == (30.0, 0.5)
+    s = parse_inject("crash:8,1,always")
+    assert (s.at_step, s.rank, s.always) == (8, 1, True)
+    s = parse_inject("slow-rank:1,2.5")
+    assert (s.rank, s.factor) == (1, 2.5)
+    assert parse_inject("comm-delay:0,2min").delay_s == 120.0
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("leak:50MBmin", "is not a rate"),
+    ("stall:30s", "expected stall:EVERY,FOR"),
+    ("crash:0", "AT (a step) must be an integer >= 1"),
+    ("slow-rank:1,0.5", "FACTOR must be a number >= 1"),
+    ("explode:3", "KIND one of"),
+])
+def test_invalid_inject_spec_is_one_line_exit_2(tmp_path, spec, words):
+    res = run_module(["-m", "soak.workloads.lm", "--run-dir", str(tmp_path), "--inject", spec])
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and spec in lines[0] and words in lines[0]
+
+
+@pytest.fixture(scope="module")
+def leak_stall_run(tmp_path_factory):
+
+    lau = Launcher(tmp_path_factory.mktemp("leak") / "run")
+    lau.run_dir.mkdir()
+    try:
+        rc = lau.run("gemm", duration_s=6.0,
+                     inject=("leak:600MB/min", "stall:1.5s,0.5s"), extra=("--ckpt-every", "0"))
+        assert rc == 0, lau.log()
+        yield [r for r in read_heartbeats(lau.run_dir, "gemm") if r["event"] == "step"]
+    finally:
+        lau.close()
+
+
+@pytest.mark.slow
+def test_leak_grows_rss_at_the_configured_rate(leak_stall_run):
+    pts = [(r["ts"], r["host_rss_bytes"]) for r in leak_stall_run]
+    t0 = pts[0][0]
+    pts = [(t - t0, m) for t, m in pts if t - t0 > 1.0]  # past start-up allocations
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    mm = sum(m for _, m in pts) / n
+    slope = sum((t - mt) * (m - mm) for t, m in pts) / sum((t - mt) ** 2 for t, _ in pts)
+    assert slope == pytest.approx(10e6, rel=0.3)  # 600 MB/min = 10 MB/s
+
+
+@pytest.mark.slow
+def test_stall_makes_periodic_step_gaps(leak_stall_run):
+    ts = [r["ts"] for r in leak_stall_run]
+    assert all(r["phase"] is None for r in leak_stall_run)
+    gaps = [(a, b - a) for a, b in zip(ts, ts[1:], strict=False) if b - a > 0.4]
+    assert 3 <= len(gaps) <= 4  # 6 s at one stall every 1.5 s
+    assert all(g == pytest.approx(0.5, abs=0.25) for _, g in gaps)
+    periods = [b[0] - a[0] for a, b in zip(gaps, gaps[1:], strict=False)]
+    assert all(p == pytest.approx(1.5, rel=0.35) for p in periods)
+
+
+@pytest.mark.slow
+def test_crash_happens_once_then_resumed_run_passes_it(launcher):
+    args = {"steps": 12, "inject": ("crash:8",), "extra": ("--ckpt-every", "5")}
+    assert launcher.run("lm", **args) != 0
+    first = read_heartbeats(launcher.run_dir, "lm")
+    assert [r["step"] for r in first if r["event"] == "inject" and "exiting" in r["message"]] == [8]
+    assert launcher.run("lm", **args) == 0, launcher.log()
+    lines = read_heartbeats(launcher.run_dir, "lm")[len(first):]
+    assert [r["step"] for r in lines if r["event"] == "resume"] == [5]
+    assert not any(r["event"] == "inject" and "exiting" in (r["message"] or "") for r in lines)
+    assert lines[-1]["event"] == "exit" and lines[-1]["step"] == 12
+
+
+@pytest.mark.slow
+def test_hang_stops_stepping_but_stays_alive(launcher):
+    proc = launcher.start("lm", steps=1000, inject=("hang:6",))
+
+    def hung() -> bool:
+        return any(r["event"] == "inject" and "stops stepping" in (r["message"] or "")
+                   for r in read_heartbeats(launcher.run_dir, "lm"))
+
+    launcher.wait_for(hung)
+    time.sleep(1.0)
+    assert proc.poll() is None
+    steps = [r["step"] for r in read_heartbeats(launcher.run_dir, "lm") if r["event"] == "step"]
+    assert max(steps) <= 5  # step lines are rate-limited, so 5 itself may not be written
+    lines = read_heartbeats(launcher.run_dir, "lm")
+    assert [r["step"] for r in lines if r["event"] == "inject" and "stops" in r["message"]] == [6]
+
+
+@pytest.mark.slow
+def test_comm_delay_on_one_rank_is_caught_as_timeout(launcher):
+    rc = launcher.run("collective", steps=5, inject=("comm-delay:1,6",),
+                      extra=("--comm-timeout-s", "2"))
+    assert rc != 0
+    lines = read_heartbeats(launcher.run_dir, "collective", 0)
+    timeouts = [r for r in lines if r["event"] == "timeout"]
+    assert len(timeouts) == 1 and timeouts[0]["comm_timeouts"] == 1
+    assert "all_reduce at step 1" in timeouts[0]["message"]
+    assert "timed out" in timeouts[0]["message"].lower()
+    assert lines[-1]["event"] == "exit" and lines[-1]["message"].startswith("exit 3")
+    assert "exitcode  : 3" in launcher.log()
+
+
+@pytest.mark.slow
+def test_sdc_check_reports_a_corrupted_result(launcher):
+    rc = launcher.run("gemm", steps=12, inject=("corrupt:7",), extra=("--sdc-every", "5"))
+    assert rc == 0, launcher.log()
+    for rank in (0, 1):
+        lines = read_heartbeats(launcher.run_dir, "gemm", rank)
+        bad = [r for r in lines if r["event"] == "sdc_mismatch"]
+        assert [r["step"] for r in bad] == [7]
+        assert "vs CPU reference" in bad[0]["message"] and "[0, 0]" in bad[0]["message"]
+        assert "vs first device result" in bad[0]["message"]
+        assert lines[-1]["sdc_mismatches"] == 1
