@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -95,16 +94,16 @@ def build_pdf(
     data: ReportData | None = None,
 ) -> BuiltReport:
     """Export the raw data, render, attach, sign; the file appears atomically at ``out``."""
+    from soak.report.export import export_run
     from soak.report.loader import load_report_data
 
+    # One read of the raw data serves the attachment, its digest, the analysis and the charts.
+    export = export_run(store, run_id)
     if data is None:
-        data = load_report_data(store, run_id)
+        data = load_report_data(store, run_id, arrays=export.arrays)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="soak-report-") as tmp:
-        csv_path = Path(tmp) / RAW_NAME
-        rows = store.export_csv(run_id, csv_path)
-        raw_bytes = csv_path.read_bytes()
+    raw_bytes, rows = export.csv, export.rows
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
     pdf, slot = render_pdf(

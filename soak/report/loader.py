@@ -144,6 +144,56 @@ def device_series(store, run_id: str, bucket_s: float | None, device: str | None
     return out
 
 
+def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[str, Any]]:
+    """``chip_stats`` from in-memory arrays (the PDF already holds them for the export)."""
+    import numpy as np
+
+    from soak.store import HOST_DEVICE
+
+    out: dict[str, dict[str, Any]] = {}
+    devs = sorted({d for d, m in arrays if m in _SERIES_COLUMNS and d != HOST_DEVICE})
+
+    def agg(dev: str, metric: str, fn) -> float | None:  # noqa: ANN001
+        a = arrays.get((dev, metric))
+        return None if a is None or len(a[1]) == 0 else float(fn(a[1]))
+
+    for dev in devs:
+        n = max((len(arrays[(dev, m)][0]) for m in _SERIES_COLUMNS if (dev, m) in arrays), default=0)
+        out[dev] = {
+            "samples": float(n),
+            "util_mean_pct": agg(dev, "util_pct", np.mean),
+            "util_min_pct": agg(dev, "util_pct", np.min),
+            "temp_max_c": agg(dev, "temp_c", np.max),
+            "power_mean_w": agg(dev, "power_w", np.mean),
+            "power_max_w": agg(dev, "power_w", np.max),
+            "hbm_peak_bytes": agg(dev, "hbm_used_bytes", np.max),
+            "hbm_total_bytes": agg(dev, "hbm_total_bytes", np.max),
+        }
+    return out
+
+
+def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | None) -> list[Series]:
+    """Bucket means of the chart metrics (and per-rank step time), like the SQL path."""
+    import numpy as np
+
+    from soak.store import HOST_DEVICE
+
+    out: list[Series] = []
+    for (dev, metric), (t, v) in sorted(arrays.items()):
+        if dev == HOST_DEVICE or metric not in (*_SERIES_COLUMNS, "step_time_s") or len(t) == 0:
+            continue
+        t = np.asarray(t, dtype=np.float64)
+        v = np.asarray(v, dtype=np.float64)
+        if bucket_s:
+            b = np.floor(t / bucket_s) * bucket_s
+            keys, inv = np.unique(b, return_inverse=True)
+            sums = np.bincount(inv, weights=v)
+            counts = np.bincount(inv)
+            t, v = keys, sums / counts
+        out.append(Series(dev, metric, tuple(t.tolist()), tuple(v.tolist())))
+    return out
+
+
 def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
     """The analysis the daemon saved in the run folder, if any."""
     if not run_dir:
@@ -158,7 +208,7 @@ def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
     return None
 
 
-def run_analysis(store, run) -> dict[str, Any] | None:  # noqa: ANN001
+def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
     """Analyse the stored trace with the run's profile, as ``soak analyze RUN_ID`` does.
 
     Event windows (checkpoints, restarts, gaps) become expected phases, so a declared
@@ -171,7 +221,10 @@ def run_analysis(store, run) -> dict[str, Any] | None:  # noqa: ANN001
     plan = run.plan or {}
     prof = plan.get("profile") if isinstance(plan, Mapping) else None
     profile = Profile.from_dict(dict(prof)) if isinstance(prof, Mapping) else Profile.default()
-    trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
+    if arrays is not None:
+        trace = Trace.from_arrays(dict(arrays), source=f"run {run.id}")
+    else:
+        trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
     windows: dict[str, list[tuple[float, float]]] = {}
     for ev in store.load_events(run.id):
         if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
@@ -247,6 +300,7 @@ def load_report_data(
     analyze: bool = True,
     max_points: int = MAX_POINTS,
     with_series: bool = True,
+    arrays: Mapping[tuple[str, str], Any] | None = None,
 ) -> ReportData:
     """Everything the report shows about ``run_id``. Raises ``InputError`` for an unknown run."""
     from soak.errors import InputError
@@ -272,7 +326,7 @@ def load_report_data(
     if analysis is None:
         analysis = read_analysis(rec.run_dir)
     if analysis is None and analyze and not running:
-        analysis = run_analysis(store, rec)
+        analysis = run_analysis(store, rec, arrays)
 
     # One source for findings and verdict, so the report never mixes two analyses: the
     # analysis when there is one, else what the daemon stored (a live run's online findings).
@@ -284,7 +338,7 @@ def load_report_data(
             for f in store.load_findings(run_id)
         )
 
-    stats = chip_stats(store, run_id)
+    stats = stats_from_arrays(arrays) if arrays is not None else chip_stats(store, run_id)
     info = _device_info(rec.manifest)
     per_dev = defaultdict(int)
     for f in findings:
@@ -312,7 +366,10 @@ def load_report_data(
     if with_series:
         end = run.ended_at if run.ended_at is not None else last_ts
         bucket = auto_bucket_s(run.started_at, end, max_points)
-        series = tuple(device_series(store, run_id, bucket)) + tuple(step_series(store, run_id, bucket))
+        if arrays is not None:
+            series = tuple(series_from_arrays(arrays, bucket))
+        else:
+            series = tuple(device_series(store, run_id, bucket)) + tuple(step_series(store, run_id, bucket))
 
     events = tuple(
         EventView(
