@@ -268,10 +268,43 @@ def lint(directory: Path, known: Iterable[str] = KNOWN_METRICS) -> list[str]:
 
 @dataclass(frozen=True)
 class QueryResult:
+    """What a live Prometheus said about one query.
+
+    ``series`` counts what the probe expression (variables substituted, comparisons made
+    ``bool``) returned; -1 when Prometheus rejected it (``error``). ``empty_selectors`` are the
+    vector selectors of the query (metric plus label matchers) that match no series on their
+    own. A query that looks back further than a fresh Prometheus holds (``offset``, a
+    subquery) may return nothing as a whole; its selectors must still match.
+    """
+
     where: str
-    expr: str  # as sent (variables substituted, comparisons made bool)
-    series: int  # number of series returned; -1 when Prometheus rejected the query
+    expr: str
+    series: int
     error: str | None = None
+    empty_selectors: tuple[str, ...] = ()
+    needs_history: bool = False
+
+    @property
+    def ok(self) -> bool:
+        if self.series < 0 or self.empty_selectors:
+            return False
+        return self.series > 0 or self.needs_history
+
+
+_SELECTOR = re.compile(r"(?<![\w:.$\"])([a-zA-Z_:][\w:]*)(?![\w:])\s*(\{[^}]*\})?(?!\s*\()")
+_HISTORY = re.compile(r"\boffset\b|\[[^\]]*:[^\]]*\]")
+
+
+def selectors(expr: str) -> list[str]:
+    """The vector selectors of ``expr`` as text, e.g. ``soak_device_up{instance=~".*"}``."""
+    names = metric_names(expr)
+    seen: list[str] = []
+    for m in _SELECTOR.finditer(expr):
+        if m.group(1) in names:
+            text = m.group(1) + (m.group(2) or "")
+            if text not in seen:
+                seen.append(text)
+    return seen
 
 
 def all_queries(directory: Path) -> list[Query]:
@@ -300,18 +333,26 @@ def prometheus_query(base_url: str, expr: str, timeout_s: float = 10.0) -> dict[
         raise InputError(f"--prometheus-url {base_url}: cannot query ({exc})") from None
 
 
+def _count(answer: Mapping[str, Any]) -> int:
+    if answer.get("status") != "success":
+        return -1
+    result = answer["data"]["result"]
+    return len(result) if isinstance(result, list) else 1
+
+
 def verify(directory: Path, prometheus_url: str,
            variables: Mapping[str, str] | None = None) -> list[QueryResult]:
     """Run every panel, variable and alert query against Prometheus and count the series."""
     results = []
     for q in all_queries(directory):
-        expr = probe_expr(substitute(q.expr, variables))
+        plain = substitute(q.expr, variables)
+        expr = probe_expr(plain)
         answer = prometheus_query(prometheus_url, expr)
-        if answer.get("status") != "success":
-            results.append(QueryResult(q.where, expr, -1, str(answer.get("error"))))
-            continue
-        result = answer["data"]["result"]
-        results.append(QueryResult(q.where, expr, len(result) if isinstance(result, list) else 1))
+        n = _count(answer)
+        empty = tuple(sel for sel in selectors(plain)
+                      if _count(prometheus_query(prometheus_url, sel)) <= 0)
+        results.append(QueryResult(q.where, expr, n, None if n >= 0 else str(answer.get("error")),
+                                   empty, bool(_HISTORY.search(plain))))
     return results
 
 

@@ -112,16 +112,21 @@ def _verify(args: argparse.Namespace) -> int:
 
     directory = d.resolve_dir(args.dir)
     results = d.verify(directory, args.prometheus_url)
-    bad = [r for r in results if r.series <= 0]
+    bad = [r for r in results if not r.ok]
     if args.format == "json":
+        rows = [dict(r.__dict__, ok=r.ok) for r in results]
         print_json({"prometheus_url": args.prometheus_url, "queries": len(results),
-                    "failed": [r.__dict__ for r in bad],
-                    "results": [r.__dict__ for r in results]})
+                    "failed": [row for row in rows if not row["ok"]], "results": rows})
     else:
         for r in results:
-            mark = "ok  " if r.series > 0 else "FAIL"
-            detail = f"{r.series} series" if r.series >= 0 else f"error: {r.error}"
-            print(f"{mark} {r.where}: {detail}")
-        print(f"{len(results) - len(bad)} of {len(results)} queries returned series",
-              file=sys.stderr)
+            if r.series < 0:
+                detail = f"error: {r.error}"
+            else:
+                detail = f"{r.series} series"
+                if r.empty_selectors:
+                    detail += "; no series for " + ", ".join(r.empty_selectors)
+                elif r.series == 0 and r.needs_history:
+                    detail += " (looks back further than the data held; selectors match)"
+            print(f"{'ok  ' if r.ok else 'FAIL'} {r.where}: {detail}")
+        print(f"{len(results) - len(bad)} of {len(results)} queries passed", file=sys.stderr)
     return 1 if bad else 0

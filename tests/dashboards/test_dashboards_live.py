@@ -1,0 +1,215 @@
+"""Every dashboard panel and alert rule, run through a real Prometheus scraping real soak.
+
+Debian's `prometheus` starts on loopback (temporary config and storage, free ports, 1 s scrape
+and rule interval) and scrapes two soak processes:
+
+- job `soak`: `soak exporter --backend sim` (a simulated 910B node),
+- job `soak-run`: `soak run --backend sim` with the lm workload on CPU, an accelerated time line
+  and a thermal scenario, so that it has ranks, steps and a finding to serve.
+
+Then `soak.dashboards.verify` runs every panel, variable and alert expression (template
+variables set to match everything, comparisons turned into `bool` comparisons so a healthy
+alert still returns its series) and each of their vector selectors alone. Every query must
+return series, except those that look back further than a fresh Prometheus holds (`offset`,
+subqueries): for those the selectors must match. Every metric name a query reads must be one
+that the scraped processes actually expose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from soak import dashboards as d
+
+DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+PROMETHEUS = shutil.which("prometheus")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(PROMETHEUS is None,
+                       reason="prometheus not installed (Debian package 'prometheus'; CI installs it)"),
+]
+
+PLAN = """\
+[jobs]
+analysis_every = "3s"
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout_s: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (loopback)
+        return resp.read().decode()
+
+
+def _wait(what: str, check: Callable[[], bool], limit_s: float, logs: list[Path]) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in logs)
+    pytest.fail(f"timed out after {limit_s:.0f} s waiting for {what}\n{tails}")
+
+
+def _count(prom: str, expr: str) -> int:
+    return max(0, d._count(d.prometheus_query(prom, expr)))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("live")
+    p_exp, p_run, p_prom = _free_port(), _free_port(), _free_port()
+    (tmp / "plan.toml").write_text(PLAN)
+    (tmp / "prometheus.yml").write_text(f"""\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {DASHBOARDS / 'alerts.yaml'}
+scrape_configs:
+  - job_name: soak
+    static_configs: [{{targets: ["127.0.0.1:{p_exp}"]}}]
+  - job_name: soak-run
+    static_configs: [{{targets: ["127.0.0.1:{p_run}"]}}]
+""")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    soak = [sys.executable, "-m", "soak"]
+    commands = {
+        "exporter": soak + ["exporter", "--backend", "sim", "--listen", f"127.0.0.1:{p_exp}",
+                            "--interval", "1", "--sim-chips", "4", "--detail-interval", "5"],
+        "run": soak + ["run", str(tmp / "plan.toml"), "--backend", "sim", "--duration", "10h",
+                       "--time-scale", "60", "--workload", "lm", "--size", "tiny", "--nproc", "1",
+                       "--interval", "1s", "--listen", f"127.0.0.1:{p_run}", "--no-preflight",
+                       "--data-dir", str(tmp / "runs"), "--sim-chips", "2", "--sim-scenario",
+                       "thermal:start_h=0,duration_h=0.3,peak_c=99,chips=0"],
+        "prometheus": [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
+                       f"--storage.tsdb.path={tmp / 'tsdb'}",
+                       f"--web.listen-address=127.0.0.1:{p_prom}", "--log.level=warn"],
+    }
+    procs: list[subprocess.Popen] = []
+    logs: list[Path] = []
+    try:
+        for name, cmd in commands.items():
+            log = tmp / f"{name}.log"
+            logs.append(log)
+            procs.append(subprocess.Popen(cmd, cwd=tmp, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        prom = f"http://127.0.0.1:{p_prom}"
+        _wait("Prometheus ready", lambda: "Ready" in _get(prom + "/-/ready"), 40, logs)
+        _wait("both soak targets scraped",
+              lambda: _count(prom, 'up{job=~"soak.*"} == 1') == 2, 40, logs)
+        # The run needs its workload stepping (torch start-up) and its first finding.
+        _wait("run metrics with steps and a finding",
+              lambda: _count(prom, "soak_run_step") > 0 and _count(prom, "soak_run_findings") > 0,
+              40, logs)
+        time.sleep(3)  # a few more scrapes, so every range function has two points
+        yield {"prom": prom, "exporter": f"http://127.0.0.1:{p_exp}/metrics",
+               "run": f"http://127.0.0.1:{p_run}/metrics"}
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+
+
+def _exposed_names(text: str) -> set[str]:
+    names = set()
+    for line in text.splitlines():
+        m = re.match(r"# TYPE (\S+) (\S+)", line)
+        if m:
+            names.add(m.group(1))
+            if m.group(2) == "counter":
+                names.add(m.group(1) + "_total")
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
+
+
+def test_every_panel_and_alert_query_returns_series(stack):
+    results = d.verify(DASHBOARDS, stack["prom"])
+    assert len(results) >= 60
+    bad = [r for r in results if not r.ok]
+    assert not bad, "\n".join(
+        f"{r.where}: series={r.series} error={r.error} empty={list(r.empty_selectors)}\n  {r.expr}"
+        for r in bad)
+    # the only queries allowed to be empty as a whole are the ones that need history
+    empty = sorted(r.where for r in results if r.series == 0)
+    assert empty == ["alert SoakHBMCreep"]
+
+
+def test_every_metric_named_is_exposed_by_soak(stack):
+    exposed = _exposed_names(_get(stack["exporter"])) | _exposed_names(_get(stack["run"]))
+    named = set()
+    for q in d.all_queries(DASHBOARDS):
+        named |= d.metric_names(q.expr)
+    assert "soak_run_findings" in named and "soak_device_healthy" in named
+    assert named - exposed == {"up"}  # `up` is added by Prometheus itself
+
+
+def test_prometheus_evaluates_every_alert_rule_without_error(stack):
+    deadline = time.monotonic() + 20
+    while True:
+        rules = json.loads(_get(stack["prom"] + "/api/v1/rules?type=alert"))["data"]["groups"]
+        flat = [r for g in rules for r in g["rules"]]
+        if all(r.get("lastEvaluation", "").startswith("2") and
+               not r["lastEvaluation"].startswith("0001") for r in flat) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(flat) == 15
+    assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
+            if r["health"] != "ok"] == []
+
+
+def test_verify_command_passes(stack, capsys):
+    from soak.cli import main
+
+    assert main(["dashboards", "verify", "--prometheus-url", stack["prom"], "--format",
+                 "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] == [] and out["queries"] >= 60
+
+
+def test_verify_catches_a_wrong_matcher_and_a_wrong_name(stack, tmp_path):
+    for name in d.DASHBOARD_FILES + (d.ALERTS_FILE,):
+        shutil.copy(DASHBOARDS / name, tmp_path / name)
+    board = json.loads((tmp_path / "chip-detail.json").read_text())
+    memory = next(p for p in board["panels"] if p["title"] == "Memory")
+    memory["targets"][0]["expr"] = memory["targets"][0]["expr"].replace('kind="hbm"', 'kind="HBM"')
+    (tmp_path / "chip-detail.json").write_text(json.dumps(board))
+    rules = (tmp_path / "alerts.yaml").read_text().replace(
+        "expr: soak_device_healthy == 0", "expr: soak_device_health == 0")
+    (tmp_path / "alerts.yaml").write_text(rules)
+    bad = {r.where: r for r in d.verify(tmp_path, stack["prom"]) if not r.ok}
+    assert sorted(bad) == ["alert SoakChipUnhealthy", "soak-chip-detail / Memory / A"]
+    assert bad["alert SoakChipUnhealthy"].empty_selectors == ("soak_device_health",)
+    assert bad["soak-chip-detail / Memory / A"].series == 0
