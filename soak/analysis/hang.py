@@ -3,8 +3,8 @@
 Two signatures, because a hung collective can look idle or busy:
 
 * **idle hang**: ``util_pct`` below the dropout level for ``threshold_s`` or more while
-  HBM is still held (above ``hbm_held_frac`` of its busy median). Idle with memory given
-  back is a restart or the end of the job, not a hang.
+  HBM is still held (above ``hbm_held_frac`` of its median). Idle with memory given back is
+  a restart or the end of the job, not a hang; idle with no HBM series is not judged.
 * **busy hang**: the rank's progress signal stops: no ``step_time_s`` heartbeat (or a flat
   ``step`` counter) for ``threshold_s`` while telemetry keeps arriving. A gap in *all* data
   is a collection gap, not evidence of a hang. Utilization may read 100 % meanwhile
@@ -29,11 +29,14 @@ DETECTOR_VERSION = "hang/1.0"
 _ALIVE_BIN_S = 10.0
 
 
-def _alive_bins(trace: Trace, exclude: tuple[str, ...]) -> np.ndarray:
-    """Sorted 10 s bins in which any telemetry (other than ``exclude`` metrics) arrived."""
+def _alive_bins(trace: Trace, exclude: tuple[str, ...], device: str | None = None) -> np.ndarray:
+    """Sorted 10 s bins in which telemetry (other than ``exclude`` metrics) arrived.
+
+    With ``device``, only that device's own series count.
+    """
     parts = []
     for s in trace.series():
-        if s.metric in exclude:
+        if s.metric in exclude or (device is not None and s.device != device):
             continue
         b = np.floor(s.t / _ALIVE_BIN_S).astype(np.int64)
         parts.append(b[np.concatenate(([True], np.diff(b) != 0))])
@@ -65,26 +68,30 @@ def detect(
             continue
         names = _explain(eps, profile.phases)
         hbm = trace.get(s.device, "hbm_used_bytes")
-        busy_level = None
-        if hbm is not None and hbm.v.size:
-            busy_level = float(np.median(hbm.v))
+        if hbm is None or not hbm.v.size:
+            continue  # idle without memory evidence may be a finished or absent job
+        busy_level = float(np.median(hbm.v))
         for (a, b), name in zip(eps, names, strict=True):
             if name is not None:
                 continue
-            if hbm is not None and busy_level:
-                i0, i1 = np.searchsorted(hbm.t, [a, b])
-                inside = hbm.v[i0:i1]
-                if inside.size and float(np.median(inside)) < p.hbm_held_frac * busy_level:
-                    continue  # memory released: restart or job end, not a hang
+            i0, i1 = np.searchsorted(hbm.t, [a, b])
+            inside = hbm.v[i0:i1]
+            if not inside.size or float(np.median(inside)) < p.hbm_held_frac * busy_level:
+                continue  # memory released: restart or job end, not a hang
             ongoing = b >= s.end - 1e-6 and now - a >= p.threshold_s
             end = max(b, now) if ongoing else b
             found.setdefault(s.device, []).append((a, end, "idle", ongoing))
 
     progress = [m for m in ("step_time_s", "step") if any(True for _ in trace.series(m))]
     if progress:
-        alive = _alive_bins(trace, exclude=("step_time_s", "step"))
+        exclude = ("step_time_s", "step")
+        alive_all = _alive_bins(trace, exclude)
         for metric in progress:
             for s in trace.series(metric):
+                # A rank's heartbeats are judged against its own chip's telemetry when the
+                # trace names them alike: a reader gap on that chip is then not a hang.
+                own = any(m not in exclude for m in trace.metrics if trace.get(s.device, m))
+                alive = _alive_bins(trace, exclude, s.device) if own else alive_all
                 t = s.t
                 if metric == "step":
                     moved = np.concatenate(([True], np.diff(s.v) > 0))

@@ -124,17 +124,16 @@ def analyse_series(
     span = run_end - regime_start
     burn = max(p.burn_in_h * 3600.0, p.burn_in_frac * span)
     onset = None
-    # Onset search runs after the short warm-up only, so a leak that starts inside the
-    # long burn-in is still located.
-    warm = te >= regime_start + p.burn_in_h * 3600.0
-    hinge = _hinge(te[warm] / 3600.0, ye[warm], p.min_fit_points) if warm.sum() else None
     fit_from = regime_start + burn
+    # Onset: a hinge fit inside the fit window; a leak that began after the burn-in is
+    # then fitted from its onset only (the last regime).
+    win = te >= fit_from
+    hinge = _hinge(te[win] / 3600.0, ye[win], p.min_fit_points) if win.sum() else None
     if hinge is not None:
         i, sse_h, sse_l = hinge
         if sse_l > 0 and sse_h < (1 - p.onset_min_gain) * sse_l:
-            onset = float(te[warm][i])
-            # A change point only ever narrows the fit to the last regime.
-            fit_from = max(fit_from, onset)
+            onset = float(te[win][i])
+            fit_from = onset
     sel = te >= fit_from
     if sel.sum() < p.min_fit_points:
         return None

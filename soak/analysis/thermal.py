@@ -4,8 +4,9 @@
   episode ends only when the temperature falls below threshold - ``hysteresis_c``, so a
   reading hovering at the line is one episode, not many. Reported with duration and peak.
 * **Drift**: Theil-Sen on hourly medians (deg C/h, 90 % CI); a finding (``warn``) needs the
-  CI's lower end above ``drift_min_c_per_h`` and a positive slope in all four quarters, so a
-  daily ambient cycle is not a drift. Needs ``drift_min_hours`` of data.
+  CI's lower end above ``drift_min_c_per_h`` and a positive slope in all four quarters.
+  From 48 h of data on, a 24 h moving average first removes the daily ambient cycle (on
+  shorter runs that cycle limits drift detection). Needs ``drift_min_hours`` of data.
 * **Throttle**: when a ``throttle_reasons`` metric (NVML clock-event bitmask) is present, any
   of ``throttle_mask`` (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, power brake
   0x80) set for ``throttle_min_s`` is a failing episode. Hardware facts come first.
@@ -85,6 +86,12 @@ def _drift(s: Series, profile: Profile) -> list[Finding]:
     th, yh, _ = block_reduce(s.t, s.v, 3600.0, "median")
     if th.size < p.drift_min_hours:
         return []
+    if th.size >= 48:
+        # A 24 h moving average of hourly medians removes the daily ambient cycle, which
+        # would otherwise pass for drift within each quarter.
+        k = 24
+        yh = np.convolve(yh, np.ones(k) / k, mode="valid")
+        th = th[k // 2 : k // 2 + yh.size]
     slope = theil_sen(th, yh, 0.90)
     if slope is None or slope.low <= p.drift_min_c_per_h:
         return []

@@ -6,7 +6,8 @@ detector. Episodes that match a declared phase (a periodic checkpoint/eval, or a
 window from the run's events) are *explained*: reported with severity ``info``.
 
 The rest are tested for periodicity on the intervals between episode starts: period P is
-their median, robust CV = 1.4826 MAD / P; periodic when there are at least ``min_events``
+their median, robust CV = 1.4826 MAD / P (intervals near 2P or 3P, where an event hid inside
+another idle episode, are folded back onto P); periodic when there are at least ``min_events``
 episodes, CV < ``max_cv`` and at least ``min_share`` of intervals lie within
 ``share_tol`` x P. A finding is raised when the drops are periodic or when they idle the
 chip for more than ``max_idle_fraction`` of the time: a few random dips a day are normal.
@@ -45,6 +46,10 @@ def periodicity(starts: np.ndarray, min_events: int, max_cv: float, tol: float, 
     p = float(np.median(iv))
     if p <= 0:
         return Periodicity(None, None, None, None)
+    # An event hidden inside another idle episode (e.g. a checkpoint) leaves an interval of
+    # 2P or 3P: fold such intervals back onto P before judging the spread.
+    k = np.clip(np.round(iv / p), 1, 3)
+    iv = np.where(iv / p < 3.5, iv / k, iv)
     cv = float(1.4826 * np.median(np.abs(iv - p)) / p)
     near = np.abs(iv - p) <= tol * p
     share = float(near.mean())
@@ -82,12 +87,19 @@ def _explain(eps: list[tuple[float, float]], phases: tuple[Phase, ...]) -> list[
         bin_w = max(dur, 0.02 * every, 30.0)
         phase_pos = np.mod(starts[short], every)
         nb = max(1, int(np.ceil(every / bin_w)))
-        hist = np.bincount((phase_pos // bin_w).astype(int) % nb, minlength=nb)
-        best = int(np.argmax(hist + np.roll(hist, 1)))  # tolerate a bin edge split
-        centre = (best * bin_w) % every
-        tol = max(dur, 0.05 * every)
+        # Episodes whose length is close to the declared one weigh more, so a foreign
+        # periodic stall with a commensurate period does not capture the phase.
+        w = 1.0 / (1.0 + np.abs(durs[short] - dur) / dur)
+        hist = np.bincount((phase_pos // bin_w).astype(int) % nb, weights=w, minlength=nb)
+        best = int(np.argmax(hist + 0.5 * (np.roll(hist, 1) + np.roll(hist, -1))))
+        # Refine: median position of the episodes near the best bin (circular distance).
+        rough = (best + 0.5) * bin_w
+        near = np.abs((phase_pos - rough + every / 2) % every - every / 2) <= bin_w
+        offs = (phase_pos[near] - rough + every / 2) % every - every / 2
+        centre = (rough + float(np.median(offs))) % every
+        tol = max(30.0, 0.5 * dur)
         dist = np.abs((np.mod(starts - centre, every) + every / 2) % every - every / 2)
-        for i in np.flatnonzero(short & (dist <= tol + bin_w)):
+        for i in np.flatnonzero(short & (dist <= tol)):
             if out[i] is None:
                 out[i] = ph.name
     return out
