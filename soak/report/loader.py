@@ -390,6 +390,10 @@ def load_report_data(
     detectors = tuple(
         DetectorInfo(name, str(ver), _thresholds_for(name, thresholds)) for name, ver in sorted(versions.items())
     )
+    if isinstance(thresholds, Mapping) and thresholds:
+        # The profile's own keys (required runtime, severity caps, phases) close the table.
+        top = {k: v for k, v in thresholds.items() if k not in _DETECTOR_SECTIONS.values()}
+        detectors += (DetectorInfo("profile", (analysis or {}).get("profile"), top),)
     manifest: dict[str, Any] = {}
     if rec.manifest:
         manifest["environment"] = rec.manifest

@@ -204,7 +204,12 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str
         if isinstance(value, Mapping):
             rows.extend(flatten(value, name + "."))
         elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
-            rows.append((name, ", ".join(fmt(v) for v in value) or "N/A"))
+            if value and all(isinstance(v, Mapping) for v in value):
+                # A list of records (e.g. the device list): one readable row per record.
+                for i, item in enumerate(value):
+                    rows.append((f"{name}[{i}]", ", ".join(f"{k}={fmt(v)}" for k, v in item.items())))
+            else:
+                rows.append((name, ", ".join(fmt(v) for v in value) or "N/A"))
         else:
             rows.append((name, fmt(value)))
     return rows

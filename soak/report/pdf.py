@@ -213,6 +213,10 @@ def render_pdf(
         for c in data.chips
     ]
     hdr = ["device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak", "step_median", "findings"]
+    if all(c.step_time_median_s is None for c in data.chips):
+        # Step time is per rank, not per chip, unless the run mapped ranks to chips.
+        hdr.remove("step_median")
+        chip_rows = [r[:8] + r[9:] for r in chip_rows]
     story.append(_table(st, [t(h, lang) for h in hdr], chip_rows, None))
 
     # -- charts ----------------------------------------------------------------------------
@@ -269,7 +273,7 @@ def render_pdf(
     story.append(st.p(t("detectors", lang), st.h2))
     det_rows = [[d.name, d.version, json.dumps(dict(d.thresholds), ensure_ascii=False, sort_keys=True, default=str)] for d in data.detectors]
     if det_rows:
-        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows, [40 * mm, 20 * mm, page_w - 60 * mm]))
+        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows, [36 * mm, 36 * mm, page_w - 72 * mm]))
     else:
         story.append(st.p("N/A"))
 

@@ -162,7 +162,10 @@ def _check_signature(sig, trust_roots: list, want_trust: bool, res: VerifyResult
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
-    vc = ValidationContext(trust_roots=trust_roots, allow_fetching=False) if trust_roots else None
+    # Without --cert, trust is not judged: anchor the chain on the signer's own certificate so
+    # validation never consults (or depends on) the operating system's trust store.
+    roots = trust_roots or [c for c in [getattr(sig, "signer_cert", None)] if c is not None]
+    vc = ValidationContext(trust_roots=roots, allow_fetching=False) if roots else None
     # pyHanko logs an untrusted chain as an error; the result carries it, so keep stderr clean.
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)

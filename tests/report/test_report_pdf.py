@@ -1,0 +1,182 @@
+"""The PDF: built from a recorded run, rendered by poppler, read back as text (en and zh)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from soak.analysis import DETECTOR_VERSIONS
+from soak.cli import main
+from soak.report import fonts
+from soak.report.build import build_pdf
+from soak.report.model import Customer
+from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
+from soak.store import Store
+
+poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+
+
+def pdftotext(path) -> str:  # noqa: ANN001
+    return subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def built(recorded, keys, tmp_path_factory):
+    out = tmp_path_factory.mktemp("pdf")
+    with Store.open(recorded["db"], create=False) as store:
+        en = build_pdf(
+            store,
+            recorded["run_id"],
+            out / "en.pdf",
+            lang="en",
+            customer=Customer("ACME Compute", "Shanghai DC2", "cl-910b-07", "node-a01"),
+            keys=keys,
+        )
+        zh = build_pdf(
+            store,
+            recorded["run_id"],
+            out / "zh.pdf",
+            lang="zh",
+            customer=Customer("华东智算中心", "上海二号机房", "cl-910b-07", "node-a01"),
+            keys=keys,
+        )
+    return {"en": en, "zh": zh, "dir": out}
+
+
+@poppler
+def test_english_pdf_has_every_section_and_the_fail_verdict(built, recorded):
+    text = pdftotext(built["en"].path)
+    for needle in (
+        "Soak test acceptance report",
+        "ACME Compute",
+        "Shanghai DC2",
+        "cl-910b-07",
+        "Verdict: FAIL",
+        "Acceptance criteria",
+        "Per-chip summary",
+        "Per-chip timelines",
+        "Findings",
+        "Event timeline",
+        "Environment manifest",
+        "Clean-run statement",
+        "Detector versions and thresholds",
+        "24.1.rc2",  # driver version from the manifest
+        "032100000003",  # serial of the leaking chip
+        "injected crash",  # the crash event
+    ):
+        assert needle in text, needle
+    # The planted HBM leak on npu1-1 is found by the real analysis and named on the cover.
+    assert recorded["shape"].creep_device == "npu1-1"
+    assert "memory_creep" in text and "npu1-1" in text
+    assert DETECTOR_VERSIONS["memory_creep"] in text
+    assert "None" not in text
+
+
+@poppler
+def test_pdf_digest_is_the_sha256_of_the_store_export(built, recorded, tmp_path):
+    with Store.open(recorded["db"], create=False) as store:
+        n = store.export_csv(recorded["run_id"], tmp_path / "raw.csv")
+    digest = hashlib.sha256((tmp_path / "raw.csv").read_bytes()).hexdigest()
+    assert built["en"].data_sha256 == digest
+    assert built["en"].data_rows == n
+    assert digest in pdftotext(built["en"].path).replace(" ", "").replace("\n", "")
+
+
+def test_pdf_attaches_raw_csv_and_findings_json(built):
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    reader = PdfFileReader(io.BytesIO(built["en"].path.read_bytes()))
+    atts = read_attachments(reader)
+    assert set(atts) == {RAW_NAME, FINDINGS_NAME}
+    assert atts[RAW_NAME].startswith(b"timestamp,device,metric,value\r\n")
+    assert hashlib.sha256(atts[RAW_NAME]).hexdigest() == built["en"].data_sha256
+    doc = json.loads(atts[FINDINGS_NAME])
+    assert doc["verdict"] == "fail"
+    assert doc["raw_data_sha256"] == built["en"].data_sha256
+    kinds = {(f["kind"], f["device"], f["severity"]) for f in doc["findings"]}
+    assert ("memory_creep", "npu1-1", "fail") in kinds
+    assert any(e["kind"] == "restart" for e in doc["events"])
+
+
+@poppler
+def test_chinese_pdf_renders_cjk_with_an_embedded_font(built):
+    text = pdftotext(built["zh"].path)
+    for needle in ("稳定性拷机验收报告", "结论", "未通过", "华东智算中心", "上海二号机房", "逐芯片汇总", "验收标准", "环境清单"):
+        assert needle in text, needle
+    fonts_out = subprocess.run(["pdffonts", str(built["zh"].path)], capture_output=True, text=True, check=True).stdout
+    cjk = [ln for ln in fonts_out.splitlines() if "SoakCJK" in ln or "WenQuanYi" in ln or "Micro" in ln]
+    assert cjk and all(" yes " in ln for ln in cjk), fonts_out
+
+
+@poppler
+def test_pages_render_with_pdftoppm(built, tmp_path):
+    subprocess.run(["pdftoppm", "-r", "40", "-png", str(built["zh"].path), str(tmp_path / "p")], check=True)
+    pages = sorted(tmp_path.glob("p-*.png"))
+    assert len(pages) >= 4
+    assert all(p.stat().st_size > 5_000 for p in pages)
+
+
+@poppler
+def test_missing_values_print_na(tmp_path):
+    """A chip whose temperature the tool never gave, and no manifest: N/A, never 0 or None."""
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        store.create_run("r-na", host="h1", plan={}, started_ts=1_790_000_000.0)
+        store.add_sample_rows(
+            [
+                {"run_id": "r-na", "ts": 1_790_000_000.0 + 10 * i, "device": "npu0-0", "up": True,
+                 "util_pct": 90.0, "temp_c": None, "power_w": None, "hbm_used_bytes": None}
+                for i in range(30)
+            ]
+        )
+        store.finish_run("r-na", status="finished", ended_ts=1_790_000_300.0, verdict="pass")
+        built = build_pdf(store, "r-na", tmp_path / "na.pdf", keys=None)
+    text = pdftotext(built.path)
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("npu0-0"))
+    assert row.count("N/A") >= 5, row  # model, serial, temp, power, HBM
+    assert "None" not in text
+    assert "UNSIGNED DRAFT" in text
+
+
+def test_zh_without_any_cjk_font_is_one_clear_error(monkeypatch, tmp_path, recorded):
+    monkeypatch.setattr(fonts, "_FONT_DIRS", (str(tmp_path),))
+    monkeypatch.delenv("SOAK_REPORT_FONT", raising=False)
+    fonts.register_cjk_font.cache_clear()
+    try:
+        with pytest.raises(fonts.FontNotFound, match="fonts-wqy-microhei.*--font"):
+            fonts.register_cjk_font()
+    finally:
+        fonts.register_cjk_font.cache_clear()
+
+
+def test_font_option_rejects_missing_and_cff_fonts(tmp_path):
+    fonts.register_cjk_font.cache_clear()
+    with pytest.raises(fonts.FontNotFound, match="no such file"):
+        fonts.register_cjk_font(str(tmp_path / "nope.ttf"))
+    bogus = tmp_path / "bogus.ttf"
+    bogus.write_bytes(b"OTTO" + b"\0" * 64)  # an OpenType/CFF signature reportlab cannot embed
+    with pytest.raises(fonts.FontNotFound, match="not a TrueType font"):
+        fonts.register_cjk_font(str(bogus))
+    fonts.register_cjk_font.cache_clear()
+
+
+def test_cli_pdf_unknown_run_exits_2_with_one_line(recorded, tmp_path, capsys):
+    rc = main(["report", "pdf", "r-missing", "-o", str(tmp_path / "x.pdf"), "--db", recorded["db"], "--unsigned"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and "r-missing" in err
+
+
+def test_cli_pdf_json_output(recorded, keys, tmp_path, capsys):
+    out = tmp_path / "cli.pdf"
+    rc = main(["report", "pdf", recorded["run_id"], "-o", str(out), "--data-dir", str(recorded["data_dir"]),
+               "--key", str(keys.key_path), "--cert", str(keys.cert_path), "--format", "json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["signed"] is True and doc["verdict"] == "fail" and out.is_file()
+    assert doc["cert_fingerprint_sha256"] == keys.fingerprint_sha256
