@@ -1,0 +1,123 @@
+"""Detectors on a small seeded set of labelled synthetic traces (targets of the harness)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from soak.analysis import Profile, Trace, analyze
+from soak.analysis.comm import increments
+from soak.analysis.evaluate import FLOORS, Case, fault_cases, healthy_cases, run_case
+from soak.analysis.synth import T0, Fault, Scenario, generate
+from soak.analysis.verdict import clean_statement
+
+HOURS = 24.0
+
+
+@pytest.mark.parametrize("case", healthy_cases(3, hours=HOURS, n_devices=2, seed0=7), ids=lambda c: c.scenario.name)
+def test_healthy_traces_have_no_findings(case):
+    r = run_case(case)
+    assert r["false"] == []
+
+
+FAULTS = [c for c in fault_cases(multiples=(2.0,), hours=HOURS, n_devices=2, seed0=50)
+          if c.family not in ("thermal/drift",)]  # drift needs 48 h+: covered below
+
+
+@pytest.mark.parametrize("case", FAULTS, ids=lambda c: c.family)
+def test_faults_at_twice_the_floor_are_found_accurately(case):
+    r = run_case(case)
+    assert r["detected"], r
+    assert r["false"] == []
+    errs = r["errors"]
+    for k in ("slope_rel", "period_rel"):
+        assert all(abs(e) <= 0.20 for e in errs.get(k, [])), errs
+    if case.family.startswith("hang"):
+        assert all(abs(e) <= 300 for e in errs["onset_s"]), errs
+
+
+def test_thermal_drift_over_72h_despite_daily_cycle():
+    sc = Scenario("drift", hours=72, dt_s=60, n_devices=1, seed=3,
+                  faults=(Fault("thermal", "npu0-0", 0, 2 * FLOORS["thermal_drift_c_per_h"], "drift"),))
+    r = run_case(Case(sc, "thermal/drift", 2))
+    assert r["detected"] and r["false"] == []
+    assert abs(r["errors"]["slope_rel"][0]) <= 0.2
+
+
+def test_leak_below_floor_is_not_a_finding_but_2x_is():
+    for mult, expect in ((0.3, False), (2.0, True)):
+        sc = Scenario("leak", hours=HOURS, n_devices=1, seed=11,
+                      faults=(Fault("memory_creep", "npu0-0", 0, mult * FLOORS["memory_hbm_bytes_per_h"]),))
+        res = analyze(generate(sc)[0], phases=sc.phases)
+        assert any(f.kind == "memory_creep" for f in res.findings) is expect
+
+
+def test_memory_finding_reports_slope_ci_and_exhaustion():
+    slope = 200e6
+    sc = Scenario("leak", hours=HOURS, n_devices=1, seed=12,
+                  faults=(Fault("memory_creep", "npu0-0", 0, slope),))
+    (f,) = [f for f in analyze(generate(sc)[0], phases=sc.phases).findings if f.kind == "memory_creep"]
+    lo, hi = f.details["slope_ci90"]
+    assert lo <= f.slope_per_hour <= hi and abs(f.slope_per_hour / slope - 1) < 0.1
+    hte = f.details["hours_to_exhaustion"]
+    assert hte is not None and 50 < hte < 300  # 64 GiB chip, about half used
+    assert f.severity == "fail"  # runs out before the default required runtime (168 h)
+
+
+def test_declared_checkpoints_explain_periodic_drops():
+    sc = Scenario("ck", hours=HOURS, n_devices=1, seed=5, checkpoint_every_s=1800, checkpoint_dur_s=40)
+    tr, _ = generate(sc)
+    undeclared = analyze(tr)
+    assert any(f.kind == "utilization_dropouts" and f.severity == "fail" and f.period_s == pytest.approx(1800, rel=0.05)
+               for f in undeclared.findings)
+    declared = analyze(tr, phases=sc.phases)
+    drops = [f for f in declared.findings if f.kind == "utilization_dropouts"]
+    assert drops and all(f.severity == "info" and f.explained_by == "checkpoint" for f in drops)
+    assert declared.verdict == "pass"
+
+
+def test_global_stall_is_named_as_such():
+    sc = Scenario("g", hours=HOURS, n_devices=3, seed=9,
+                  faults=(Fault("utilization_dropouts", "*", 6, 600, params={"duration_s": 30}),))
+    fs = [f for f in analyze(generate(sc)[0], phases=sc.phases).findings
+          if f.kind == "utilization_dropouts" and f.severity == "fail"]
+    assert {f.device for f in fs} == set(sc.devices)
+    assert all(f.details["scope"] == "global" and f.count >= 5 for f in fs)
+
+
+def test_counter_resets_count_like_prometheus_rate():
+    from soak.analysis.trace import Series
+
+    s = Series("d", "comm_timeouts_total", np.arange(6.0), np.array([0, 2, 3, 1, 1, 4.0]))
+    t, inc = increments(s)
+    assert t.tolist() == [1.0, 2.0, 3.0, 5.0] and inc.tolist() == [2.0, 1.0, 1.0, 3.0]
+
+
+def test_profile_caps_severity_and_rejects_unknown_keys(tmp_path):
+    p = tmp_path / "p.toml"
+    p.write_text('name = "site"\n[severity]\nhang = "warn"\n[hang]\nthreshold_s = 600\n')
+    prof = Profile.from_toml(p)
+    assert prof.hang.threshold_s == 600 and prof.cap("hang", "fail") == "warn"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[thermal]\nthreshhold_c = 90\n")
+    from soak.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="thermal.threshhold_c: unknown key"):
+        Profile.from_toml(bad)
+
+
+def test_clean_statement_bound():
+    hours = 16 * 72.0
+    text = clean_statement(hours, 0)
+    assert f"{-math.log(0.05) / hours:.2e}" in text and "0 failures in 1152 chip-hours" in text
+
+
+def test_ongoing_hang_measured_to_now():
+    t = np.arange(0, 3600.0, 5)
+    step_t = t[t < 2000]
+    tr = Trace.from_arrays({("r0", "util_pct"): (T0 + t, np.full(t.size, 99.0)),
+                            ("r0", "step_time_s"): (T0 + step_t, np.full(step_t.size, 0.3))})
+    (f,) = analyze(tr, now=T0 + 3600).findings
+    assert f.kind == "hang" and f.onset == pytest.approx(T0 + step_t[-1]) and f.details["ongoing"]
