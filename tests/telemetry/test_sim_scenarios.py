@@ -160,3 +160,12 @@ def test_faults_can_be_switched_on_a_running_fleet_and_windows_apply(tmp_path: P
     fleet = SimFleet(SimConfig.build(chips=4, fault="vanish:chips=2"))
     out, rc = fleet.render(["info", "-t", "usages", "-i", "2"], elapsed_s=10)
     assert rc != 0 and out.startswith("Invalid card id.\nError parameter of -i\n")
+
+
+def test_slow_fault_on_detail_calls_only_spares_the_table(tmp_path: Path) -> None:
+    script = _installed(tmp_path, chips=2, fault="slow:seconds=30,on=detail")
+    reader = NpuSmiReader(npu_smi=str(script), runner=Runner(timeout_s=20))
+    assert len(reader.info().chips) == 2  # the plain table is not slowed
+    with pytest.raises(ToolError) as err:
+        Runner(timeout_s=0.5)([str(script), "info", "-t", "usages", "-i", "0"])
+    assert err.value.kind == "timeout"
