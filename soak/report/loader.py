@@ -208,51 +208,73 @@ def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
     return None
 
 
-def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
-    """Analyse the stored trace with the run's profile, as ``soak analyze RUN_ID`` does.
+def _profile_and_phases(store, run) -> tuple[Any, list[Any]]:  # noqa: ANN001
+    """The profile and expected phases the daemon analyses this run with (its plan)."""
+    from soak.analysis import Phase, Profile
 
-    Event windows (checkpoints, restarts, gaps) become expected phases, so a declared
-    checkpoint dip is reported as info rather than failed. None if the analysis is unavailable.
+    try:
+        from soak.config import plan_from_dict
+        from soak.daemon.jobs import build_profile, plan_phases
+
+        plan = plan_from_dict(run.plan)
+    except Exception:  # noqa: BLE001 - not a daemon plan (imported or synthetic run): defaults
+        windows: dict[str, list[tuple[float, float]]] = {}
+        for ev in store.load_events(run.id):
+            if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
+                name = str(ev.detail.get("phase") or ev.kind) if ev.kind == "phase" else ev.kind
+                windows.setdefault(name, []).append((float(ev.ts), float(ev.end_ts)))
+        return Profile.default(), [Phase(name=n, windows=tuple(w)) for n, w in sorted(windows.items())]
+    half = plan.phases.checkpoint_duration_s / 2
+    windows_ck = [(e.ts - half, e.ts + half) for e in store.load_events(run.id, kind="checkpoint") if e.rank in (None, 0)]
+    return build_profile(plan), plan_phases(plan, windows_ck[-1000:])
+
+
+def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
+    """Analyse the stored trace as the daemon's final analysis does (same profile, phases).
+
+    None if the analysis package is unavailable.
     """
     try:
-        from soak.analysis import Phase, Profile, Trace, analyze
+        from soak.analysis import Trace, analyze
     except ImportError:
         return None
-    plan = run.plan or {}
-    prof = plan.get("profile") if isinstance(plan, Mapping) else None
-    profile = Profile.from_dict(dict(prof)) if isinstance(prof, Mapping) else Profile.default()
+    profile, phases = _profile_and_phases(store, run)
     if arrays is not None:
         trace = Trace.from_arrays(dict(arrays), source=f"run {run.id}")
     else:
         trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
-    windows: dict[str, list[tuple[float, float]]] = {}
-    for ev in store.load_events(run.id):
-        if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
-            name = str(ev.detail.get("phase") or ev.kind) if ev.kind == "phase" else ev.kind
-            windows.setdefault(name, []).append((float(ev.ts), float(ev.end_ts)))
-    phases = [Phase(name=n, windows=tuple(w)) for n, w in sorted(windows.items())]
     return analyze(trace, profile, phases=phases).to_dict()
 
 
 def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """Model/serial/bus id per device key, from the manifest's device list when it has one."""
+    """Model/serial/bus id per device key, from the manifest (``soak.manifest``).
+
+    Ascend: ``npu.cards[]`` (one serial per card; every chip ``npu{npu_id}-{k}`` of the card
+    shares it). NVIDIA: ``nvidia.gpus[]`` as ``cuda{index}``. A generic ``devices`` list with
+    a ``device`` key is accepted too.
+    """
     out: dict[str, dict[str, Any]] = {}
     if not isinstance(manifest, Mapping):
         return out
-    for key in ("devices", "chips", "npus", "gpus"):
-        items = manifest.get(key)
-        if isinstance(items, Mapping):
-            items = [{"device": k, **v} for k, v in items.items() if isinstance(v, Mapping)]
-        if not isinstance(items, list):
-            continue
-        for it in items:
-            if not isinstance(it, Mapping):
+    npu = manifest.get("npu")
+    if isinstance(npu, Mapping) and isinstance(npu.get("cards"), list):
+        for card in npu["cards"]:
+            if not isinstance(card, Mapping) or card.get("npu_id") is None:
                 continue
-            dev = it.get("device")
-            if dev is None and it.get("npu_id") is not None:
-                dev = f"npu{it.get('npu_id')}-{it.get('chip_id', 0)}"
-            if dev is not None:
-                out[str(dev)] = dict(it)
+            info = {"model": card.get("name") or card.get("product_name"), "serial": card.get("serial_number"),
+                    "bus_id": card.get("pcie_bus_info")}
+            for k in range(int(card.get("chips") or 1)):
+                out[f"npu{card['npu_id']}-{k}"] = info
+    nv = manifest.get("nvidia")
+    if isinstance(nv, Mapping) and isinstance(nv.get("gpus"), list):
+        for g in nv["gpus"]:
+            if isinstance(g, Mapping) and g.get("index") is not None:
+                out[f"cuda{g['index']}"] = {"model": g.get("name"), "serial": g.get("serial"), "bus_id": None}
+    items = manifest.get("devices")
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, Mapping) and it.get("device") is not None:
+                out[str(it["device"])] = {"model": it.get("model"), "serial": it.get("serial"), "bus_id": it.get("bus_id")}
     return out
 
 
@@ -347,7 +369,7 @@ def load_report_data(
     chips = tuple(
         ChipSummary(
             device=dev,
-            model=info.get(dev, {}).get("model") or info.get(dev, {}).get("name"),
+            model=info.get(dev, {}).get("model"),
             serial=info.get(dev, {}).get("serial"),
             bus_id=info.get(dev, {}).get("bus_id"),
             samples=None if s.get("samples") is None else int(s["samples"]),

@@ -157,7 +157,7 @@ def render_pdf(
     # -- cover ---------------------------------------------------------------------------
     story.append(st.p(t("title", lang), st.h1))
     story.append(Spacer(1, 6 * mm))
-    serials = ", ".join(c.serial for c in data.chips if c.serial) or "N/A"
+    serials = ", ".join(dict.fromkeys(c.serial for c in data.chips if c.serial)) or "N/A"
     cover = [
         (t("customer", lang), customer.customer),
         (t("site", lang), customer.site),

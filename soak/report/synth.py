@@ -55,12 +55,18 @@ def write_run(
     crash_ts = start + 0.55 * (end - start) if crash else None
     manifest = {
         "host": {"hostname": "node-a01", "os": "Ubuntu 22.04", "kernel": "5.15.0-105"},
-        "driver": {"npu_driver": "24.1.rc2", "firmware": "7.3.0.1.231", "cann": "8.0.RC2"},
-        "python": {"torch": "2.1.0", "torch_npu": "2.1.0.post6"},
-        "devices": [
-            {"device": d, "model": "Ascend910B3", "serial": f"0321{i:08d}", "bus_id": f"0000:{0xC1 + i:02x}:00.0"}
-            for i, d in enumerate(devs)
-        ],
+        "packages": {"torch": "2.1.0", "torch_npu": "2.1.0.post6"},
+        "cann": {"toolkit": "8.0.RC2"},
+        "npu": {
+            "npu_smi_version": "24.1.rc2",
+            "driver_version": "24.1.rc2",
+            "chip_count": chips,
+            "cards": [
+                {"npu_id": c, "name": "Ascend910B3", "chips": 2, "serial_number": f"0321{c:08d}",
+                 "pcie_bus_info": f"0000:{0xC1 + c:02x}:00.0", "firmware_version": "7.3.0.1.231"}
+                for c in range((chips + 1) // 2)
+            ],
+        },
     }
     plan = {"workload": "lm", "duration_h": hours, "interval_s": interval_s}
     store.create_run(
