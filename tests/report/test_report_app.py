@@ -1,0 +1,114 @@
+"""The Streamlit app driven page by page with AppTest on a recorded run (and a live one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from soak.report.synth import write_run
+from soak.store import Store
+
+APP = str(Path(__file__).resolve().parents[2] / "soak" / "report" / "app.py")
+
+
+def _charts(at: AppTest) -> int:
+    return len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart"))
+
+
+@pytest.fixture
+def app(recorded, monkeypatch):
+    monkeypatch.setenv("SOAK_REPORT_DB", "")
+    monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
+    monkeypatch.delenv("SOAK_REPORT_LANG", raising=False)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_overview_shows_verdict_reasons_criteria_and_chips(app, recorded):
+    md = [m.value for m in app.markdown]
+    assert any("Verdict" in m and "FAIL" in m for m in md), md
+    assert any("memory_creep" in m and "npu1-1" in m for m in md), md
+    frames = [d.value for d in app.dataframe]
+    criteria, chips = frames[0], frames[1]
+    assert "Criterion" in criteria.columns
+    assert (criteria["Met"].str.contains("MISSED")).any()
+    assert list(chips["Device"]) == list(recorded["shape"].devices)
+    leak = chips.set_index("Device").loc["npu1-1"]
+    assert leak["Findings"] == 1 and leak["Serial"] == "032100000001"
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Chips"] == "16" and metrics["Restarts"] == "1"
+
+
+def test_every_page_renders(app):
+    expected = {
+        "runs": lambda a: len(a.dataframe) == 1 and a.dataframe[0].value.shape[0] == 1,
+        "timelines": lambda a: _charts(a) == 5,
+        "findings": lambda a: len(a.expander) >= 1 and "memory_creep" in a.expander[0].label,
+        "events": lambda a: any("injected crash" in " ".join(map(str, d.value.values.ravel())) for d in a.dataframe),
+        "manifest": lambda a: "24.1.rc2" in " ".join(map(str, a.dataframe[0].value.values.ravel())),
+        "pdf": lambda a: len(a.button) == 1,
+    }
+    for page, check in expected.items():
+        app.sidebar.radio(key="page").set_value(page).run()
+        assert not app.exception, (page, app.exception)
+        assert check(app), page
+
+
+def test_timeline_chip_picker_limits_the_series(app):
+    app.sidebar.radio(key="page").set_value("timelines").run()
+    assert app.multiselect(key="chips").value == ["npu1-1"]  # the chip with a finding
+    app.multiselect(key="chips").set_value(["npu0-0", "npu0-1"]).run()
+    assert not app.exception
+    assert _charts(app) == 5
+
+
+def test_pdf_page_builds_and_offers_the_download(app, recorded, keys, monkeypatch):
+    app.sidebar.radio(key="page").set_value("pdf").run()
+    assert any("soak keys init" in w.value for w in app.warning)  # no key in this data dir yet
+    app.button(key="build_pdf").click().run()
+    assert not app.exception, app.exception
+    dl = app.get("download_button")
+    assert len(dl) == 1
+
+
+def test_language_toggle_to_chinese(app):
+    app.sidebar.radio(key="lang").set_value("zh").run()
+    assert not app.exception
+    assert app.title[0].value == "soak：验收报告"
+    md = [m.value for m in app.markdown]
+    assert any("结论" in m and "未通过" in m for m in md), md
+    app.sidebar.radio(key="page").set_value("events").run()
+    assert "事件" in app.dataframe[0].value.columns
+
+
+def test_live_run_refreshes_in_a_fragment(tmp_path, monkeypatch):
+    db = tmp_path / "live.db"
+    with Store.open(db) as store:
+        write_run(store, "r-live", chips=4, hours=1.0, finished=False, findings=False, crash=False)
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    monkeypatch.setenv("SOAK_REPORT_REFRESH_S", "1")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert any("RUNNING" in m.value for m in at.markdown)
+    assert any("Live" in c.value for c in at.caption)
+    # More data arrives: the next run of the page shows the longer run.
+    with Store.open(db) as store:
+        last = store.last_sample_ts("r-live")
+        store.add_sample_rows(
+            [{"run_id": "r-live", "ts": last + 3600, "device": "npu0-0", "up": True, "util_pct": 97.0}]
+        )
+    at.run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Duration"] == "1h 59m 50s", metrics  # first sample to the newest one
+
+
+def test_empty_data_dir_says_no_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOAK_REPORT_DB", "")
+    monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert not at.exception
+    assert any("No runs" in i.value for i in at.info)
