@@ -5,9 +5,10 @@
 * host: Python, OS (``/etc/os-release``), kernel, CPU model and count;
 * frameworks: torch (package metadata, no import), torch_npu (the subprocess probe of
   ``soak.device``: it is never imported here);
-* Ascend: CANN (``<cann-root>/*/version.cfg`` or ``version.info``), driver
-  (``/usr/local/Ascend/driver/version.info``), npu-smi version, and per card the board
-  info from ``npu-smi info -t board -i N`` (firmware, serial, board id);
+* Ascend: CANN (``<cann-root>/*/version.cfg``, ``version.info`` or
+  ``ascend_toolkit_install.info``), driver and firmware packages
+  (``/usr/local/Ascend/{driver,firmware}/version.info``), npu-smi version, and per card the
+  board info from ``npu-smi info -t board -i N`` (firmware, serial, board id);
 * NVIDIA: driver, CUDA driver version, per GPU name, serial, VBIOS, UUID (nvidia-ml-py).
 
 ``diff_manifest(locked, current)`` compares two manifests key by key (dotted paths such as
@@ -34,6 +35,7 @@ from soak.errors import InputError, ToolError
 SCHEMA = 1
 CANN_ROOT = "/usr/local/Ascend/ascend-toolkit/latest"
 DRIVER_ROOT = "/usr/local/Ascend/driver"
+FIRMWARE_ROOT = "/usr/local/Ascend/firmware"
 # Not drift: these differ between two healthy nodes of one cluster, or between two runs.
 NOT_DRIFT = frozenset({"collected_at", "host.hostname", "python_executable"})
 
@@ -169,8 +171,18 @@ def _nvidia() -> dict[str, Any] | None:
         q("nvmlShutdown")
 
 
+def ascend_files(driver_root: str | Path = DRIVER_ROOT,
+                 firmware_root: str | Path = FIRMWARE_ROOT) -> dict[str, Any]:
+    """Driver and firmware package versions from their ``version.info`` files."""
+    drv = _read(Path(driver_root) / "version.info")
+    fw = _read(Path(firmware_root) / "version.info")
+    return {"driver_version": _version_from(drv) if drv else None,
+            "firmware_version": _version_from(fw) if fw else None}
+
+
 def collect_manifest(*, npu_smi: str = "npu-smi", cann_root: str | Path = CANN_ROOT,
-                     driver_root: str | Path = DRIVER_ROOT, probe_npu: bool = True,
+                     driver_root: str | Path = DRIVER_ROOT,
+                     firmware_root: str | Path = FIRMWARE_ROOT, probe_npu: bool = True,
                      runner: Any = None) -> dict[str, Any]:
     """The manifest of this host as a JSON-ready dict (missing values are None)."""
     from soak.device import probe_torch_npu, torch_npu_installed
@@ -192,6 +204,7 @@ def collect_manifest(*, npu_smi: str = "npu-smi", cann_root: str | Path = CANN_R
                      "nvidia-ml-py": _pkg("nvidia-ml-py"), "soak": _pkg("soak")},
         "torch_npu": torch_npu,
         "cann": cann_versions(cann_root),
+        "ascend": ascend_files(driver_root, firmware_root),
         "npu": _npu(npu_smi, driver_root, runner),
         "nvidia": _nvidia(),
         "python_executable": sys.executable,

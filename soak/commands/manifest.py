@@ -14,6 +14,8 @@ def _sources(p: argparse.ArgumentParser) -> None:
                    help="CANN toolkit folder (default: /usr/local/Ascend/ascend-toolkit/latest)")
     p.add_argument("--driver-root", default=None,
                    help="Ascend driver folder (default: /usr/local/Ascend/driver)")
+    p.add_argument("--firmware-root", default=None,
+                   help="Ascend firmware folder (default: /usr/local/Ascend/firmware)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,10 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _collect(args: argparse.Namespace) -> dict[str, Any]:
-    from soak.manifest import CANN_ROOT, DRIVER_ROOT, collect_manifest
+    from soak.manifest import CANN_ROOT, DRIVER_ROOT, FIRMWARE_ROOT, collect_manifest
 
     return collect_manifest(npu_smi=args.npu_smi, cann_root=args.cann_root or CANN_ROOT,
-                            driver_root=args.driver_root or DRIVER_ROOT)
+                            driver_root=args.driver_root or DRIVER_ROOT,
+                            firmware_root=args.firmware_root or FIRMWARE_ROOT)
 
 
 def run(args: argparse.Namespace) -> int:

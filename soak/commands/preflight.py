@@ -1,0 +1,56 @@
+"""``soak preflight``: check that this node is fit to start a soak (exit 1 when a check fails)."""
+
+from __future__ import annotations
+
+import argparse
+
+from soak.commands._common import add_format, fmt, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "preflight", help="self-check of devices, tools, host and versions before a soak",
+        description="Run every preflight check; each reports pass, fail, skip or warn with the "
+        "value it measured and why. Exit 0 when none fails, 1 when one does, 2 for bad input.")
+    p.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu"), default="auto")
+    p.add_argument("--npu-smi", default=None, metavar="PATH",
+                   help="npu-smi executable (default: npu-smi on PATH; a simulated fleet works)")
+    p.add_argument("--expect-chips", type=int, default=None, metavar="N",
+                   help="number of chips/GPUs this node must show")
+    p.add_argument("--run-dir", default=".", metavar="DIR", help="where the run folder will be")
+    p.add_argument("--manifest-lock", default=None, metavar="FILE",
+                   help="lock file from 'soak manifest lock': fail on version drift")
+    p.add_argument("--mem-fraction", type=float, default=0.5,
+                   help="fraction of each device's memory to allocate (default: 0.5)")
+    p.add_argument("--collective-timeout-s", type=float, default=60.0,
+                   help="timeout of the collective check (default: 60)")
+    p.add_argument("--only", action="append", default=None, metavar="CHECK",
+                   help="run only this check (repeatable)")
+    add_format(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from soak.preflight import run_preflight
+
+    result = run_preflight(
+        backend=args.backend, npu_smi=args.npu_smi, expect_chips=args.expect_chips,
+        run_dir=args.run_dir, manifest_lock=args.manifest_lock, mem_fraction=args.mem_fraction,
+        collective_timeout_s=args.collective_timeout_s, only=args.only,
+    )
+    if args.format == "json":
+        print_json(result.to_dict())
+    else:
+        print(f"preflight: {result.status.upper()}  (backend {fmt(result.backend)})")
+        for c in result.checks:
+            value = "" if c.value is None else f"{_num(c.value)} {c.unit or ''}".rstrip()
+            print(f"  {c.status.upper():<5} {c.name:<15} {value:<24} {c.reason or ''}")
+    return 0 if result.ok else 1
+
+
+def _num(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, int) and value >= 2**30:
+        return f"{value / 2**30:.1f} Gi"
+    return fmt(value)
