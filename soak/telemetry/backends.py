@@ -206,7 +206,16 @@ class NpuBackend(_HostPart):
         if ok:
             if self.detail_interval_s is not None:
                 self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips])
-            current = to_device_samples(table, self._details)
+            # The table's Health is read every tick; the -t health view is up to a detail
+            # interval old, so it only fills in where the table printed no health word.
+            details = {
+                (c.npu_id, c.chip_id): {
+                    k: v for k, v in self._details.get((c.npu_id, c.chip_id), {}).items()
+                    if c.health is None or k not in ("health", "healthy")
+                }
+                for c in table.chips
+            }
+            current = to_device_samples(table, details)
             if self.backend_label != "npu":
                 current = [replace(d, backend=self.backend_label) for d in current]
             seen = {d.device for d in current}

@@ -173,3 +173,16 @@ def test_auto_picks_npu_when_npu_smi_is_on_path_else_cpu(tmp_path: Path, monkeyp
     script = install(tmp_path / "fleet", SimConfig.build(chips=2))
     monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
     assert make_backend("auto", nvml_module=fake).name == "npu"
+
+
+def test_fresh_table_health_wins_over_an_older_detail_reading(tmp_path: Path) -> None:
+    script = install(tmp_path / "fleet", SimConfig.build(chips=2))
+    backend = NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
+                         timeout_s=20.0, detail_interval_s=3600.0)
+    first = backend.read()  # chip 0's detail view (health OK) is read now, then not for an hour
+    assert first.device("npu0-0").healthy is True
+    cfg = tmp_path / "fleet" / CONFIG_NAME
+    SimConfig.build(chips=2, scenario="healthy,health_alarm:at_h=0,chips=0",
+                    origin=SimConfig.load(cfg).origin).save(cfg)
+    second = backend.read()
+    assert second.device("npu0-0").health == "Alarm" and second.device("npu0-0").healthy is False
