@@ -209,3 +209,31 @@ def test_same_seed_and_time_give_the_same_bytes_different_seed_does_not() -> Non
     c = SimFleet(SimConfig.build(chips=4, seed=2)).render(["info"], elapsed_s=1234.0)
     assert a == b
     assert a != c
+
+
+@pytest.mark.parametrize("family", ["910b", "910_93", "310p"])
+def test_every_reader_view_parses_the_sim_through_the_executable(family: str, tmp_path: Path) -> None:
+    from soak.telemetry.npu_smi import NpuSmiReader
+    from soak.telemetry.runner import Runner
+    from soak.telemetry.sim import install
+
+    config = SimConfig.build(family=family, chips=4, fixed_elapsed_s=5 * 3600.0,
+                             scenario="healthy,ecc_errors:single_per_h=2,chips=1")
+    reader = NpuSmiReader(npu_smi=str(install(tmp_path, config)), runner=Runner(timeout_s=30))
+    state = FleetModel(config).chips(5 * 3600.0)
+    table = reader.info()
+    chip1 = state[1]
+    usages = reader.usages(chip1.npu_id)
+    assert [u.chip_id for u in usages] == [c.chip_id for c in state if c.npu_id == chip1.npu_id]
+    assert next(u for u in usages if u.chip_id == chip1.chip_id).aicore_usage_pct == chip1.util_pct
+    assert reader.health(chip1.npu_id, chip1.chip_id).health == "OK"
+    ecc = next(e for e in reader.ecc(chip1.npu_id) if e.chip_id == chip1.chip_id)
+    assert ecc.sample_fields()["ecc_single_bit_errors"] == 10
+    assert reader.temp(chip1.npu_id)[chip1.chip_id].sample_fields()["temp_c"] == chip1.temp_c
+    assert reader.common(chip1.npu_id)
+    assert reader.power(chip1.npu_id)
+    assert reader.memory(chip1.npu_id)
+    assert reader.board(chip1.npu_id) is not None and reader.board(chip1.npu_id, chip1.chip_id) is not None
+    assert len([m for m in reader.mapping() if not m.is_mcu]) == 4
+    assert reader.card_list().total_count == len({c.npu_id for c in state})
+    assert len(table.chips) == 4
