@@ -44,6 +44,8 @@ DEVICE_METRICS = frozenset({
     "soak_host_memory_used_bytes", "soak_host_memory_total_bytes", "soak_workload_rss_bytes",
     "soak_reader_duration_seconds", "soak_reader_errors_total",
     "soak_reader_last_success_timestamp_seconds", "soak_exporter_snapshot_timestamp_seconds",
+    # self-metrics the exporter adds beyond the table
+    "soak_exporter_snapshot_age_seconds", "soak_exporter_snapshot_stale", "soak_host_disk_free_bytes",
 })
 RUN_METRICS = frozenset({
     "soak_run_info", "soak_run_elapsed_seconds", "soak_run_remaining_seconds",
