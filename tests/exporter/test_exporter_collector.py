@@ -146,3 +146,8 @@ def test_exposition_passes_promtool_check_metrics() -> None:
     out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "" and out.stderr.strip() == ""
+
+
+def test_exposition_is_byte_identical_to_the_reviewed_golden_text() -> None:
+    golden = (FIXTURES / "golden_exposition.txt").read_text(encoding="utf-8")
+    assert scrape(fresh(compat=("npu-exporter",))) == golden
