@@ -93,7 +93,7 @@ def _last_regime_start(te: np.ndarray, ye: np.ndarray) -> int:
 def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, float] | None:
     """Best hinge point for y = a + b * max(0, x - x_c): (index, SSE hinge, SSE line)."""
     n = x.size
-    if n < 2 * min_pts:
+    if n <= 2 * min_pts:
         return None
     cands = np.arange(min_pts, n - min_pts)
     xc = x[cands][:, None]

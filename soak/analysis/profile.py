@@ -73,7 +73,7 @@ class UtilizationParams:
     low_pct: float = 5.0
     min_duration_s: float = 10.0
     merge_gap_s: float = 3.0
-    min_events: int = 5
+    min_events: int = 8  # fewer random dips look periodic by chance too often
     max_cv: float = 0.15
     share_tol: float = 0.25
     min_share: float = 0.60
@@ -103,7 +103,7 @@ class ThermalParams:
     hysteresis_c: float = 2.0
     min_duration_s: float = 60.0
     drift_min_c_per_h: float = 0.1
-    drift_min_hours: float = 8.0
+    drift_min_hours: float = 48.0  # below two days the daily ambient cycle passes for drift
     throttle_mask: int = 0x08 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
     throttle_min_s: float = 60.0
 

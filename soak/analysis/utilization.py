@@ -7,10 +7,11 @@ window from the run's events) are *explained*: reported with severity ``info``.
 
 The rest are tested for periodicity on the intervals between episode starts: period P is
 their median, robust CV = 1.4826 MAD / P (intervals near 2P or 3P, where an event hid inside
-another idle episode, are folded back onto P); periodic when there are at least ``min_events``
+another idle episode, within 10 %, are folded back onto P); periodic when there are at least ``min_events``
 episodes, CV < ``max_cv`` and at least ``min_share`` of intervals lie within
 ``share_tol`` x P. A finding is raised when the drops are periodic or when they idle the
-chip for more than ``max_idle_fraction`` of the time: a few random dips a day are normal.
+chip for more than ``max_idle_fraction`` of the time (with at least ``min_events``
+episodes): a few random dips a day are normal.
 Drops that happen on (nearly) all chips at once point at a global stall (data loading,
 I/O, a host-side pause) rather than at one chip.
 """
@@ -48,8 +49,10 @@ def periodicity(starts: np.ndarray, min_events: int, max_cv: float, tol: float, 
         return Periodicity(None, None, None, None)
     # An event hidden inside another idle episode (e.g. a checkpoint) leaves an interval of
     # 2P or 3P: fold such intervals back onto P before judging the spread.
-    k = np.clip(np.round(iv / p), 1, 3)
-    iv = np.where(iv / p < 3.5, iv / k, iv)
+    r = iv / p
+    k = np.clip(np.round(r), 1, 3)
+    hidden = (k > 1) & (np.abs(r - k) <= 0.1 * k)
+    iv = np.where(hidden, iv / k, iv)
     cv = float(1.4826 * np.median(np.abs(iv - p)) / p)
     near = np.abs(iv - p) <= tol * p
     share = float(near.mean())
@@ -131,7 +134,7 @@ def detect(
         durs = np.array([e[1] - e[0] for e in eps])
         per = periodicity(starts, p.min_events, p.max_cv, p.share_tol, p.min_share)
         idle = float(durs.sum() / spans[dev])
-        if per.period_s is None and idle <= p.max_idle_fraction:
+        if per.period_s is None and (idle <= p.max_idle_fraction or len(eps) < p.min_events):
             continue
         together = _shared_share(eps, per_dev, dev) if n_dev > 1 else 0.0
         scope = "global" if n_dev > 1 and together >= p.global_min_share else "device"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
-from soak.errors import StoreError
+from soak.errors import InputError, StoreError
 
 DEFAULT_DATA_DIR = "soak-runs"
 # Events whose [ts, end_ts] windows explain idle chips and slow steps.
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--exit-code makes a fail verdict exit 1), 2 on bad input."
         ),
     )
-    p.add_argument("source", metavar="TRACE.csv|RUN_ID", help="trace CSV file, or a run id in the store")
+    p.add_argument("source", nargs="?", metavar="TRACE.csv|RUN_ID", help="trace CSV file, or a run id in the store")
     p.add_argument("--db", help="store URL or SQLite path for RUN_ID (default: DATA_DIR/RUN_ID/soak.db)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="folder of run folders (default: ./soak-runs)")
     p.add_argument("--profile", metavar="FILE.toml", help="acceptance profile (thresholds, severities, phases)")
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--now", type=float, help="unix time to treat as now (a hang still going is measured to it)")
     p.add_argument("--exit-code", action="store_true", help="exit 1 when the verdict is fail")
-    p.add_argument("--evaluate", action="store_true", help="run the detector evaluation harness instead (SOURCE ignored)")
+    p.add_argument("--evaluate", action="store_true", help="run the detector evaluation harness instead")
     add_format(p)
     p.set_defaults(func=run)
 
@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         from soak.analysis.evaluate import main as evaluate_main
 
         return evaluate_main(["--format", args.format])
+    if not args.source:
+        raise InputError("soak analyze: give a TRACE.csv or a RUN_ID (or --evaluate)")
     profile = Profile.from_toml(args.profile) if args.profile else Profile.default()
     phases = [Phase.parse(spec) for spec in args.phase]
     if os.path.exists(args.source) or args.source.endswith(".csv"):
