@@ -203,3 +203,13 @@ def test_non_log_files_are_ignored(tmp_path):
     follower = PlogFollower(d)
     (d / "notes.txt").write_text(SOCKET)
     assert follower.poll() == zero()
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [(ln, k) for ln, k in test_classify_line.pytestmark[0].args[1] if k is not None],
+)
+def test_block_counting_finds_every_kind_classify_line_knows(line, kind):
+    # count_text/poll only look at lines holding an anchor literal: every kind must have one
+    text = INFO + line.rstrip("\n") + "\n" + INFO
+    assert count_text(text) == zero(**{kind: 1})
