@@ -1,7 +1,7 @@
 """The one runner for every vendor-tool call (npu-smi, hccn_tool, ...).
 
 Vendor tools misbehave in three ways a plain ``subprocess.run`` does not survive:
-they hang (npu-smi waiting on a wedged driver), they leave helpers behind when killed,
+they hang (npu-smi waiting on a wedged driver), they leave child processes behind when killed,
 and they report failure in text while exiting 0 (``dcmi module initialize failed``).
 So every call here
 

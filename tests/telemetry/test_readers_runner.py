@@ -53,7 +53,7 @@ def test_plain_output_and_duration(tmp_path):
 
 
 def test_hanging_tool_is_killed_with_its_grandchildren(tmp_path):
-    # The tool starts a helper that would outlive it (like npu-smi's daemons) and hangs.
+    # The tool starts a child that would outlive it and then hangs.
     pidfile = tmp_path / "grandchild.pid"
     tool = _script(
         tmp_path,
