@@ -40,7 +40,7 @@ PRESETS: dict[str, LMConfig] = {
     "large": LMConfig(vocab_size=32000, seq_len=2048, n_layer=24, n_head=16, d_model=2048,
                       batch_size=8, lr=1.5e-4),
 }
-CKPT_EVERY = {"tiny": 20, "small": 200, "medium": 500, "large": 500}
+CKPT_EVERY = {"tiny": 200, "small": 200, "medium": 500, "large": 500}
 
 
 def build_model(cfg: LMConfig) -> Any:

@@ -1,0 +1,87 @@
+"""The injector's hooks in-process, on a fake clock: which rank, how long, how much."""
+
+from __future__ import annotations
+
+import pytest
+
+import soak.workloads.inject as inj
+from soak.workloads.inject import Injector, parse_inject
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(round(s, 6))
+        self.t += s
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    monkeypatch.setattr(inj.time, "monotonic", c.monotonic)
+    return c
+
+
+def make(specs, rank, clock, tmp_path, events=None, allocs=None):
+    events = [] if events is None else events
+    allocs = [] if allocs is None else allocs
+    i = Injector([parse_inject(s) for s in specs], rank=rank, run_dir=tmp_path, workload="lm",
+                 emit=lambda ev, st, msg: events.append((ev, st, msg)),
+                 allocate=lambda n: allocs.append(n) or n, sleep=clock.sleep)
+    i.announce(0)
+    return i
+
+
+def test_slow_rank_and_comm_delay_hit_only_their_rank(clock, tmp_path):
+    specs = ["slow-rank:1,3", "comm-delay:1,2.5"]
+    r0 = make(specs, 0, clock, tmp_path)
+    r0.after_step(1, 0.1)
+    r0.before_collective()
+    assert clock.slept == []
+    r1 = make(specs, 1, clock, tmp_path)
+    r1.after_step(1, 0.1)
+    r1.before_collective()
+    assert clock.slept == [0.2, 2.5]  # factor 3 -> two extra step times
+
+
+def test_leak_follows_the_rate_in_chunks(clock, tmp_path):
+    allocs: list[int] = []
+    i = make(["leak:60MB/min"], 0, clock, tmp_path, allocs=allocs)  # 1 MB/s
+    for _ in range(10):
+        clock.t += 0.5
+        i.before_step(1)
+    assert 5_000_000 - 2**20 < i.leaked_bytes <= 5_000_000  # lags the rate by < 1 chunk
+    assert sum(allocs) == i.leaked_bytes
+    assert all(n >= 2**20 for n in allocs)  # no allocation per step for small rates
+
+
+def test_stall_period_is_measured_from_stall_start(clock, tmp_path):
+    i = make(["stall:10s,2s"], 0, clock, tmp_path)
+    starts = []
+    for _ in range(250):
+        clock.t += 0.1
+        before = len(clock.slept)
+        i.before_step(1)
+        if len(clock.slept) > before:
+            starts.append(round(clock.t - 2.0 - 1000.0, 1))
+    assert starts == [10.0, 20.0]
+    assert clock.slept == [2.0, 2.0]
+
+
+def test_crash_marker_makes_it_once_per_run_folder(clock, tmp_path, monkeypatch):
+    exits = []
+    monkeypatch.setattr(inj.os, "_exit", lambda code: exits.append(code))
+    events: list = []
+    make(["crash:3"], 0, clock, tmp_path, events).before_step(3)
+    make(["crash:3"], 0, clock, tmp_path, events).before_step(3)
+    assert exits == [1]
+    make(["crash:3,always"], 0, clock, tmp_path, events).before_step(3)
+    make(["crash:3,1"], 0, clock, tmp_path, events).before_step(3)  # other rank's crash
+    assert exits == [1, 1]
+    assert (tmp_path / "inject" / "lm-rank0-crash-at3").exists()
