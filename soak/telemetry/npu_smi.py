@@ -41,7 +41,7 @@ MIB = 1024 * 1024
 NA_WORDS = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported"})
 
 _PAIR_OR_TOKEN = re.compile(r"(\S+?)\s*/\s*(\S+)|\S+")
-_HEADER_SPLIT = re.compile(r"\s{2,}")
+_HEADER_SPLIT = re.compile(r"\s{2,}|\t")
 _NO_PROCESS = re.compile(r"no running processes found", re.IGNORECASE)
 
 CHIP_KEYS: tuple[str, ...] = (

@@ -311,3 +311,9 @@ def test_chip_row_with_missing_cell_is_an_error_naming_the_line():
     with pytest.raises(InputError) as info:
         parse_info_table("\n".join(text), source="cut.txt")
     assert "cut.txt: line 8: 2 cells where the header has 3" in str(info.value)
+
+
+def test_tab_between_header_words():
+    text = (NPU / "016_910B4_4card_npuid4-7_procs_23.0.6.txt").read_text()
+    tabbed = text.replace("| NPU   Name ", "| NPU\tName  ")
+    assert parse_info_table(tabbed).to_json() == parse_info_table(text).to_json()
