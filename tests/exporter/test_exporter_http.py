@@ -55,7 +55,7 @@ def test_hanging_npu_smi_never_blocks_a_scrape_and_is_reported(tmp_path: Path) -
             return (len(up) == 2 and all(ln.endswith(" 0.0") for ln in up)
                     and any('reader="npu-smi"' in ln and not ln.endswith(" 0.0") for ln in errors))
 
-        wait_for(reported, 30, "soak_device_up 0 and npu-smi errors counted")
+        wait_for(reported, 60, "soak_device_up 0 and npu-smi errors counted")  # bound, not a speed target
         text = http_get(server.url, timeout_s=5.0)
         assert "soak_device_utilization_ratio" not in text  # gaps carry no values
     finally:
