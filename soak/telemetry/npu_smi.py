@@ -235,19 +235,30 @@ def _groups(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
     return groups
 
 
-def _tokens(cell: str) -> list[str]:
-    """Values in one cell, in order; ``a / b`` stays one value."""
-    return [m.group(0) for m in _PAIR_OR_TOKEN.finditer(cell)]
-
-
 def _header_fields(cell: str) -> list[str]:
-    stripped = cell.strip()
-    return [w for w in _HEADER_SPLIT.split(stripped) if w] if stripped else []
+    return [w for w, _ in _header_words(cell)]
+
+
+def _header_words(cell: str) -> tuple[tuple[str, int], ...]:
+    """Field names of one header cell with their offsets in the cell; fields are separated by
+    two or more spaces (or a tab), a single space stays inside a name (``Process id``)."""
+    out = []
+    pos = 0
+    for piece in _HEADER_SPLIT.split(cell):
+        start = cell.find(piece, pos) if piece else pos
+        if piece.strip():
+            lead = len(piece) - len(piece.lstrip())
+            out.append((piece.strip(), start + lead))
+        pos = start + len(piece)
+    return tuple(out)
+
+
+Word = tuple[str, int]  # a header field name and its offset inside its cell
 
 
 @dataclass(frozen=True, slots=True)
 class _Header:
-    lines: tuple[tuple[tuple[str, ...], ...], ...]  # per header line, per cell, field words
+    lines: tuple[tuple[tuple[Word, ...], ...], ...]  # per header line, per cell, fields
 
     @property
     def height(self) -> int:
@@ -255,46 +266,52 @@ class _Header:
 
 
 def _read_header(group: list[tuple[int, str]]) -> _Header:
-    return _Header(
-        tuple(tuple(tuple(_header_fields(c)) for c in _cells(line)) for _, line in group)
-    )
+    return _Header(tuple(tuple(_header_words(c) for c in _cells(line)) for _, line in group))
 
 
-def _split_cell(cell: str, headers: tuple[str, ...], text_fields: set[str]) -> list[str]:
-    """Assign a cell's text to its header fields, in order.
+def _split_cell(cell: str, headers: tuple[Word, ...], text_fields: set[str]) -> list[str]:
+    """Assign a cell's text to its header fields.
 
     One field: the whole cell (a process name may hold spaces or be blank). Several fields:
-    whitespace tokens with ``a / b`` kept whole; surplus tokens join the text field (a name
-    with a space), missing trailing ones are empty.
+    whitespace tokens with ``a / b`` kept whole, in order; surplus tokens join the text field
+    (a name with a space). With fewer tokens than fields (a value printed as blanks), each
+    token goes to the field whose name starts at or just before it, because npu-smi
+    left-aligns a value under its header.
     """
     if not headers:
         return []  # a blank header cell (a spacer of a multi-line header) names nothing
     if len(headers) == 1:
         return [cell.strip()]
-    toks = _tokens(cell)
-    if len(toks) > len(headers):
-        text_idx = next((i for i, h in enumerate(headers) if _norm(h) in text_fields), None)
-        if text_idx is None:
-            text_idx = len(headers) - 1
-        surplus = len(toks) - len(headers)
-        toks = (
-            toks[:text_idx]
-            + [" ".join(toks[text_idx : text_idx + surplus + 1])]
-            + toks[text_idx + surplus + 1 :]
-        )
-    return toks + [""] * (len(headers) - len(toks))
+    toks = [(m.group(0), m.start()) for m in _PAIR_OR_TOKEN.finditer(cell)]
+    if len(toks) >= len(headers):
+        values = [t for t, _ in toks]
+        if len(values) > len(headers):
+            names = [_norm(w) for w, _ in headers]
+            text_idx = next((i for i, n in enumerate(names) if n in text_fields), len(names) - 1)
+            surplus = len(values) - len(headers)
+            values = (
+                values[:text_idx]
+                + [" ".join(values[text_idx : text_idx + surplus + 1])]
+                + values[text_idx + surplus + 1 :]
+            )
+        return values
+    slots: list[list[str]] = [[] for _ in headers]
+    for text, offset in toks:
+        idx = max((i for i, (_, h) in enumerate(headers) if h <= offset + 1), default=0)
+        slots[idx].append(text)
+    return [" ".join(slot) for slot in slots]
 
 
-def _expand(words: tuple[str, ...], known: dict[str, tuple[str, str]]) -> tuple[str, ...]:
-    """Split a header word printed with single spaces (``Chip Phy-ID``) when every part is a
+def _expand(words: tuple[Word, ...], known: dict[str, tuple[str, str]]) -> tuple[Word, ...]:
+    """Split a header field printed with single spaces (``Chip Phy-ID``) when every part is a
     known field on its own; ``Process id`` stays one field."""
-    out: list[str] = []
-    for word in words:
-        parts = word.split()
-        if _norm(word) not in known and len(parts) > 1 and all(_norm(p) in known for p in parts):
+    out: list[Word] = []
+    for word, offset in words:
+        parts = [(m.group(0), offset + m.start()) for m in re.finditer(r"\S+", word)]
+        if _norm(word) not in known and len(parts) > 1 and all(_norm(p) in known for p, _ in parts):
             out.extend(parts)
         else:
-            out.append(word)
+            out.append((word, offset))
     return tuple(out)
 
 
@@ -324,7 +341,7 @@ def _fields_of_block(
             )
         for cell, raw_words in zip(cells, header_cells, strict=True):
             words = _expand(raw_words, known)
-            for word, raw in zip(words, _split_cell(cell, words, text_fields), strict=True):
+            for (word, _), raw in zip(words, _split_cell(cell, words, text_fields), strict=True):
                 spec = known.get(_norm(word))
                 if spec is None:
                     extras.append((word, raw.strip()))
@@ -395,7 +412,10 @@ def parse_info_table(text: str, *, source: str = "npu-smi output") -> InfoTable:
             chip_header = _read_header(group)
             proc_header = None
             has_hbm = any(
-                _norm(w).startswith("hbmusage") for ln in chip_header.lines for c in ln for w in c
+                _norm(w).startswith("hbmusage")
+                for ln in chip_header.lines
+                for c in ln
+                for w, _ in c
             )
             continue
         if _is_process_header(group):

@@ -130,3 +130,28 @@ def test_name_with_space_in_a_shared_cell():
     )
     t = parse_info_table(text)
     assert t.chips[0].name == "Ascend 950" and t.chips[0].npu_id == 0
+
+
+def test_blank_power_field_falls_back_to_header_positions():
+    # A value printed as blanks (not NA): the remaining values still land under their headers.
+    text = """\
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B3               | OK            |             32                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0                             60056/ 65536         |
++===========================+===============+====================================================+
+"""
+    (c,) = parse_info_table(text).to_json()["chips"]
+    assert (c["power_w"], c["temp_c"], c["hugepages_used"], c["hugepages_total"]) == (
+        None,
+        32,
+        0,
+        0,
+    )
+    assert (c["aicore_util_pct"], c["memory_used_mb"], c["hbm_used_mb"], c["hbm_total_mb"]) == (
+        0,
+        None,
+        60056,
+        65536,
+    )
