@@ -95,14 +95,14 @@ def _timed(name: str, fn: Callable[[], Check]) -> Check:
 # ------------------------------------------------------------------------------ checks
 
 
-def check_adapter(backend: str) -> Check:
+def check_adapter(backend: str, probe: Any = None) -> Check:
     from soak.device import FIX_HINT, probe_torch_npu, torch_npu_installed
 
     if not torch_npu_installed():
         if backend == "npu":
             return Check("adapter", "fail", reason=f"torch_npu is not installed; {FIX_HINT}")
         return Check("adapter", "skip", reason="torch_npu is not installed (not an Ascend host)")
-    probe = probe_torch_npu()
+    probe = probe or probe_torch_npu()
     if not probe.ok and backend != "npu" and os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0":
         return Check("adapter", "warn", reason=f"torch_npu cannot be loaded ({probe.error}); "
                      "running without it because TORCH_DEVICE_BACKEND_AUTOLOAD=0")
@@ -336,7 +336,7 @@ def run_preflight(
     python: str | None = None,
 ) -> PreflightResult:
     """Run the checks (all, or ``only`` those named) and return their records."""
-    from soak.device import detect_backend, probe_torch_npu
+    from soak.device import detect_backend, probe_torch_npu, torch_npu_installed
 
     if backend not in ("auto", "npu", "cuda", "cpu"):
         raise InputError(f"--backend {backend!r}: use auto, npu, cuda or cpu")
@@ -353,15 +353,17 @@ def run_preflight(
         if name in wanted:
             checks.append(_timed(name, fn))
 
-    add("adapter", lambda: check_adapter(backend))
+    # one child-process import of torch_npu serves the adapter check and backend choice
+    probe = probe_torch_npu() if torch_npu_installed() else None
+    add("adapter", lambda: check_adapter(backend, probe))
     chosen: str | None = None
     count = 0
     try:
-        chosen = detect_backend(backend)
+        chosen = detect_backend(backend, probe=probe)
         if chosen == "npu":
-            import torch_npu  # noqa: F401  (probe passed inside detect_backend)
+            import torch_npu  # noqa: F401  (the probe passed: this import is safe)
 
-            count = probe_torch_npu().device_count or 0
+            count = probe.device_count or 0 if probe else 0
         elif chosen == "cuda":
             import torch
 
