@@ -363,16 +363,23 @@ def _fields_of_block(
     return values, extras
 
 
+def _group_words(group: list[tuple[int, str]]) -> set[str]:
+    return {_norm(w) for _, line in group for c in _cells(line) for w in _header_fields(c)}
+
+
 def _is_chip_header(group: list[tuple[int, str]]) -> bool:
-    if not group:
+    # cheap test first: this runs on every group, and data rows never say "health"/"bus-id"
+    if not group or not any(k in ln.lower() for _, ln in group for k in ("health", "bus-id")):
         return False
     first = [_norm(w) for c in _cells(group[0][1]) for w in _header_fields(c)]
-    words = {_norm(w) for _, line in group for c in _cells(line) for w in _header_fields(c)}
+    words = _group_words(group)
     return bool(first) and first[0] in ("npu", "npuid") and bool(words & {"health", "busid"})
 
 
 def _is_process_header(group: list[tuple[int, str]]) -> bool:
-    words = {_norm(w) for _, line in group for c in _cells(line) for w in _header_fields(c)}
+    if not any("process" in ln.lower() or "pid" in ln.lower() for _, ln in group):
+        return False
+    words = _group_words(group)
     return bool(words & {"processid", "pid"}) and "health" not in words
 
 
