@@ -166,3 +166,18 @@ def test_grafana_provisioning_uses_the_fixed_datasource_uid():
     assert (ds["uid"], ds["type"]) == ("soak-prometheus", "prometheus")
     provider = yaml.safe_load((prov / "dashboards" / "soak.yaml").read_text())["providers"][0]
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/var/lib/grafana")
+
+
+def test_restart_scripts_resume_the_run_and_parse_as_shell():
+    """Both the systemd unit and the Job restart a dead daemon by resuming the same run."""
+    unit = (DEPLOY / "systemd" / "soak-run@.service").read_text()
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    script = exec_start.split("-c '", 1)[1].rstrip("'").replace("%i", "acceptance-01")
+    job = next(d for d in _docs("soak-job.yaml") if d["kind"] == "Job")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    job_script = container["args"][0].replace("$(RUN_ID)", container["env"][0]["value"])
+    for text in (script, job_script):
+        assert "soak run --resume acceptance-01" in text
+        assert "--run-id acceptance-01" in text
+        out = subprocess.run(["sh", "-n", "-c", text], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
