@@ -406,8 +406,7 @@ def parse_info_table(text: str, *, source: str = "npu-smi output") -> InfoTable:
     version = None
     for _, line in lines:
         if line.startswith("|") and (m := _VERSION.search(line)):
-            version = m.group(1)
-            break
+            version = m.group(1)  # no break: with two tables pasted together the last one counts
     groups = _groups(lines)
     chip_header: _Header | None = None
     proc_header: _Header | None = None
@@ -416,6 +415,8 @@ def parse_info_table(text: str, *, source: str = "npu-smi output") -> InfoTable:
     has_hbm = False
     for group in groups:
         if _is_chip_header(group):
+            # a second table (two captures pasted together): the last one is the freshest
+            chips, procs = [], []
             chip_header = _read_header(group)
             proc_header = None
             has_hbm = any(

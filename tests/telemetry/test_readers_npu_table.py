@@ -317,3 +317,10 @@ def test_tab_between_header_words():
     text = (NPU / "016_910B4_4card_npuid4-7_procs_23.0.6.txt").read_text()
     tabbed = text.replace("| NPU   Name ", "| NPU\tName  ")
     assert parse_info_table(tabbed).to_json() == parse_info_table(text).to_json()
+
+
+def test_two_captures_pasted_together_keep_the_last_table():
+    first = (NPU / "015_910B4_8card_idle_24.1.rc3.txt").read_text()
+    last = (NPU / "016_910B4_4card_npuid4-7_procs_23.0.6.txt").read_text()
+    t = parse_info_table(first + "\n$ npu-smi info\n" + last)
+    assert t.to_json() == parse_info_table(last).to_json()
