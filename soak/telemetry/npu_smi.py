@@ -414,6 +414,8 @@ def parse_info_table(text: str, *, source: str = "npu-smi output") -> InfoTable:
     procs: list[ProcessRow] = []
     has_hbm = False
     for group in groups:
+        if len(group) == 1 and len(_cells(group[0][1])) == 1 and _VERSION.search(group[0][1]):
+            continue  # the banner; read above
         if _is_chip_header(group):
             # a second table (two captures pasted together): the last one is the freshest
             chips, procs = [], []
