@@ -109,12 +109,12 @@ def _strings(value: Any, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _numbers_table(value: Any, key: str) -> Mapping[str, float]:
+def _numbers_table(value: Any, key: str) -> Mapping[str, float | int]:
     if not isinstance(value, dict) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
     ):
         raise ConfigError(f"{key} must be a table of numbers, got {value!r}")
-    return {str(k): float(v) for k, v in value.items()}
+    return {str(k): v if isinstance(v, int) else float(v) for k, v in value.items()}
 
 
 def opt(default: Any, doc: str, parse: Callable[[Any, str], Any] | None = None, key: str | None = None,
@@ -176,7 +176,7 @@ class FaultsSection:
 @dataclass(frozen=True)
 class AcceptanceSection:
     profile: str = opt("default", "Acceptance profile of the analysis.", _string)
-    thresholds: Mapping[str, float] = opt({}, "Threshold overrides, name = number (see docs/analysis.md).",
+    thresholds: Mapping[str, float | int] = opt({}, "Overrides of profile values, \"section.key\" = number (docs/analysis.md).",
                                           _numbers_table)
 
 

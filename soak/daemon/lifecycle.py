@@ -163,7 +163,7 @@ class Daemon:
         except ImportError:
             return
         try:
-            self.store.update_run(self.run_id, manifest=collect_manifest())
+            self.store.update_run(self.run_id, manifest=collect_manifest(npu_smi=self.npu_smi or "npu-smi"))
         except UserError:
             raise
         except Exception as exc:  # the manifest documents the run; it must not stop it
@@ -257,12 +257,24 @@ class Daemon:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
-        self._open()
+        try:
+            self._open()
+        except BaseException:
+            self._close_partial()
+            raise
         try:
             return self._run_locked()
         finally:
             self.store.close()
             runfolder.teardown_logging(self.log_handler)
+            self.lock.release()
+
+    def _close_partial(self) -> None:
+        if getattr(self, "store", None) is not None:
+            self.store.close()
+        if getattr(self, "log_handler", None) is not None:
+            runfolder.teardown_logging(self.log_handler)
+        if getattr(self, "lock", None) is not None:
             self.lock.release()
 
     def _run_locked(self) -> int:

@@ -1,0 +1,141 @@
+"""The whole loop with the real lm workload under torchrun: a 1-minute CPU soak through the
+CLI, and an accelerated soak on the simulated fleet (hours in well under a minute) with an
+injected crash and HBM creep."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from soak.store import Store
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return ""
+
+
+def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak", "run", "--duration", "1m", "--workload", "lm", "--backend", "cpu",
+         "--data-dir", str(tmp_path), "--run-id", "e2e", "--listen", f"127.0.0.1:{port}", "--interval", "1s",
+         "--no-preflight"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        text = ""
+        deadline = time.monotonic() + 55
+        while time.monotonic() < deadline and "soak_run_step{" not in text:
+            time.sleep(1)
+            text = _scrape(port)
+        assert 'soak_run_info{run_id="e2e",verdict="running",workload="lmx1"} 1.0' in text
+        assert 'soak_run_step{rank="0",run_id="e2e",workload="lm"}' in text
+        assert 'soak_run_remaining_seconds{run_id="e2e"}' in text
+        assert 'soak_device_utilization_ratio{' in text and 'device="cpu"' in text
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "run e2e finished, verdict pass" in err
+    assert "elapsed" in err and "left" in err  # progress lines
+    with Store.open(tmp_path / "e2e" / "soak.db", create=False) as s:
+        run = s.get_run("e2e")
+        assert (run.status, run.verdict) == ("finished", "pass")
+        ts = [r["ts"] for r in s.load_samples("e2e", device="cpu")]
+        assert len(ts) == len(set(ts)) >= 50  # one row per tick of a 60 s run at 1 s
+        assert max(b - a for a, b in zip(ts, ts[1:], strict=False)) < 3.0  # no tick missing
+        # psutil measures CPU between two reads: the first tick has none (None, never 0)
+        assert all(r["util_pct"] is not None for r in s.load_samples("e2e", device="cpu")[1:])
+        steps = s.load_steps("e2e")
+        assert steps and steps[-1]["step"] > steps[0]["step"] and steps[-1]["step_time_s"] > 0
+        assert {e.kind for e in s.load_events("e2e")} >= {"start", "checkpoint"}
+
+
+def test_accelerated_sim_soak_with_crash_and_hbm_creep(tmp_path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f"""
+[run]
+duration = "8h"
+time_scale = 600
+data_dir = "{tmp_path / 'runs'}"
+id = "accel"
+preflight = false
+
+[devices]
+backend = "sim"
+
+[sim]
+chips = 2
+scenario = "hbm_creep:rate_mb_h=500"
+
+[[workloads]]
+name = "lm"
+extra = ["--ckpt-every", "20"]
+
+[faults]
+inject = ["crash:50"]
+
+[sampling]
+interval = "1s"
+
+[exporter]
+listen = ""
+
+[restart]
+backoff_initial = "1s"
+
+[acceptance]
+# a tick stands for 10 min here: fit 30-min envelope blocks after a shorter burn-in
+thresholds = {{ "memory.envelope_window_s" = 1800, "memory.burn_in_h" = 0.5, "memory.burn_in_frac" = 0.1, "memory.min_fit_points" = 8 }}
+
+[jobs]
+analysis_every = "10s"
+""")
+    r = subprocess.run([sys.executable, "-m", "soak", "run", str(plan), "--progress-every", "10"],
+                       env=_env(), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr  # the creep fails the run
+    assert "crashed (exit 1)" in r.stderr
+    with Store.open(tmp_path / "runs" / "accel" / "soak.db", create=False) as s:
+        run = s.get_run("accel")
+        assert (run.status, run.verdict, run.restarts, run.time_scale) == ("finished", "fail", 1, 600.0)
+        assert run.ended_ts - run.started_ts >= 7.5 * 3600  # hours on the run's time line
+        kinds = [e.kind for e in s.load_events("accel")]
+        for k in ("start", "inject", "crash", "restart", "resume", "checkpoint"):
+            assert k in kinds, k
+        assert kinds.index("crash") < kinds.index("restart") < kinds.index("resume")
+        assert s.load_events("accel", kind="resume")[0].detail["step"] == 40  # the last checkpoint
+        npu = [d for d in s.devices("accel") if d.startswith("npu")]
+        assert len(npu) == 2
+        ts = [r["ts"] for r in s.load_samples("accel", device=npu[0])]
+        assert 300 < sorted(b - a for a, b in zip(ts, ts[1:], strict=False))[len(ts) // 2] < 1200
+        creep = [f for f in s.load_findings("accel") if f.kind == "memory_creep" and f.metric == "hbm_used_bytes"]
+        assert creep and {f.device for f in creep} <= set(npu)
+        assert all(f.severity == "fail" for f in creep)
+        slope = creep[0].detail["slope_per_hour"]
+        assert 0.3e9 < slope < 0.7e9  # 500 MB/h as simulated
+        assert "finding" in kinds  # the online analysis saw it before the end

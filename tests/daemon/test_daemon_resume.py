@@ -1,0 +1,112 @@
+"""The daemon itself killed with SIGKILL, then ``--resume``: nothing committed is lost, the
+gap is marked, the orphaned workload is ended, and a second daemon on the run is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from soak.config import dump_plan
+from soak.store import Store
+from tests.daemon.conftest import HERE, fake_plan
+
+pytestmark = pytest.mark.slow
+DRIVER = HERE / "drive_daemon.py"
+ROOT = HERE.parent.parent
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _wait(cond, timeout_s: float = 30.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def _committed(db: Path) -> list[tuple[float, str]]:
+    if not db.exists():
+        return []
+    with Store.open(db, create=False) as s:
+        return [(r["ts"], r["device"]) for r in s.load_samples("r1")]
+
+
+def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap(tmp_path) -> None:
+    plan = fake_plan(tmp_path, run={"duration": "14s"})
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(dump_plan(plan))
+    run_dir = Path(plan.run.data_dir) / "r1"
+    db = run_dir / "soak.db"
+    first = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: len({ts for ts, _ in _committed(db)}) >= 4)
+        # a second daemon on the same run is refused with one line, exit 2
+        second = subprocess.run([sys.executable, "-m", "soak", "run", "--resume", "r1", "--data-dir",
+                                 plan.run.data_dir], env=_env(), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert second.stderr.strip().count("\n") == 0
+        assert "in use by another soak daemon" in second.stderr and f"pid {first.pid}" in second.stderr
+        workload_pid = json.loads((run_dir / "daemon.json").read_text())["workload_pgids"][0]
+        before = _committed(db)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    os.killpg(workload_pid, 0)  # the orphaned workload still runs
+    committed = _committed(db)
+    assert set(before) <= set(committed)
+    time.sleep(1.0)  # the daemon is down for a while
+
+    resumed = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=_env(),
+                             capture_output=True, text=True, timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    with Store.open(db, create=False) as s:
+        after = {(r["ts"], r["device"]) for r in s.load_samples("r1")}
+        assert set(committed) <= after  # every sample committed before the kill is kept
+        gap = s.load_events("r1", kind="gap")
+        assert len(gap) == 1
+        last_before = max(ts for ts, _ in committed)
+        assert gap[0].ts >= last_before and gap[0].end_ts - gap[0].ts >= 1.0
+        assert gap[0].detail["orphans_ended"] == [workload_pid]
+        assert [e.kind for e in s.load_events("r1") if e.kind in ("gap", "resume")][:2] == ["gap", "resume"]
+        # samples continue after the gap, up to the original planned end
+        assert max(ts for ts, _ in after) > gap[0].end_ts
+        run = s.get_run("r1")
+        assert run.status == "finished"
+        assert run.ended_ts >= run.planned_end_ts - 1.0
+    with pytest.raises(ProcessLookupError):
+        os.killpg(workload_pid, 0)
+    # a finished run cannot be resumed again
+    again = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "only a run whose daemon died can be resumed" in again.stderr
+
+
+def test_unwritable_db_path_is_one_line_and_exit_2(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    cases = [
+        (["--db", f"sqlite:///{blocker}/sub/soak.db"], "does not exist"),
+        (["--data-dir", str(blocker / "runs")], "Not a directory"),
+    ]
+    for extra, why in cases:
+        r = subprocess.run([sys.executable, "-m", "soak", "run", "--duration", "10s", "--backend", "cpu",
+                            "--listen", "", "--no-preflight", "--data-dir", str(tmp_path / "d"), *extra],
+                           env=_env(), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("soak: error: "), r.stderr
+        assert why in lines[0]
