@@ -1,0 +1,157 @@
+"""The daemon's small parts on real files and sockets: heartbeat follower, step windows,
+the run lock, sd_notify, the run metrics and the progress line."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
+from soak.daemon.lock import RunLock
+from soak.daemon.metrics import RunCollector
+from soak.daemon.sdnotify import notify, watchdog_interval_s
+from soak.daemon.status import RankStatus, RunStatus, progress_line
+from soak.errors import StoreError
+
+
+def _line(**kw: object) -> bytes:
+    rec = {"workload": "lm", "rank": 0, "event": "step", "step": 1, "ts": 100.0}
+    rec.update(kw)
+    return (json.dumps(rec) + "\n").encode()
+
+
+def test_follower_reads_only_complete_lines_and_keeps_offsets(tmp_path) -> None:
+    hb = tmp_path / "lm-rank0.jsonl"
+    hb.write_bytes(_line(step=1) + _line(step=2)[:10])  # the second line is half-written
+    f = HeartbeatFollower(tmp_path)
+    assert [r["step"] for r in f.poll()] == [1]
+    assert f.poll() == []
+    with open(hb, "ab") as fh:
+        fh.write(_line(step=2)[10:] + b"not json\n" + _line(step=3))
+    assert [r["step"] for r in f.poll()] == [2, 3]
+    assert f.bad_lines == 1
+    assert f.offsets["lm-rank0.jsonl"] == hb.stat().st_size
+
+
+def test_follower_bounds_each_read(tmp_path) -> None:
+    hb = tmp_path / "lm-rank0.jsonl"
+    hb.write_bytes(b"".join(_line(step=i) for i in range(1, 201)))
+    f = HeartbeatFollower(tmp_path, max_bytes=1000)
+    got: list[int] = []
+    for _ in range(100):
+        batch = f.poll()
+        assert len(batch) <= 1000 // len(_line(step=1)) + 1
+        got += [r["step"] for r in batch]
+        if not batch:
+            break
+    assert got == list(range(1, 201))
+
+
+def test_follower_skip_existing_starts_at_the_end(tmp_path) -> None:
+    (tmp_path / "lm-rank0.jsonl").write_bytes(_line(step=1))
+    f = HeartbeatFollower(tmp_path)
+    f.skip_existing()
+    assert f.poll() == []
+
+
+def test_aggregator_folds_a_window_into_one_row_with_the_median() -> None:
+    agg = StepAggregator(window_s=10.0, to_ts=lambda t: t * 2, attempt=lambda w: 3)
+    recs = [
+        {"workload": "lm", "rank": 1, "event": "step", "step": s, "ts": 100.0 + s, "step_time_s": t,
+         "loss": 5.0 - s, "tokens_per_s": 10.0 * s, "mem_peak_bytes": 100 * s}
+        for s, t in [(1, 0.1), (2, 0.3), (3, 0.2)]
+    ]
+    rows, events = agg.feed(recs)
+    assert rows == [] and events == []
+    rows, _ = agg.feed([{**recs[0], "step": 11, "ts": 111.0, "step_time_s": 9.0}])
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["step"], r["n_steps"], r["step_time_s"], r["loss"], r["attempt"]) == (3, 3, 0.2, 2.0, 3)
+    assert r["ts"] == 206.0 and r["mem_peak_bytes"] == 300 and r["tokens_per_s"] == 30.0
+    assert agg.flush(None)[0]["step"] == 11
+    assert agg.rank_state("lm", 1).last_progress_wall == 111.0
+
+
+def test_aggregator_turns_events_into_store_events_and_resume_rewinds() -> None:
+    agg = StepAggregator(window_s=10.0)
+    _, events = agg.feed([
+        {"workload": "lm", "rank": 0, "event": "step", "step": 30, "ts": 1.0},
+        {"workload": "lm", "rank": 0, "event": "timeout", "step": 30, "ts": 2.0, "message": "allreduce"},
+        {"workload": "lm", "rank": 0, "event": "resume", "step": 20, "ts": 3.0, "message": "from 20"},
+    ])
+    assert [(e["kind"], e["message"]) for e in events] == [("comm_timeout", "allreduce"), ("resume", "from 20")]
+    assert agg.rank_state("lm", 0).step == 20
+
+
+def test_second_lock_on_a_run_folder_is_refused_until_released(tmp_path) -> None:
+    first = RunLock(tmp_path)
+    first.acquire()
+    with pytest.raises(StoreError, match=f"in use by another soak daemon \\(pid {os.getpid()}\\)"):
+        RunLock(tmp_path).acquire()
+    first.release()
+    with RunLock(tmp_path):
+        pass
+
+
+def test_lock_of_a_killed_holder_is_free(tmp_path) -> None:
+    code = f"from soak.daemon.lock import RunLock; from pathlib import Path; import os; RunLock(Path({str(tmp_path)!r})).acquire(); os._exit(0)"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    with RunLock(tmp_path):
+        pass
+
+
+def test_sd_notify_sends_one_datagram(tmp_path, monkeypatch) -> None:
+    path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as srv:
+        srv.bind(path)
+        srv.settimeout(5)
+        monkeypatch.setenv("NOTIFY_SOCKET", path)
+        assert notify("READY=1", "STATUS=run r1 started")
+        assert srv.recv(4096) == b"READY=1\nSTATUS=run r1 started"
+    monkeypatch.delenv("NOTIFY_SOCKET")
+    assert notify("READY=1") is False
+    monkeypatch.setenv("WATCHDOG_USEC", "20000000")
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    assert watchdog_interval_s() == 10.0
+    monkeypatch.setenv("WATCHDOG_PID", "1")
+    assert watchdog_interval_s() is None
+
+
+def _status(**kw: object) -> RunStatus:
+    base = dict(run_id="r1", workload="lmx2", verdict="running", elapsed_s=3725.0, remaining_s=60.0, restarts=2,
+                ranks=(RankStatus("lm", 0, 120, 0.25, 800.0, 1000.0), RankStatus("lm", 1, 119, None, None, None)),
+                findings={("memory_creep", "fail"): 1, ("thermal", "warn"): 2}, passing=False)
+    base.update(kw)
+    return RunStatus(**base)  # type: ignore[arg-type]
+
+
+def test_run_metrics_use_the_contract_names_and_leave_unknowns_out() -> None:
+    reg = CollectorRegistry()
+    reg.register(RunCollector(lambda: _status()))
+    text = generate_latest(reg).decode()
+    assert 'soak_run_info{run_id="r1",verdict="running",workload="lmx2"} 1.0' in text
+    assert 'soak_run_elapsed_seconds{run_id="r1"} 3725.0' in text
+    assert 'soak_run_remaining_seconds{run_id="r1"} 60.0' in text
+    assert 'soak_run_restarts_total{run_id="r1"} 2.0' in text
+    assert 'soak_run_step{rank="1",run_id="r1",workload="lm"} 119.0' in text
+    assert 'soak_run_step_time_seconds{rank="0",run_id="r1",workload="lm"} 0.25' in text
+    assert 'soak_run_step_time_seconds{rank="1"' not in text  # unknown: left out, never 0
+    assert 'soak_run_tokens_per_second{rank="0",run_id="r1",workload="lm"} 800.0' in text
+    assert 'soak_run_last_heartbeat_timestamp_seconds{rank="0",run_id="r1",workload="lm"} 1000.0' in text
+    assert 'soak_run_findings{kind="memory_creep",run_id="r1",severity="fail"} 1.0' in text
+    assert 'soak_run_verdict_pass{run_id="r1"} 0.0' in text
+    quiet = CollectorRegistry()
+    quiet.register(RunCollector(lambda: _status(passing=None)))
+    assert "soak_run_verdict_pass{" not in generate_latest(quiet).decode()
+
+
+def test_progress_line_is_one_short_line() -> None:
+    line = progress_line(_status())
+    assert line == ("[r1] 1:02:05 elapsed, 0:01:00 left | lm/0 step 120 (250 ms), lm/1 step 119 | "
+                    "restarts 2 | 3 findings (1 fail)")
