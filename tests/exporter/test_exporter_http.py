@@ -40,9 +40,11 @@ def test_scrape_over_http_on_an_ephemeral_port(tmp_path: Path) -> None:
 def test_hanging_npu_smi_never_blocks_a_scrape_and_is_reported(tmp_path: Path) -> None:
     script = install(tmp_path / "fleet", SimConfig.build(chips=2))
     cfg = tmp_path / "fleet" / CONFIG_NAME
-    backend = NpuBackend(npu_smi=str(script), detail_interval_s=None, runner=Runner(timeout_s=1.0))
+    backend = NpuBackend(npu_smi=str(script), detail_interval_s=None, runner=Runner(timeout_s=30.0))
     sampler = Sampler(backend, interval_s=0.2)
-    sampler.tick()  # a good reading first: the chips are known
+    # a good reading first (generous timeout: a loaded machine starts Python slowly)
+    assert [d.up for d in sampler.tick().devices] == [True, True]
+    backend.runner = backend.reader.runner = Runner(timeout_s=1.0)
     SimConfig.load(cfg).with_faults("hang:seconds=120").save(cfg)  # npu-smi now hangs for 2 minutes
     server = serve(make_registry(SoakCollector.for_sampler(sampler, stale_after_s=30)), "127.0.0.1:0")
     sampler.start()
