@@ -71,6 +71,8 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         "none",
         "--global.developmentMode",
         "false",
+        "--client.toolbarMode",
+        "viewer",
         "--",
         "--data-dir",
         str(Path(args.data_dir).absolute()),

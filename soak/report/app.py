@@ -132,7 +132,7 @@ def page_overview(data: Any, lang: str) -> None:
     st.caption(f"{t('run_id', lang)}: {run.run_id} · {t('host', lang)}: {run.host or 'N/A'} · "
                f"{t('run_window', lang)}: {fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}")
     st.subheader(t("criteria", lang))
-    met = {True: "✅ " + t("met_yes", lang), False: "❌ " + t("met_no", lang), None: t("met_na", lang)}
+    met = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
     st.dataframe(
         pd.DataFrame(
             [{t("criterion", lang): k.name, t("required", lang): k.required, t("measured", lang): k.measured or "N/A",
@@ -291,7 +291,7 @@ def main() -> None:
     runs = _runs(args.db, args.data_dir)
     usable = [r for r in runs if r.get("store")]
     page = st.sidebar.radio(
-        t("overview", lang), PAGES, index=1 if usable else 0, format_func=lambda p: t(PAGE_KEYS[p], lang), key="page"
+        t("page_nav", lang), PAGES, index=1 if usable else 0, format_func=lambda p: t(PAGE_KEYS[p], lang), key="page"
     )
     if page == "runs" or not usable:
         page_runs(runs, lang)

@@ -100,6 +100,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "runs": ("Runs", "运行列表"),
     "no_runs": ("No runs in this store yet.", "存储中还没有运行记录。"),
     "overview": ("Overview", "概览"),
+    "page_nav": ("Page", "页面"),
     "timelines": ("Timelines", "时间线"),
     "download_pdf": ("Download signed PDF", "下载已签名 PDF"),
     "build_pdf": ("Build the PDF", "生成 PDF"),

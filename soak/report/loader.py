@@ -229,6 +229,14 @@ def _profile_and_phases(store, run) -> tuple[Any, list[Any]]:  # noqa: ANN001
     return build_profile(plan), plan_phases(plan, windows_ck[-1000:])
 
 
+def _required_runtime_h(store, run) -> float | None:  # noqa: ANN001
+    try:
+        profile, _ = _profile_and_phases(store, run)
+    except Exception:  # noqa: BLE001 - a profile file that moved away: the criterion is N/A
+        return None
+    return getattr(profile, "required_runtime_h", None)
+
+
 def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
     """Analyse the stored trace as the daemon's final analysis does (same profile, phases).
 
@@ -282,6 +290,9 @@ def build_criteria(
     analysis: Mapping[str, Any] | None,
     run: RunInfo,
     findings: tuple[FindingView, ...],
+    *,
+    judged: bool | None = None,
+    required_runtime_h: float | None = None,
 ) -> tuple[Criterion, ...]:
     """Acceptance criteria with measured values: runtime, then one line per detector kind."""
     if analysis and isinstance(analysis.get("criteria"), list):
@@ -293,6 +304,8 @@ def build_criteria(
     crits: list[Criterion] = []
     thr = (analysis or {}).get("thresholds") or {}
     req_h = thr.get("required_runtime_h") if isinstance(thr, Mapping) else None
+    if req_h is None:
+        req_h = required_runtime_h
     dur = run.duration_s
     crits.append(
         Criterion(
@@ -304,7 +317,8 @@ def build_criteria(
     )
     from soak.analysis.model import KINDS
 
-    judged = analysis is not None
+    if judged is None:
+        judged = analysis is not None
     for kind in KINDS:
         mine = [f for f in findings if f.kind == kind]
         worst = max((_SEVERITY_RANK.get(f.severity, 1) for f in mine), default=-1)
@@ -429,7 +443,14 @@ def load_report_data(
         events=events,
         verdict=verdict,
         verdict_reasons=reasons,
-        criteria=build_criteria(analysis, run, findings),
+        criteria=build_criteria(
+            analysis,
+            run,
+            findings,
+            # The daemon's final analysis stored findings and a verdict: the kinds were judged.
+            judged=analysis is not None or (not running and rec.verdict is not None),
+            required_runtime_h=None if analysis is not None else _required_runtime_h(store, rec),
+        ),
         clean_statement=(analysis or {}).get("clean_statement") if verdict == "pass" else None,
         detectors=detectors,
         manifest=manifest,
