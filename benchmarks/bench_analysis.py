@@ -63,9 +63,12 @@ def write_csv(trace, path: Path) -> int:
                                                ("metric", pa.string()), ("value", pa.float64())])) as w:
         for s in trace.series():
             k = s.t.size
+            idx = np.zeros(k, dtype=np.int32)
             w.write_table(pa.table({
-                "timestamp": s.t, "device": pa.array(np.full(k, s.device)),
-                "metric": pa.array(np.full(k, s.metric)), "value": s.v,
+                "timestamp": s.t,
+                "device": pa.DictionaryArray.from_arrays(idx, [s.device]).cast(pa.string()),
+                "metric": pa.DictionaryArray.from_arrays(idx, [s.metric]).cast(pa.string()),
+                "value": s.v,
             }))
             n += k
     return n

@@ -85,13 +85,18 @@ def detect(
     progress = [m for m in ("step_time_s", "step") if any(True for _ in trace.series(m))]
     if progress:
         exclude = ("step_time_s", "step")
-        alive_all = _alive_bins(trace, exclude)
+        alive_all: np.ndarray | None = None
         for metric in progress:
             for s in trace.series(metric):
                 # A rank's heartbeats are judged against its own chip's telemetry when the
                 # trace names them alike: a reader gap on that chip is then not a hang.
                 own = any(m not in exclude for m in trace.metrics if trace.get(s.device, m))
-                alive = _alive_bins(trace, exclude, s.device) if own else alive_all
+                if own:
+                    alive = _alive_bins(trace, exclude, s.device)
+                else:
+                    if alive_all is None:
+                        alive_all = _alive_bins(trace, exclude)
+                    alive = alive_all
                 t = s.t
                 if metric == "step":
                     moved = np.concatenate(([True], np.diff(s.v) > 0))

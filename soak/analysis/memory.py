@@ -81,13 +81,12 @@ def _last_regime_start(te: np.ndarray, ye: np.ndarray) -> int:
     level = float(np.median(np.abs(ye))) or 1.0
     noise = robust_sigma(np.diff(ye)) or 0.0
     k = 3
-    start = 0
-    for i in range(k, ye.size - k + 1):
-        before = np.median(ye[i - k : i])
-        after = np.median(ye[i : i + k])
-        if before - after > max(8 * noise, 0.05 * level):
-            start = i
-    return start
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    med = np.median(sliding_window_view(ye, k), axis=1)  # med[j] = median(ye[j:j+k])
+    i = np.arange(k, ye.size - k + 1)
+    drops = np.flatnonzero(med[i - k] - med[i] > max(8 * noise, 0.05 * level))
+    return int(i[drops[-1]]) if drops.size else 0
 
 
 def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, float] | None:

@@ -127,9 +127,11 @@ class Trace:
             vals.append(vf)
         names = list(codes)
         return cls._build(
-            np.asarray(ts, dtype=np.float64),
-            np.asarray(keys, dtype=np.int64),
-            np.asarray(vals, dtype=np.float64),
+            {
+                "t": np.asarray(ts, dtype=np.float64),
+                "key": np.asarray(keys, dtype=np.int64),
+                "v": np.asarray(vals, dtype=np.float64),
+            },
             names,
             source,
             line_offset=1,
@@ -171,77 +173,72 @@ class Trace:
         from soak.analysis._csv import read_long_csv
 
         name = os.fspath(path)
-        ts, keys, vals, names = read_long_csv(name)
-        return cls._build(ts, keys, vals, names, name, line_offset=2, line_word="line")
+        cols, names = read_long_csv(name)
+        return cls._build(cols, names, name, line_offset=2, line_word="line")
 
     @classmethod
     def _build(
         cls,
-        ts: np.ndarray,
-        keys: np.ndarray,
-        vals: np.ndarray,
+        cols: dict[str, np.ndarray],
         names: list[tuple[str, str]],
         source: str,
         *,
         line_offset: int,
         line_word: str,
     ) -> Trace:
-        """Group rows by key, sort each group by time, reject conflicting duplicates.
+        """Group rows by series, sort each by time, reject conflicting duplicates.
 
-        ``keys[i]`` indexes ``names``; ``line_offset`` turns a row index into the line
-        number the user sees (2 for a CSV with a header).
+        ``cols`` holds ``t``, ``key`` (index into ``names``) and ``v``; they are popped so
+        the unsorted copies are freed as soon as the sorted ones exist (a 33 M-row trace
+        then peaks near 1 GB). ``line_offset`` turns a row index into the line number the
+        user sees (2 for a CSV with a header).
         """
-        if ts.size == 0:
+        keys = cols.pop("key")
+        if keys.size == 0:
             return cls({}, source)
         n_keys = len(names)
-        small = keys.astype(np.uint16 if n_keys < 65_536 else np.int64, copy=False)
-        # A stable sort on 16-bit keys is a radix sort in numpy: linear time on 33 M rows.
+        small = keys if keys.dtype == np.uint16 else keys.astype(
+            np.uint16 if n_keys < 65_536 else np.int64)
+        del keys
+        # A stable sort on 16-bit keys is a radix sort in numpy: linear time on 33 M rows,
+        # and it keeps each series' rows in file order (usually already time order).
         order = np.argsort(small, kind="stable")
+        counts = np.bincount(small, minlength=n_keys)
         del small
-        ks = keys[order]
-        tsort = ts[order]
-        bounds = np.flatnonzero(np.diff(ks)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [ks.size]))
-        del ks
-        d = np.diff(tsort)
-        inside = np.ones(d.size, dtype=bool)
-        inside[bounds - 1] = False  # differences across group boundaries do not count
-        if np.any((d < 0) & inside):
-            # Rows in any order are allowed: sort only the groups that need it.
-            for s, e in zip(starts, ends, strict=True):
-                seg = tsort[s:e]
-                if seg.size > 1 and np.any(np.diff(seg) < 0):
-                    sub = np.argsort(seg, kind="stable")
-                    order[s:e] = order[s:e][sub]
-                    tsort[s:e] = seg[sub]
-            d = np.diff(tsort)
-        vsort = vals[order]
-        valid = ~np.isnan(vsort)
-        dup = np.flatnonzero((d == 0) & inside)
-        keep = valid
-        if dup.size:
-            both = valid[dup] & valid[dup + 1]
-            differ = dup[both & (vsort[dup] != vsort[dup + 1])]
-            if differ.size:
-                i = int(differ[0])
-                a, b = sorted((int(order[i]), int(order[i + 1])))
-                dev, met = names[int(keys[order[i]])]
-                raise InputError(
-                    f"{source}: {line_word} {b + line_offset}: duplicate timestamp {tsort[i]:g} for "
-                    f"{dev}/{met} with a different value than {line_word} {a + line_offset}"
-                )
-            # Of two rows at one time keep a valid one: drop the later if the earlier is valid.
-            keep = valid.copy()
-            drop = dup[valid[dup]]
-            keep[drop + 1] = False
+        tsort = cols.pop("t")[order]
+        vsort = cols.pop("v")[order]
+        ends = np.cumsum(counts)
         out: dict[tuple[str, str], Series] = {}
-        for s, e in zip(starts, ends, strict=True):
-            code = int(keys[order[s]])
-            t_g, v_g = tsort[s:e], vsort[s:e]
-            k = keep[s:e]
-            if not k.all():
-                t_g, v_g = t_g[k], v_g[k]
+        for code in np.flatnonzero(counts).tolist():
+            e = int(ends[code])
+            b = e - int(counts[code])
+            t_g, v_g, o_g = tsort[b:e], vsort[b:e], order[b:e]
+            d = np.diff(t_g)
+            if np.any(d < 0):  # rows in any order are allowed
+                sub = np.argsort(t_g, kind="stable")
+                t_g[:] = t_g[sub]
+                v_g[:] = v_g[sub]
+                o_g[:] = o_g[sub]
+                d = np.diff(t_g)
+            valid = ~np.isnan(v_g)
+            keep = valid
+            dup = np.flatnonzero(d == 0)
+            if dup.size:
+                both = valid[dup] & valid[dup + 1]
+                differ = dup[both & (v_g[dup] != v_g[dup + 1])]
+                if differ.size:
+                    i = int(differ[0])
+                    r1, r2 = sorted((int(o_g[i]), int(o_g[i + 1])))
+                    dev, met = names[code]
+                    raise InputError(
+                        f"{source}: {line_word} {r2 + line_offset}: duplicate timestamp {t_g[i]:g} "
+                        f"for {dev}/{met} with a different value than {line_word} {r1 + line_offset}"
+                    )
+                # Of two rows at one time keep a valid one: drop the later if the earlier is.
+                keep = valid.copy()
+                keep[dup[valid[dup]] + 1] = False
+            if not keep.all():
+                t_g, v_g = t_g[keep], v_g[keep]
             if t_g.size:
                 dev, met = names[code]
                 out[(dev, met)] = Series(dev, met, t_g, v_g)
