@@ -154,6 +154,7 @@ def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str
                 keys = keys.astype(np.int64)
             keys[row0 : row0 + n] = lut[pair]
             row0 += n
+        batch = tcol = dcol = mcol = vcol = None  # drop the last batch's references too
         del table, batch, tcol, dcol, mcol, vcol
         _release_freed_memory()
     except pa.ArrowInvalid as exc:
