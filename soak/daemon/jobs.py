@@ -60,12 +60,15 @@ def plan_phases(plan: Plan, checkpoint_windows: list[tuple[float, float]]) -> li
 
 
 def analyze_run(store: Any, run_id: str, plan: Plan, now: float | None = None,
-                profile: Any = None) -> tuple[list[dict[str, Any]], str | None]:
-    """Analyse everything stored so far: (findings as dicts, verdict; None without data)."""
+                profile: Any = None, bucket_s: float | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Analyse everything stored so far: (findings as dicts, verdict; None without data).
+
+    ``bucket_s`` averages the device samples in SQL first (online analysis of a long run).
+    """
     from soak.analysis import analyze
     from soak.analysis.trace import Trace
 
-    trace = Trace.from_rows(store.load_trace(run_id), source=f"run {run_id}")
+    trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
     if trace.start is None:
         return [], None
     # a checkpoint idles the chips for about its own duration; the events mark when
@@ -74,6 +77,14 @@ def analyze_run(store: Any, run_id: str, plan: Plan, now: float | None = None,
     result = analyze(trace, profile if profile is not None else build_profile(plan),
                      phases=plan_phases(plan, windows[-1000:]), now=now)
     return [f.to_dict() for f in result.findings], result.verdict
+
+
+def online_bucket_s(plan: Plan, elapsed_s: float, max_points: int = 20000) -> float | None:
+    """Bucket for the online analysis: raw samples until a series would pass ``max_points``."""
+    tick_s = plan.sampling.interval_s * plan.run.time_scale
+    if elapsed_s / tick_s <= max_points:
+        return None
+    return elapsed_s / max_points
 
 
 def disk_free_bytes(path: Path) -> int:

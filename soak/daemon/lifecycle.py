@@ -27,7 +27,7 @@ from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
-from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes
+from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes, online_bucket_s
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
@@ -218,8 +218,9 @@ class Daemon:
         if time.monotonic() < self._next_analysis:
             return
         t0 = time.monotonic()
-        findings, verdict = analyze_run(self.store, self.run_id, self.plan, now=self.clock.now(),
-                                        profile=self.profile)
+        now = self.clock.now()
+        findings, verdict = analyze_run(self.store, self.run_id, self.plan, now=now, profile=self.profile,
+                                        bucket_s=online_bucket_s(self.plan, now - self.started_ts))
         self._next_analysis = time.monotonic() + 49 * (time.monotonic() - t0)
         if verdict is None:
             return

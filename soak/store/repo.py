@@ -588,17 +588,27 @@ class Store:
             for r in self._read(stmt)
         ]
 
-    def load_trace(self, run_id: str, chunk_rows: int = 20000) -> Iterator[tuple[float, str, str, float]]:
+    def load_trace(
+        self, run_id: str, chunk_rows: int = 20000, bucket_s: float | None = None
+    ) -> Iterator[tuple[float, str, str, float]]:
         """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
 
         Device metrics come from the samples (None values left out: a gap, not a zero);
         ``step_time_s`` and ``tokens_per_s`` from the steps, with device ``<workload>-rank<R>``.
-        Read in chunks so a 72 h run never sits in memory as rows.
+        Read in chunks so a 72 h run never sits in memory as rows. With ``bucket_s`` the
+        device metrics are bucket means computed in SQL (the daemon's online analysis of a
+        long run); the steps stay as stored.
         """
         t = S.samples
         metrics = S.SAMPLE_METRIC_COLUMNS
         last_id = -1
-        while True:
+        if bucket_s:
+            for dev in self.devices(run_id):
+                for r in self.load_samples(run_id, device=dev, bucket_s=bucket_s):
+                    for m in metrics:
+                        if r[m] is not None:
+                            yield (r["ts"], dev, m, float(r[m]))
+        while not bucket_s:
             stmt = (
                 select(t.c.id, t.c.ts, t.c.device, *[t.c[m] for m in metrics])
                 .where(and_(t.c.run_id == run_id, t.c.id > last_id))

@@ -155,3 +155,24 @@ def test_progress_line_is_one_short_line() -> None:
     line = progress_line(_status())
     assert line == ("[r1] 1:02:05 elapsed, 0:01:00 left | lm/0 step 120 (250 ms), lm/1 step 119 | "
                     "restarts 2 | 3 findings (1 fail)")
+
+
+def test_online_analysis_reads_raw_samples_until_a_series_gets_long() -> None:
+    from soak.config import plan_from_dict
+    from soak.daemon.jobs import online_bucket_s
+
+    plan = plan_from_dict({"sampling": {"interval": "1s"}})
+    assert online_bucket_s(plan, 3600.0) is None
+    assert online_bucket_s(plan, 72 * 3600.0) == pytest.approx(72 * 3600 / 20000)
+
+
+def test_acceptance_thresholds_reach_the_analysis_profile_or_name_the_bad_key() -> None:
+    from soak.config import plan_from_dict
+    from soak.daemon.jobs import build_profile
+    from soak.errors import ConfigError
+
+    prof = build_profile(plan_from_dict({"acceptance": {"thresholds": {"thermal.threshold_c": 90,
+                                                                       "memory.min_fit_points": 8}}}))
+    assert prof.thermal.threshold_c == 90.0 and prof.memory.min_fit_points == 8
+    with pytest.raises(ConfigError, match="acceptance.thresholds: thermal.nonsense"):
+        build_profile(plan_from_dict({"acceptance": {"thresholds": {"thermal.nonsense": 1}}}))

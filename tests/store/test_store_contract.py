@@ -177,3 +177,14 @@ def test_schema_version_mismatch_is_refused(store_url: str) -> None:
     s.close()
     with pytest.raises(StoreError, match="schema version 999"):
         Store.open(store_url)
+
+
+def test_load_trace_bucketed_averages_device_metrics_but_keeps_steps(store: Store) -> None:
+    _new_run(store)
+    for i in range(6):
+        store.add_snapshot("r1", _snap(T0 + i, float(10 * i), 100))
+    store.add_steps("r1", [{"ts": T0 + 1, "workload": "lm", "rank": 0, "step": 1, "step_time_s": 0.5}])
+    trace = list(store.load_trace("r1", bucket_s=3))
+    util = sorted((ts, v) for ts, d, m, v in trace if d == "npu0-0" and m == "util_pct")
+    assert util == [(T0, 10.0), (T0 + 3, 40.0)]
+    assert (T0 + 1, "lm-rank0", "step_time_s", 0.5) in trace
