@@ -176,13 +176,13 @@ def render_pdf(
     ]
     if run.time_scale and run.time_scale != 1:
         cover.append((t("time_scale", lang), f"×{run.time_scale:g}"))
-    story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
-    story.append(Spacer(1, 8 * mm))
     color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
     vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
     story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
     for reason in data.verdict_reasons:
         story.append(st.p(f"• {reason}"))
+    story.append(Spacer(1, 6 * mm))
+    story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
     story.append(Spacer(1, 4 * mm))
     story.append(st.p(f"{t('generated', lang)}: {fmt_ts(data.generated_at or time.time())}", st.small))
     story.append(PageBreak())
