@@ -41,6 +41,11 @@ def _when(ts: float | None) -> str | None:
     return None if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
+def _hms(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 def _list(args: argparse.Namespace) -> int:
     from soak.store import Store
 
@@ -88,11 +93,11 @@ def _show(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     end = run.ended_ts or out["last_sample_ts"]
-    hours = None if end is None else (end - run.started_ts) / 3600
+    ran = None if end is None else _hms(end - run.started_ts)
+    planned = None if run.planned_end_ts is None else _hms(run.planned_end_ts - run.started_ts)
     print(f"run       {run.id}  ({run.host})")
     print(f"status    {run.status}, verdict {fmt(run.verdict)}, restarts {run.restarts}")
-    print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC "
-          f"({fmt(hours)} h of {fmt((run.planned_end_ts or run.started_ts) / 3600 - run.started_ts / 3600)} h"
+    print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC ({fmt(ran)} of {fmt(planned)}"
           + (f", time scale {run.time_scale:g}" if run.time_scale != 1 else "") + ")")
     print(f"workload  {fmt(run.workload)} on {fmt(run.backend)}; {out['samples']} samples of "
           f"{len(out['devices'])} devices")

@@ -172,28 +172,31 @@ class Daemon:
             self.store.add_event(self.run_id, "note", ts=self.clock.now(), message=f"manifest failed: {exc}")
 
     def _preflight(self) -> None:
-        try:
-            from soak.preflight import run_preflight
-        except ImportError:
-            self.store.add_event(self.run_id, "preflight", ts=self.clock.now(), message="preflight not available")
-            return
-        from soak.daemon.telemetry import _call_with_supported
+        """``soak preflight`` in a child process: torch and the device checks stay out of the
+        daemon (its memory stays small for 72 h), and a check that crashes cannot take it down."""
+        import json
+        import subprocess
 
+        backend = {"sim": "cpu"}.get(self.plan.devices.backend, self.plan.devices.backend)
+        argv = [sys.executable, "-m", "soak", "preflight", "--backend", backend, "--run-dir",
+                str(self.run_dir), "--format", "json"]
+        if self.npu_smi:
+            argv += ["--npu-smi", self.npu_smi]
         t0 = self.clock.now()
+        self.out.write("soak: preflight ...\n")
+        self.out.flush()
         try:
-            result = _call_with_supported(run_preflight, backend=self.plan.devices.backend,
-                                          run_dir=str(self.run_dir), npu_smi=self.npu_smi)
-        except UserError:
-            raise
-        except Exception as exc:
-            log.exception("preflight")
-            result = {"ok": False, "error": str(exc)}
-        detail = result.to_dict() if hasattr(result, "to_dict") else (result if isinstance(result, dict) else {"result": str(result)})
-        ok = detail.get("ok", detail.get("passed"))
-        self.store.add_event(self.run_id, "preflight", ts=t0, end_ts=self.clock.now(),
-                             message=f"preflight {'passed' if ok else 'reported problems' if ok is False else 'done'}",
-                             detail=detail)
-        self.out.write(f"soak: preflight {'passed' if ok or ok is None else 'reported problems (see soak runs show)'}\n")
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+            detail = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {
+                "status": "error", "error": (r.stderr.strip().splitlines() or ["no output"])[-1]}
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            detail = {"status": "error", "error": str(exc)}
+        status = str(detail.get("status"))
+        failed = [c.get("name") for c in detail.get("checks", []) if c.get("status") == "fail"]
+        msg = f"preflight {status}" + (f": failed {', '.join(map(str, failed))}" if failed else "")
+        self.store.add_event(self.run_id, "preflight", ts=t0, end_ts=self.clock.now(), message=msg, detail=detail)
+        self.out.write(f"soak: {msg}\n")
+        self.out.flush()
 
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
@@ -300,6 +303,9 @@ class Daemon:
             self._manifest()
             if plan.run.preflight:
                 self._preflight()
+                # the soak's duration counts from the workloads' start, not the self-check's
+                self.planned_end_ts = self.clock.now() + plan.run.duration_s
+                self.store.update_run(self.run_id, planned_end_ts=self.planned_end_ts)
         self.agg = StepAggregator(self.step_window_s, to_ts=self.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.run_dir / "heartbeats")
