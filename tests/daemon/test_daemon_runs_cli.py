@@ -1,0 +1,53 @@
+"""``soak runs list|show`` over run folders and over an explicit store URL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from soak.cli import main
+from soak.store import Store
+
+T0 = 1_764_000_000.0
+
+
+def _make(tmp_path, run_id: str, started: float) -> None:  # noqa: ANN001
+    d = tmp_path / run_id
+    d.mkdir()
+    with Store.open(d / "soak.db") as s:
+        s.create_run(run_id, host="node1", plan={"run": {}}, started_ts=started, planned_end_ts=started + 7200,
+                     workload="lm", backend="sim")
+        s.add_event(run_id, "crash", ts=started + 60, workload="lm", message="lm: crashed (exit 1)")
+        s.replace_findings(run_id, [{"kind": "thermal", "device": "npu0-0", "metric": "temp_c", "start": started,
+                                     "end": started + 10, "severity": "warn", "summary": "hot"}])
+        s.finish_run(run_id, status="finished", ended_ts=started + 7200, verdict="pass")
+
+
+def test_list_and_show_read_every_run_folder(tmp_path, capsys) -> None:
+    _make(tmp_path, "old", T0)
+    _make(tmp_path, "new", T0 + 100)
+    assert main(["runs", "list", "--data-dir", str(tmp_path), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == ["new", "old"]
+    assert rows[0]["status"] == "finished" and rows[0]["verdict"] == "pass"
+    assert main(["runs", "show", "old", "--data-dir", str(tmp_path), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["findings"][0]["summary"] == "hot" and shown["events"][0]["kind"] == "crash"
+    assert main(["runs", "show", "old", "--data-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "status    finished, verdict pass" in text and "(2:00:00 of 2:00:00)" in text
+    assert "[warn] thermal npu0-0/temp_c: hot" in text
+
+
+def test_show_unknown_run_is_one_line_exit_2(tmp_path, capsys) -> None:
+    assert main(["runs", "show", "nope", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("soak: error: run nope: no ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_list_of_an_empty_data_dir(tmp_path, capsys, fmt) -> None:
+    assert main(["runs", "list", "--data-dir", str(tmp_path), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == ("[]" if fmt == "json" else f"no runs ({tmp_path})")
