@@ -370,9 +370,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         ctx.injector.announce(step)
         deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
         last_saved = step
-        while (args.steps is None or step < args.steps) and (
-            deadline is None or time.monotonic() < deadline
-        ):
+        while (args.steps is None or step < args.steps) and not _time_is_up(ctx, deadline, step):
             t_iter = time.perf_counter()
             ctx.injector.before_step(step + 1)
             t0 = time.perf_counter()
@@ -403,6 +401,29 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         hb.event("exit", step, f"exit {EXIT_CRASH}: {type(exc).__name__}: {exc}"[:500])
         hb.close()
         raise
+
+
+STOP_VOTE_EVERY = 10  # steps between stop votes of a --duration-s run
+
+
+def _time_is_up(ctx: Context, deadline: float | None, step: int) -> bool:
+    """Whether to stop for --duration-s. Ranks must agree, or one would wait forever in a
+    collective the others never join: every STOP_VOTE_EVERY steps they all-reduce (max)
+    their own verdicts, so all stop at the same step, at most that many steps late."""
+    if deadline is None:
+        return False
+    mine = time.monotonic() >= deadline
+    if not ctx.distributed:
+        return mine
+    if step % STOP_VOTE_EVERY:
+        return False
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if mine else 0.0], device=ctx.device.name)
+    with ctx.watchdog.guard("stop_vote", step):
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item() > 0)
 
 
 def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:

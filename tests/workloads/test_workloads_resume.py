@@ -51,3 +51,13 @@ def test_checkpoint_is_atomic_and_keeps_last_k(tmp_path):
     assert ck.steps() == [10, 15]
     assert ck.load(15)["payload"] == list(range(15))
     assert sorted(p.name for p in ck.dir.iterdir()) == ["step_10.pt", "step_15.pt"]
+
+
+@pytest.mark.slow
+def test_duration_stop_is_agreed_by_all_ranks(launcher):
+    # each rank's own clock runs out at a different step; stopping alone would leave the
+    # other rank waiting in a DDP all-reduce that never completes
+    assert launcher.run("lm", duration_s=2.0, extra=("--ckpt-every", "0")) == 0, launcher.log()
+    ends = [read_heartbeats(launcher.run_dir, "lm", r)[-1] for r in (0, 1)]
+    assert [e["event"] for e in ends] == ["exit", "exit"]
+    assert ends[0]["step"] == ends[1]["step"] and ends[0]["step"] % 10 == 0
