@@ -105,9 +105,15 @@ def main() -> int:
                   f"overhead {100 * (on - off) / off:+6.2f} %  "
                   f"(spread off {min(x[k] for x in arms[False]):.3f}-"
                   f"{max(x[k] for x in arms[False]):.3f} s)")
+        costs = unit_costs(tmp)
         print("unit costs:")
-        for k, v in unit_costs(tmp).items():
+        for k, v in costs.items():
             print(f"  {k:<22} {v:10.2f}")
+        # the same overhead from unit costs: steadier than end-to-end timing on a busy host
+        step_s = statistics.median(x[1] for x in arms[False]) / a.steps
+        per_step = (costs["rate_limited_call_us"] * 1e-6 + costs["heartbeat_line_us"] * 1e-6
+                    * step_s / 1.0 + costs["checkpoint_tiny_ms"] * 1e-3 / a.ckpt_every)
+        print(f"  computed overhead at {step_s * 1e3:.1f} ms/step: {100 * per_step / step_s:.3f} %")
     return 0
 
 
