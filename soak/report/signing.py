@@ -14,6 +14,7 @@ import hashlib
 import io
 import os
 import stat
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -183,15 +184,17 @@ def finalize_pdf(
     stamp_lines: tuple[str, ...] = (),
 ) -> bytes:
     """Embed ``attachments`` and (with ``keys``) sign. Returns the final PDF bytes."""
-    from pyhanko.pdf_utils import embed
+    from pyhanko.pdf_utils import embed, generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
     w = IncrementalPdfFileWriter(io.BytesIO(pdf))
     for att in attachments:
-        ef = embed.EmbeddedFileObject.from_file_data(
+        # Deflate at level 1 ourselves: on a 72 h run's 90 MB CSV the default level takes ~6 s
+        # for a file only a quarter smaller.
+        ef = embed.EmbeddedFileObject(
             w,
-            data=att.data,
-            compress=True,
+            dict_data={generic.pdf_name("/Filter"): generic.pdf_name("/FlateDecode")},
+            encoded_data=zlib.compress(att.data, 1),
             mime_type=att.mime_type,
             params=embed.EmbeddedFileParams(embed_size=True, embed_checksum=True),
         )
