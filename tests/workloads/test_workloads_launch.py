@@ -1,0 +1,49 @@
+"""The torchrun command the daemon and `soak workload` run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from soak.errors import InputError
+from soak.workloads.launch import build_command
+
+
+def test_build_command_is_torchrun_standalone_without_restarts(tmp_path):
+    argv = build_command("collective", tmp_path / "r", 4, "small", duration_s=90.5,
+                         inject=("comm-delay:1,3",), extra=("--ckpt-every", "7"), python="py")
+    assert argv == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+                    "--max-restarts=0", "-m", "soak.workloads.collective",
+                    "--run-dir", str(tmp_path / "r"), "--size", "small", "--duration-s", "90.5",
+                    "--inject", "comm-delay:1,3", "--ckpt-every", "7"]
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"workload": "bert"}, "workload 'bert'"),
+    ({"nproc": 0}, "nproc 0"),
+    ({"inject": ("corrupt:3",)}, "gemm workload only"),
+])
+def test_build_command_rejects_bad_input(tmp_path, kw, words):
+    args = {"workload": "lm", "run_dir": tmp_path, "nproc": 2, **kw}
+    with pytest.raises(InputError, match=words):
+        build_command(**args)
+
+
+def test_soak_workload_print_and_bad_spec(tmp_path):
+    cli = [sys.executable, "-m", "soak", "workload"]
+    res = subprocess.run([*cli, "gemm", "--print", "--nproc-per-node", "3", "--run-dir",
+                          str(tmp_path), "--size", "small", "--steps", "5", "--sdc-every", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    argv = res.stdout.split()
+    assert argv[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+                         "--max-restarts=0"]
+    assert argv[6:] == ["-m", "soak.workloads.gemm", "--run-dir", str(tmp_path), "--size",
+                        "small", "--steps", "5", "--sdc-every", "2"]
+    bad = subprocess.run([*cli, "lm", "--run-dir", str(tmp_path), "--inject", "hang:soon"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr == ("soak: error: --inject 'hang:soon': AT (a step) must be an integer "
+                          ">= 1, got 'soon'\n")
