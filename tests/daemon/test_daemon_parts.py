@@ -176,3 +176,36 @@ def test_acceptance_thresholds_reach_the_analysis_profile_or_name_the_bad_key() 
     assert prof.thermal.threshold_c == 90.0 and prof.memory.min_fit_points == 8
     with pytest.raises(ConfigError, match="acceptance.thresholds: thermal.nonsense"):
         build_profile(plan_from_dict({"acceptance": {"thresholds": {"thermal.nonsense": 1}}}))
+
+
+def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path) -> None:
+    from soak.clock import ScaledClock
+    from soak.config import plan_from_dict
+    from soak.daemon.jobs import build_profile
+    from soak.daemon.lifecycle import Daemon
+    from soak.store import Store
+    from soak.telemetry.records import DeviceSample, Snapshot
+
+    t0 = 1_764_000_000.0
+    store = Store.open(tmp_path / "soak.db")
+    store.create_run("r", host="h", plan={}, started_ts=t0)
+    # 10 h at 60 s ticks; the chip's HBM grows 1 GB/h: a leak the analysis must flag
+    for i in range(600):
+        store.add_snapshot("r", Snapshot(ts=t0 + 60 * i, host="h", devices=(
+            DeviceSample(device="npu0-0", backend="npu", up=True, util_pct=95.0, hbm_total_bytes=64 << 30,
+                         hbm_used_bytes=int(30e9 + 1e9 * i / 60) + (i % 7) * 10_000_000),)))
+    plan = plan_from_dict({"sampling": {"interval": "60s"}})
+    d = Daemon(plan)
+    # a time line that reads "now" at the end of the data, as the daemon's would
+    clock = ScaledClock(scale=1.0, origin=0.0)
+    object.__setattr__(clock, "now", lambda: t0 + 600 * 60)
+    d.store, d.run_id, d.clock, d.started_ts, d.profile = store, "r", clock, t0, build_profile(plan)
+    d._analysis_job()
+    d._next_analysis = 0.0
+    d._analysis_job()  # a second pass finds the same leak: no second event
+    found = store.load_findings("r")
+    assert [(f.kind, f.device, f.severity) for f in found] == [("memory_creep", "npu0-0", "fail")]
+    events = store.load_events("r", kind="finding")
+    assert len(events) == 1 and events[0].detail["kind"] == "memory_creep"
+    assert d.passing is False and d.findings[0]["kind"] == "memory_creep"
+    store.close()
