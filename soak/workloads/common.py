@@ -273,7 +273,7 @@ def die_with_parent() -> None:
         os._exit(EXIT_CRASH)
 
 
-def _init_dist(device: Device, run_dir: Path, timeout_s: float) -> tuple[int, int, int, bool]:
+def _init_dist(device: Device, timeout_s: float) -> tuple[int, int, int, bool]:
     import datetime
 
     import torch.distributed as dist
@@ -330,7 +330,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
     device_backend.set_current()
     run_dir: Path = args.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    rank, world, local, distributed = _init_dist(device_backend, run_dir, args.comm_timeout_s)
+    rank, world, local, distributed = _init_dist(device_backend, args.comm_timeout_s)
     hb = Heartbeat(run_dir, workload, rank, world, device_backend,
                    args.heartbeat_interval_s, enabled=not args.no_heartbeat)
     signal.signal(signal.SIGTERM, lambda *_: (hb.event("exit", hb.last_step, "SIGTERM"), os._exit(143)))
@@ -353,7 +353,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         torch.manual_seed(args.seed)
         wl = factory(ctx)
         # Rank 0 decides which checkpoint every rank resumes from, so all ranks agree.
-        found = [ckpt.steps()[-1] if ckpt.steps() else 0]
+        found = (ckpt.steps() or [0])[-1:]
         if distributed:
             import torch.distributed as dist
 
