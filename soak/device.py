@@ -191,6 +191,17 @@ class Device:
             int(m.memory_allocated(i)), int(m.memory_reserved(i)), int(m.max_memory_allocated(i))
         )
 
+    def mem_get_info(self) -> tuple[int, int] | None:
+        """(free, total) bytes of this device; None on CPU."""
+        if self.backend == "cpu":
+            return None
+        free, total = self._module().mem_get_info(self.local_rank)
+        return int(free), int(total)
+
+    def empty_cache(self) -> None:
+        if self.backend != "cpu":
+            self._module().empty_cache()
+
     def total_memory_bytes(self) -> int | None:
         if self.backend == "cpu":
             try:

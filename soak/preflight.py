@@ -181,7 +181,7 @@ def check_memory(backend: str, count: int, fraction: float, host_cap_bytes: int)
 
             target = int(min(psutil.virtual_memory().available * fraction, host_cap_bytes))
         else:
-            free, total = dev._module().mem_get_info(dev.local_rank)
+            free, total = dev.mem_get_info()
             target = int(min(total * fraction, free * 0.95))
         held = []
         try:
@@ -200,8 +200,7 @@ def check_memory(backend: str, count: int, fraction: float, host_cap_bytes: int)
         finally:
             del held
             dev.synchronize()
-            if backend != "cpu":
-                dev._module().empty_cache()
+            dev.empty_cache()
         done.append(target)
     return Check("memory", "pass", min(done), "bytes",
                  f"allocated and filled {min(done)} bytes on each of {len(done)} device(s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 
 from soak.manifest import Drift, collect_manifest, diff_manifest, write_lock
 from soak.preflight import run_preflight
@@ -68,3 +69,29 @@ def test_manifest_check_prints_drift_and_exits_1(tmp_path, ascend_roots):
     bad = subprocess.run([*cli, "check", str(tmp_path / "missing.json")], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "missing.json" in bad.stderr
+
+
+def test_nvidia_fields_come_from_nvml_and_unsupported_is_none(monkeypatch, tmp_path):
+    class NVMLError(Exception):
+        pass
+
+    def not_supported(*_):
+        raise NVMLError("Not Supported")
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: "550.54.15",
+        nvmlSystemGetCudaDriverVersion_v2=lambda: 12040,
+        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: "NVIDIA H100 80GB HBM3",
+        nvmlDeviceGetSerial=lambda h: b"165322000" + str(h).encode(),
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}", nvmlDeviceGetVbiosVersion=not_supported,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    m = collect_manifest(npu_smi=str(tmp_path / "none"), cann_root=tmp_path,
+                         driver_root=tmp_path, firmware_root=tmp_path)
+    assert m["nvidia"] == {
+        "driver_version": "550.54.15", "cuda_driver_version": "12.4",
+        "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "serial": f"165322000{i}",
+                  "uuid": f"GPU-{i}", "vbios_version": None} for i in (0, 1)],
+    }
