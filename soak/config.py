@@ -176,14 +176,14 @@ class FaultsSection:
 
 @dataclass(frozen=True)
 class AcceptanceSection:
-    profile: str = opt("default", "Acceptance profile of the analysis.", _string)
+    profile: str = opt("default", "Acceptance profile: \"default\" or the path of a profile TOML (docs/analysis.md).", _string)
     thresholds: Mapping[str, float | int] = opt({}, "Overrides of profile values, \"section.key\" = number (docs/analysis.md).",
                                           _numbers_table)
 
 
 @dataclass(frozen=True)
 class PhasesSection:
-    checkpoint_every_s: float | None = opt(None, "Expected checkpoint cadence (run time line); a missing checkpoint is reported.",
+    checkpoint_every_s: float | None = opt(None, "Expected checkpoint cadence (run time line): the analysis expects the chips to idle then.",
                                            lambda v, k: None if v in (None, "") else parse_duration(v, k),
                                            key="checkpoint_every", raw="")
     checkpoint_duration_s: float = opt(120.0, "How long a checkpoint may idle the chips (run time line).", _dur(),
@@ -201,7 +201,8 @@ class SimSection:
 
 @dataclass(frozen=True)
 class ExporterSection:
-    listen: str | None = opt("127.0.0.1:9464", "HOST:PORT of /metrics; empty: no exporter.", parse_listen)
+    listen: str | None = opt("127.0.0.1:19400", "HOST:PORT of /metrics (device and run metrics); :PORT for all interfaces; empty: none.",
+                             parse_listen)
 
 
 @dataclass(frozen=True)

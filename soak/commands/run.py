@@ -42,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+_PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
+               "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
+               "hang_timeout")
+
+
 def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
     if value is not None:
         data.setdefault(section, {})[key] = value
@@ -97,6 +102,15 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("--resume continues a run with its own plan; give RUN_ID without PLAN.toml")
     if not args.resume and not args.plan and not args.duration:
         raise ConfigError("soak run needs PLAN.toml, or at least --duration (e.g. --duration 5m --workload lm)")
+    overrides: dict[str, Any] = {}
+    if args.resume:
+        given = {k: v for k, v in vars(args).items() if v not in (None, False) and k in _PLAN_FLAGS}
+        extra = sorted(set(given) - {"db", "listen", "data_dir"})
+        if extra:
+            raise ConfigError(f"--resume keeps the run's own plan; --{extra[0].replace('_', '-')} cannot change it "
+                              "(only --db, --listen and --data-dir may be given)")
+        overrides = {f"run.{k}" if k == "db" else "exporter.listen": v for k, v in given.items() if k != "data_dir"}
     plan = plan_from_dict(plan_data(args))
-    daemon = Daemon(plan, resume=args.resume, out=sys.stderr, progress_every_s=args.progress_every)
+    daemon = Daemon(plan, resume=args.resume, out=sys.stderr, progress_every_s=args.progress_every,
+                    resume_overrides=overrides)
     return daemon.run()

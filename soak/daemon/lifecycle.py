@@ -19,12 +19,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from soak.clock import ScaledClock
-from soak.config import Plan, WorkloadSpec, dump_plan, load_plan
+from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
 from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes, online_bucket_s
@@ -59,9 +58,13 @@ def default_argv(plan: Plan) -> ArgvFactory:
 class Daemon:
     def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
-                 loop_interval_s: float = 0.25, step_window_s: float = 10.0) -> None:
+                 loop_interval_s: float = 0.25, step_window_s: float = 10.0,
+                 resume_overrides: dict[str, Any] | None = None) -> None:
+        """``resume_overrides``: dotted plan keys a resume may change (``run.db``,
+        ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``."""
         self.plan = plan
         self.resume_id = resume
+        self.resume_overrides = dict(resume_overrides or {})
         self.out = out if out is not None else sys.stderr
         self.progress_every_s = progress_every_s
         self.argv_factory = argv_factory
@@ -101,10 +104,13 @@ class Daemon:
             self.run_dir = Path(plan.run.data_dir).expanduser() / self.run_id
             if not (self.run_dir / "plan.toml").is_file():
                 raise StoreError(f"run {self.run_id}: no run folder with plan.toml under {plan.run.data_dir}")
-            saved = load_plan(self.run_dir / "plan.toml")
-            # where the data lives may be given again; everything else is the run's own plan
-            self.plan = plan = replace(saved, run=replace(saved.run, data_dir=plan.run.data_dir,
-                                                          db=plan.run.db or saved.run.db))
+            saved = load_plan(self.run_dir / "plan.toml").to_dict()
+            # the run keeps its own plan; only where things live may be given again
+            for dotted, value in self.resume_overrides.items():
+                section, key = dotted.split(".")
+                saved[section][key] = value
+            saved["run"]["data_dir"] = plan.run.data_dir
+            self.plan = plan = plan_from_dict(saved)
         else:
             self.run_id = plan.run.id or runfolder.new_run_id()
             self.run_dir = runfolder.make_run_dir(plan.run.data_dir, self.run_id, exist_ok=False)

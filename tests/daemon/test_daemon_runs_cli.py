@@ -51,3 +51,20 @@ def test_list_of_an_empty_data_dir(tmp_path, capsys, fmt) -> None:
     assert main(["runs", "list", "--data-dir", str(tmp_path), "--format", fmt]) == 0
     out = capsys.readouterr().out
     assert out.strip() == ("[]" if fmt == "json" else f"no runs ({tmp_path})")
+
+
+def test_resume_refuses_flags_that_would_change_the_plan(tmp_path, capsys) -> None:
+    assert main(["run", "--resume", "r1", "--duration", "5m", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--duration cannot change it" in err and err.count("\n") == 1
+
+
+def test_resume_of_an_unknown_run_is_one_line(tmp_path, capsys) -> None:
+    assert main(["run", "--resume", "nope", "--data-dir", str(tmp_path), "--listen", ":19999"]) == 2
+    err = capsys.readouterr().err
+    assert "run nope: no run folder with plan.toml" in err and err.count("\n") == 1
+
+
+def test_run_without_plan_or_duration_is_one_line(capsys) -> None:
+    assert main(["run"]) == 2
+    assert "needs PLAN.toml, or at least --duration" in capsys.readouterr().err
