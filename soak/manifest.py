@@ -8,7 +8,8 @@
 * Ascend: CANN (``<cann-root>/*/version.cfg``, ``version.info`` or
   ``ascend_toolkit_install.info``), driver and firmware packages
   (``/usr/local/Ascend/{driver,firmware}/version.info``), npu-smi version, and per card the
-  board info from ``npu-smi info -t board -i N`` (firmware, serial, board id);
+  board info from ``npu-smi info -t board -i N`` (firmware, serial, board id) and per chip
+  from ``... -c M`` (chip name, version, firmware);
 * NVIDIA: driver, CUDA driver version, per GPU name, serial, VBIOS, UUID (nvidia-ml-py).
 
 ``diff_manifest(locked, current)`` compares two manifests key by key (dotted paths such as
@@ -127,6 +128,17 @@ def _npu(npu_smi: str, driver_root: str | Path, runner: Any = None) -> dict[str,
                         product_name=b.product_name, pcie_bus_info=b.pcie_bus_info)
         except ToolError as exc:
             card["error"] = str(exc)
+        chips = []
+        for chip in (c for c in table.chips if c.npu_id == npu_id):
+            entry: dict[str, Any] = {"chip_id": chip.chip_id}
+            try:
+                cb = reader.board(npu_id, chip.chip_id)
+                entry.update(chip_name=cb.chip_name, chip_version=cb.chip_version,
+                             firmware_version=cb.firmware_version)
+            except ToolError as exc:
+                entry["error"] = str(exc)
+            chips.append(entry)
+        card["chip_boards"] = chips
         cards.append(card)
     soft = {c.get("software_version") for c in cards} - {None}
     return {

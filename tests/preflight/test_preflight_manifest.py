@@ -20,6 +20,8 @@ def test_manifest_reads_cann_driver_firmware_and_boards(ascend_roots, sim_npu_sm
     assert npu["driver_version"] == "23.0.7"  # the driver's own file wins over board info
     assert [c["serial_number"] for c in npu["cards"]] == ["1025C9000007", "1025C9010007"]
     assert {c["firmware_version"] for c in npu["cards"]} == {"7.8.0.6.201"}
+    assert npu["cards"][1]["chip_boards"] == [
+        {"chip_id": 0, "chip_name": "910B3", "chip_version": "V1", "firmware_version": "7.8.0.6.201"}]
     assert m["packages"]["torch"].startswith("2.") and m["torch_npu"]["loads"] is None
 
 
