@@ -303,8 +303,14 @@ def main() -> None:
     live = rec.get("status") == "running"
 
     def body() -> None:
-        last_ts = _store(url).last_sample_ts(run_id)
-        data = _report(url, run_id, last_ts, rec.get("status") or "")
+        store = _store(url)
+        now = store.get_run(run_id)
+        status = now.status if now else (rec.get("status") or "")
+        if live and status != "running":
+            _runs.clear()
+            st.rerun()  # the run just ended: redraw everything with its verdict
+        last_ts = store.last_sample_ts(run_id)
+        data = _report(url, run_id, last_ts, status)
         if live:
             st.caption(f"🔴 {t('live', lang)} · {time.strftime('%H:%M:%S')}")
         if page == "overview":

@@ -104,6 +104,13 @@ def test_live_run_refreshes_in_a_fragment(tmp_path, monkeypatch):
     at.run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Duration"] == "1h 59m 50s", metrics  # first sample to the newest one
+    # The run ends: the page drops the live mode and shows the stored verdict.
+    with Store.open(db) as store:
+        store.finish_run("r-live", status="finished", ended_ts=last + 3600, verdict="pass")
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Verdict" in m.value and "PASS" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    assert not any("Live" in c.value for c in at.caption)
 
 
 def test_empty_data_dir_says_no_runs(tmp_path, monkeypatch):
