@@ -271,7 +271,9 @@ def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]
                 continue
             info = {"model": card.get("name") or card.get("product_name"), "serial": card.get("serial_number"),
                     "bus_id": card.get("pcie_bus_info")}
-            for k in range(int(card.get("chips") or 1)):
+            boards = card.get("chip_boards")
+            chip_ids = [b.get("chip_id") for b in boards if isinstance(b, Mapping)] if isinstance(boards, list) else []
+            for k in [c for c in chip_ids if c is not None] or range(int(card.get("chips") or 1)):
                 out[f"npu{card['npu_id']}-{k}"] = info
     nv = manifest.get("nvidia")
     if isinstance(nv, Mapping) and isinstance(nv.get("gpus"), list):
