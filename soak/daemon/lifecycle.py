@@ -249,6 +249,7 @@ class Daemon:
         if free < self.plan.jobs.min_free_bytes:
             msg = f"only {free / 2**20:.0f} MiB free on the run folder's disk; stopping before it fills"
             log.error(msg)
+            self.disk_message = f"{self.run_dir}: {msg} (run {self.run_id} stopped, its data kept)"
             self.store.add_event(self.run_id, "disk", ts=self.clock.now(), message=msg, detail={"free_bytes": free})
             self.request_stop("disk")
 
@@ -452,6 +453,8 @@ class Daemon:
         self.out.write(f"soak: run {self.run_id} {status}, verdict {verdict or 'N/A'}, {n} findings "
                        f"(soak runs show {self.run_id})\n")
         self.out.flush()
+        if self.stop_reason == "disk":
+            raise StoreError(self.disk_message)
         return 1 if (status == "failed" or verdict == "fail") else 0
 
 

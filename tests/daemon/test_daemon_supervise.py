@@ -91,3 +91,20 @@ def test_gives_up_after_max_restarts_and_fails_the_run(tmp_path, run_daemon) -> 
     run = store.get_run("r1")
     assert (run.status, run.verdict, run.restarts) == ("failed", "fail", 2)
     store.close()
+
+
+def test_low_disk_stops_the_run_cleanly_with_one_error_line(tmp_path, run_daemon) -> None:
+    from soak.errors import StoreError
+    from tests.daemon.conftest import fake_plan
+
+    plan = fake_plan(tmp_path, run={"duration": "60s"}, jobs={"min_free": "1000000GiB"})
+    tr = run_daemon(plan)
+    with pytest.raises(StoreError, match=r"MiB free on the run folder's disk; stopping before it fills \(run r1 stopped"):
+        tr.join(60)
+    store = _store(plan)
+    run = store.get_run("r1")
+    assert run.status == "stopped" and run.ended_ts is not None
+    disk = store.load_events("r1", kind="disk")
+    assert len(disk) == 1 and disk[0].detail["free_bytes"] > 0
+    assert store.load_events("r1", kind="stop")[0].detail["reason"] == "disk"
+    store.close()
