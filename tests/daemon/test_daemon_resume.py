@@ -110,3 +110,33 @@ def test_unwritable_db_path_is_one_line_and_exit_2(tmp_path) -> None:
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("soak: error: "), r.stderr
         assert why in lines[0]
+
+
+def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) -> None:
+    plan = fake_plan(tmp_path, run={"duration": "60s"}, sampling={"interval": "0.5s", "flush_every": "30s"})
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(dump_plan(plan))
+    run_dir = Path(plan.run.data_dir) / "r1"
+    proc = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # steps reach the store only through the daemon: wait for the workload to be going
+        _wait(lambda: (run_dir / "heartbeats" / "lm-rank0.jsonl").exists()
+              and (run_dir / "heartbeats" / "lm-rank0.jsonl").stat().st_size > 2000)
+        workload_pid = json.loads((run_dir / "daemon.json").read_text())["workload_pgids"][0]
+        assert _committed(run_dir / "soak.db") == []  # nothing flushed yet (30 s batches)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "run r1 stopped" in err
+    with pytest.raises(ProcessLookupError):
+        os.killpg(workload_pid, 0)
+    with Store.open(run_dir / "soak.db", create=False) as s:
+        assert len(_committed(run_dir / "soak.db")) >= 2  # the buffered batch was flushed at the stop
+        run = s.get_run("r1")
+        assert run.status == "stopped" and run.ended_ts is not None
+        assert s.load_events("r1", kind="stop")[0].detail["reason"] == "SIGTERM"
+        assert s.load_events("r1", kind="exit")[-1].message == "SIGTERM"  # the workload's last heartbeat
