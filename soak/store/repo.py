@@ -117,6 +117,16 @@ def _normalize_url(url: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(url).expanduser().absolute()}"
 
 
+def _safe(url: str) -> str:
+    """The URL for messages and logs, password masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL carries no password we could find
+        return url
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # sqlite3 ignores some PRAGMAs inside an implicit transaction; run them in autocommit.
     previous = dbapi_connection.isolation_level
@@ -180,15 +190,18 @@ class Store:
         try:
             engine = create_engine(norm, **kwargs)
         except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-            raise StoreError(f"store URL {norm!r}: {_describe(exc)}") from None
+            raise StoreError(f"store URL {_safe(norm)!r}: {_describe(exc)}") from None
+        except ImportError as exc:
+            hint = " (pip install 'soak[pg]')" if norm.startswith("postgresql") else ""
+            raise StoreError(f"store URL {_safe(norm)!r}: database driver missing: {exc.name or exc}{hint}") from None
         if engine.dialect.name == "sqlite" and not memory:
             event.listen(engine, "connect", _sqlite_pragmas)
-        store = cls(engine, norm)
+        store = cls(engine, _safe(norm))
         try:
             store._init_schema(create)
         except DBAPIError as exc:
             engine.dispose()
-            raise StoreError(f"store {norm}: {_describe(exc)}") from None
+            raise StoreError(f"store {_safe(norm)}: {_describe(exc)}") from None
         return store
 
     def _init_schema(self, create: bool) -> None:

@@ -80,3 +80,9 @@ def test_bad_url_is_one_clear_error() -> None:
 def test_open_without_create_refuses_missing_file(tmp_path) -> None:
     with pytest.raises(StoreError, match="no such database"):
         Store.open(tmp_path / "absent.db", create=False)
+
+
+def test_errors_never_print_the_database_password() -> None:
+    with pytest.raises(StoreError) as err:
+        Store.open("postgresql+psycopg://soak:s3cret@127.0.0.1:1/soak")
+    assert "s3cret" not in str(err.value) and "***" in str(err.value)
