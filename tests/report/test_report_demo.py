@@ -1,0 +1,48 @@
+"""``soak demo``: its plan is valid for the daemon and the simulator, and its report step
+(keys on first use, signed PDF, verification, printed commands) works on a recorded run.
+The full two-minute demo itself is exercised by the README's first command, not here."""
+
+from __future__ import annotations
+
+import argparse
+import stat
+
+from soak.cli import main
+from soak.commands.demo import LEAK_CHIP, SIM_HOURS, demo_plan, report
+from soak.config import plan_from_dict
+from soak.report.synth import write_run
+from soak.store import Store
+from soak.telemetry.sim.config import SimConfig
+
+
+def test_demo_plan_is_valid_and_fits_the_minutes(tmp_path):
+    args = argparse.Namespace(minutes=2.0, data_dir=str(tmp_path), chips=8)
+    plan = plan_from_dict(demo_plan(args, "demo-x"))
+    assert plan.run.time_scale == SIM_HOURS * 3600 / 120
+    assert plan.run.duration_s == SIM_HOURS * 3600
+    assert plan.devices.backend == "sim" and plan.faults.inject == ("crash:200",)
+    assert plan.exporter.listen is None  # no port to collide with
+    sim = SimConfig.build(scenario=plan.sim.scenario, chips=plan.sim.chips)
+    creep = next(s for s in sim.scenarios if s.name == "hbm_creep")
+    assert str(creep.params["chips"]) == str(LEAK_CHIP)
+
+
+def test_demo_rejects_bad_minutes(capsys):
+    assert main(["demo", "--minutes", "0"]) == 2
+    assert "--minutes 0" in capsys.readouterr().err
+
+
+def test_demo_report_step_creates_keys_signs_and_verifies(tmp_path, capsys):
+    run_dir = tmp_path / "demo-r"
+    run_dir.mkdir()
+    with Store.open(run_dir / "soak.db") as store:
+        write_run(store, "demo-r", chips=4, hours=4.0)
+    assert report("demo-r", tmp_path, "en", 8501) == 0
+    out = capsys.readouterr().out
+    key = tmp_path / "keys" / "signing-key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    pdf = run_dir / "report" / "soak-report-demo-r-en.pdf"
+    assert pdf.is_file()
+    assert "verdict FAIL" in out and "memory_creep on npu1-1" in out
+    assert f"soak verify {pdf} --cert {tmp_path / 'keys' / 'signing-cert.pem'}   (OK)" in out
+    assert f"soak report serve --data-dir {tmp_path}" in out
