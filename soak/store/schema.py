@@ -83,7 +83,6 @@ samples = Table(
     Column("error", Text),
 )
 Index("ix_samples_run_device_ts", samples.c.run_id, samples.c.device, samples.c.ts)
-Index("ix_samples_run_ts", samples.c.run_id, samples.c.ts)
 
 # Per rank, aggregated by the daemon to at most one row per rank per window (10 s by default).
 steps = Table(
