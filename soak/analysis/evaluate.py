@@ -54,10 +54,14 @@ def healthy_cases(n: int, hours: float = 72.0, n_devices: int = 4, seed0: int = 
     for i in range(n):
         v = i % 4
         out.append(Case(Scenario(
-            f"healthy-{i}", hours=hours, n_devices=n_devices, seed=seed0 + i,
+            f"healthy-{i}", hours=hours, n_devices=n_devices * (1 + i % 2), seed=seed0 + i,
             restarts_h=(hours * 0.4,) if v in (1, 3) else (),
             late_step=v in (2, 3), slow_wave=v in (2, 3), gaps=3,
             checkpoint_every_s=None if v == 3 else 3600.0,
+            # Every third trace is noisier (x3 noise and random dips), every fifth sampled
+            # at 15 s like a slow exporter.
+            noise=3.0 if i % 3 == 2 else 1.0,
+            dt_s=15.0 if i % 5 == 4 else 10.0,
         ), "healthy", 0.0))
     return out
 
@@ -65,6 +69,7 @@ def healthy_cases(n: int, hours: float = 72.0, n_devices: int = 4, seed0: int = 
 def fault_cases(multiples: tuple[float, ...] = (1.0, 2.0, 4.0), hours: float = 72.0,
                 n_devices: int = 4, seed0: int = 1000, reps: int = 1) -> list[Case]:
     """Faults of every kind over magnitudes, onsets and device counts."""
+    base_devices = n_devices
     out: list[Case] = []
     seed = seed0
     dev = "npu0-1"
@@ -73,10 +78,14 @@ def fault_cases(multiples: tuple[float, ...] = (1.0, 2.0, 4.0), hours: float = 7
         nonlocal seed
         seed += 1
         sc = Scenario(f"{family}-x{m:g}-{seed}", hours=kw.pop("hours", hours),
-                      n_devices=kw.pop("n_devices", n_devices), seed=seed, faults=faults, **kw)
+                      n_devices=kw.pop("n_devices", n_devices), seed=seed, faults=faults,
+                      noise=noise, **kw)
         out.append(Case(sc, family, m))
 
-    for _ in range(reps):
+    for rep in range(reps):
+        # Device counts vary across repetitions: a fault on one chip among 2, 4 or 8.
+        n_devices = (base_devices, 2, 8)[rep % 3]
+        noise = (1.0, 1.0, 2.0)[rep % 3]  # the third repetition on a noisier background
         for m in multiples:
             f = FLOORS
             add("memory_creep/hbm", m, Fault("memory_creep", dev, 0.0, m * f["memory_hbm_bytes_per_h"]))
@@ -185,6 +194,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
             sd = sum(r["series_days"] for r in rs)
             nf = sum(len(r["false"]) for r in rs)
             row["false_findings"] = nf
+            row["series_days"] = sd
             row["false_per_series_day"] = nf / sd if sd else None
             row["false_examples"] = [x for r in rs for x in r["false"]][:3]
             rows[f"x{m:g}"] = row
@@ -356,6 +366,10 @@ def print_table(summary: dict[str, Any], nab: dict[str, Any] | None, ok: dict[st
         for pf in nab["per_file"]:
             for ex in pf["false"]:
                 print(f"    outside window: {pf['file']}: {ex[:120]}")
+    healthy = summary.get("healthy", {}).get("x0")
+    if healthy:
+        print(f"\nhealthy: {healthy['n']} traces, {healthy['series_days']:.0f} series-days, "
+              f"{healthy['false_findings']} false findings")
     print("\ntargets: " + ", ".join(f"{k}={'met' if v else 'NOT met'}" for k, v in ok.items()))
     print("(errors are the largest absolute error over the cases; sizes are multiples of the floor)")
 

@@ -55,6 +55,7 @@ class Scenario:
     dips_per_day: float = 8.0
     late_step: bool = False  # a one-off HBM level step late in the run (healthy)
     slow_wave: bool = False  # 150 MB memory wave with a 4-10 h period (healthy)
+    noise: float = 1.0  # scales every noise term (and the rate of random dips)
 
     @property
     def devices(self) -> list[str]:
@@ -103,8 +104,9 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
     global_dips = _dips(rng, dur, sc.dips_per_day / 2, t_rel)  # host-side stalls hit every chip
     for dev in sc.devices:
         busy = ~(ck | restart)
-        dips = global_dips | _dips(rng, dur, sc.dips_per_day / 2, t_rel)
-        util = np.clip(93 + rng.normal(0, 3, n), 0, 100)
+        dips = global_dips | _dips(rng, dur, sc.dips_per_day * sc.noise / 2, t_rel)
+        nz = sc.noise
+        util = np.clip(93 + rng.normal(0, 3 * nz, n), 0, 100)
         idle = ck | restart | dips
         util[idle] = rng.uniform(0, 2, idle.sum())
         # HBM: warm-up to a base level, early allocator step-ups, sawtooth, small noise.
@@ -113,8 +115,8 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         for _ in range(rng.integers(0, 4)):
             at = rng.uniform(0.02, 0.2) * dur
             hbm = hbm + np.where(t_rel >= at, rng.uniform(0.2, 1.0) * GIB, 0.0)
-        hbm += _sawtooth(t_rel, rng.uniform(60, 300), rng.uniform(0.5, 2) * GIB, rng.uniform(0, 300))
-        hbm += rng.normal(0, 2e6, n)
+        hbm += _sawtooth(t_rel, rng.uniform(60, 300), rng.uniform(0.5, 2) * nz * GIB, rng.uniform(0, 300))
+        hbm += rng.normal(0, 2e6 * nz, n)
         if sc.slow_wave:
             hbm += 150e6 * np.sin(2 * np.pi * t_rel / (rng.uniform(4, 10) * 3600))
         if sc.late_step:
@@ -122,15 +124,15 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         hbm[restart] = 0.5 * GIB
         # Host RSS: GC sawtooth, noise, checkpoint bursts.
         rss = 6 * GIB * np.minimum(1.0, 0.5 + warm_since / 1200.0)
-        rss += _sawtooth(t_rel, rng.uniform(30, 120), rng.uniform(100e6, 400e6), rng.uniform(0, 120))
-        rss += rng.normal(0, 20e6, n) + np.where(ck, 1.0 * GIB, 0.0)
+        rss += _sawtooth(t_rel, rng.uniform(30, 120), rng.uniform(100e6, 400e6) * nz, rng.uniform(0, 120))
+        rss += rng.normal(0, 20e6 * nz, n) + np.where(ck, 1.0 * GIB, 0.0)
         rss[restart] = 0.3 * GIB
         temp = (
             55 + 3 * np.sin(2 * np.pi * t_rel / 86400 + rng.uniform(0, 6.3))
-            + 0.05 * (util - 93) + rng.normal(0, 0.5, n)
+            + 0.05 * (util - 93) + rng.normal(0, 0.5 * nz, n)
         )
         power = 300 * util / 93 + rng.normal(0, 8, n)
-        step = 0.25 * (1 + rng.normal(0, 0.03, n)) * np.where(warm_since < 600, 1.3, 1.0)
+        step = 0.25 * np.exp(rng.normal(0, 0.03 * nz, n)) * np.where(warm_since < 600, 1.3, 1.0)
         step[ck] = 20.0
         has_step = ~(restart | dips)
         comm_events = rng.random(n) < 0.2 / 3600 * sc.dt_s  # retried timeouts, constant rate
