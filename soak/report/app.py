@@ -21,7 +21,7 @@ from typing import Any
 
 import streamlit as st
 
-from soak.report.i18n import t, verdict_label
+from soak.report.i18n import criterion_text, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -135,8 +135,8 @@ def page_overview(data: Any, lang: str) -> None:
     met = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
     st.dataframe(
         pd.DataFrame(
-            [{t("criterion", lang): k.name, t("required", lang): k.required, t("measured", lang): k.measured or "N/A",
-              t("met", lang): met[k.met]} for k in data.criteria]
+            [{t("criterion", lang): criterion_text(k.name, lang), t("required", lang): criterion_text(k.required, lang),
+              t("measured", lang): criterion_text(k.measured, lang), t("met", lang): met[k.met]} for k in data.criteria]
         ),
         hide_index=True,
         width="stretch",

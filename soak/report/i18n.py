@@ -118,6 +118,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "power_w": ("Power W", "功耗 W"),
     "step_time_s": ("Step time s", "步时 s"),
     "na": ("N/A", "N/A"),
+    "crit_runtime": ("Uninterrupted runtime", "持续运行时长"),
+    "crit_no_kind": ("No failing {kind}", "无失败级 {kind}"),
+    "crit_zero_fail": ("0 failing", "0 个失败级"),
+    "crit_findings": ("{n} finding(s)", "{n} 个问题"),
 }
 
 
@@ -134,3 +138,18 @@ def verdict_label(verdict: str | None, lang: str = "en") -> str:
         verdict or "", "verdict_none"
     )
     return t(key, lang)
+
+
+def criterion_text(text: str | None, lang: str = "en") -> str:
+    """Criterion names and values as the loader writes them, in ``lang``."""
+    if text is None:
+        return "N/A"
+    if text == "runtime":
+        return t("crit_runtime", lang)
+    if text.startswith("no ") and text.endswith(" (fail)"):
+        return t("crit_no_kind", lang).format(kind=text[3:-7])
+    if text == "0 fail":
+        return t("crit_zero_fail", lang)
+    if text.endswith(" finding(s)") and text.split(" ", 1)[0].isdigit():
+        return t("crit_findings", lang).format(n=text.split(" ", 1)[0])
+    return text

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from soak.report.charts import all_chart_pngs
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
-from soak.report.i18n import t, verdict_label
+from soak.report.i18n import criterion_text, t, verdict_label
 from soak.report.model import (
     Customer,
     ReportData,
@@ -190,7 +190,10 @@ def render_pdf(
     # -- criteria and chips ----------------------------------------------------------------
     story.append(st.p(t("criteria", lang), st.h2))
     met_word = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
-    crit_rows = [[c.name, c.required, c.measured, met_word[c.met]] for c in data.criteria]
+    crit_rows = [
+        [criterion_text(c.name, lang), criterion_text(c.required, lang), criterion_text(c.measured, lang), met_word[c.met]]
+        for c in data.criteria
+    ]
     if crit_rows:
         story.append(_table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)], crit_rows, [60 * mm, 45 * mm, 45 * mm, page_w - 150 * mm]))
     else:

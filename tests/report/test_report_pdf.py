@@ -106,7 +106,8 @@ def test_pdf_attaches_raw_csv_and_findings_json(built):
 @poppler
 def test_chinese_pdf_renders_cjk_with_an_embedded_font(built):
     text = pdftotext(built["zh"].path)
-    for needle in ("稳定性拷机验收报告", "结论", "未通过", "华东智算中心", "上海二号机房", "逐芯片汇总", "验收标准", "环境清单"):
+    for needle in ("稳定性拷机验收报告", "结论", "未通过", "华东智算中心", "上海二号机房", "逐芯片汇总", "验收标准", "环境清单",
+                   "持续运行时长", "无失败级 memory_creep"):
         assert needle in text, needle
     fonts_out = subprocess.run(["pdffonts", str(built["zh"].path)], capture_output=True, text=True, check=True).stdout
     cjk = [ln for ln in fonts_out.splitlines() if "SoakCJK" in ln or "WenQuanYi" in ln or "Micro" in ln]
