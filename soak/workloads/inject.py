@@ -5,8 +5,10 @@ spec                      effect
 ========================  ==============================================================
 ``leak:RATE[,RANK]``      keep tensors alive at RATE (``50MB/min``, ``1GiB/h``, ``2MB/s``);
                           on the device (host memory on CPU)
-``stall:EVERY,FOR``       data-loader stall: every EVERY seconds sleep FOR seconds before
-                          a step (utilization drops to zero; phase stays null)
+``stall:EVERY,FOR[,R]``   data-loader stall: every EVERY seconds sleep FOR seconds before
+                          a step (utilization drops to zero; phase stays null). Ranks in
+                          lockstep also wait for each other's stalls: give R for one
+                          clean stall per period across the job
 ``hang:AT[,RANK]``        before step AT the rank stops stepping but stays alive
 ``crash:AT[,RANK]``       before step AT the rank calls ``os._exit(1)``; once per run
                           folder (a marker file), ``crash:AT,always`` on every attempt
@@ -93,12 +95,13 @@ def parse_inject(raw: str) -> InjectSpec:
         rank = _int(raw, args[1], "RANK") if n == 2 else None
         return InjectSpec(kind, raw, rate_bytes_per_s=rate, rank=rank)
     if kind == "stall":
-        if n != 2:
-            raise _bad(raw, "expected stall:EVERY,FOR (durations)")
+        if n not in (2, 3):
+            raise _bad(raw, "expected stall:EVERY,FOR[,RANK] (durations)")
         every, for_s = _duration(raw, args[0]), _duration(raw, args[1])
         if every <= 0 or for_s <= 0:
             raise _bad(raw, "EVERY and FOR must be positive")
-        return InjectSpec(kind, raw, every_s=every, for_s=for_s)
+        rank = _int(raw, args[2], "RANK") if n == 3 else None
+        return InjectSpec(kind, raw, every_s=every, for_s=for_s, rank=rank)
     if kind in ("hang", "crash", "corrupt"):
         always = kind == "crash" and n >= 2 and args[-1].lower() == "always"
         if always:

@@ -24,7 +24,7 @@ def test_inject_specs_parse_with_units():
 
 @pytest.mark.parametrize("spec, words", [
     ("leak:50MBmin", "is not a rate"),
-    ("stall:30s", "expected stall:EVERY,FOR"),
+    ("stall:30s", "expected stall:EVERY,FOR[,RANK]"),
     ("crash:0", "AT (a step) must be an integer >= 1"),
     ("slow-rank:1,0.5", "FACTOR must be a number >= 1"),
     ("explode:3", "KIND one of"),
@@ -43,7 +43,7 @@ def leak_stall_run(tmp_path_factory):
     lau.run_dir.mkdir()
     try:
         rc = lau.run("gemm", duration_s=6.0,
-                     inject=("leak:600MB/min", "stall:1.5s,0.5s"), extra=("--ckpt-every", "0"))
+                     inject=("leak:600MB/min", "stall:1.5s,0.5s,0"), extra=("--ckpt-every", "0"))
         assert rc == 0, lau.log()
         yield [r for r in read_heartbeats(lau.run_dir, "gemm") if r["event"] == "step"]
     finally:
