@@ -77,21 +77,28 @@ def run(args: argparse.Namespace) -> int:
         f"{args.minutes:g} min; planted: HBM leak on npu{LEAK_CHIP}-0, a workload crash at step 200",
         file=sys.stderr,
     )
+    keys = demo_keys(data_dir)  # before the soak: a key with a bad mode fails in a second, not after minutes
     Daemon(plan, out=sys.stderr, progress_every_s=10.0).run()  # exit 1 = fail verdict: expected here
-    return report(run_id, data_dir, args.lang, args.port)
+    return report(run_id, data_dir, args.lang, args.port, keys)
 
 
-def report(run_id: str, data_dir: Path, lang: str, port: int) -> int:
-    from soak.report.build import build_pdf
+def demo_keys(data_dir: Path):  # noqa: ANN201 - KeyPair
     from soak.report.signing import KEY_FILE, create_keys, default_keypair
-    from soak.report.verify import verify_pdf
-    from soak.store import Store
 
-    run_dir = data_dir / run_id
     keys = default_keypair(data_dir)
     if keys is None:
         keys = create_keys(data_dir / "keys", common_name="soak demo signer")
         print(f"soak demo: created a signing key {keys.key_path.parent / KEY_FILE} (mode 0600)", file=sys.stderr)
+    return keys
+
+
+def report(run_id: str, data_dir: Path, lang: str, port: int, keys=None) -> int:  # noqa: ANN001
+    from soak.report.build import build_pdf
+    from soak.report.verify import verify_pdf
+    from soak.store import Store
+
+    run_dir = data_dir / run_id
+    keys = keys or demo_keys(data_dir)
     out = run_dir / "report" / f"soak-report-{run_id}-{lang}.pdf"
     with Store.open(run_dir / "soak.db", create=False) as store:
         built = build_pdf(store, run_id, out, lang=lang, keys=keys)

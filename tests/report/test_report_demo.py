@@ -46,3 +46,13 @@ def test_demo_report_step_creates_keys_signs_and_verifies(tmp_path, capsys):
     assert "verdict FAIL" in out and "memory_creep on npu1-1" in out
     assert f"soak verify {pdf} --cert {tmp_path / 'keys' / 'signing-cert.pem'}   (OK)" in out
     assert f"soak report serve --data-dir {tmp_path}" in out
+
+
+def test_demo_refuses_a_loose_key_before_the_soak(tmp_path, capsys):
+    from soak.report.signing import create_keys
+
+    kp = create_keys(tmp_path / "keys")
+    kp.key_path.chmod(0o644)
+    assert main(["demo", "--data-dir", str(tmp_path), "--minutes", "1"]) == 2
+    assert "chmod 600" in capsys.readouterr().err
+    assert not any(p.name.startswith("demo-") for p in tmp_path.iterdir())  # no run was started
