@@ -58,13 +58,26 @@ def periodicity(starts: np.ndarray, min_events: int, max_cv: float, tol: float, 
     share = float(near.mean())
     if cv >= max_cv or share < min_share:
         return Periodicity(None, cv, share, None)
-    # Onset of periodicity: start of the first run of >= 3 in-period intervals.
+    # Onset of periodicity: the first episode followed by four more, each about one period
+    # later (random dips in between do not break such a chain, unlike consecutive intervals;
+    # a chain of random dips that long is very unlikely).
     onset = float(starts[0])
-    run = 0
-    for i, ok in enumerate(near):
-        run = run + 1 if ok else 0
-        if run >= 3:
-            onset = float(starts[i - 2])
+    for i, s0 in enumerate(starts.tolist()):
+        t = s0
+        ok = True
+        for _ in range(4):
+            nxt = None
+            for m in (1, 2):  # one period on, or two when an event hid in a checkpoint
+                j = np.searchsorted(starts, t + (m - tol) * p)
+                if j < starts.size and starts[j] <= t + (m + tol) * p:
+                    nxt = float(starts[j])
+                    break
+            if nxt is None:
+                ok = False
+                break
+            t = nxt
+        if ok:
+            onset = float(starts[i])
             break
     return Periodicity(p, cv, share, onset)
 
