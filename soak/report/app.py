@@ -90,7 +90,7 @@ def _verdict_block(data: Any, lang: str) -> None:
         st.markdown(f"**{t('why', lang)}**")
         for r in data.verdict_reasons:
             st.markdown(f"- {r}")
-    elif data.clean_statement:
+    if data.clean_statement:
         st.success(data.clean_statement)
 
 

@@ -79,6 +79,8 @@ def chip_stats(store, run_id: str) -> dict[str, dict[str, Any]]:  # noqa: ANN001
             func.max(t.c.power_w).label("power_max_w"),
             func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
             func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
+            func.min(t.c.ts).label("first_ts"),
+            func.max(t.c.ts).label("last_ts"),
         )
         .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
         .group_by(t.c.device)
@@ -168,6 +170,8 @@ def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[s
             "power_max_w": agg(dev, "power_w", np.max),
             "hbm_peak_bytes": agg(dev, "hbm_used_bytes", np.max),
             "hbm_total_bytes": agg(dev, "hbm_total_bytes", np.max),
+            "first_ts": min((float(arrays[(dev, m)][0][0]) for m in _SERIES_COLUMNS if (dev, m) in arrays and len(arrays[(dev, m)][0])), default=None),
+            "last_ts": max((float(arrays[(dev, m)][0][-1]) for m in _SERIES_COLUMNS if (dev, m) in arrays and len(arrays[(dev, m)][0])), default=None),
         }
     return out
 
@@ -453,11 +457,35 @@ def load_report_data(
             judged=analysis is not None or (not running and rec.verdict is not None),
             required_runtime_h=None if analysis is not None else _required_runtime_h(store, rec),
         ),
-        clean_statement=(analysis or {}).get("clean_statement") if verdict == "pass" else None,
+        clean_statement=_clean_statement(analysis, verdict, stats, findings),
         detectors=detectors,
         manifest=manifest,
         generated_at=time.time(),
     )
+
+
+def _clean_statement(
+    analysis: Mapping[str, Any] | None,
+    verdict: str | None,
+    stats: Mapping[str, Mapping[str, Any]],
+    findings: tuple[FindingView, ...],
+) -> str | None:
+    """The analysis' statement; for a run the daemon judged, the same words from chip-hours."""
+    if verdict != "pass":
+        return None
+    if analysis is not None:
+        return analysis.get("clean_statement")
+    try:
+        from soak.analysis.verdict import clean_statement
+    except ImportError:
+        return None
+    # Chip-hours as the analysis counts them: each chip's first to last sample.
+    hours = sum(
+        (s["last_ts"] - s["first_ts"]) / 3600.0
+        for s in stats.values()
+        if s.get("first_ts") is not None and s.get("last_ts") is not None
+    )
+    return clean_statement(hours, sum(1 for f in findings if f.severity == "fail"))
 
 
 _DETECTOR_SECTIONS = {
