@@ -10,7 +10,9 @@ Two signatures, because a hung collective can look idle or busy:
   is a collection gap, not evidence of a hang. Utilization may read 100 % meanwhile
   (spinning in a collective).
 
-Onset is the first idle sample or the last heartbeat, so it is within one sampling interval
+The threshold is at least three sampling intervals (heartbeat spacing for the busy
+signature), so a slowly sampled or time-accelerated run does not turn one missing sample
+into a hang. Onset is the first idle sample or the last heartbeat, so it is within one sampling interval
 of the true stop. A hang still going at ``now`` (the end of data unless given) is reported
 with ``details.ongoing``.
 """
@@ -45,6 +47,12 @@ def _alive_bins(trace: Trace, exclude: tuple[str, ...], device: str | None = Non
     return np.unique(np.concatenate(parts))
 
 
+def effective_threshold(threshold_s: float, dt_s: float) -> float:
+    """The hang threshold, but at least 3 sampling intervals: one or two missing or idle
+    samples (common on accelerated or slowly sampled runs) are not evidence of a hang."""
+    return max(threshold_s, 3.0 * dt_s)
+
+
 def _coverage(alive: np.ndarray, start: float, end: float) -> float:
     """Share of [start, end) during which telemetry was arriving."""
     lo, hi = int(np.floor(start / _ALIVE_BIN_S)) + 1, int(np.floor(end / _ALIVE_BIN_S))
@@ -63,7 +71,8 @@ def detect(
 
     for s in trace.series("util_pct"):
         dt = s.median_dt_s() or 1.0
-        eps = episodes(s.t, s.v < low, dt, profile.utilization.merge_gap_s, p.threshold_s)
+        thr = effective_threshold(p.threshold_s, dt)
+        eps = episodes(s.t, s.v < low, dt, profile.utilization.merge_gap_s, thr)
         if not eps:
             continue
         names = _explain(eps, profile.phases)
@@ -78,7 +87,7 @@ def detect(
             inside = hbm.v[i0:i1]
             if not inside.size or float(np.median(inside)) < p.hbm_held_frac * busy_level:
                 continue  # memory released: restart or job end, not a hang
-            ongoing = b >= s.end - 1e-6 and now - a >= p.threshold_s
+            ongoing = b >= s.end - 1e-6 and now - a >= thr
             end = max(b, now) if ongoing else b
             found.setdefault(s.device, []).append((a, end, "idle", ongoing))
 
@@ -102,14 +111,16 @@ def detect(
                     moved = np.concatenate(([True], np.diff(s.v) > 0))
                     t = t[moved]
                 gaps = np.diff(t)
-                for i in np.flatnonzero(gaps >= p.threshold_s):
+                # Heartbeats are irregular: judge gaps against their typical spacing.
+                thr = effective_threshold(p.threshold_s, float(np.median(gaps)) if gaps.size else 0.0)
+                for i in np.flatnonzero(gaps >= thr):
                     a, b = float(t[i]), float(t[i + 1])
                     if _coverage(alive, a, b) >= 0.5 and not _in_phase((a, b), profile):
                         found.setdefault(s.device, []).append((a, b, "busy", False))
                 tail_end = max(now, run_end)
                 last = float(t[-1])
-                if tail_end - last >= p.threshold_s and _coverage(alive, last, run_end) >= 0.5:
-                    if run_end - last >= p.threshold_s or now > run_end:
+                if tail_end - last >= thr and _coverage(alive, last, run_end) >= 0.5:
+                    if run_end - last >= thr or now > run_end:
                         found.setdefault(s.device, []).append((last, tail_end, "busy", True))
 
     out: list[Finding] = []

@@ -132,7 +132,7 @@ def detect(
     for s in trace.series(METRIC):
         dt = s.median_dt_s() or 1.0
         eps = episodes(s.t, s.v < p.low_pct, dt, p.merge_gap_s, p.min_duration_s)
-        eps = [e for e in eps if e[1] - e[0] < hang_s]
+        eps = [e for e in eps if e[1] - e[0] < max(hang_s, 3.0 * dt)]
         names = _explain(eps, profile.phases)
         per_dev[s.device] = [e for e, n in zip(eps, names, strict=True) if n is None]
         explained[s.device] = [(e, n) for e, n in zip(eps, names, strict=True) if n is not None]
