@@ -110,6 +110,30 @@ def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, floa
     return int(cands[best]), float(sse[best]), sse_line
 
 
+def _extend_back(
+    te: np.ndarray, ye: np.ndarray, tf: np.ndarray, yf: np.ndarray, per_hour: float, window_s: float
+) -> float:
+    """Onset of a leak that began before the fit window: walk back from the window's start
+    while the envelope stays on the fitted line (two misses in a row end the walk)."""
+    hours = (tf - tf[0]) / 3600.0
+    intercept = float(np.median(yf - per_hour * hours))
+    resid = yf - (intercept + per_hour * hours)
+    tol = max(4.0 * robust_sigma(resid), 0.5 * per_hour * window_s / 3600.0)
+    i0 = int(np.searchsorted(te, tf[0]))
+    onset = float(tf[0])
+    misses = 0
+    for i in range(i0 - 1, -1, -1):
+        pred = intercept + per_hour * (te[i] - tf[0]) / 3600.0
+        if abs(ye[i] - pred) <= tol:
+            onset = float(te[i])
+            misses = 0
+        else:
+            misses += 1
+            if misses >= 2:
+                break
+    return onset - window_s / 2
+
+
 def analyse_series(
     s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None
 ) -> Finding | None:
@@ -144,6 +168,9 @@ def analyse_series(
     quarters = quarter_slopes(tf, yf)
     if not (slope.low > tau and all(q > 0 for q in quarters)):
         return None
+    onset_method = "change point" if onset is not None else "line extended back"
+    if onset is None:
+        onset = _extend_back(te, ye, tf, yf, slope.per_hour, p.envelope_window_s)
     last = float(np.median(yf[-3:]))
     growth = slope.per_hour * (tf[-1] - tf[0]) / 3600.0
     hte = (capacity - last) / slope.per_hour if capacity and capacity > last else None
@@ -159,7 +186,7 @@ def analyse_series(
     summary = (
         f"{s.metric} creeps {slope.per_hour / scale:.1f} {unit}/h "
         f"(90% CI {slope.low / scale:.1f}..{slope.high / scale:.1f}) since "
-        f"{'onset' if onset else 'burn-in'}; +{growth / scale:.0f} {unit} over the fit; {hte_txt}"
+        f"{'onset (change point)' if onset_method == 'change point' else 'burn-in'}; +{growth / scale:.0f} {unit} over the fit; {hte_txt}"
     )
     return Finding(
         kind="memory_creep",
@@ -169,7 +196,7 @@ def analyse_series(
         end=float(s.end),
         severity=severity,
         summary=summary,
-        onset=onset if onset is not None else float(tf[0]),
+        onset=onset,
         slope_per_hour=slope.per_hour,
         details={
             "slope_ci90": [slope.low, slope.high],
@@ -181,7 +208,7 @@ def analyse_series(
             "growth": growth,
             "capacity": capacity,
             "hours_to_exhaustion": hte,
-            "onset_from_change_point": onset is not None,
+            "onset_method": onset_method,
             "regime_start": regime_start,
             "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",
             "version": DETECTOR_VERSION,
