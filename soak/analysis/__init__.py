@@ -16,7 +16,7 @@ from soak.analysis import comm, hang, memory, thermal, throughput, utilization
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
 from soak.analysis.trace import Series, Trace
-from soak.analysis.verdict import chip_hours, clean_statement, order, reasons
+from soak.analysis.verdict import attribute, chip_hours, clean_statement, order, reasons
 
 ANALYSIS_VERSION = "1.0"
 DETECTOR_VERSIONS: dict[str, str] = {
@@ -82,7 +82,7 @@ def analyze(
     findings += memory.detect(trace, profile, t0, t1)
     findings += throughput.detect(trace, profile, t0, t1)
     findings += utilization.detect(trace, profile, t0, t1)
-    findings = order(findings)
+    findings = order(attribute(findings))
     n_fail = sum(1 for f in findings if f.severity == "fail")
     hours = chip_hours(trace)
     return Analysis(

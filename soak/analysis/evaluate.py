@@ -91,6 +91,8 @@ def fault_cases(multiples: tuple[float, ...] = (1.0, 2.0, 4.0), hours: float = 7
             add("memory_creep/hbm", m, Fault("memory_creep", dev, 0.0, m * f["memory_hbm_bytes_per_h"]))
             add("memory_creep/hbm-mid", m, Fault("memory_creep", dev, hours * 0.5, m * f["memory_hbm_bytes_per_h"]))
             add("memory_creep/hbm-steps", m, Fault("memory_creep", dev, 0.0, m * f["memory_hbm_bytes_per_h"], "steps"))
+            add("memory_creep/hbm-restart", m, Fault("memory_creep", dev, 0.0, m * f["memory_hbm_bytes_per_h"]),
+                restarts_h=(hours * 0.45,))
             add("memory_creep/rss", m, Fault("memory_creep", dev, 0.0, m * f["memory_rss_bytes_per_h"],
                                             params={"metric": "host_rss_bytes"}), restarts_h=())
             dur = m * f["dropout_duration_s"]

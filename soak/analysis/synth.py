@@ -190,6 +190,10 @@ def _inject(f: Fault, sig: dict[str, np.ndarray], t_rel: np.ndarray, rng: np.ran
     since_h = np.where(after, (t_rel - on) / 3600.0, 0.0)
     if f.kind == "memory_creep":
         key = "rss" if f.params.get("metric") == "host_rss_bytes" else "hbm"
+        for rh in sorted(sc.restarts_h):
+            # A restart gives the leaked memory back; the new process leaks again.
+            a = rh * 3600.0 + 120.0
+            since_h = np.where(t_rel >= max(a, on), (t_rel - max(a, on)) / 3600.0, since_h)
         if f.style == "steps":
             every_h = f.params.get("every_h", 2.0)
             sig[key] += np.floor(since_h / every_h) * f.magnitude * every_h

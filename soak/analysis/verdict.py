@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -63,3 +64,22 @@ def clean_statement(hours: float, n_fail: int) -> str:
         f"{n_fail} failing finding(s) in {hours:.0f} chip-hours: observed rate "
         f"{n_fail / hours:.2e} per chip-hour, 95% upper bound {bound:.2e} (exact Poisson)"
     )
+
+
+def attribute(findings: list[Finding]) -> list[Finding]:
+    """Name the thermal or dropout findings a slowdown coincides with (same device, or any
+    device when the slowdown is on a rank not named like a chip), as its likely cause."""
+    causes = [f for f in findings if f.kind in ("thermal", "utilization_dropouts") and f.severity != "info"]
+    chips = {f.device for f in findings if f.kind != "throughput_degradation"}
+    out = []
+    for f in findings:
+        if f.kind == "throughput_degradation" and causes:
+            same = [c for c in causes if c.device == f.device or f.device not in chips]
+            hits = [c for c in same if c.start <= f.end and c.end >= (f.onset or f.start)]
+            if hits:
+                f = dataclasses.replace(f, details={
+                    **f.details,
+                    "coincides_with": [f"{c.kind} on {c.device} from {_when(c.start)}" for c in hits[:5]],
+                })
+        out.append(f)
+    return out

@@ -121,3 +121,32 @@ def test_ongoing_hang_measured_to_now():
                             ("r0", "step_time_s"): (T0 + step_t, np.full(step_t.size, 0.3))})
     (f,) = analyze(tr, now=T0 + 3600).findings
     assert f.kind == "hang" and f.onset == pytest.approx(T0 + step_t[-1]) and f.details["ongoing"]
+
+
+def test_profile_phases_from_toml_explain_checkpoints(tmp_path):
+    sc = Scenario("ck", hours=HOURS, n_devices=1, seed=6, checkpoint_every_s=1800, checkpoint_dur_s=40)
+    tr, _ = generate(sc)
+    p = tmp_path / "site.toml"
+    p.write_text('[[phases]]\nname = "checkpoint"\nevery_s = 1800\nduration_s = 40\n')
+    res = analyze(tr, profile=Profile.from_toml(p))
+    assert res.verdict == "pass"
+    assert {f.explained_by for f in res.findings if f.kind == "utilization_dropouts"} == {"checkpoint"}
+
+
+def test_leak_that_restarts_with_the_process_fits_the_last_regime():
+    slope = 2 * FLOORS["memory_hbm_bytes_per_h"]
+    sc = Scenario("restart-leak", hours=HOURS, n_devices=1, seed=8, restarts_h=(HOURS * 0.45,),
+                  faults=(Fault("memory_creep", "npu0-0", 0, slope),))
+    (f,) = [f for f in analyze(generate(sc)[0], phases=sc.phases).findings if f.kind == "memory_creep"]
+    assert abs(f.slope_per_hour / slope - 1) < 0.2
+    assert f.details["regime_start"] > T0 + HOURS * 0.45 * 3600  # fitted after the restart
+
+
+def test_slowdown_names_the_coinciding_thermal_excursion():
+    sc = Scenario("hot-slow", hours=HOURS, n_devices=2, seed=3,
+                  faults=(Fault("throughput_degradation", "npu0-1", 12, 15),
+                          Fault("thermal", "npu0-1", 12.1, 3, params={"duration_s": 600})))
+    res = analyze(generate(sc)[0], phases=sc.phases)
+    (slow,) = [f for f in res.findings if f.kind == "throughput_degradation"]
+    assert slow.details["coincides_with"][0].startswith("thermal on npu0-1")
+    assert abs(slow.details["change_pct"] - 15) < 3
