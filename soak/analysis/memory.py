@@ -85,7 +85,7 @@ def _last_regime_start(te: np.ndarray, ye: np.ndarray) -> int:
 
     med = np.median(sliding_window_view(ye, k), axis=1)  # med[j] = median(ye[j:j+k])
     i = np.arange(k, ye.size - k + 1)
-    drops = np.flatnonzero(med[i - k] - med[i] > max(8 * noise, 0.05 * level))
+    drops = np.flatnonzero(med[i - k] - med[i] > max(8 * noise, 0.005 * level))
     return int(i[drops[-1]]) if drops.size else 0
 
 
