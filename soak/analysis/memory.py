@@ -85,8 +85,12 @@ def _last_regime_start(te: np.ndarray, ye: np.ndarray) -> int:
 
     med = np.median(sliding_window_view(ye, k), axis=1)  # med[j] = median(ye[j:j+k])
     i = np.arange(k, ye.size - k + 1)
-    drops = np.flatnonzero(med[i - k] - med[i] > max(8 * noise, 0.005 * level))
-    return int(i[drops[-1]]) if drops.size else 0
+    drops = i[np.flatnonzero(med[i - k] - med[i] > max(8 * noise, 0.005 * level))]
+    # A regime must be long enough to judge; a drop near the end (or the beat of a sampled
+    # sawtooth, which looks like a drop every few hours) does not start one.
+    min_len = max(6 * 3600.0, 0.25 * (te[-1] - te[0]))
+    long_enough = drops[te[-1] - te[drops] >= min_len]
+    return int(long_enough[-1]) if long_enough.size else 0
 
 
 def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, float] | None:
