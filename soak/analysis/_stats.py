@@ -1,4 +1,4 @@
-"""Small robust-statistics helpers shared by the detectors.
+"""Small robust-statistics functions shared by the detectors.
 
 Rule from our measurements: reduce a 1 Hz series to about a thousand robust block
 statistics before any O(n^2) estimator (Theil-Sen) runs; everything here is vectorised.
