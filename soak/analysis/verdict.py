@@ -48,6 +48,11 @@ def reasons(findings: list[Finding]) -> list[str]:
     return out
 
 
+def _hours(h: float) -> str:
+    """Chip-hours in words that never round a short run down to "0 chip-hours"."""
+    return f"{h:.0f}" if h >= 100 else f"{h:.3g}"
+
+
 def clean_statement(hours: float, n_fail: int) -> str:
     """The plain statement of what the run shows about the failure rate per chip-hour."""
     if hours <= 0:
@@ -55,13 +60,13 @@ def clean_statement(hours: float, n_fail: int) -> str:
     if n_fail == 0:
         bound = -math.log(0.05) / hours
         return (
-            f"0 failures in {hours:.0f} chip-hours: with 95% confidence the failure rate is below "
+            f"0 failures in {_hours(hours)} chip-hours: with 95% confidence the failure rate is below "
             f"{bound:.2e} per chip-hour (-ln(0.05)/T, about 3/T), i.e. a mean time between "
-            f"failures above {1 / bound:.0f} chip-hours"
+            f"failures above {_hours(1 / bound)} chip-hours"
         )
     bound = poisson_upper(n_fail, hours)
     return (
-        f"{n_fail} failing finding(s) in {hours:.0f} chip-hours: observed rate "
+        f"{n_fail} failing finding(s) in {_hours(hours)} chip-hours: observed rate "
         f"{n_fail / hours:.2e} per chip-hour, 95% upper bound {bound:.2e} (exact Poisson)"
     )
 
