@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check the signature and data digest of a soak PDF report",
         description="Exit 0 when the signature is intact and valid, covers the whole file, the "
         "attached raw data matches the digest in the report, and (with --cert) the signer is that "
-        "certificate; exit 1 otherwise; exit 2 for a missing file.",
+        "certificate; exit 1 otherwise; exit 2 for a missing file or one that is not a PDF.",
     )
     p.add_argument("file", metavar="FILE", help="the PDF report")
     p.add_argument("--cert", help="the signer's certificate (PEM/DER): also require trust in it")

@@ -89,6 +89,8 @@ def _info_keywords(reader) -> str:  # noqa: ANN001
 
 def verify_pdf(path: str | Path, cert: str | Path | None = None) -> VerifyResult:
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a PDF report")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     trust_roots = []
@@ -105,6 +107,10 @@ def verify_pdf(path: str | Path, cert: str | Path | None = None) -> VerifyResult
 
     res = VerifyResult(file=str(path))
     data = path.read_bytes()
+    # A file that is no PDF at all is the wrong input (exit 2), not a report that fails its
+    # checks; readers accept the header anywhere in the first 1024 bytes.
+    if b"%PDF-" not in data[:1024]:
+        raise InputError(f"{path}: not a PDF file (no %PDF- header)")
     from pyhanko.pdf_utils.misc import PdfError
     from pyhanko.pdf_utils.reader import PdfFileReader
 
