@@ -67,7 +67,7 @@ def chip_stats(store, run_id: str) -> dict[str, dict[str, Any]]:  # noqa: ANN001
     from soak.store import HOST_DEVICE
     from soak.store import schema as S
 
-    t = S.samples
+    t = S.sample_rows
     stmt = (
         select(
             t.c.device,

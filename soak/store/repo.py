@@ -28,6 +28,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -159,6 +160,8 @@ class Store:
         # One writer at a time inside this process: SQLite allows only one anyway, and the
         # in-memory database shares a single connection.
         self._lock = threading.RLock()
+        # (run_id, device) -> sample_series.id, filled as series are created or first seen.
+        self._series: dict[tuple[str, str], int] = {}
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -206,18 +209,22 @@ class Store:
 
     def _init_schema(self, create: bool) -> None:
         with self._lock, self.engine.begin() as conn:
-            if create:
-                S.metadata.create_all(conn, checkfirst=True)
-            row = conn.execute(
-                select(S.meta.c.value).where(S.meta.c.key == "schema_version")
-            ).first()
-            if row is None:
-                conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
-            elif int(row[0]) != S.SCHEMA_VERSION:
+            # Check the version before creating anything: a database of another version must
+            # not gain this version's tables on the way to being refused.
+            row = None
+            if inspect(conn).has_table(S.meta.name):
+                row = conn.execute(
+                    select(S.meta.c.value).where(S.meta.c.key == "schema_version")
+                ).first()
+            if row is not None and str(row[0]) != str(S.SCHEMA_VERSION):
                 raise StoreError(
                     f"store {self.url}: schema version {row[0]}, this soak reads version "
-                    f"{S.SCHEMA_VERSION}"
+                    f"{S.SCHEMA_VERSION} (open it with the soak release that wrote it, or use a new database)"
                 )
+            if create:
+                S.metadata.create_all(conn, checkfirst=True)
+            if row is None:
+                conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -360,7 +367,68 @@ class Store:
         return len(rows)
 
     def add_sample_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        self._write(insert(S.samples), rows)
+        """Sample rows as ``snapshot_rows`` makes them (with ``run_id`` and ``device``).
+
+        The (run, device) series ids are looked up or created in the same transaction as
+        the rows, so a failed write leaves no series behind. A second row of a device at the
+        same ``ts`` is the same reading and is dropped.
+        """
+        if not rows:
+            return
+        for attempt in range(1, 4):
+            try:
+                with self._lock, self.engine.begin() as conn:
+                    ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
+                    out = []
+                    for r in rows:
+                        row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
+                        row["series_id"] = ids[(r["run_id"], r["device"])]
+                        out.append(row)
+                    conn.execute(self._insert_ignoring_duplicates(S.samples), out)
+                self._series.update(new)
+                return
+            except OperationalError as exc:
+                if _is_transient(exc) and attempt < 3:
+                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+            except DBAPIError as exc:
+                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+
+    def _series_ids(
+        self, conn: Any, keys: set[tuple[str, str]]
+    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """Ids of (run_id, device) series, creating missing ones; (all, not yet cached)."""
+        ids = {k: self._series[k] for k in keys if k in self._series}
+        missing = keys - ids.keys()
+        if not missing:
+            return ids, {}
+        ss = S.sample_series
+        runs = {run for run, _ in missing}
+        found = {
+            (r.run_id, r.device): r.id
+            for r in conn.execute(select(ss.c.id, ss.c.run_id, ss.c.device).where(ss.c.run_id.in_(runs)))
+        }
+        for key in sorted(missing - found.keys()):  # sorted: the same ids on every backend
+            found[key] = conn.execute(
+                insert(ss).values(run_id=key[0], device=key[1])
+            ).inserted_primary_key[0]
+        new = {k: found[k] for k in missing}
+        ids.update(new)
+        return ids, new
+
+    def _insert_ignoring_duplicates(self, table: Any) -> Any:
+        name = self.engine.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table).on_conflict_do_nothing()
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table).on_conflict_do_nothing()
+        return insert(table)
 
     def writer(self, run_id: str, *, max_rows: int = 512, max_delay_s: float = 5.0) -> BatchWriter:
         """A buffered sample writer: commits every ``max_rows`` rows or ``max_delay_s``."""
@@ -478,19 +546,30 @@ class Store:
         rows = self._read(select(S.runs).where(S.runs.c.id == run_id))
         return self._run_record(rows[0]) if rows else None
 
+    def _run_series(self, run_id: str) -> list[tuple[int, str]]:
+        """(series id, device) of the run's sample series, in id order."""
+        ss = S.sample_series
+        return [
+            (r[0], r[1])
+            for r in self._read(select(ss.c.id, ss.c.device).where(ss.c.run_id == run_id).order_by(ss.c.id))
+        ]
+
     def devices(self, run_id: str) -> list[str]:
-        rows = self._read(
-            select(S.samples.c.device).where(S.samples.c.run_id == run_id).distinct()
-        )
-        return sorted(r[0] for r in rows)
+        return sorted(dev for _, dev in self._run_series(run_id))
 
     def count_samples(self, run_id: str) -> int:
-        rows = self._read(select(func.count()).select_from(S.samples).where(S.samples.c.run_id == run_id))
-        return int(rows[0][0])
+        t, ss = S.samples, S.sample_series
+        stmt = (
+            select(func.count())
+            .select_from(t)
+            .where(t.c.series_id.in_(select(ss.c.id).where(ss.c.run_id == run_id)))
+        )
+        return int(self._read(stmt)[0][0])
 
     def last_sample_ts(self, run_id: str) -> float | None:
-        rows = self._read(select(func.max(S.samples.c.ts)).where(S.samples.c.run_id == run_id))
-        return rows[0][0]
+        t, ss = S.samples, S.sample_series
+        stmt = select(func.max(t.c.ts)).where(t.c.series_id.in_(select(ss.c.id).where(ss.c.run_id == run_id)))
+        return self._read(stmt)[0][0]
 
     def load_samples(
         self,
@@ -506,7 +585,7 @@ class Store:
         bucket start; ``up`` is the worst of the bucket, so a gap stays visible), which keeps a
         72 h x 16-chip chart to a few thousand points per device.
         """
-        t = S.samples
+        t = S.sample_rows
         where = [t.c.run_id == run_id]
         if device is not None:
             where.append(t.c.device == device)
@@ -614,29 +693,35 @@ class Store:
         """
         t = S.samples
         metrics = S.SAMPLE_METRIC_COLUMNS
-        last_id = -1
         if bucket_s:
             for dev in self.devices(run_id):
                 for r in self.load_samples(run_id, device=dev, bucket_s=bucket_s):
                     for m in metrics:
                         if r[m] is not None:
                             yield (r["ts"], dev, m, float(r[m]))
-        while not bucket_s:
-            stmt = (
-                select(t.c.id, t.c.ts, t.c.device, *[t.c[m] for m in metrics])
-                .where(and_(t.c.run_id == run_id, t.c.id > last_id))
-                .order_by(t.c.id)
-                .limit(chunk_rows)
-            )
-            rows = self._read(stmt)
-            if not rows:
-                break
-            for r in rows:
-                for i, m in enumerate(metrics):
-                    v = r[3 + i]
-                    if v is not None:
-                        yield (r[1], r[2], m, float(v))
-            last_id = rows[-1][0]
+        # Device by device (series id order), each in time order: the primary key's order,
+        # read in chunks from the last timestamp seen.
+        for sid, dev in [] if bucket_s else self._run_series(run_id):
+            last_ts: float | None = None
+            while True:
+                where = [t.c.series_id == sid]
+                if last_ts is not None:
+                    where.append(t.c.ts > last_ts)
+                stmt = (
+                    select(t.c.ts, *[t.c[m] for m in metrics])
+                    .where(and_(*where))
+                    .order_by(t.c.ts)
+                    .limit(chunk_rows)
+                )
+                rows = self._read(stmt)
+                for r in rows:
+                    for i, m in enumerate(metrics):
+                        v = r[1 + i]
+                        if v is not None:
+                            yield (r[0], dev, m, float(v))
+                if len(rows) < chunk_rows:
+                    break
+                last_ts = rows[-1][0]
         s = S.steps
         stmt = (
             select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)

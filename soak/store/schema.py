@@ -12,6 +12,7 @@ version row differs, rather than reading columns that are not there.
 from __future__ import annotations
 
 from sqlalchemy import (
+    REAL,
     BigInteger,
     Boolean,
     Column,
@@ -22,9 +23,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
+    select,
 )
 
-SCHEMA_VERSION = 1
+# 2: samples keyed by (series, ts) with REAL util/temp/power; sample_series holds run + device.
+SCHEMA_VERSION = 2
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -57,32 +61,54 @@ runs = Table(
     Column("run_dir", Text),
 )
 
-# One row per device per tick, wide: the canonical metric names are columns.
+# One row per (run, device): samples carry this small integer instead of repeating two
+# strings in every row and every index entry. It also keeps the primary-key index entries
+# of ``samples`` at 4 + 8 bytes, small enough for PostgreSQL to split its pages 90/10 while
+# each device's timestamps grow (instead of 50/50: half-empty pages).
+sample_series = Table(
+    "sample_series",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("device", String(64), nullable=False),
+    UniqueConstraint("run_id", "device", name="uq_sample_series_run_device"),
+)
+
+# One row per device per tick, wide: the canonical metric names are columns. The key is
+# (series = run + device, ts): a repeated reading of a device at the same instant is kept
+# once. Columns are ordered widest first so PostgreSQL pads nothing between them.
+# Utilisation, temperature and power are REAL (7 significant digits; the tools report 3-4
+# and the report prints 4); timestamps and byte counts stay 8 bytes wide.
 samples = Table(
     "samples",
     metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False),
-    Column("ts", Float, nullable=False),
-    Column("device", String(64), nullable=False),
-    Column("up", Boolean, nullable=False),
-    Column("healthy", Boolean),
-    Column("health", String(32)),
-    Column("util_pct", Float),
+    Column("series_id", Integer, primary_key=True, autoincrement=False),
+    Column("ts", Float, primary_key=True),
+    Column("util_pct", REAL),
+    Column("temp_c", REAL),
+    Column("power_w", REAL),
     Column("hbm_used_bytes", BigInteger),
     Column("hbm_total_bytes", BigInteger),
-    Column("temp_c", Float),
-    Column("power_w", Float),
     Column("host_rss_bytes", BigInteger),
     Column("comm_timeouts_total", BigInteger),
     Column("ddr_used_bytes", BigInteger),
     Column("ddr_total_bytes", BigInteger),
     Column("ecc_single_bit_errors", BigInteger),
     Column("ecc_double_bit_errors", BigInteger),
+    Column("up", Boolean, nullable=False),
+    Column("healthy", Boolean),
     Column("link_up", Boolean),
+    Column("health", String(32)),
     Column("error", Text),
 )
-Index("ix_samples_run_device_ts", samples.c.run_id, samples.c.device, samples.c.ts)
+
+# The samples as readers want them, with ``run_id`` and ``device`` (a join the databases
+# flatten): ``select(...).where(sample_rows.c.run_id == ...)``.
+sample_rows = (
+    select(sample_series.c.run_id, sample_series.c.device, samples)
+    .join_from(samples, sample_series, samples.c.series_id == sample_series.c.id)
+    .subquery("sample_rows")
+)
 
 # Per rank, aggregated by the daemon to at most one row per rank per window (10 s by default).
 steps = Table(

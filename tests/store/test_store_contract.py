@@ -188,3 +188,51 @@ def test_load_trace_bucketed_averages_device_metrics_but_keeps_steps(store: Stor
     util = sorted((ts, v) for ts, d, m, v in trace if d == "npu0-0" and m == "util_pct")
     assert util == [(T0, 10.0), (T0 + 3, 40.0)]
     assert (T0 + 1, "lm-rank0", "step_time_s", 0.5) in trace
+
+
+def test_older_schema_is_refused_in_one_line_and_left_untouched(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from sqlalchemy import Column, MetaData, String, Table, create_engine, inspect
+
+    # A version-1 store: its meta row and its samples table with a surrogate id.
+    engine = create_engine(store_url)
+    md = MetaData()
+    meta = Table("soak_meta", md, Column("key", String(64), primary_key=True), Column("value", String(256)))
+    Table("samples", md, Column("id", S._ID, primary_key=True), Column("run_id", String(64)))
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(meta.insert().values(key="schema_version", value="1"))
+    with pytest.raises(StoreError) as err:
+        Store.open(store_url)
+    msg = str(err.value)
+    assert "schema version 1, this soak reads version 2" in msg and "\n" not in msg
+    assert not inspect(engine).has_table("sample_series")  # nothing created on the way
+    engine.dispose()
+
+
+def test_a_repeated_reading_is_kept_once_and_series_are_per_run(store: Store) -> None:
+    _new_run(store)
+    _new_run(store, "r2")
+    store.add_snapshot("r1", _snap(T0, 1.0, 1))
+    store.add_snapshot("r1", _snap(T0, 2.0, 2))  # same devices, same instant: the first stays
+    store.add_snapshot("r2", _snap(T0, 3.0, 3))
+    assert store.count_samples("r1") == 3 and store.count_samples("r2") == 3
+    assert store.devices("r1") == store.devices("r2") == sorted(["npu0-0", "npu1-0", HOST_DEVICE])
+    rows = store.load_samples("r1", device="npu0-0")
+    assert [(r["util_pct"], r["hbm_used_bytes"]) for r in rows] == [(1.0, 1)]
+    assert [r["util_pct"] for r in store.load_samples("r2", device="npu0-0")] == [3.0]
+
+
+def test_printed_floats_keep_their_digits_and_bytes_and_times_stay_exact(store: Store) -> None:
+    _new_run(store)
+    ts = T0 + 0.123456789  # sub-microsecond timestamps survive (8-byte float)
+    snap = Snapshot(ts=ts, host="n", devices=(
+        DeviceSample(device="npu0-0", backend="sim", util_pct=87.3, temp_c=61.25, power_w=312.7,
+                     hbm_used_bytes=(60 << 30) + 12345, hbm_total_bytes=64 << 30),))
+    store.add_snapshot("r1", snap)
+    (row,) = store.load_samples("r1", device="npu0-0")
+    assert row["ts"] == ts and row["hbm_used_bytes"] == (60 << 30) + 12345
+    # REAL keeps 7 significant digits: far more than the 3-4 the tools report and print
+    assert row["util_pct"] == pytest.approx(87.3, rel=1e-6) and row["power_w"] == pytest.approx(312.7, rel=1e-6)
+    assert row["temp_c"] == 61.25

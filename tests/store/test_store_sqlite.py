@@ -34,7 +34,7 @@ def test_reader_is_not_blocked_by_an_open_write_transaction(tmp_path) -> None:
     s.add_snapshot("r", _snap(T0))
     writer = sqlite3.connect(db)
     writer.execute("BEGIN IMMEDIATE")
-    writer.execute("INSERT INTO samples (run_id, ts, device, up) VALUES ('r', 1, 'cpu', 1)")
+    writer.execute("INSERT INTO samples (series_id, ts, up) SELECT id, 1, 1 FROM sample_series WHERE run_id = 'r'")
     try:
         # WAL: the reader sees the committed row at once, without waiting for the writer
         assert s.count_samples("r") == 1
