@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     fault = sub.add_parser("fault", help="replace the tool faults of an installed fleet (takes effect at once)")
     fault.add_argument("dir", metavar="DIR")
-    fault.add_argument("--fault", action="append", default=[], help="as for install; none clears them")
+    fault.add_argument("--fault", action="append", default=[], help="as for install; repeatable; 'none' or no --fault clears them")
     fault.set_defaults(func=_fault)
 
     lst = sub.add_parser("list", help="the scenarios and faults with their parameters and defaults")
@@ -85,8 +85,10 @@ def _fault(args: argparse.Namespace) -> int:
     path = Path(args.dir) / CONFIG_NAME
     if not path.is_file():
         raise InputError(f"{args.dir}: no simulated fleet here (missing {CONFIG_NAME}); run 'soak sim install' first")
-    SimConfig.load(path).with_faults(args.fault).save(path)
-    print(f"faults now: {', '.join(args.fault) or 'none'}")
+    # "none" (as the help says) clears them, like giving no --fault at all.
+    faults = [f for f in args.fault if f.strip().lower() != "none"]
+    SimConfig.load(path).with_faults(faults).save(path)
+    print(f"faults now: {', '.join(faults) or 'none'}")
     return 0
 
 
