@@ -59,8 +59,10 @@ def parse_listen(value: Any, key: str) -> str | None:
     if value in (None, ""):
         return None
     m = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(\d{1,5})", str(value))
-    if not m or int(m.group(2)) > 65535:
-        raise ConfigError(f"{key} must be HOST:PORT like 127.0.0.1:9464, got {value!r}")
+    if not m:
+        raise ConfigError(f"{key} must be HOST:PORT like 127.0.0.1:19400, got {value!r}")
+    if int(m.group(2)) > 65535:
+        raise ConfigError(f"{key} {value!r}: port {m.group(2)} is outside 0-65535")
     return str(value)
 
 
@@ -93,6 +95,18 @@ def _string(value: Any, key: str) -> str:
 
 def _opt_string(value: Any, key: str) -> str | None:
     return None if value in (None, "") else _string(value, key)
+
+
+def _run_id(value: Any, key: str) -> str | None:
+    # The id names a folder under run.data_dir (and a systemd instance): a slash or a leading
+    # dot would put the run somewhere else or hide it from `soak runs list`.
+    text = _opt_string(value, key)
+    if text is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", text):
+        raise ConfigError(
+            f"{key} must be letters, digits, '.', '_' or '-' (starting with a letter or digit, "
+            f"at most 128), got {text!r}"
+        )
+    return text
 
 
 def _bool(value: Any, key: str) -> bool:
@@ -140,7 +154,7 @@ class RunSection:
     time_scale: float = opt(1.0, "Recorded seconds per wall second (sim backend only); 720 plays 72 h in 6 min.",
                             _number(0, strict=True))
     preflight: bool = opt(True, "Run the environment self-check before the workloads and record it.", _bool)
-    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", _opt_string)
+    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", _run_id)
 
 
 @dataclass(frozen=True)
