@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise InputError(f"--timeout {args.timeout}: must be greater than 0")
     parse_listen(args.listen)  # bad input fails before any device is touched
+    if args.backend == "sim" and not 1 <= args.sim_chips <= 64:
+        # Named here: the simulator itself would blame its own flag, --chips.
+        raise InputError(f"--sim-chips {args.sim_chips}: must be between 1 and 64")
     clock = None
     if args.backend == "sim" and args.time_scale != 1.0:
         import time
