@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from soak.workloads.launch import build_command
 
     rest = list(args.rest)
+    if "-h" in rest or "--help" in rest:
+        return _workload_help(args.name)
     # options of ours given after NAME land in the remainder: take them out
     if "--print" in rest:
         rest.remove("--print")
@@ -89,6 +91,19 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     os.execv(argv[0], argv)  # torchrun gets our signals directly
     return 0  # not reached
+
+
+def _workload_help(name: str) -> int:
+    """`soak workload lm --help`: the workload's own options (argparse would stop at --run-dir)."""
+    import importlib
+
+    print(f"soak workload {name} [--nproc-per-node N] [--print] WORKLOAD-OPTIONS; the workload's options:\n")
+    sys.stdout.flush()
+    try:
+        importlib.import_module(f"soak.workloads.{name}").main(["--help"])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
 
 
 def _strip(rest: list[str], flag: str) -> list[str]:
