@@ -13,8 +13,6 @@ from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError, StoreError
 
 DEFAULT_DATA_DIR = "soak-runs"
-# Events whose [ts, end_ts] windows explain idle chips and slow steps.
-_PHASE_EVENTS = ("checkpoint", "phase", "restart", "resume", "gap")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _load_run(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from soak.analysis import Trace
-    from soak.analysis.profile import Phase
+    from soak.analysis.event_phases import event_phases
 
     try:
         from soak.store import Store
@@ -67,22 +65,9 @@ def _load_run(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         if store.get_run(args.source) is None:
             raise StoreError(f"{args.source}: no such file, and no such run in {url}")
         trace = Trace.from_rows(store.load_trace(args.source), source=f"run {args.source}")
-        windows: dict[str, list[tuple[float, float]]] = {}
-        crashed_at: float | None = None
-        for ev in store.load_events(args.source):
-            if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
-                name = str(ev.detail.get("phase") or ev.kind) if ev.kind == "phase" else ev.kind
-                windows.setdefault(name, []).append((float(ev.ts), float(ev.end_ts)))
-            # From a crash to the restart the workload is down on purpose: the crash is the
-            # daemon's finding, the idle chips and missing heartbeats are not a hang.
-            if ev.kind == "crash":
-                crashed_at = float(ev.ts)
-            elif ev.kind in ("restart", "resume") and crashed_at is not None:
-                windows.setdefault("restart", []).append((crashed_at, float(ev.ts) + 60.0))
-                crashed_at = None
+        phases = event_phases(store.load_events(args.source))
     finally:
         store.close()
-    phases = [Phase(name=n, windows=tuple(w)) for n, w in sorted(windows.items())]
     return trace, phases
 
 

@@ -59,9 +59,22 @@ def plan_phases(plan: Plan, checkpoint_windows: list[tuple[float, float]]) -> li
     return phases
 
 
-def analyze_run(store: Any, run_id: str, plan: Plan, now: float | None = None,
-                profile: Any = None, bucket_s: float | None = None) -> tuple[list[dict[str, Any]], str | None]:
-    """Analyse everything stored so far: (findings as dicts, verdict; None without data).
+def run_phases(store: Any, run_id: str, plan: Plan) -> list[Any]:
+    """Every expected phase of a recorded run, as the daemon, the report and ``soak analyze
+    RUN_ID`` see them: the plan's checkpoint cadence, the checkpoints seen, the spans the
+    events carry and each restart's downtime (crash or hang to the restart)."""
+    from soak.analysis.event_phases import event_phases
+
+    events = store.load_events(run_id)
+    # a checkpoint idles the chips for about its own duration; the events mark when
+    half = plan.phases.checkpoint_duration_s / 2
+    windows = [(e.ts - half, e.ts + half) for e in events if e.kind == "checkpoint" and e.rank in (None, 0)]
+    return plan_phases(plan, windows[-1000:]) + event_phases(events)
+
+
+def run_analysis(store: Any, run_id: str, plan: Plan, now: float | None = None,
+                 profile: Any = None, bucket_s: float | None = None) -> Any:
+    """The ``soak.analysis.Analysis`` of everything stored so far; None without data.
 
     ``bucket_s`` averages the device samples in SQL first (online analysis of a long run).
     """
@@ -70,12 +83,17 @@ def analyze_run(store: Any, run_id: str, plan: Plan, now: float | None = None,
 
     trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
     if trace.start is None:
+        return None
+    return analyze(trace, profile if profile is not None else build_profile(plan),
+                   phases=run_phases(store, run_id, plan), now=now)
+
+
+def analyze_run(store: Any, run_id: str, plan: Plan, now: float | None = None,
+                profile: Any = None, bucket_s: float | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Analyse everything stored so far: (findings as dicts, verdict; None without data)."""
+    result = run_analysis(store, run_id, plan, now=now, profile=profile, bucket_s=bucket_s)
+    if result is None:
         return [], None
-    # a checkpoint idles the chips for about its own duration; the events mark when
-    windows = [(e.ts - plan.phases.checkpoint_duration_s / 2, e.ts + plan.phases.checkpoint_duration_s / 2)
-               for e in store.load_events(run_id, kind="checkpoint") if e.rank in (None, 0)]
-    result = analyze(trace, profile if profile is not None else build_profile(plan),
-                     phases=plan_phases(plan, windows[-1000:]), now=now)
     return [f.to_dict() for f in result.findings], result.verdict
 
 

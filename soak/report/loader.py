@@ -37,8 +37,6 @@ log = logging.getLogger("soak.report")
 MAX_POINTS = 600
 _SERIES_COLUMNS = ("util_pct", "temp_c", "hbm_used_bytes", "power_w")
 _SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
-# Events whose [ts, end_ts] windows explain idle chips and slow steps (as soak analyze).
-_PHASE_EVENTS = ("checkpoint", "phase", "restart", "resume", "gap")
 
 
 def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_POINTS) -> float | None:
@@ -214,23 +212,17 @@ def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
 
 def _profile_and_phases(store, run) -> tuple[Any, list[Any]]:  # noqa: ANN001
     """The profile and expected phases the daemon analyses this run with (its plan)."""
-    from soak.analysis import Phase, Profile
+    from soak.analysis import Profile
+    from soak.analysis.event_phases import event_phases
 
     try:
         from soak.config import plan_from_dict
-        from soak.daemon.jobs import build_profile, plan_phases
+        from soak.daemon.jobs import build_profile, run_phases
 
         plan = plan_from_dict(run.plan)
     except Exception:  # noqa: BLE001 - not a daemon plan (imported or synthetic run): defaults
-        windows: dict[str, list[tuple[float, float]]] = {}
-        for ev in store.load_events(run.id):
-            if ev.kind in _PHASE_EVENTS and ev.end_ts is not None and ev.end_ts >= ev.ts:
-                name = str(ev.detail.get("phase") or ev.kind) if ev.kind == "phase" else ev.kind
-                windows.setdefault(name, []).append((float(ev.ts), float(ev.end_ts)))
-        return Profile.default(), [Phase(name=n, windows=tuple(w)) for n, w in sorted(windows.items())]
-    half = plan.phases.checkpoint_duration_s / 2
-    windows_ck = [(e.ts - half, e.ts + half) for e in store.load_events(run.id, kind="checkpoint") if e.rank in (None, 0)]
-    return build_profile(plan), plan_phases(plan, windows_ck[-1000:])
+        return Profile.default(), event_phases(store.load_events(run.id))
+    return build_profile(plan), run_phases(store, run.id, plan)
 
 
 def _required_runtime_h(store, run) -> float | None:  # noqa: ANN001
