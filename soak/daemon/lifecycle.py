@@ -26,7 +26,7 @@ from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
-from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes, online_bucket_s
+from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes, online_bucket_s, run_analysis
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
@@ -430,19 +430,24 @@ class Daemon:
                 self.store.add_event(self.run_id, "stop", ts=end, message=f"stopped ({self.stop_reason})",
                                      detail={"reason": self.stop_reason})
             self.store.update_run(self.run_id, restarts=self._restarts())
+            result = None
             try:
-                findings, verdict = analyze_run(self.store, self.run_id, self.plan, profile=self.profile)
+                result = run_analysis(self.store, self.run_id, self.plan, profile=self.profile)
+                findings = [] if result is None else [f.to_dict() for f in result.findings]
+                verdict = None if result is None else result.verdict
                 self.store.replace_findings(self.run_id, findings)
                 self.findings = findings
             except UserError:
                 raise
             except Exception:
                 log.exception("final analysis")
-                verdict = None
+                result, verdict = None, None
             if status == "failed":
                 verdict = "fail"
             self.store.finish_run(self.run_id, status=status, ended_ts=end, verdict=verdict)
             self.store.checkpoint_wal()
+            if result is not None:
+                self._save_analysis(result.to_dict(), status, verdict)
         except StoreError as exc:
             fatal = fatal or exc
         sdnotify.notify("STOPPING=1", f"STATUS=run {self.run_id} {status}")
@@ -456,6 +461,22 @@ class Daemon:
         if self.stop_reason == "disk":
             raise StoreError(self.disk_message)
         return 1 if (status == "failed" or verdict == "fail") else 0
+
+
+    def _save_analysis(self, analysis: dict[str, Any], status: str, verdict: str | None) -> None:
+        """The final analysis for the report, with the verdict the run record carries: a run
+        that failed (restarts exhausted, a fatal error) fails whatever its telemetry says."""
+        analysis = dict(analysis)
+        analysis.update(run_id=self.run_id, status=status)
+        if verdict is not None and verdict != analysis.get("verdict"):
+            analysis["verdict"] = verdict
+            analysis["reasons"] = [*analysis.get("reasons", []),
+                                   f"run {status}: {self.fatal or 'the workloads stopped before the planned end'}"]
+            analysis.pop("clean_statement", None)
+        try:
+            runfolder.write_analysis(self.run_dir, analysis)
+        except OSError as exc:  # the report re-runs the analysis from the store instead
+            log.error("could not save the final analysis in %s: %s", self.run_dir, exc.strerror or exc)
 
 
 def _stop_quietly(fn: Callable[[], Any] | None) -> None:

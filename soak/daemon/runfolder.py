@@ -1,4 +1,4 @@
-"""The run folder: id, layout, daemon log, and the record of child processes.
+"""The run folder: id, layout, daemon log, the record of child processes, the final analysis.
 
 ``daemon.json`` names the process groups of the running workloads, so a daemon that resumes
 after a crash can end the orphans of its predecessor before starting new ones.
@@ -67,6 +67,25 @@ def write_children(run_dir: Path, pgids: list[int]) -> None:
     tmp = run_dir / "daemon.json.tmp"
     tmp.write_text(json.dumps({"daemon_pid": os.getpid(), "workload_pgids": pgids}))
     os.replace(tmp, run_dir / "daemon.json")
+
+
+def write_analysis(run_dir: Path, analysis: dict) -> Path:
+    """``report/analysis.json``: the final analysis the report shows, written atomically (a
+    reader sees the old file or the new one, never half of one)."""
+    folder = run_dir / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "analysis.json"
+    tmp = folder / f".analysis.json.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(analysis, fh, indent=1, sort_keys=True, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def _group_alive(pgid: int) -> bool:

@@ -4,6 +4,7 @@ injected crash and HBM creep."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -74,6 +75,8 @@ def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
         steps = s.load_steps("e2e")
         assert steps and steps[-1]["step"] > steps[0]["step"] and steps[-1]["step_time_s"] > 0
         assert {e.kind for e in s.load_events("e2e")} >= {"start", "checkpoint"}
+    saved = json.loads((tmp_path / "e2e" / "report" / "analysis.json").read_text(encoding="utf-8"))
+    assert saved["verdict"] == "pass" and saved["run_id"] == "e2e" and saved["detector_versions"]
 
 
 def test_accelerated_sim_soak_with_crash_and_hbm_creep(tmp_path) -> None:
@@ -138,3 +141,7 @@ analysis_every = "10s"
         assert all(f.severity == "fail" for f in creep)
         slope = creep[0].detail["slope_per_hour"]
         assert 0.3e9 < slope < 0.7e9  # 500 MB/h as simulated
+        # the report's analysis is the daemon's final one: same verdict, same findings
+        saved = json.loads((tmp_path / "runs" / "accel" / "report" / "analysis.json").read_text(encoding="utf-8"))
+        assert saved["verdict"] == run.verdict == "fail"
+        assert sorted(f["kind"] for f in saved["findings"]) == sorted(f.kind for f in s.load_findings("accel"))

@@ -1,0 +1,74 @@
+"""The final analysis the daemon saves in ``report/analysis.json`` is what the report shows:
+its verdict (also when the run failed on clean telemetry), findings, thresholds and versions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from soak.config import plan_from_dict
+from soak.daemon.jobs import run_analysis
+from soak.daemon.lifecycle import Daemon
+from soak.report.loader import load_report_data
+from soak.store import Store
+from soak.telemetry.records import DeviceSample, Snapshot
+
+T0 = 1_764_000_000.0
+
+
+def _finished_run(tmp_path, status: str, verdict_override: str | None) -> tuple[Store, dict]:
+    """A clean 2 h stand-in run, finished as the daemon's ``_finish`` does it."""
+    run_dir = tmp_path / "r"
+    (run_dir / "report").mkdir(parents=True)
+    store = Store.open(run_dir / "soak.db")
+    plan = plan_from_dict({"sampling": {"interval": "10s"}})
+    store.create_run("r", host="h", plan=plan.to_dict(), started_ts=T0, run_dir=str(run_dir))
+    for i in range(720):
+        store.add_snapshot("r", Snapshot(ts=T0 + 10.0 * i, host="h", devices=(
+            DeviceSample(device="npu0-0", backend="npu", up=True, util_pct=95.0, temp_c=50.0, power_w=300.0,
+                         hbm_used_bytes=30 << 30, hbm_total_bytes=64 << 30),)))
+    result = run_analysis(store, "r", plan)
+    assert result is not None and result.verdict == "pass"
+    verdict = verdict_override or result.verdict
+    store.replace_findings("r", [f.to_dict() for f in result.findings])
+    store.finish_run("r", status=status, ended_ts=T0 + 7200, verdict=verdict)
+    d = Daemon(plan)
+    d.run_id, d.run_dir, d.fatal = "r", run_dir, None
+    d._save_analysis(result.to_dict(), status, verdict)
+    saved = json.loads((run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
+    assert [p.name for p in (run_dir / "report").iterdir()] == ["analysis.json"]  # no temp file left
+    return store, saved
+
+
+def test_saved_analysis_carries_thresholds_versions_and_the_run_verdict(tmp_path) -> None:
+    store, saved = _finished_run(tmp_path, "finished", None)
+    with store:
+        assert saved["verdict"] == "pass" == store.get_run("r").verdict
+        assert saved["run_id"] == "r" and saved["detector_versions"]["hang"]
+        assert saved["thresholds"]["hang"]["threshold_s"] == 300.0
+        data = load_report_data(store, "r", with_series=False)
+    assert data.verdict == "pass" and data.clean_statement == saved["clean_statement"]
+    assert {d.name for d in data.detectors} >= {"hang", "memory_creep", "profile"}
+
+
+def test_report_shows_the_stored_verdict_of_a_failed_run(tmp_path) -> None:
+    # Restarts exhausted: the run failed although its telemetry alone would pass.
+    store, saved = _finished_run(tmp_path, "failed", "fail")
+    with store:
+        assert saved["verdict"] == "fail" == store.get_run("r").verdict
+        assert any(r.startswith("run failed:") for r in saved["reasons"])
+        data = load_report_data(store, "r", with_series=False)
+        assert (data.verdict, data.clean_statement) == ("fail", None)
+        assert any(r.startswith("run failed:") for r in data.verdict_reasons)
+        if shutil.which("pdftotext") is None:
+            pytest.skip("poppler-utils not installed")
+        from soak.report.build import build_pdf
+
+        built = build_pdf(store, "r", tmp_path / "report.pdf", lang="en")
+    assert built.verdict == "fail"
+    text = subprocess.run(["pdftotext", "-layout", str(built.path), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "Verdict: FAIL" in text and "Verdict: PASS" not in text
