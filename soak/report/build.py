@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.errors import StoreError
+from soak.errors import InputError, StoreError
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, finalize_pdf
@@ -81,6 +81,16 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
     }
 
 
+def _check_output(out: Path) -> None:
+    """The PDF's path must name a file whose folder exists or can be made."""
+    if out.is_dir():
+        raise InputError(f"-o {out}: is a directory; name the PDF file, e.g. {out / 'acceptance.pdf'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {out}: cannot create its folder {out.parent} ({exc.strerror or exc})") from None
+
+
 def build_pdf(
     store,  # noqa: ANN001 - soak.store.Store
     run_id: str,
@@ -97,12 +107,12 @@ def build_pdf(
     from soak.report.export import export_run
     from soak.report.loader import load_report_data
 
+    out = Path(out)
+    _check_output(out)  # before the expensive part: a bad -o is one line, not a traceback
     # One read of the raw data serves the attachment, its digest, the analysis and the charts.
     export = export_run(store, run_id)
     if data is None:
         data = load_report_data(store, run_id, arrays=export.arrays)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     raw_bytes, rows = export.csv, export.rows
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
@@ -133,6 +143,10 @@ def build_pdf(
         stamp_lines=(f"Run: {run_id}", f"Verdict: {(data.verdict or 'N/A').upper()}", f"Data SHA-256: {sha[:16]}..."),
     )
     tmp_out = out.with_name(f".{out.name}.tmp")
-    tmp_out.write_bytes(final)
-    os.replace(tmp_out, out)
+    try:
+        tmp_out.write_bytes(final)
+        os.replace(tmp_out, out)
+    except OSError as exc:
+        tmp_out.unlink(missing_ok=True)
+        raise InputError(f"-o {out}: cannot write the PDF ({exc.strerror or exc})") from None
     return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1)
