@@ -86,6 +86,20 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def _check_listen(address: str, port: int) -> None:
+    """Bind once here so a busy port or a foreign address is one line, not Streamlit's traceback."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((address, port))
+    except (OSError, OverflowError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"--address {address} --port {port}: cannot listen ({reason})") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise InputError(f"--port {args.port}: must be 1-65535")
@@ -93,6 +107,10 @@ def _serve(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
+    if not args.db and not Path(args.data_dir).is_dir():
+        raise InputError(f"--data-dir {args.data_dir}: no such folder (runs of `soak run` and `soak demo` "
+                         "go to ./soak-runs where they were started; pass that folder or --db URL)")
+    _check_listen(args.address, args.port)
     print(f"soak report: serving on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
     try:
         return subprocess.call(cmd, env={**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"})
