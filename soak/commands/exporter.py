@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-seed", type=int, default=0, help="--backend sim: noise seed")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="--backend sim: scaled seconds per wall second (default: 1)")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="log lines on stderr from this level up (default: INFO)")
     p.set_defaults(func=run)
 
 

@@ -12,7 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "preflight", help="self-check of devices, tools, host and versions before a soak",
         description="Run every preflight check; each reports pass, fail, skip or warn with the "
         "value it measured and why. Exit 0 when none fails, 1 when one does, 2 for bad input.")
-    p.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu"), default="auto")
+    p.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu"), default="auto",
+                   help="devices to check (default: auto = npu, else cuda, else cpu)")
     p.add_argument("--npu-smi", default=None, metavar="PATH",
                    help="npu-smi executable (default: npu-smi on PATH; a simulated fleet works)")
     p.add_argument("--expect-chips", type=int, default=None, metavar="N",

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_serve)
 
     q = sub.add_parser("pdf", help="build the (signed) PDF report of a run")
-    q.add_argument("run_id", metavar="RUN_ID")
+    q.add_argument("run_id", metavar="RUN_ID", help="the run (see `soak runs list`)")
     q.add_argument("-o", "--output", required=True, help="PDF file to write")
     q.add_argument("--db", help="store URL or SQLite path (default: DATA_DIR/RUN_ID/soak.db)")
     q.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
