@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+from pathlib import Path
 
 from soak.commands._common import add_format, fmt, print_json
+from soak.errors import InputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from soak.preflight import run_preflight
 
+    # A path the user typed that is not there is a typo to name (exit 2), not a skipped check.
+    if args.npu_smi and shutil.which(args.npu_smi) is None:
+        raise InputError(f"--npu-smi {args.npu_smi}: no such executable")
+    if args.manifest_lock and not Path(args.manifest_lock).is_file():
+        raise InputError(f"--manifest-lock {args.manifest_lock}: no such file (write one with "
+                         "'soak manifest lock FILE')")
     result = run_preflight(
         backend=args.backend, npu_smi=args.npu_smi, expect_chips=args.expect_chips,
         run_dir=args.run_dir, manifest_lock=args.manifest_lock, mem_fraction=args.mem_fraction,
@@ -44,9 +53,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"preflight: {result.status.upper()}  (backend {fmt(result.backend)})")
         for c in result.checks:
-            value = "" if c.value is None else f"{_num(c.value)} {c.unit or ''}".rstrip()
+            value = "" if c.value is None else _value(c.value, c.unit)
             print(f"  {c.status.upper():<5} {c.name:<15} {value:<24} {c.reason or ''}")
     return 0 if result.ok else 1
+
+
+def _value(value: object, unit: str | None) -> str:
+    if unit == "bytes" and isinstance(value, int | float) and not isinstance(value, bool):
+        for div, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if value >= div:
+                return f"{value / div:.3g} {name}"
+    if unit == "devices" and value == 1:
+        unit = "device"
+    return f"{_num(value)} {unit or ''}".rstrip()
 
 
 def _num(value: object) -> str:
