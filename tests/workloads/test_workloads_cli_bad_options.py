@@ -1,0 +1,36 @@
+"""`soak workload NAME` with a bad workload option: one line naming it, exit 2, before torchrun
+starts (a typo used to fail in every rank and print torchrun's ChildFailedError pages)."""
+
+from __future__ import annotations
+
+import pytest
+
+from soak.cli import main
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--size", "huge"], "soak workload lm: argument --size: invalid choice: 'huge'"),
+        (["--steps", "abc"], "soak workload lm: argument --steps: invalid int value: 'abc'"),
+        (["--steps", "0"], "--steps must be positive, got 0"),
+        (["--bogus", "1"], "soak workload lm: unrecognized arguments: --bogus 1"),
+        (["--sdc-every", "3"], "soak workload lm: unrecognized arguments: --sdc-every 3"),
+    ],
+)
+def test_bad_option_is_one_line_exit_2(tmp_path, capsys, extra, message) -> None:
+    rc = main(["workload", "lm", "--run-dir", str(tmp_path), "--nproc-per-node", "1", *extra, "--print"])
+    cap = capsys.readouterr()
+    assert rc == 2
+    assert cap.out == ""
+    err = cap.err.strip()
+    assert "\n" not in err
+    assert err.startswith("soak: error: ") and message in err
+
+
+def test_good_options_still_print_the_command(tmp_path, capsys) -> None:
+    rc = main(["workload", "gemm", "--run-dir", str(tmp_path), "--nproc-per-node", "2", "--sdc-every", "3",
+               "--steps", "5", "--print"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "-m soak.workloads.gemm" in out and "--sdc-every 3" in out and "--nproc-per-node=2" in out
