@@ -65,11 +65,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--minutes {args.minutes}: must be between 0.5 and 120")
     if args.chips < LEAK_CHIP + 1 or args.chips > 64:
         raise InputError(f"--chips {args.chips}: must be between {LEAK_CHIP + 1} and 64")
+    if not 0 < args.port < 65536:
+        raise InputError(f"--port {args.port}: must be 1-65535")
     from soak.config import plan_from_dict
     from soak.daemon.lifecycle import Daemon
 
     data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--data-dir {data_dir}: cannot create it ({exc.strerror or exc})") from None
     run_id = "demo-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     plan = plan_from_dict(demo_plan(args, run_id))
     print(
