@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -112,10 +111,12 @@ def _serve(args: argparse.Namespace) -> int:
                          "go to ./soak-runs where they were started; pass that folder or --db URL)")
     _check_listen(args.address, args.port)
     print(f"soak report: serving on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    try:
-        return subprocess.call(cmd, env={**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"})
-    except KeyboardInterrupt:
-        return 130
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # Become Streamlit rather than wait for it: a SIGTERM from systemd, kill or a test then
+    # stops the server itself instead of leaving it orphaned on the port.
+    os.execve(cmd[0], cmd, {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"})
+    return 0  # not reached
 
 
 def resolve_keys(args: argparse.Namespace):  # noqa: ANN201 - KeyPair | None
