@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
-from soak.errors import InputError, StoreError
+from soak.errors import InputError, SoakError, StoreError
 
 DEFAULT_DATA_DIR = "soak-runs"
 
@@ -43,9 +43,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load_run(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    from soak.analysis import Trace
+def _plan_profile_and_phases(store: Any, run: Any) -> tuple[Any, list[Any]]:
+    """The profile and expected phases the daemon judged this run with (its own plan), so
+    ``soak analyze RUN_ID`` gives the daemon's verdict; defaults for a run without a plan."""
+    from soak.analysis import Profile
     from soak.analysis.event_phases import event_phases
+
+    try:
+        from soak.config import plan_from_dict
+        from soak.daemon.jobs import build_profile, run_phases
+
+        plan = plan_from_dict(run.plan or {})
+    except (ImportError, SoakError, TypeError, ValueError):  # imported or synthetic run
+        return Profile.default(), event_phases(store.load_events(run.id))
+    return build_profile(plan), run_phases(store, run.id, plan)
+
+
+def _load_run(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
+    from soak.analysis import Trace
 
     try:
         from soak.store import Store
@@ -62,13 +77,14 @@ def _load_run(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         url = str(path)
     store = Store.open(url, create=False)
     try:
-        if store.get_run(args.source) is None:
+        run = store.get_run(args.source)
+        if run is None:
             raise StoreError(f"{args.source}: no such file, and no such run in {url}")
         trace = Trace.from_rows(store.load_trace(args.source), source=f"run {args.source}")
-        phases = event_phases(store.load_events(args.source))
+        profile, phases = _plan_profile_and_phases(store, run)
     finally:
         store.close()
-    return trace, phases
+    return trace, profile, phases
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     if os.path.exists(args.source) or args.source.endswith(".csv"):
         trace = Trace.from_csv(args.source)
     else:
-        trace, event_phases = _load_run(args)
-        phases += event_phases
+        trace, run_profile, run_phases = _load_run(args)
+        phases += run_phases
+        if not args.profile:  # the run's own acceptance profile, as the daemon judged it
+            profile = run_profile
     result = analyze(trace, profile=profile, phases=phases, now=args.now)
     if args.format == "json":
         print_json(result.to_dict())
