@@ -54,7 +54,7 @@ def _default_nproc(backend: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from soak.workloads.inject import parse_all
-    from soak.workloads.launch import build_command
+    from soak.workloads.launch import build_command, check_args
 
     rest = list(args.rest)
     if "-h" in rest or "--help" in rest:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         rest = _strip(rest, "--nproc-per-node")
     if _value(rest, "--run-dir") is None:
         raise InputError("soak workload: --run-dir DIR is required")
-    _check_workload_args(args.name, rest)  # one line and exit 2, not a failure per rank
+    check_args(args.name, rest)  # one line and exit 2, not a failure per rank
     injects = [rest[i + 1] for i, a in enumerate(rest) if a == "--inject" and i + 1 < len(rest)]
     parse_all(injects, args.name)  # a bad spec is one line and exit 2, before torchrun starts
     nproc = args.nproc_per_node or _default_nproc(_value(rest, "--device-backend") or "auto")
@@ -92,25 +92,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     os.execv(argv[0], argv)  # torchrun gets our signals directly
     return 0  # not reached
-
-
-def _check_workload_args(name: str, rest: list[str]) -> None:
-    """Parse the workload's options here with its own parser: a typo would otherwise fail in
-    every rank and surface as torchrun's multi-page ChildFailedError."""
-    import importlib
-
-    from soak.workloads.common import build_parser, positive
-
-    parser = build_parser(name, "")
-
-    def error(message: str) -> None:
-        raise InputError(f"soak workload {name}: {message}")
-
-    parser.error = error  # type: ignore[method-assign]
-    add_args = getattr(importlib.import_module(f"soak.workloads.{name}"), "add_args", None)
-    if add_args is not None:
-        add_args(parser)
-    positive(parser.parse_args(rest))
 
 
 def _workload_help(name: str) -> int:

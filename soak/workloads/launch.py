@@ -53,4 +53,28 @@ def build_command(
         argv += ["--duration-s", f"{float(duration_s):g}"]
     for spec in inject:
         argv += ["--inject", spec]
-    return argv + [str(a) for a in extra]
+    argv += [str(a) for a in extra]
+    check_args(workload, argv[argv.index("--run-dir"):])
+    return argv
+
+
+def check_args(workload: str, args: list[str]) -> None:
+    """Parse a workload's options here with its own parser; ``InputError`` names the problem.
+
+    A typo (``--bogus``, ``--size huge``) would otherwise fail in every rank, show up as
+    torchrun's ChildFailedError pages and, under ``soak run``, as a restart loop.
+    """
+    import importlib
+
+    from soak.workloads.common import build_parser, positive
+
+    parser = build_parser(workload, "")
+
+    def error(message: str) -> None:
+        raise InputError(f"workload {workload}: {message}")
+
+    parser.error = error  # type: ignore[method-assign]
+    add_args = getattr(importlib.import_module(f"soak.workloads.{workload}"), "add_args", None)
+    if add_args is not None:
+        add_args(parser)
+    positive(parser.parse_args(args))

@@ -1,5 +1,6 @@
-"""`soak workload NAME` with a bad workload option: one line naming it, exit 2, before torchrun
-starts (a typo used to fail in every rank and print torchrun's ChildFailedError pages)."""
+"""`soak workload NAME` (and `soak run`'s workloads[].extra) with a bad workload option: one line
+naming it, exit 2, before torchrun starts (a typo used to fail in every rank and print
+torchrun's ChildFailedError pages, or loop through restarts under `soak run`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from soak.cli import main
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--size", "huge"], "soak workload lm: argument --size: invalid choice: 'huge'"),
-        (["--steps", "abc"], "soak workload lm: argument --steps: invalid int value: 'abc'"),
+        (["--size", "huge"], "workload lm: argument --size: invalid choice: 'huge'"),
+        (["--steps", "abc"], "workload lm: argument --steps: invalid int value: 'abc'"),
         (["--steps", "0"], "--steps must be positive, got 0"),
-        (["--bogus", "1"], "soak workload lm: unrecognized arguments: --bogus 1"),
-        (["--sdc-every", "3"], "soak workload lm: unrecognized arguments: --sdc-every 3"),
+        (["--bogus", "1"], "workload lm: unrecognized arguments: --bogus 1"),
+        (["--sdc-every", "3"], "workload lm: unrecognized arguments: --sdc-every 3"),
     ],
 )
 def test_bad_option_is_one_line_exit_2(tmp_path, capsys, extra, message) -> None:
@@ -34,3 +35,16 @@ def test_good_options_still_print_the_command(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert rc == 0
     assert "-m soak.workloads.gemm" in out and "--sdc-every 3" in out and "--nproc-per-node=2" in out
+
+
+def test_build_command_rejects_a_bad_extra_before_anything_starts(tmp_path) -> None:
+    # What `soak run` launches from workloads[].extra: a typo is named at once, not a restart loop.
+    from soak.errors import InputError
+    from soak.workloads.launch import build_command
+
+    with pytest.raises(InputError, match=r"^workload lm: unrecognized arguments: --bogus$"):
+        build_command("lm", tmp_path, 1, extra=("--bogus",))
+    with pytest.raises(InputError, match="invalid choice: 'huge'"):
+        build_command("gemm", tmp_path, 1, size="huge")
+    argv = build_command("gemm", tmp_path, 1, extra=("--sdc-every", "5", "--device-backend", "cpu"))
+    assert argv[-4:] == ["--sdc-every", "5", "--device-backend", "cpu"]
