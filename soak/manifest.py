@@ -272,7 +272,13 @@ def load_lock(path: str | Path) -> dict[str, Any]:
 
 def write_lock(path: str | Path, manifest: Mapping[str, Any]) -> None:
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory; name the lock file, e.g. {p / 'cluster.lock.json'}")
     tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{p}: cannot write the lock file ({exc.strerror or exc})") from None
 
