@@ -7,6 +7,7 @@ import stat
 import sys
 from pathlib import Path
 
+from soak.errors import InputError
 from soak.telemetry.sim.config import SimConfig
 
 CONFIG_NAME = "npu-smi.sim.json"
@@ -19,7 +20,10 @@ def install(directory: str | Path, config: SimConfig) -> Path:
     with the folder holding the ``soak`` package on PYTHONPATH, so it works from a checkout too.
     """
     folder = Path(directory).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot create the folder ({exc.strerror or exc})") from None
     config.save(folder / CONFIG_NAME)
     package_root = Path(__file__).resolve().parents[3]
     for name, extra in (("npu-smi", ""), ("hccn_tool", " --hccn-tool")):
