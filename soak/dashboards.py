@@ -321,6 +321,9 @@ def all_queries(directory: Path) -> list[Query]:
 
 def prometheus_query(base_url: str, expr: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """One instant query through Prometheus' HTTP API; returns the decoded JSON answer."""
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"--prometheus-url {redact_url(base_url)}: not an http(s) URL, e.g. http://127.0.0.1:9090")
     url = base_url.rstrip("/") + "/api/v1/query"
     data = urllib.parse.urlencode({"query": expr}).encode()
     try:
