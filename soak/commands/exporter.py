@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import sys
 import threading
@@ -64,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise InputError(f"--timeout {args.timeout}: must be greater than 0")
     parse_listen(args.listen)  # bad input fails before any device is touched
+    if args.npu_smi != "npu-smi" and args.backend != "sim" and shutil.which(args.npu_smi) is None:
+        # A path the user typed that is not there would serve empty series for hours.
+        raise InputError(f"--npu-smi {args.npu_smi}: no such executable")
     if args.backend == "sim" and not 1 <= args.sim_chips <= 64:
         # Named here: the simulator itself would blame its own flag, --chips.
         raise InputError(f"--sim-chips {args.sim_chips}: must be between 1 and 64")
