@@ -21,7 +21,8 @@ def test_killed_mid_run_resumes_at_last_checkpoint(launcher, workload):
     launcher.wait_for(checkpointed)
     launcher.kill(proc)
     saved = Checkpointer(run, workload).steps()
-    assert saved and saved[-1] >= 10 and len(saved) <= 3  # keep=3
+    # keep=3, plus the newest when the kill fell between its rename and the pruning
+    assert saved and saved[-1] >= 10 and len(saved) <= 4
     last = saved[-1]
 
     assert launcher.run(workload, steps=last + 7, extra=("--ckpt-every", "5")) == 0, launcher.log()
