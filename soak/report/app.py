@@ -21,7 +21,7 @@ from typing import Any
 
 import streamlit as st
 
-from soak.report.i18n import criterion_text, t, verdict_label
+from soak.report.i18n import criterion_text, reason_text, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -89,7 +89,7 @@ def _verdict_block(data: Any, lang: str) -> None:
     if data.verdict_reasons:
         st.markdown(f"**{t('why', lang)}**")
         for r in data.verdict_reasons:
-            st.markdown(f"- {r}")
+            st.markdown(f"- {reason_text(r, lang)}")
     if data.clean_statement:
         st.success(data.clean_statement)
 

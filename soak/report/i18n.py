@@ -122,6 +122,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "crit_no_kind": ("No failing {kind}", "无失败级 {kind}"),
     "crit_zero_fail": ("0 failing", "0 个失败级"),
     "crit_findings": ("{n} finding(s)", "{n} 个问题"),
+    "reason_none": ("no failing or warning findings", "无失败级或告警级问题"),
 }
 
 
@@ -131,6 +132,12 @@ def t(key: str, lang: str = "en") -> str:
     if pair is None:
         return key
     return pair[1] if lang == "zh" and pair[1] else pair[0]
+
+
+def reason_text(reason: str, lang: str = "en") -> str:
+    """A verdict reason in ``lang``: the analysis' fixed sentence for a clean run is translated;
+    a finding's own summary stays as the analysis wrote it."""
+    return t("reason_none", lang) if reason == STRINGS["reason_none"][0] else reason
 
 
 def verdict_label(verdict: str | None, lang: str = "en") -> str:

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from soak.report.charts import all_chart_pngs
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
-from soak.report.i18n import criterion_text, t, verdict_label
+from soak.report.i18n import criterion_text, reason_text, t, verdict_label
 from soak.report.model import (
     Customer,
     ReportData,
@@ -180,7 +180,7 @@ def render_pdf(
     vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
     story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
     for reason in data.verdict_reasons:
-        story.append(st.p(f"• {reason}"))
+        story.append(st.p(f"• {reason_text(reason, lang)}"))
     story.append(Spacer(1, 6 * mm))
     story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
     story.append(Spacer(1, 4 * mm))
