@@ -19,7 +19,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.errors import ConfigError
+from soak.errors import ConfigError, UserError
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -265,6 +265,24 @@ class Plan:
         names = [w.name for w in self.workloads]
         if len(set(names)) != len(names):
             raise ConfigError("workloads must not name the same workload twice")
+        self._check_workload_args()
+
+    def _check_workload_args(self) -> None:
+        # Fault specs and each workload's extra options are checked with the workload's own
+        # parser here, so a typo stops the plan before the run folder, the preflight and
+        # torchrun exist (not as a failed run after minutes, or a restart loop).
+        from soak.workloads.inject import parse_all
+        from soak.workloads.launch import check_args
+
+        for i, w in enumerate(self.workloads):
+            try:
+                parse_all(self.faults.inject, w.name)
+            except UserError as exc:
+                raise ConfigError("faults.inject " + str(exc).removeprefix("--inject ")) from None
+            try:
+                check_args(w.name, ["--run-dir", ".", "--size", w.size, *w.extra])
+            except UserError as exc:
+                raise ConfigError(f"workloads[{i}].extra: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as TOML-shaped data (keys as in the file, durations in seconds)."""
