@@ -77,7 +77,8 @@ def _first_bad_line(path: str, column: str, allow_null: bool) -> str:
             try:
                 float(text)
             except ValueError:
-                return f"line {offset + i + 2}: {column} {text!r} is not a number"
+                hint = " (unix seconds, e.g. 1795941789.5)" if column == "timestamp" else ""
+                return f"line {offset + i + 2}: {column} {text!r} is not a number{hint}"
         offset += len(texts)
     return f"{column} has a value that is not a number"
 
