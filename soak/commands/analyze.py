@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
-from soak.errors import InputError, SoakError, StoreError
+from soak.errors import ConfigError, InputError, SoakError, StoreError
 
 DEFAULT_DATA_DIR = "soak-runs"
 
@@ -43,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _plan_profile_and_phases(store: Any, run: Any) -> tuple[Any, list[Any]]:
+def _plan_profile_and_phases(store: Any, run: Any, want_profile: bool = True) -> tuple[Any, list[Any]]:
     """The profile and expected phases the daemon judged this run with (its own plan), so
-    ``soak analyze RUN_ID`` gives the daemon's verdict; defaults for a run without a plan."""
+    ``soak analyze RUN_ID`` gives the daemon's verdict; defaults for a run without a plan.
+    ``want_profile=False`` (``--profile`` given) leaves the plan's profile file unread."""
     from soak.analysis import Profile
     from soak.analysis.event_phases import event_phases
 
@@ -56,7 +57,13 @@ def _plan_profile_and_phases(store: Any, run: Any) -> tuple[Any, list[Any]]:
         plan = plan_from_dict(run.plan or {})
     except (ImportError, SoakError, TypeError, ValueError):  # imported or synthetic run
         return Profile.default(), event_phases(store.load_events(run.id))
-    return build_profile(plan), run_phases(store, run.id, plan)
+    if not want_profile:
+        return None, run_phases(store, run.id, plan)
+    try:
+        profile = build_profile(plan)
+    except SoakError as exc:  # the plan's profile file moved away since the run
+        raise ConfigError(f"run {run.id}: {exc} (pass --profile FILE.toml)") from None
+    return profile, run_phases(store, run.id, plan)
 
 
 def _load_run(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
@@ -81,7 +88,7 @@ def _load_run(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
         if run is None:
             raise StoreError(f"{args.source}: no such file, and no such run in {url}")
         trace = Trace.from_rows(store.load_trace(args.source), source=f"run {args.source}")
-        profile, phases = _plan_profile_and_phases(store, run)
+        profile, phases = _plan_profile_and_phases(store, run, want_profile=not args.profile)
     finally:
         store.close()
     return trace, profile, phases

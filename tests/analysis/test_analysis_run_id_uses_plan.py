@@ -60,3 +60,20 @@ def test_explicit_profile_wins_over_the_plan(tmp_path):
     out = _analyze("r1", "--db", db, "--profile", str(profile))
     (f,) = [f for f in out["findings"] if f["kind"] == "utilization_dropouts"]
     assert f["severity"] == "fail" and out["verdict"] == "fail"
+
+
+def test_plan_profile_file_gone(tmp_path):
+    # The plan named a profile file that has since moved: one line, and --profile still works.
+    db = str(tmp_path / "soak.db")
+    gone = tmp_path / "site.toml"
+    gone.write_text("[thermal]\nthreshold_c = 90\n")
+    _record(db, {"acceptance": {"profile": str(gone)}})
+    gone.unlink()
+    r = subprocess.run([sys.executable, "-m", "soak", "analyze", "r1", "--db", db],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("soak: error: run r1: ") and line.endswith("(pass --profile FILE.toml)")
+    other = tmp_path / "other.toml"
+    other.write_text("[thermal]\nthreshold_c = 95\n")
+    assert _analyze("r1", "--db", db, "--profile", str(other))["verdict"] in ("pass", "fail")
