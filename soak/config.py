@@ -266,6 +266,21 @@ class Plan:
         if len(set(names)) != len(names):
             raise ConfigError("workloads must not name the same workload twice")
         self._check_workload_args()
+        if self.devices.backend == "sim":
+            self._check_sim()
+
+    def _check_sim(self) -> None:
+        # The simulated fleet is built after the run folder exists: check its specs now, as
+        # the daemon will build it (its plog folder is always the run's plog/).
+        from soak.telemetry.sim.config import SimConfig
+
+        s = self.sim
+        try:
+            SimConfig.build(scenario=s.scenario or "healthy", fault=[s.fault] if s.fault else (),
+                            family=s.family, chips=s.chips, seed=s.seed, plog_dir="plog")
+        except UserError as exc:
+            text = str(exc).replace("--chips ", "sim.chips ").replace("--family ", "sim.family ")
+            raise ConfigError(text if text.startswith("sim.") else f"sim: {text}") from None
 
     def _check_workload_args(self) -> None:
         # Fault specs and each workload's extra options are checked with the workload's own
