@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
-from soak.errors import InputError
+from soak.errors import InputError, StoreError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,12 +52,19 @@ def _list(args: argparse.Namespace) -> int:
 
     runs: dict[str, dict[str, Any]] = {}
     for url in _stores(args):
-        with Store.open(url, create=False) as store:
-            for r in store.list_runs():
-                d = r.as_dict()
-                d.pop("plan")
-                d.pop("manifest")
-                runs.setdefault(r.id, d)
+        try:
+            with Store.open(url, create=False) as store:
+                for r in store.list_runs():
+                    d = r.as_dict()
+                    d.pop("plan")
+                    d.pop("manifest")
+                    runs.setdefault(r.id, d)
+        except StoreError as exc:
+            if args.db:
+                raise
+            # One unreadable run folder (another schema version, a damaged file) must not
+            # hide every other run: name it on stderr and go on.
+            print(f"soak runs: skipped {exc}", file=sys.stderr)
     rows = sorted(runs.values(), key=lambda d: d["started_ts"], reverse=True)
     if args.format == "json":
         print_json(rows)
