@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from soak.config import dump_plan
+from soak.errors import StoreError
 from soak.store import Store
 from tests.daemon.conftest import HERE, fake_plan
 
@@ -29,8 +30,11 @@ def _env() -> dict[str, str]:
 def _wait(cond, timeout_s: float = 30.0) -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if cond():
-            return
+        try:
+            if cond():
+                return
+        except StoreError:
+            pass  # the daemon is still creating the database (schema half made, or locked)
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
 
