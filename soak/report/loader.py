@@ -225,14 +225,6 @@ def _profile_and_phases(store, run) -> tuple[Any, list[Any]]:  # noqa: ANN001
     return build_profile(plan), run_phases(store, run.id, plan)
 
 
-def _required_runtime_h(store, run) -> float | None:  # noqa: ANN001
-    try:
-        profile, _ = _profile_and_phases(store, run)
-    except Exception:  # noqa: BLE001 - a profile file that moved away: the criterion is N/A
-        return None
-    return getattr(profile, "required_runtime_h", None)
-
-
 def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
     """Analyse the stored trace as the daemon's final analysis does (same profile, phases).
 
@@ -290,7 +282,6 @@ def build_criteria(
     findings: tuple[FindingView, ...],
     *,
     judged: bool | None = None,
-    required_runtime_h: float | None = None,
 ) -> tuple[Criterion, ...]:
     """Acceptance criteria with measured values: runtime, then one line per detector kind."""
     if analysis and isinstance(analysis.get("criteria"), list):
@@ -300,17 +291,17 @@ def build_criteria(
             if isinstance(c, Mapping)
         )
     crits: list[Criterion] = []
-    thr = (analysis or {}).get("thresholds") or {}
-    req_h = thr.get("required_runtime_h") if isinstance(thr, Mapping) else None
-    if req_h is None:
-        req_h = required_runtime_h
+    # Runtime is judged against the run's own plan. (The profile's required_runtime_h is how
+    # long memory must last under a leak, not how long this soak was meant to run.)
+    planned = run.planned_duration_s
     dur = run.duration_s
     crits.append(
         Criterion(
             "runtime",
-            "N/A" if req_h is None else f">= {fmt_duration(float(req_h) * 3600)}",
+            "N/A" if planned is None else f">= {fmt_duration(planned)}",
             fmt_duration(dur),
-            None if req_h is None or dur is None else dur >= float(req_h) * 3600 - 1,
+            # the daemon ends a finished run on its planned end, give or take a tick
+            None if planned is None or dur is None else dur >= planned - max(2.0, 0.001 * planned),
         )
     )
     from soak.analysis.model import KINDS
@@ -447,7 +438,6 @@ def load_report_data(
             findings,
             # The daemon's final analysis stored findings and a verdict: the kinds were judged.
             judged=analysis is not None or (not running and rec.verdict is not None),
-            required_runtime_h=None if analysis is not None else _required_runtime_h(store, rec),
         ),
         clean_statement=_clean_statement(analysis, verdict, stats, findings),
         detectors=detectors,
