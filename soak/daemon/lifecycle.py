@@ -31,7 +31,7 @@ from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import StoreError, UserError
+from soak.errors import InputError, StoreError, UserError
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 
@@ -275,6 +275,10 @@ class Daemon:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
+        if not self.resume_id and self.plan is not None and self.plan.exporter.listen:
+            # A taken port is found before a run folder or a store row exists: a mistake in
+            # the flags must not leave a failed run behind.
+            _check_listen(self.plan.exporter.listen)
         try:
             self._open()
         except BaseException:
@@ -444,6 +448,10 @@ class Daemon:
                 result, verdict = None, None
             if status == "failed":
                 verdict = "fail"
+            elif status == "stopped" and verdict == "pass":
+                # Stopped before its planned end: what was seen may fail it, but a clean stretch
+                # shorter than planned proves nothing the customer asked for.
+                verdict = None
             self.store.finish_run(self.run_id, status=status, ended_ts=end, verdict=verdict)
             self.store.checkpoint_wal()
             if result is not None:
@@ -486,3 +494,19 @@ def _stop_quietly(fn: Callable[[], Any] | None) -> None:
         fn()
     except Exception:
         log.exception("stopping")
+
+
+def _check_listen(listen: str) -> None:
+    """Raise the exporter's one-line InputError if ``listen`` cannot be bound right now."""
+    from exporters.server import parse_listen
+
+    host, port = parse_listen(listen)
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise InputError(f"--listen {listen}: cannot listen ({exc.strerror or exc})") from None
