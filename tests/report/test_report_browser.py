@@ -6,23 +6,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
 from soak.cli import main
+from tests.report.serve_helpers import start_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def chromium(url: str, profile: str, *extra: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
@@ -48,26 +39,8 @@ def test_serve_defaults_to_loopback_and_headless(capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
 def test_served_app_shows_the_verdict_in_chromium(recorded, tmp_path):
-    port = _free_port()
-    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed in finally
-    server = subprocess.Popen(
-        [sys.executable, "-m", "soak", "report", "serve", "--data-dir", str(recorded["data_dir"]), "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    server, port, log = start_server(recorded["data_dir"], tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, "server did not come up in 60 s"
-            time.sleep(0.5)
         url = f"http://127.0.0.1:{port}/"
         # The first page view runs the script cold (imports, first queries) in real time while
         # the browser's clock is virtual: on a loaded machine give it a few looks (bounded).
