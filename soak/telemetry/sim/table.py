@@ -9,7 +9,7 @@ module only lays them out, so tests can re-render a recorded table and compare b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 USAGE_LINE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
@@ -110,21 +110,12 @@ def _render_910(
             )
         out.append(double)
     if procs is not None:
-        out += [
-            split,
+        out += _process_section(
+            rows, procs, split, double,
             "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |",
-            double,
-        ]
-        for group in _groups(rows):
-            npu = group[0].npu_id
-            mine = [p for p in procs if p.npu_id == npu]
-            if not mine:
-                out.append(f"| {'No running processes found in NPU ' + str(npu):<95}|")
-            for p in mine:
-                out.append(
-                    f"| {p.npu_id:<7} {p.chip_id:<18}| {p.pid:<13} | {p.name:<24} | {p.memory_mb:<24}|"
-                )
-            out.append(double)
+            lambda npu: f"| {'No running processes found in NPU ' + str(npu):<95}|",
+            lambda p: f"| {p.npu_id:<7} {p.chip_id:<18}| {p.pid:<13} | {p.name:<24} | {p.memory_mb:<24}|",
+        )
     return "\n".join(out) + "\n"
 
 
@@ -154,22 +145,34 @@ def _render_310p(version: str, rows: Sequence[TableRow], procs: Sequence[ProcRow
             )
         out.append(double)
     if procs is not None:
-        out += [
-            split,
+        out += _process_section(
+            rows, procs, split, double,
             "| NPU     Chip                  | Process id      | Process name             | Process memory(MB)        |",
-            double,
-        ]
-        for group in _groups(rows):
-            npu = group[0].npu_id
-            mine = [p for p in procs if p.npu_id == npu]
-            if not mine:
-                out.append(f"| {'No running processes found in NPU ' + str(npu):<103}|")
-            for p in mine:
-                out.append(
-                    f"| {p.npu_id:<7} {p.chip_id:<22}| {p.pid:<15} | {p.name:<24} | {p.memory_mb:<25} |"
-                )
-            out.append(double)
+            lambda npu: f"| {'No running processes found in NPU ' + str(npu):<103}|",
+            lambda p: f"| {p.npu_id:<7} {p.chip_id:<22}| {p.pid:<15} | {p.name:<24} | {p.memory_mb:<25} |",
+        )
     return "\n".join(out) + "\n"
+
+
+def _process_section(
+    rows: Sequence[TableRow],
+    procs: Sequence[ProcRow],
+    split: str,
+    double: str,
+    header: str,
+    none_line: Callable[[int], str],
+    proc_line: Callable[[ProcRow], str],
+) -> list[str]:
+    """The process table under the chips: one block per NPU id, in the family's widths."""
+    out = [split, header, double]
+    for group in _groups(rows):
+        npu = group[0].npu_id
+        mine = [p for p in procs if p.npu_id == npu]
+        if not mine:
+            out.append(none_line(npu))
+        out += [proc_line(p) for p in mine]
+        out.append(double)
+    return out
 
 
 def kv(key: str, value: object, width: int = 30) -> str:
