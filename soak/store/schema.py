@@ -27,6 +27,8 @@ from sqlalchemy import (
     select,
 )
 
+from soak.telemetry.records import METRICS
+
 # 2: samples keyed by (series, ts) with REAL util/temp/power; sample_series holds run + device.
 SCHEMA_VERSION = 2
 
@@ -184,13 +186,6 @@ findings = Table(
 )
 Index("ix_findings_run", findings.c.run_id)
 
-# Sample columns that carry canonical metrics (records.METRICS that live on a device row).
-SAMPLE_METRIC_COLUMNS: tuple[str, ...] = (
-    "util_pct",
-    "hbm_used_bytes",
-    "hbm_total_bytes",
-    "temp_c",
-    "power_w",
-    "host_rss_bytes",
-    "comm_timeouts_total",
-)
+# Sample columns that carry canonical metrics: every records.METRICS name but step_time_s,
+# which lives in the steps table (a new metric needs its column in `samples` above).
+SAMPLE_METRIC_COLUMNS: tuple[str, ...] = tuple(m for m in METRICS if m != "step_time_s")
