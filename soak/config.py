@@ -163,6 +163,8 @@ class DevicesSection:
                        _choice(BACKENDS))
     npu_smi: str | None = opt(None, "Path of npu-smi; empty: found on PATH (or the simulated one).", _opt_string)
     plog_dir: str | None = opt(None, "HCCL plog folder watched for communication timeouts; empty: none.", _opt_string)
+    expect_chips: int = opt(0, "Chips this node must read for the run to pass; 0: at least one (the simulated fleet's size on sim).",
+                            _number(0, integer=True))
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def analyze(
         profile = profile.with_phases(tuple(phases))
     if trace.start is None:
         return Analysis(
-            findings=[], verdict="pass", reasons=["the trace holds no data"],
+            # no evidence is never a pass
+            findings=[], verdict="fail", reasons=["the trace holds no data: nothing was shown"],
             clean_statement=clean_statement(0.0, 0), chip_hours=0.0, start=None, end=None,
             profile=profile.name, detector_versions=dict(DETECTOR_VERSIONS),
             thresholds=thresholds(profile),

@@ -121,6 +121,16 @@ class ThroughputParams:
     bootstrap: int = 300
 
 
+@dataclass(frozen=True)
+class EvidenceParams:
+    """What a run must show before its findings can mean anything (docs/report.md)."""
+
+    min_coverage: float = 0.95  # share of the soak every chip and metric has readings for
+    min_availability: float = 0.95  # share of the run spent training (start-up, injected faults excepted)
+    max_uninjected_restarts: int = 0  # crashes and hangs the plan did not inject
+    min_uninterrupted_h: float = 0.0  # longest stretch of training required; 0: reported only
+
+
 _DEFAULT_SEVERITY = {k: "fail" for k in KINDS}
 
 
@@ -136,6 +146,7 @@ class Profile:
     comm: CommParams = CommParams()
     thermal: ThermalParams = ThermalParams()
     throughput: ThroughputParams = ThroughputParams()
+    evidence: EvidenceParams = EvidenceParams()
 
     @classmethod
     def default(cls) -> Profile:
@@ -163,6 +174,7 @@ class Profile:
             "comm": CommParams,
             "thermal": ThermalParams,
             "throughput": ThroughputParams,
+            "evidence": EvidenceParams,
         }
         for key, value in data.items():
             if key in sections:

@@ -7,21 +7,16 @@ import math
 import time
 
 from soak.analysis._stats import poisson_upper
+from soak.analysis.evidence import chip_hours as _covered_hours
 from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.trace import Trace
 
-CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
-
 
 def chip_hours(trace: Trace) -> float:
-    """Sum over chips of the hours each was observed (first to last device sample)."""
-    total = 0.0
-    for dev in trace.devices:
-        spans = [trace.get(dev, m) for m in CHIP_METRICS]
-        spans = [s for s in spans if s is not None]
-        if spans:
-            total += (max(s.end for s in spans) - min(s.start for s in spans)) / 3600.0
-    return total
+    """Sum over chips (not the host row) of the hours their readings cover, gaps excluded."""
+    if trace.start is None:
+        return 0.0
+    return _covered_hours({(s.device, s.metric): s.t for s in trace.series()}, None, float(trace.start), float(trace.end))
 
 
 def _when(ts: float) -> str:
