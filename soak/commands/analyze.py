@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
-from soak.errors import ConfigError, InputError, SoakError, StoreError
+from soak.errors import InputError, StoreError
 
 DEFAULT_DATA_DIR = "soak-runs"
 
@@ -43,36 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _plan_profile_and_phases(store: Any, run: Any, want_profile: bool = True) -> tuple[Any, list[Any]]:
-    """The profile and expected phases the daemon judged this run with (its own plan), so
-    ``soak analyze RUN_ID`` gives the daemon's verdict; defaults for a run without a plan.
-    ``want_profile=False`` (``--profile`` given) leaves the plan's profile file unread."""
-    from soak.analysis import Profile
-    from soak.analysis.event_phases import event_phases
+def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any:
+    """Judge a recorded run as the daemon did: its own plan, profile, phases and criteria
+    (``--profile`` replaces the plan's profile, ``--phase`` adds phases)."""
+    from soak.judge import judge_run
+    from soak.store import Store
 
-    try:
-        from soak.config import plan_from_dict
-        from soak.daemon.jobs import build_profile, run_phases
-
-        plan = plan_from_dict(run.plan or {})
-    except (ImportError, SoakError, TypeError, ValueError):  # imported or synthetic run
-        return Profile.default(), event_phases(store.load_events(run.id))
-    if not want_profile:
-        return None, run_phases(store, run.id, plan)
-    try:
-        profile = build_profile(plan)
-    except SoakError as exc:  # the plan's profile file moved away since the run
-        raise ConfigError(f"run {run.id}: {exc} (pass --profile FILE.toml)") from None
-    return profile, run_phases(store, run.id, plan)
-
-
-def _load_run(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
-    from soak.analysis import Trace
-
-    try:
-        from soak.store import Store
-    except ImportError as exc:  # pragma: no cover - store is part of the package
-        raise StoreError(f"the store is unavailable: {exc}") from None
     if args.db:
         url = args.db
     else:
@@ -84,19 +60,20 @@ def _load_run(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
         url = str(path)
     store = Store.open(url, create=False)
     try:
-        run = store.get_run(args.source)
-        if run is None:
-            raise StoreError(f"{args.source}: no such file, and no such run in {url}")
-        trace = Trace.from_rows(store.load_trace(args.source), source=f"run {args.source}")
-        profile, phases = _plan_profile_and_phases(store, run, want_profile=not args.profile)
+        judged = judge_run(store, args.source, profile=profile, phases=phases, now=args.now)
     finally:
         store.close()
-    return trace, profile, phases
+    if judged is None:
+        raise StoreError(f"{args.source}: no such file, and no such run in {url}")
+    if judged.analysis.start is None:
+        raise InputError(f"run {args.source}: no readings stored; there is nothing to judge")
+    return judged
 
 
 def run(args: argparse.Namespace) -> int:
-    from soak.analysis import Profile, Trace, analyze
+    from soak.analysis import Profile, Trace
     from soak.analysis.profile import Phase
+    from soak.judge import judge_trace
 
     if args.evaluate:
         from soak.analysis.evaluate import main as evaluate_main
@@ -104,30 +81,49 @@ def run(args: argparse.Namespace) -> int:
         return evaluate_main(["--format", args.format])
     if not args.source:
         raise InputError("soak analyze: give a TRACE.csv or a RUN_ID (or --evaluate)")
-    profile = Profile.from_toml(args.profile) if args.profile else Profile.default()
     phases = [Phase.parse(spec) for spec in args.phase]
     if os.path.exists(args.source) or args.source.endswith(".csv"):
         trace = Trace.from_csv(args.source)
+        _require_evidence(trace, args.source)
+        profile = Profile.from_toml(args.profile) if args.profile else Profile.default()
+        judged = judge_trace(trace, profile, phases, now=args.now)
     else:
-        trace, run_profile, run_phases = _load_run(args)
-        phases += run_phases
-        if not args.profile:  # the run's own acceptance profile, as the daemon judged it
-            profile = run_profile
-    result = analyze(trace, profile=profile, phases=phases, now=args.now)
+        # without --profile: the run's own acceptance profile, as the daemon judged it
+        judged = _judge_run(args, Profile.from_toml(args.profile) if args.profile else None, phases)
     if args.format == "json":
-        print_json(result.to_dict())
+        print_json(judged.to_dict())
     else:
-        _print_table(result)
-    return 1 if args.exit_code and result.verdict == "fail" else 0
+        _print_table(judged)
+    return 1 if args.exit_code and judged.verdict == "fail" else 0
+
+
+def _require_evidence(trace: Any, source: str) -> None:
+    """No evidence is never a pass: a trace without one reading of a known metric is bad input."""
+    from soak.telemetry.records import METRICS
+
+    known = (*METRICS, "tokens_per_s")
+    if not any(m in known for m in trace.metrics):
+        seen = ", ".join(trace.metrics[:5]) or "none"
+        raise InputError(f"{source}: no reading of a known metric ({', '.join(known)}); metrics found: {seen}")
 
 
 def _when(ts: float | None) -> str:
     return "N/A" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
-def _print_table(result: Any) -> None:
+def _print_table(judged: Any) -> None:
     out = sys.stdout
-    out.write(f"verdict: {result.verdict.upper()}  ({len(result.findings)} finding(s), profile {result.profile})\n")
+    result = judged.analysis
+    verdict = (judged.verdict or "not judged").upper()
+    out.write(f"verdict: {verdict}  ({len(result.findings)} finding(s), profile {result.profile})\n")
+    for c in judged.criteria:
+        if c["met"] is False or c["name"] in ("runtime", "availability", "evidence coverage", "crashes and hangs"):
+            met = {True: "met", False: "MISSED", None: "N/A"}[c["met"]]
+            out.write(f"  {c['name']:<22} {met:<6} {c['measured']}  (required {c['required']})\n")
+    if judged.verdict != "pass":
+        for r in judged.reasons:
+            if not r.startswith(("FAIL", "WARN")):
+                out.write(f"  {r}\n")
     if result.findings:
         out.write(f"{'severity':<8} {'kind':<23} {'device':<14} {'metric':<15} {'start (UTC)':<19}  "
                   f"{'end (UTC)':<19}  {'slope/h':>10} {'period_s':>8} {'count':>5}  summary\n")
@@ -138,4 +134,5 @@ def _print_table(result: Any) -> None:
             f"{f.severity:<8} {f.kind:<23} {f.device:<14} {f.metric:<15} {_when(f.start):<19}  "
             f"{_when(f.end):<19}  {slope:>10} {period:>8} {fmt(f.count):>5}  {f.summary}\n"
         )
-    out.write(f"{result.clean_statement}\n")
+    if judged.clean_statement:
+        out.write(f"{judged.clean_statement}\n")

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,18 +27,35 @@ from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
-from soak.daemon.jobs import Jobs, analyze_run, disk_free_bytes, online_bucket_s, run_analysis
+from soak.daemon.jobs import Jobs, disk_free_bytes
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import InputError, StoreError, UserError
+from soak.judge import build_profile, judge_run, online_bucket_s
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 
 log = logging.getLogger("soak.daemon")
 
 ArgvFactory = Callable[[WorkloadSpec, Path, int, float], list[str]]
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """What a started run has, made once when the run starts (or resumes)."""
+
+    run_id: str
+    run_dir: Path
+    plan: Plan
+    profile: Any  # soak.analysis.Profile
+    store: Store
+    clock: ScaledClock
+    started_ts: float  # run time line
+    planned_end_ts: float  # moved to after the preflight once it ran
+    restarts0: int  # restarts of earlier daemons of this run
+    resumed: bool
 
 
 def default_argv(plan: Plan) -> ArgvFactory:
@@ -73,7 +91,15 @@ class Daemon:
         self.stop_reason: str | None = None
         self.fatal: BaseException | None = None
         self._stop_event = threading.Event()
-        self.latest: Snapshot | None = None
+        # set up by run(): the folder's lock and log, the store, then the started run
+        self.lock: RunLock | None = None
+        self.log_handler: logging.Handler | None = None
+        self._store: Store | None = None
+        self.started: StartedRun | None = None
+        self.supervisors: list[Supervisor] = []
+        self.npu_smi: str | None = plan.devices.npu_smi if plan is not None else None
+        self.disk_message: str | None = None
+        self._outages: dict[str, tuple[float, str, tuple[str, ...]]] = {}
         self.status: RunStatus | None = None
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
@@ -93,18 +119,15 @@ class Daemon:
             signal.signal(sig, lambda s, _f: self.request_stop(signal.Signals(s).name))
 
     # ------------------------------------------------------------------ setup
-    def _open(self) -> None:
-        from soak.daemon.jobs import build_profile
-
+    def _open(self) -> tuple[str, Path, Store]:
+        """The run folder, its lock, its log and its store (the run is not started yet)."""
         plan = self.plan
-        if not self.resume_id:
-            build_profile(plan)  # a bad profile fails before the run folder exists
         if self.resume_id:
-            self.run_id = self.resume_id
-            self.run_dir = Path(plan.run.data_dir).expanduser() / self.run_id
-            if not (self.run_dir / "plan.toml").is_file():
-                raise StoreError(f"run {self.run_id}: no run folder with plan.toml under {plan.run.data_dir}")
-            saved = load_plan(self.run_dir / "plan.toml").to_dict()
+            run_id = self.resume_id
+            run_dir = Path(plan.run.data_dir).expanduser() / run_id
+            if not (run_dir / "plan.toml").is_file():
+                raise StoreError(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}")
+            saved = load_plan(run_dir / "plan.toml").to_dict()
             # the run keeps its own plan; only where things live may be given again
             for dotted, value in self.resume_overrides.items():
                 section, key = dotted.split(".")
@@ -112,54 +135,53 @@ class Daemon:
             saved["run"]["data_dir"] = plan.run.data_dir
             self.plan = plan = plan_from_dict(saved)
         else:
-            self.run_id = plan.run.id or runfolder.new_run_id()
-            self.run_dir = runfolder.make_run_dir(plan.run.data_dir, self.run_id, exist_ok=False)
-        self.profile = build_profile(plan)
-        self.lock = RunLock(self.run_dir)
+            build_profile(plan)  # a bad profile fails before the run folder exists
+            run_id = plan.run.id or runfolder.new_run_id()
+            run_dir = runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=False)
+        self.lock = RunLock(run_dir)
         self.lock.acquire()
-        self.log_handler = runfolder.setup_logging(self.run_dir)
-        url = plan.run.db or str(self.run_dir / "soak.db")
-        self.store = Store.open(url)
+        self.log_handler = runfolder.setup_logging(run_dir)
+        self._store = Store.open(plan.run.db or str(run_dir / "soak.db"))
+        return run_id, run_dir, self._store
 
-    def _begin(self) -> None:
+    def _begin(self, run_id: str, run_dir: Path, store: Store) -> StartedRun:
         plan = self.plan
+        profile = build_profile(plan)
         if self.resume_id:
-            run = self.store.get_run(self.run_id)
+            run = store.get_run(run_id)
             if run is None:
-                raise StoreError(f"run {self.run_id}: not in the store {self.store.url}")
+                raise StoreError(f"run {run_id}: not in the store {store.url}")
             if run.status != "running":
-                raise StoreError(f"run {self.run_id} is {run.status}; only a run whose daemon died can be resumed")
-            self.clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
-            self.started_ts = run.started_ts
-            self.planned_end_ts = run.planned_end_ts or run.started_ts + plan.run.duration_s
-            self.restarts0 = run.restarts
-            orphans = runfolder.kill_orphans(self.run_dir, plan.restart.stop_grace_s)
-            last = max(x for x in (self.store.last_sample_ts(self.run_id), self._last_event_ts(),
-                                   run.started_ts) if x is not None)
-            now = self.clock.now()
-            self.store.add_event(self.run_id, "gap", ts=last, end_ts=now,
-                                 message=f"daemon down {now - last:.0f} s (run time line)",
-                                 detail={"start": last, "end": now, "orphans_ended": orphans})
-            self.store.add_event(self.run_id, "resume", ts=now, message=f"resumed by pid {os.getpid()}",
-                                 detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
-        else:
-            self.clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
-            self.started_ts = self.clock.now()
-            self.planned_end_ts = self.started_ts + plan.run.duration_s
-            self.restarts0 = 0
-            (self.run_dir / "plan.toml").write_text(dump_plan(plan), encoding="utf-8")
-            self.store.create_run(
-                self.run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=self.started_ts,
-                planned_end_ts=self.planned_end_ts, workload=",".join(w.name for w in plan.workloads),
-                backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(self.run_dir),
-            )
-            self.store.add_event(self.run_id, "start", ts=self.started_ts,
-                                 message=f"run started: {self._workload_label()} for {plan.run.duration_s:.0f} s",
-                                 detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
-
-    def _last_event_ts(self) -> float | None:
-        ev = self.store.load_events(self.run_id)
-        return max((e.end_ts or e.ts for e in ev), default=None)
+                raise StoreError(f"run {run_id} is {run.status}; only a run whose daemon died can be resumed")
+            clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
+            orphans = runfolder.kill_orphans(run_dir, plan.restart.stop_grace_s)
+            # the daemon was down from its last reading (events such as findings may be
+            # stamped later than the data they describe)
+            last = store.last_sample_ts(run_id)
+            if last is None:
+                last = max((e.end_ts or e.ts for e in store.load_events(run_id)), default=run.started_ts)
+            now = clock.now()
+            store.add_event(run_id, "gap", ts=last, end_ts=now,
+                            message=f"daemon down {now - last:.0f} s (run time line)",
+                            detail={"start": last, "end": now, "orphans_ended": orphans})
+            log.warning("resuming run %s: daemon was down %.0f s (run time line)", run_id, now - last)
+            store.add_event(run_id, "resume", ts=now, message=f"resumed by pid {os.getpid()}",
+                            detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
+            return StartedRun(run_id, run_dir, plan, profile, store, clock, run.started_ts,
+                              run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
+        clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
+        started = clock.now()
+        (run_dir / "plan.toml").write_text(dump_plan(plan), encoding="utf-8")
+        store.create_run(
+            run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
+            planned_end_ts=started + plan.run.duration_s, workload=",".join(w.name for w in plan.workloads),
+            backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
+        )
+        store.add_event(run_id, "start", ts=started,
+                        message=f"run started: {self._workload_label()} for {plan.run.duration_s:.0f} s",
+                        detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
+        return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
+                          0, False)
 
     def _workload_label(self) -> str:
         return ",".join(f"{w.name}x{w.nproc}" for w in self.plan.workloads)
@@ -170,12 +192,12 @@ class Daemon:
         except ImportError:
             return
         try:
-            self.store.update_run(self.run_id, manifest=collect_manifest(npu_smi=self.npu_smi or "npu-smi"))
+            self.started.store.update_run(self.started.run_id, manifest=collect_manifest(npu_smi=self.npu_smi or "npu-smi"))
         except UserError:
             raise
         except Exception as exc:  # the manifest documents the run; it must not stop it
             log.warning("manifest: %s", exc)
-            self.store.add_event(self.run_id, "note", ts=self.clock.now(), message=f"manifest failed: {exc}")
+            self.started.store.add_event(self.started.run_id, "note", ts=self.started.clock.now(), message=f"manifest failed: {exc}")
 
     def _preflight(self) -> None:
         """``soak preflight`` in a child process: torch and the device checks stay out of the
@@ -185,10 +207,10 @@ class Daemon:
 
         backend = {"sim": "cpu"}.get(self.plan.devices.backend, self.plan.devices.backend)
         argv = [sys.executable, "-m", "soak", "preflight", "--backend", backend, "--run-dir",
-                str(self.run_dir), "--format", "json"]
+                str(self.started.run_dir), "--format", "json"]
         if self.npu_smi:
             argv += ["--npu-smi", self.npu_smi]
-        t0 = self.clock.now()
+        t0 = self.started.clock.now()
         self.out.write("soak: preflight ...\n")
         self.out.flush()
         try:
@@ -200,13 +222,13 @@ class Daemon:
         status = str(detail.get("status"))
         failed = [c.get("name") for c in detail.get("checks", []) if c.get("status") == "fail"]
         msg = f"preflight {status}" + (f": failed {', '.join(map(str, failed))}" if failed else "")
-        self.store.add_event(self.run_id, "preflight", ts=t0, end_ts=self.clock.now(), message=msg, detail=detail)
+        self.started.store.add_event(self.started.run_id, "preflight", ts=t0, end_ts=self.started.clock.now(), message=msg, detail=detail)
         self.out.write(f"soak: {msg}\n")
         self.out.flush()
 
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
-        self.latest = snapshot
+        self._track_outages(snapshot)
         try:
             self.writer.add(snapshot)
         except StoreError as exc:
@@ -215,7 +237,7 @@ class Daemon:
 
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
-        self.store.add_event(self.run_id, kind, ts=self.clock.now() if ts is None else ts,
+        self.started.store.add_event(self.started.run_id, kind, ts=self.started.clock.now() if ts is None else ts,
                              workload=workload, rank=rank, message=message, detail=detail)
         if kind in ("crash", "hang", "restart", "stop"):
             self.out.write(f"soak: {message}\n")
@@ -227,38 +249,66 @@ class Daemon:
         if time.monotonic() < self._next_analysis:
             return
         t0 = time.monotonic()
-        now = self.clock.now()
-        findings, verdict = analyze_run(self.store, self.run_id, self.plan, now=now, profile=self.profile,
-                                        bucket_s=online_bucket_s(self.plan, now - self.started_ts))
+        run = self.started
+        now = run.clock.now()
+        judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, now=now, status="running",
+                           bucket_s=online_bucket_s(self.plan, now - run.started_ts))
         self._next_analysis = time.monotonic() + 49 * (time.monotonic() - t0)
-        if verdict is None:
+        if judged is None or judged.analysis.start is None:  # no data yet
             return
-        self.store.replace_findings(self.run_id, findings)
-        now = self.clock.now()
+        findings = judged.findings
+        run.store.replace_findings(run.run_id, findings)
+        now = run.clock.now()
         for f in findings:
             key = (f["kind"], f.get("device"), f.get("metric"))
             if key not in self._seen_findings:
                 self._seen_findings.add(key)
-                self.store.add_event(self.run_id, "finding", ts=now, message=f.get("summary"),
-                                     detail={k: f.get(k) for k in ("kind", "device", "metric", "severity", "start", "end")})
+                run.store.add_event(run.run_id, "finding", ts=now, message=f.get("summary"),
+                                    detail={k: f.get(k) for k in ("kind", "device", "metric", "severity", "start", "end")})
         self.findings = findings
-        self.passing = verdict == "pass"
+        self.passing = judged.verdict == "pass"
+
+    def _track_outages(self, snapshot: Snapshot) -> None:
+        """Reader outages as events (start, end, error) and daemon log lines: a chip that
+        cannot be read is evidence missing, and the verdict says so (``soak.judge``)."""
+        down: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for st in snapshot.readers:
+            if not st.ok:
+                down[st.reader] = (st.error or "failed", ())
+        failed = [d for d in snapshot.devices if not d.up]
+        if failed:
+            errors = sorted({d.error or "no reading" for d in failed})
+            down["devices"] = ("; ".join(errors)[:500], tuple(d.device for d in failed))
+        now = snapshot.ts
+        for key, (error, devices) in down.items():
+            if key not in self._outages:
+                self._outages[key] = (now, error, devices)
+                log.error("reader %s failing%s: %s", key, f" on {', '.join(devices)}" if devices else "", error)
+        for key in [k for k in self._outages if k not in down]:
+            self._close_outage(key, now)
+
+    def _close_outage(self, key: str, end: float) -> None:
+        start, error, devices = self._outages.pop(key)
+        log.warning("reader %s back after %.0f s (run time line)", key, end - start)
+        self.started.store.add_event(self.started.run_id, "outage", ts=start, end_ts=end,
+                                 message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
+                                 detail={"reader": key, "error": error, "devices": list(devices)})
 
     def _disk_job(self) -> None:
-        free = disk_free_bytes(self.run_dir)
+        free = disk_free_bytes(self.started.run_dir)
         if free < self.plan.jobs.min_free_bytes:
             msg = f"only {free / 2**20:.0f} MiB free on the run folder's disk; stopping before it fills"
             log.error(msg)
-            self.disk_message = f"{self.run_dir}: {msg} (run {self.run_id} stopped, its data kept)"
-            self.store.add_event(self.run_id, "disk", ts=self.clock.now(), message=msg, detail={"free_bytes": free})
+            self.disk_message = f"{self.started.run_dir}: {msg} (run {self.started.run_id} stopped, its data kept)"
+            self.started.store.add_event(self.started.run_id, "disk", ts=self.started.clock.now(), message=msg, detail={"free_bytes": free})
             self.request_stop("disk")
 
     # ------------------------------------------------------------------ status
     def _status(self) -> RunStatus:
-        now = self.clock.now()
+        now = self.started.clock.now()
         ranks = tuple(
             RankStatus(s.workload, s.rank, s.step, s.step_time_s, s.tokens_per_s,
-                       None if s.last_hb_ts is None else self.clock.to_scaled(s.last_hb_ts))
+                       None if s.last_hb_ts is None else self.started.clock.to_scaled(s.last_hb_ts))
             for _, s in sorted(self.agg.ranks.items())
         )
         counts: dict[tuple[str, str], int] = {}
@@ -267,8 +317,8 @@ class Daemon:
             counts[key] = counts.get(key, 0) + 1
         verdict = "running" if self.passing is None or self.stop_reason is None else ("pass" if self.passing else "fail")
         return RunStatus(
-            run_id=self.run_id, workload=self._workload_label(), verdict=verdict,
-            elapsed_s=max(0.0, now - self.started_ts), remaining_s=max(0.0, self.planned_end_ts - now),
+            run_id=self.started.run_id, workload=self._workload_label(), verdict=verdict,
+            elapsed_s=max(0.0, now - self.started.started_ts), remaining_s=max(0.0, self.started.planned_end_ts - now),
             restarts=self._restarts(),
             ranks=ranks, findings=counts, passing=self.passing,
         )
@@ -280,32 +330,29 @@ class Daemon:
             # the flags must not leave a failed run behind.
             _check_listen(self.plan.exporter.listen)
         try:
-            self._open()
+            run_id, run_dir, store = self._open()
+            self.started = self._begin(run_id, run_dir, store)
         except BaseException:
-            self._close_partial()
+            self._close()
             raise
         try:
-            return self._run_locked()
+            return self._run_started()
         finally:
-            self.store.close()
+            self._close()
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        if self.log_handler is not None:
             runfolder.teardown_logging(self.log_handler)
+        if self.lock is not None:
             self.lock.release()
 
-    def _close_partial(self) -> None:
-        if getattr(self, "store", None) is not None:
-            self.store.close()
-        if getattr(self, "log_handler", None) is not None:
-            runfolder.teardown_logging(self.log_handler)
-        if getattr(self, "lock", None) is not None:
-            self.lock.release()
-
-    def _run_locked(self) -> int:
+    def _run_started(self) -> int:
         from soak.daemon import telemetry
 
-        self._begin()
         plan = self.plan
-        self.supervisors: list[Supervisor] = []
-        self.backend = telemetry.make_backend(plan, self.run_dir, self.clock,
+        self.backend = telemetry.make_backend(plan, self.started.run_dir, self.started.clock,
                                               pid_provider=lambda: [s.pid for s in self.supervisors if s.pid])
         self.npu_smi = plan.devices.npu_smi
         if hasattr(self.backend, "sim_dir"):
@@ -315,36 +362,36 @@ class Daemon:
             if plan.run.preflight:
                 self._preflight()
                 # the soak's duration counts from the workloads' start, not the self-check's
-                self.planned_end_ts = self.clock.now() + plan.run.duration_s
-                self.store.update_run(self.run_id, planned_end_ts=self.planned_end_ts)
-        self.agg = StepAggregator(self.step_window_s, to_ts=self.clock.to_scaled,
+                self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
+                self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
+        self.agg = StepAggregator(self.step_window_s, to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
-        self.follower = HeartbeatFollower(self.run_dir / "heartbeats")
+        self.follower = HeartbeatFollower(self.started.run_dir / "heartbeats")
         if self.resume_id:
             self.follower.skip_existing()
-        self.writer = self.store.writer(self.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s)
+        self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s)
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
                                plan.restart.backoff_max_s, plan.restart.hang_timeout_s, plan.restart.stop_grace_s)
         argv_factory = self.argv_factory or default_argv(plan)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        per_workload_restart_budget = self.restarts0
+        per_workload_restart_budget = self.started.restarts0
         for w in plan.workloads:
             def argv_for(attempt: int, w: WorkloadSpec = w) -> list[str]:
-                wall_left = self.clock.wall_seconds(self.planned_end_ts - self.clock.now())
-                return argv_factory(w, self.run_dir, attempt, wall_left)
+                wall_left = self.started.clock.wall_seconds(self.started.planned_end_ts - self.started.clock.now())
+                return argv_factory(w, self.started.run_dir, attempt, wall_left)
 
             self.supervisors.append(Supervisor(
-                w.name, argv_for, self.run_dir / "logs", policy, progress=self.agg.min_progress,
+                w.name, argv_for, self.started.run_dir / "logs", policy, progress=self.agg.min_progress,
                 emit=lambda kind, msg, detail, name=w.name: self._event(kind, msg, detail, workload=name),
                 env=env, restarts=per_workload_restart_budget,
             ))
             per_workload_restart_budget = 0  # restarts so far are counted once, on the first
 
-        sampler = telemetry.make_sampler(self.backend, plan.sampling.interval_s, [self._sample_sink], self.clock)
+        sampler = telemetry.make_sampler(self.backend, plan.sampling.interval_s, [self._sample_sink], self.started.clock)
         exporter = None
         wd_every = sdnotify.watchdog_interval_s()
-        jobs = Jobs(plan, analysis=self._analysis_job, wal_checkpoint=self.store.checkpoint_wal,
+        jobs = Jobs(plan, analysis=self._analysis_job, wal_checkpoint=self.started.store.checkpoint_wal,
                     disk_check=self._disk_job, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,
                     watchdog_every_s=wd_every)
         self._install_signals()
@@ -358,8 +405,8 @@ class Daemon:
             self._disk_job()
             for s in self.supervisors:
                 s.tick()
-            runfolder.write_children(self.run_dir, [s.pid for s in self.supervisors if s.pid])
-            sdnotify.notify("READY=1", f"STATUS=run {self.run_id} started")
+            runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
+            sdnotify.notify("READY=1", f"STATUS=run {self.started.run_id} started")
             status = self._loop()
         except UserError as exc:  # store unwritable, port taken: end the run cleanly, one line
             self.fatal = exc
@@ -376,10 +423,10 @@ class Daemon:
 
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run
-        return sum(s.restarts for s in getattr(self, "supervisors", []))
+        return sum(s.restarts for s in self.supervisors)
 
     def _sup(self, name: str) -> Supervisor | None:
-        for s in getattr(self, "supervisors", []):
+        for s in self.supervisors:
             if s.name == name:
                 return s
         return None
@@ -391,8 +438,8 @@ class Daemon:
             pids_before = [s.pid for s in self.supervisors]
             states = [s.tick() for s in self.supervisors]
             if [s.pid for s in self.supervisors] != pids_before:
-                runfolder.write_children(self.run_dir, [s.pid for s in self.supervisors if s.pid])
-                self.store.update_run(self.run_id, restarts=self._restarts())
+                runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
+                self.started.store.update_run(self.started.run_id, restarts=self._restarts())
             self.status = self._status()
             now_mono = time.monotonic()
             if now_mono - last_progress >= self.progress_every_s:
@@ -409,7 +456,7 @@ class Daemon:
                 return "failed"
             if all(st == DONE for st in states):
                 return "finished"
-            if self.clock.now() >= self.planned_end_ts:
+            if self.started.clock.now() >= self.started.planned_end_ts:
                 return "finished"
             self._stop_event.wait(self.loop_interval_s)
 
@@ -418,73 +465,61 @@ class Daemon:
         rows, events = self.agg.feed(records)
         rows += self.agg.flush(now_wall)
         if rows:
-            self.store.add_steps(self.run_id, rows)
+            self.started.store.add_steps(self.started.run_id, rows)
         for e in events:
-            self.store.add_event(self.run_id, e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
+            self.started.store.add_event(self.started.run_id, e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
                                  message=e["message"], detail=e["detail"])
 
     def _finish(self, status: str) -> int:
-        end = self.clock.now()
+        run = self.started
+        end = run.clock.now()
         fatal = self.fatal
         verdict: str | None = None
         try:
             self.writer.flush()
             self._drain_heartbeats(None)
+            for key in list(self._outages):
+                self._close_outage(key, end)
             if status == "stopped":
-                self.store.add_event(self.run_id, "stop", ts=end, message=f"stopped ({self.stop_reason})",
-                                     detail={"reason": self.stop_reason})
-            self.store.update_run(self.run_id, restarts=self._restarts())
-            result = None
+                run.store.add_event(run.run_id, "stop", ts=end, message=f"stopped ({self.stop_reason})",
+                                    detail={"reason": self.stop_reason})
+            run.store.update_run(run.run_id, restarts=self._restarts())
+            judged = None
             try:
-                result = run_analysis(self.store, self.run_id, self.plan, profile=self.profile)
-                findings = [] if result is None else [f.to_dict() for f in result.findings]
-                verdict = None if result is None else result.verdict
-                self.store.replace_findings(self.run_id, findings)
-                self.findings = findings
+                why = str(self.fatal) if self.fatal else self.stop_reason
+                judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, status=status,
+                                   why=why, ended=end)
+                self.findings = [] if judged is None else judged.findings
+                verdict = None if judged is None else judged.verdict
+                run.store.replace_findings(run.run_id, self.findings)
             except UserError:
                 raise
             except Exception:
                 log.exception("final analysis")
-                result, verdict = None, None
-            if status == "failed":
-                verdict = "fail"
-            elif status == "stopped" and verdict == "pass":
-                # Stopped before its planned end: what was seen may fail it, but a clean stretch
-                # shorter than planned proves nothing the customer asked for.
-                verdict = None
-            self.store.finish_run(self.run_id, status=status, ended_ts=end, verdict=verdict)
-            self.store.checkpoint_wal()
-            if result is not None:
-                self._save_analysis(result.to_dict(), status, verdict)
+                judged, verdict = None, ("fail" if status == "failed" else None)
+            run.store.finish_run(run.run_id, status=status, ended_ts=end, verdict=verdict)
+            run.store.checkpoint_wal()
+            if judged is not None:
+                try:
+                    runfolder.write_analysis(run.run_dir, judged.to_dict())
+                except OSError as exc:  # the report judges the run from the store instead
+                    log.error("could not save the final analysis in %s: %s", run.run_dir, exc.strerror or exc)
         except StoreError as exc:
             fatal = fatal or exc
-        sdnotify.notify("STOPPING=1", f"STATUS=run {self.run_id} {status}")
+        sdnotify.notify("STOPPING=1", f"STATUS=run {run.run_id} {status}")
         if fatal is not None:
             log.error("%s", fatal)
             raise StoreError(str(fatal)) from None
         n = len(self.findings)
-        self.out.write(f"soak: run {self.run_id} {status}, verdict {verdict or 'N/A'}, {n} findings "
-                       f"(soak runs show {self.run_id})\n")
+        self.out.write(f"soak: run {run.run_id} {status}, verdict {verdict or 'N/A'}, {n} findings "
+                       f"(soak runs show {run.run_id})\n")
+        if judged is not None and verdict == "fail":
+            for reason in judged.reasons[:5]:
+                self.out.write(f"  {reason}\n")
         self.out.flush()
         if self.stop_reason == "disk":
             raise StoreError(self.disk_message)
         return 1 if (status == "failed" or verdict == "fail") else 0
-
-
-    def _save_analysis(self, analysis: dict[str, Any], status: str, verdict: str | None) -> None:
-        """The final analysis for the report, with the verdict the run record carries: a run
-        that failed (restarts exhausted, a fatal error) fails whatever its telemetry says."""
-        analysis = dict(analysis)
-        analysis.update(run_id=self.run_id, status=status)
-        if verdict is not None and verdict != analysis.get("verdict"):
-            analysis["verdict"] = verdict
-            analysis["reasons"] = [*analysis.get("reasons", []),
-                                   f"run {status}: {self.fatal or 'the workloads stopped before the planned end'}"]
-            analysis.pop("clean_statement", None)
-        try:
-            runfolder.write_analysis(self.run_dir, analysis)
-        except OSError as exc:  # the report re-runs the analysis from the store instead
-            log.error("could not save the final analysis in %s: %s", self.run_dir, exc.strerror or exc)
 
 
 def _stop_quietly(fn: Callable[[], Any] | None) -> None:

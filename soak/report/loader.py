@@ -210,36 +210,13 @@ def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
     return None
 
 
-def _profile_and_phases(store, run) -> tuple[Any, list[Any]]:  # noqa: ANN001
-    """The profile and expected phases the daemon analyses this run with (its plan)."""
-    from soak.analysis import Profile
-    from soak.analysis.event_phases import event_phases
-
-    try:
-        from soak.config import plan_from_dict
-        from soak.daemon.jobs import build_profile, run_phases
-
-        plan = plan_from_dict(run.plan)
-    except Exception:  # noqa: BLE001 - not a daemon plan (imported or synthetic run): defaults
-        return Profile.default(), event_phases(store.load_events(run.id))
-    return build_profile(plan), run_phases(store, run.id, plan)
-
-
 def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
-    """Analyse the stored trace as the daemon's final analysis does (same profile, phases).
+    """The run judged as the daemon judges it (``soak.judge``: same plan, profile, phases
+    and criteria); None when the store does not hold the run."""
+    from soak.judge import judge_run
 
-    None if the analysis package is unavailable.
-    """
-    try:
-        from soak.analysis import Trace, analyze
-    except ImportError:
-        return None
-    profile, phases = _profile_and_phases(store, run)
-    if arrays is not None:
-        trace = Trace.from_arrays(dict(arrays), source=f"run {run.id}")
-    else:
-        trace = Trace.from_rows(store.load_trace(run.id), source=f"run {run.id}")
-    return analyze(trace, profile, phases=phases).to_dict()
+    judged = judge_run(store, run.id, arrays=arrays)
+    return None if judged is None else judged.to_dict()
 
 
 def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -439,35 +416,18 @@ def load_report_data(
             # The daemon's final analysis stored findings and a verdict: the kinds were judged.
             judged=analysis is not None or (not running and rec.verdict is not None),
         ),
-        clean_statement=_clean_statement(analysis, verdict, stats, findings),
+        clean_statement=_clean_statement(analysis, verdict),
         detectors=detectors,
         manifest=manifest,
         generated_at=time.time(),
     )
 
 
-def _clean_statement(
-    analysis: Mapping[str, Any] | None,
-    verdict: str | None,
-    stats: Mapping[str, Mapping[str, Any]],
-    findings: tuple[FindingView, ...],
-) -> str | None:
-    """The analysis' statement; for a run the daemon judged, the same words from chip-hours."""
-    if verdict != "pass":
+def _clean_statement(analysis: Mapping[str, Any] | None, verdict: str | None) -> str | None:
+    """The judge's statement of what a passing run shows; nothing for any other verdict."""
+    if verdict != "pass" or analysis is None:
         return None
-    if analysis is not None:
-        return analysis.get("clean_statement")
-    try:
-        from soak.analysis.verdict import clean_statement
-    except ImportError:
-        return None
-    # Chip-hours as the analysis counts them: each chip's first to last sample.
-    hours = sum(
-        (s["last_ts"] - s["first_ts"]) / 3600.0
-        for s in stats.values()
-        if s.get("first_ts") is not None and s.get("last_ts") is not None
-    )
-    return clean_statement(hours, sum(1 for f in findings if f.severity == "fail"))
+    return analysis.get("clean_statement")
 
 
 _DETECTOR_SECTIONS = {

@@ -24,6 +24,8 @@ def _record(db: str, plan: dict) -> None:
                      "util_pct": 1.0 if idle else 95.0, "hbm_used_bytes": 30_000_000_000,
                      "hbm_total_bytes": 68_719_476_736, "temp_c": 60.0})
     store.add_sample_rows(rows)
+    # the workload trained from the start (a run that never trained cannot pass)
+    store.add_event("r1", "start", ts=T0 + 1.0, workload="lm", rank=0, message="lm rank 0 started")
     store.close()
 
 

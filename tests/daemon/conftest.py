@@ -66,7 +66,7 @@ class ThreadRun:
             try:
                 if cond():
                     return
-            except AttributeError:  # the daemon has not built that part yet
+            except (AttributeError, IndexError):  # the daemon has not built that part yet
                 pass
             if not self.thread.is_alive():
                 break

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from soak.config import plan_from_dict
-from soak.daemon.jobs import run_analysis
-from soak.daemon.lifecycle import Daemon
+from soak.daemon.runfolder import write_analysis
+from soak.judge import judge_run
 from soak.report.loader import load_report_data
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
@@ -30,14 +30,15 @@ def _finished_run(tmp_path, status: str, verdict_override: str | None) -> tuple[
         store.add_snapshot("r", Snapshot(ts=T0 + 10.0 * i, host="h", devices=(
             DeviceSample(device="npu0-0", backend="npu", up=True, util_pct=95.0, temp_c=50.0, power_w=300.0,
                          hbm_used_bytes=30 << 30, hbm_total_bytes=64 << 30),)))
-    result = run_analysis(store, "r", plan)
-    assert result is not None and result.verdict == "pass"
-    verdict = verdict_override or result.verdict
-    store.replace_findings("r", [f.to_dict() for f in result.findings])
+    store.add_event("r", "start", ts=T0 + 5.0, workload="lm", rank=0, message="lm rank 0 started")
+    result = judge_run(store, "r", plan=plan, status="finished", ended=T0 + 7200)
+    assert result is not None and result.analysis.verdict == "pass"
+    judged = judge_run(store, "r", plan=plan, status=status, ended=T0 + 7200,
+                       why=None if status == "finished" else "gave up after 3 restarts")
+    verdict = verdict_override or judged.verdict
+    store.replace_findings("r", judged.findings)
     store.finish_run("r", status=status, ended_ts=T0 + 7200, verdict=verdict)
-    d = Daemon(plan)
-    d.run_id, d.run_dir, d.fatal = "r", run_dir, None
-    d._save_analysis(result.to_dict(), status, verdict)
+    write_analysis(run_dir, judged.to_dict())
     saved = json.loads((run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
     assert [p.name for p in (run_dir / "report").iterdir()] == ["analysis.json"]  # no temp file left
     return store, saved

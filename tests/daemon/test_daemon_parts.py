@@ -159,7 +159,7 @@ def test_progress_line_is_one_short_line() -> None:
 
 def test_online_analysis_reads_raw_samples_until_a_series_gets_long() -> None:
     from soak.config import plan_from_dict
-    from soak.daemon.jobs import online_bucket_s
+    from soak.judge import online_bucket_s
 
     plan = plan_from_dict({"sampling": {"interval": "1s"}})
     assert online_bucket_s(plan, 3600.0) is None
@@ -168,8 +168,8 @@ def test_online_analysis_reads_raw_samples_until_a_series_gets_long() -> None:
 
 def test_acceptance_thresholds_reach_the_analysis_profile_or_name_the_bad_key() -> None:
     from soak.config import plan_from_dict
-    from soak.daemon.jobs import build_profile
     from soak.errors import ConfigError
+    from soak.judge import build_profile
 
     prof = build_profile(plan_from_dict({"acceptance": {"thresholds": {"thermal.threshold_c": 90,
                                                                        "memory.min_fit_points": 8}}}))
@@ -181,8 +181,8 @@ def test_acceptance_thresholds_reach_the_analysis_profile_or_name_the_bad_key() 
 def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path) -> None:
     from soak.clock import ScaledClock
     from soak.config import plan_from_dict
-    from soak.daemon.jobs import build_profile
-    from soak.daemon.lifecycle import Daemon
+    from soak.daemon.lifecycle import Daemon, StartedRun
+    from soak.judge import build_profile
     from soak.store import Store
     from soak.telemetry.records import DeviceSample, Snapshot
 
@@ -199,7 +199,7 @@ def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path)
     # a time line that reads "now" at the end of the data, as the daemon's would
     clock = ScaledClock(scale=1.0, origin=0.0)
     object.__setattr__(clock, "now", lambda: t0 + 600 * 60)
-    d.store, d.run_id, d.clock, d.started_ts, d.profile = store, "r", clock, t0, build_profile(plan)
+    d.started = StartedRun("r", tmp_path, plan, build_profile(plan), store, clock, t0, t0 + 3600.0, 0, False)
     d._analysis_job()
     d._next_analysis = 0.0
     d._analysis_job()  # a second pass finds the same leak: no second event

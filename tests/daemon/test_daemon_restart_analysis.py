@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from soak.config import plan_from_dict
-from soak.daemon.jobs import analyze_run, run_phases
+from soak.judge import judge_run, run_phases
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
 
@@ -41,15 +41,19 @@ def _record(store: Store, run_id: str, *, with_events: bool) -> None:
 
 @pytest.mark.parametrize("with_events", [True, False], ids=["crash-and-restart", "silence"])
 def test_slow_restart_is_no_hang_but_unexplained_silence_is(tmp_path, with_events: bool) -> None:
-    plan = plan_from_dict({"sampling": {"interval": "10s"}})
+    plan = plan_from_dict({"run": {"duration": "2h"}, "sampling": {"interval": "10s"}})
     with Store.open(tmp_path / "soak.db") as store:
         _record(store, "r", with_events=with_events)
-        findings, verdict = analyze_run(store, "r", plan, now=T0 + 7200)
-        phases = {p.name: p.windows for p in run_phases(store, "r", plan)}
+        judged = judge_run(store, "r", plan=plan, now=T0 + 7200)
+        findings, verdict = judged.findings, judged.analysis.verdict  # the detectors' verdict
+        phases = {p.name: p.windows for p in run_phases(store.load_events("r"), plan)}
+    crashes = next(c for c in judged.criteria if c["name"] == "crashes and hangs")
     hangs = [f for f in findings if f["kind"] == "hang"]
     if with_events:
         assert phases["restart"] == ((CRASH, RESUMED + 60.0),)
         assert hangs == [] and verdict == "pass", findings
+        # the crash itself was not injected: the acceptance fails on it, not on a hang
+        assert crashes["met"] is False and judged.verdict == "fail"
     else:
         assert "restart" not in phases
         assert hangs and hangs[0]["start"] <= CRASH + 10 and verdict == "fail"

@@ -3,8 +3,10 @@ last checkpoint and every restart is recorded."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +35,7 @@ def test_workload_killed_with_sigkill_is_restarted_and_resumes_from_checkpoint(t
     os.kill(victim, signal.SIGKILL)
     tr.wait_for(lambda: d.supervisors[0].restarts == 1 and d.agg.rank_state("lm", 0).step > step_at_kill + 5)
     d.request_stop("test")
-    assert tr.join() == 0
+    assert tr.join() == 1  # a crash nobody injected fails the acceptance, even of a stopped run
 
     store = _store(plan)
     kinds = [e.kind for e in store.load_events("r1")]
@@ -51,8 +53,12 @@ def test_workload_killed_with_sigkill_is_restarted_and_resumes_from_checkpoint(t
     assert {r["attempt"] for r in rows} == {1, 2}
     assert max(r["step"] for r in rows if r["attempt"] == 2) > step_at_kill
     run = store.get_run("r1")
-    assert (run.status, run.restarts) == ("stopped", 1)
+    assert (run.status, run.restarts, run.verdict) == ("stopped", 1, "fail")
     store.close()
+    analysis = json.loads((Path(plan.run.data_dir) / "r1" / "report" / "analysis.json").read_text())
+    crashes = next(c for c in analysis["criteria"] if c["name"] == "crashes and hangs")
+    assert (crashes["met"], crashes["uninjected"]) == (False, 1)
+    assert any(r.startswith("restarts: crash of lm") for r in analysis["reasons"])
 
 
 def test_hung_workload_is_detected_killed_and_restarted(tmp_path, run_daemon) -> None:
@@ -64,7 +70,7 @@ def test_hung_workload_is_detected_killed_and_restarted(tmp_path, run_daemon) ->
     tr.wait_for(lambda: d.supervisors[0].restarts == 1 and d.agg.rank_state("lm", 0).step >= 12, timeout_s=40)
     hung_pid = None
     d.request_stop("test")
-    assert tr.join() == 0
+    assert tr.join() == 1  # an uninjected hang fails the acceptance
     store = _store(plan)
     hang = store.load_events("r1", kind="hang")
     assert len(hang) == 1 and hang[0].detail["stalled_s"] >= 1.5

@@ -1,0 +1,435 @@
+"""Judging a run: the one place that turns evidence into findings, criteria and a verdict.
+
+The daemon (online and at the end), ``soak analyze TRACE.csv|RUN_ID``, the report app and
+the signed PDF all call this module, so the customer's PDF, the engineer's terminal and the
+run record never disagree.
+
+A verdict is bound to evidence. Besides the detectors' findings a run must show:
+
+- **coverage**: every chip read, every metric it provides, for at least the profile's share
+  of the soak (``evidence.min_coverage``); a run with no chip reading cannot pass;
+- **runtime and availability**: the run reached its planned end, and the time it did not
+  train for a reason the plan did not expect stays under ``1 - evidence.min_availability``;
+- **restarts**: no crash or hang that was not injected (``evidence.max_uninjected_restarts``);
+- **preflight**: the node passed its self-check, when the plan ran one.
+
+Chip-hours in the clean-run statement count accelerator chips only, while training, with
+readings; gaps and the host row never count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.analysis import Analysis, Phase, Profile, Trace, analyze
+from soak.analysis import evidence as ev
+from soak.analysis.event_phases import event_phases
+from soak.analysis.model import KINDS
+from soak.analysis.verdict import clean_statement
+from soak.config import Plan, plan_from_dict
+from soak.errors import ConfigError, SoakError
+
+log = logging.getLogger("soak.judge")
+
+_SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
+_ACCELERATED_BACKENDS = ("npu", "cuda", "sim", "auto")
+
+
+# --------------------------------------------------------------------------- the run's plan
+def build_profile(plan: Plan) -> Profile:
+    """The acceptance profile of this plan: its file (or the default) with the threshold
+    overrides (``"thermal.threshold_c" = 90``) laid over it."""
+    import tomllib
+
+    acc = plan.acceptance
+    default = acc.profile in ("", "default")
+    if not acc.thresholds:
+        return Profile.default() if default else Profile.from_toml(acc.profile)
+    data: dict[str, Any] = {}
+    if not default:
+        try:
+            data = tomllib.loads(Path(acc.profile).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"acceptance.profile {acc.profile}: {exc}") from None
+    for dotted, value in acc.thresholds.items():
+        section, _, key = dotted.partition(".")
+        if key:
+            data.setdefault(section, {})[key] = value
+        else:
+            data[section] = value
+    return Profile.from_dict(data, source="acceptance.thresholds")
+
+
+def plan_phases(plan: Plan, checkpoint_windows: list[tuple[float, float]]) -> list[Phase]:
+    """Expected phases: the plan's checkpoint cadence and the checkpoints actually seen."""
+    phases = []
+    if plan.phases.checkpoint_every_s:
+        phases.append(Phase(name="checkpoint", every_s=plan.phases.checkpoint_every_s,
+                            duration_s=plan.phases.checkpoint_duration_s))
+    if checkpoint_windows:
+        phases.append(Phase(name="checkpoint", windows=tuple(checkpoint_windows)))
+    return phases
+
+
+def run_phases(events: Sequence[Any], plan: Plan | None) -> list[Phase]:
+    """Every expected phase of a recorded run: the plan's checkpoint cadence, the
+    checkpoints seen, the spans the events carry and each restart's downtime."""
+    if plan is None:
+        return event_phases(list(events))
+    # a checkpoint idles the chips for about its own duration; the events mark when
+    half = plan.phases.checkpoint_duration_s / 2
+    windows = [(e.ts - half, e.ts + half) for e in events if e.kind == "checkpoint" and e.rank in (None, 0)]
+    return plan_phases(plan, windows[-1000:]) + event_phases(list(events))
+
+
+def online_bucket_s(plan: Plan, elapsed_s: float, max_points: int = 20000) -> float | None:
+    """Bucket for the online analysis: raw samples until a series would pass ``max_points``."""
+    tick_s = plan.sampling.interval_s * plan.run.time_scale
+    if elapsed_s / tick_s <= max_points:
+        return None
+    return elapsed_s / max_points
+
+
+def plan_of(run: Any) -> Plan | None:
+    """The plan a recorded run ran with; None for a run without one (imported, synthetic)."""
+    try:
+        return plan_from_dict(run.plan or {}) if run.plan else None
+    except (SoakError, TypeError, ValueError):
+        return None
+
+
+def profile_of(run: Any, plan: Plan | None) -> Profile:
+    """The run's own acceptance profile, as the daemon judged it."""
+    if plan is None:
+        return Profile.default()
+    try:
+        return build_profile(plan)
+    except SoakError as exc:  # the plan's profile file moved away since the run
+        raise ConfigError(f"run {run.id}: {exc} (pass --profile FILE.toml)") from None
+
+
+# --------------------------------------------------------------------------- the judgement
+@dataclass(frozen=True)
+class Judgement:
+    """Findings, criteria and verdict of one run (or trace), and the evidence behind them."""
+
+    analysis: Analysis
+    verdict: str | None  # pass | fail | None (stopped early: not judged)
+    reasons: tuple[str, ...]
+    criteria: tuple[Mapping[str, Any], ...]
+    clean_statement: str | None
+    chip_hours: float
+    chip_unit: str = "chip-hours"
+    accounting: ev.Accounting | None = None
+    coverage: ev.Coverage | None = None
+    run_id: str | None = None
+    status: str | None = None
+    simulated: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        return [f.to_dict() for f in self.analysis.findings]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The analysis document (``report/analysis.json``, ``soak analyze --format json``)."""
+        out = self.analysis.to_dict()
+        out.update(
+            verdict=self.verdict, reasons=list(self.reasons), criteria=[dict(c) for c in self.criteria],
+            clean_statement=self.clean_statement, chip_hours=self.chip_hours, chip_unit=self.chip_unit,
+            simulated=self.simulated,
+        )
+        if self.accounting is not None:
+            out["accounting"] = self.accounting.to_dict()
+        if self.coverage is not None:
+            out["coverage"] = self.coverage.to_dict()
+        if self.run_id is not None:
+            out.update(run_id=self.run_id, status=self.status)
+        out.update(self.extra)
+        return out
+
+
+def judge_trace(trace: Trace, profile: Profile | None = None, phases: Iterable[Phase] = (),
+                now: float | None = None) -> Judgement:
+    """A trace without a run (``soak analyze TRACE.csv``): the detectors' verdict, and
+    chip-hours from the readings (host row and gaps excluded)."""
+    result = analyze(trace, profile, phases=list(phases) or None, now=now)
+    criteria = tuple(_kind_criteria(result.findings, judged=True))
+    return Judgement(analysis=result, verdict=result.verdict, reasons=tuple(result.reasons),
+                     criteria=criteria, clean_statement=result.clean_statement if result.verdict == "pass" else None,
+                     chip_hours=result.chip_hours)
+
+
+def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases: Iterable[Phase] = (),
+              now: float | None = None, bucket_s: float | None = None, status: str | None = None,
+              why: str | None = None, plan: Plan | None = None, ended: float | None = None,
+              arrays: Mapping[tuple[str, str], Any] | None = None) -> Judgement | None:
+    """Judge a recorded run from the store; None when it holds no run ``run_id``.
+
+    ``status`` overrides the stored status (the daemon judges before it records the end);
+    ``why`` says why a failed or stopped run ended, ``ended`` when. ``now`` is the current time of a run in
+    progress (the online analysis); ``bucket_s`` averages samples in SQL for a long run.
+    ``arrays`` is the run's trace when the caller already holds it (the PDF's export).
+    """
+    rec = store.get_run(run_id)
+    if rec is None:
+        return None
+    plan = plan if plan is not None else plan_of(rec)
+    if profile is None:
+        profile = profile_of(rec, plan)
+    status = status or rec.status
+    events = store.load_events(run_id)
+    all_phases = list(phases) + run_phases(events, plan)
+    if arrays is not None:
+        trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
+    else:
+        trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
+    result = analyze(trace, profile, phases=all_phases or None, now=now)
+
+    time_scale = float(rec.time_scale or 1.0)
+    duration = plan.run.duration_s if plan is not None else None
+    planned_end = rec.planned_end_ts
+    if planned_end is None and duration is not None:
+        planned_end = rec.started_ts + duration
+    planned_start = planned_end - duration if (planned_end is not None and duration is not None) else rec.started_ts
+    running = status == "running"
+    if ended is None:
+        ended = (now if now is not None else time.time()) if running else rec.ended_ts
+    if ended is None:
+        ended = trace.end if trace.end is not None else planned_start
+    simulated = (rec.backend == "sim") or time_scale != 1.0
+
+    accounting = coverage = None
+    hours = result.chip_hours
+    series = {(s.device, s.metric): s.t for s in trace.series()}
+    if planned_end is not None and plan is not None:
+        workloads = [w.name for w in plan.workloads]
+        accounting = ev.account(events, workloads, planned_start=planned_start, planned_end=planned_end,
+                                ended=ended, time_scale=time_scale)
+        tick = max(plan.sampling.interval_s * time_scale, bucket_s or 0.0)
+        outages = [_outage(e) for e in events if e.kind == "outage"]
+        coverage = ev.coverage(series, tick, planned_start, accounting.window_end,
+                               chips_expected=_chips_expected(plan, rec), outages=outages)
+        hours = ev.chip_hours(series, tick, planned_start, accounting.window_end, training=accounting.training)
+    unit = _chip_unit(series, rec.backend)
+
+    criteria: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    params = profile.evidence
+    if accounting is not None:
+        criteria += _time_criteria(accounting, params, status, reasons)
+        criteria.append(_restart_criterion(accounting, params, reasons))
+    else:
+        criteria.append(_record_runtime(rec, ended))
+    if coverage is not None:
+        criteria.append(_coverage_criterion(coverage, params, rec.backend, reasons))
+    pre = _preflight_criterion(events, plan, reasons)
+    if pre is not None:
+        criteria.append(pre)
+    criteria += _kind_criteria(result.findings, judged=True)
+
+    failing = [c for c in criteria if c["met"] is False]
+    verdict: str | None = "fail" if (result.verdict == "fail" or failing) else "pass"
+    fails = [r for r in result.reasons if r.startswith("FAIL")]
+    warns = [r for r in result.reasons if r.startswith("WARN")]
+    all_reasons = reasons + fails + warns
+    if status == "failed":
+        verdict = "fail"
+        all_reasons.append(f"run failed: {why or 'the workloads stopped before the planned end'}")
+    elif status == "stopped" and verdict == "pass":
+        # Stopped before its planned end: what was seen may fail it, but a clean stretch
+        # shorter than planned proves nothing the customer asked for.
+        verdict = None
+        all_reasons.append(f"run stopped before its planned end{f' ({why})' if why else ''}: not judged")
+    if not all_reasons:
+        all_reasons = ["no failing or warning findings; every criterion met"]
+    n_fail = sum(1 for f in result.findings if f.severity == "fail")
+    statement = _statement(hours, n_fail, unit) if verdict == "pass" else None
+    return Judgement(
+        analysis=result, verdict=verdict, reasons=tuple(all_reasons), criteria=tuple(criteria),
+        clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
+        coverage=coverage, run_id=run_id, status=status, simulated=simulated,
+    )
+
+
+# --------------------------------------------------------------------------- criteria
+def _hm(seconds: float | None) -> str:
+    if seconds is None:
+        return "N/A"
+    s = int(round(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s" if m else f"{s}s"
+
+
+def _pct(x: float | None) -> str:
+    return "N/A" if x is None else f"{100 * x:.1f}%"
+
+
+def _criterion(name: str, required: str, measured: str, met: bool | None, **detail: Any) -> dict[str, Any]:
+    return {"name": name, "required": required, "measured": measured, "met": met, **detail}
+
+
+def _time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[str]) -> list[dict[str, Any]]:
+    out = []
+    reached = acc.reached_end
+    # a run in progress is not judged on its length yet; one stopped on request is not judged
+    running = status in ("running", "stopped") and not reached
+    out.append(_criterion(
+        "runtime", f">= {_hm(acc.planned_s)} planned",
+        f"ran {_hm(acc.window_end - acc.window_start)} of {_hm(acc.planned_s)}, training {_hm(acc.training_s)}",
+        None if running else reached, planned_s=acc.planned_s, training_s=acc.training_s))
+    if not running and not reached:
+        reasons.append(f"runtime: the run ended after {_hm(acc.window_end - acc.window_start)} "
+                       f"of its planned {_hm(acc.planned_s)}")
+    judged = acc.judged_availability
+    down = [i for i in acc.interruptions if not i.excused]
+    causes = _causes(acc.interruptions)
+    # start-up is excused, but a run that never trained shows nothing
+    met = None if judged is None else (judged >= params.min_availability and acc.training_s > 0)
+    out.append(_criterion(
+        "availability", f">= {_pct(params.min_availability)} (start-up and injected faults excepted)",
+        f"{_pct(judged)} ({_hm(acc.training_s)} training of {_hm(acc.planned_s)} planned; "
+        f"{_hm(acc.unexcused_down_s)} down unexpectedly)"
+        + (f" ({causes})" if causes else ""),
+        met, availability=acc.availability, judged_availability=judged))
+    if met is False and acc.training_s <= 0:
+        reasons.append("availability: no workload trained during the run")
+    elif met is False:
+        reasons.append(f"availability: {_hm(acc.unexcused_down_s)} without training "
+                       f"({', '.join(sorted({i.cause for i in down}))}); "
+                       f"{_pct(judged)} < {_pct(params.min_availability)}")
+    if params.min_uninterrupted_h > 0:
+        ok = acc.longest_s >= params.min_uninterrupted_h * 3600
+        out.append(_criterion("longest uninterrupted", f">= {_hm(params.min_uninterrupted_h * 3600)}",
+                              _hm(acc.longest_s), None if running and not ok else ok))
+        if not ok and not running:
+            reasons.append(f"longest uninterrupted training {_hm(acc.longest_s)} < "
+                           f"{_hm(params.min_uninterrupted_h * 3600)}")
+    else:
+        out.append(_criterion("longest uninterrupted", "reported", _hm(acc.longest_s), None))
+    return out
+
+
+def _causes(interruptions: Sequence[ev.Interruption]) -> str:
+    counts: dict[str, int] = {}
+    for i in interruptions:
+        if i.cause == ev.STARTUP:
+            continue
+        key = f"{'injected ' if i.injected else ''}{i.cause}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def _restart_criterion(acc: ev.Accounting, params: Any, reasons: list[str]) -> dict[str, Any]:
+    stops = [i for i in acc.interruptions if i.cause in (ev.CRASH, ev.HANG)]
+    bad = [i for i in stops if not i.injected]
+    injected = len(stops) - len(bad)
+    limit = int(params.max_uninjected_restarts)
+    met = len(bad) <= limit
+    measured = f"{len(bad)} uninjected crash/hang" + (f", {injected} injected (expected canary)" if injected else "")
+    if not met:
+        reasons.append("restarts: " + "; ".join(f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ")
+                                                for i in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""))
+    return _criterion("crashes and hangs", f"<= {limit} not injected", measured, met,
+                      uninjected=len(bad), injected=injected)
+
+
+def _coverage_criterion(cov: ev.Coverage, params: Any, backend: str | None, reasons: list[str]) -> dict[str, Any]:
+    chip, metric, worst = cov.worst
+    minimum = params.min_coverage
+    if cov.chips_seen == 0:
+        measured = "no chip readings at all"
+    elif cov.chips_expected > cov.chips_seen:
+        measured = f"{cov.chips_seen} of {cov.chips_expected} chips read"
+    else:
+        measured = f"lowest {_pct(worst)} ({chip} {metric}); {cov.chips_seen} chips x {len(cov.metrics)} metrics"
+    met = cov.chips_seen > 0 and cov.chips_expected <= cov.chips_seen and worst >= minimum
+    if not met:
+        errors = sorted({f"{o.get('reader')}: {o.get('error')}" for o in cov.outages if o.get("error")})
+        said = f" (reader errors: {'; '.join(errors[:3])})" if errors else ""
+        if cov.chips_seen == 0:
+            reasons.append(f"evidence: no chip was read during the run{said}")
+        elif cov.chips_expected > cov.chips_seen:
+            reasons.append(f"evidence: only {cov.chips_seen} of {cov.chips_expected} expected chips were read{said}")
+        low = cov.below(minimum)
+        if low:
+            chips = sorted({c for c, _, _ in low})
+            named = ", ".join(f"{c} {m} {_pct(r)}" for c, m, r in low[:6])
+            reasons.append(f"evidence: readings cover less than {_pct(minimum)} on {len(chips)} chip(s): "
+                           f"{named}{' ...' if len(low) > 6 else ''}{said}")
+    return _criterion("evidence coverage", f">= {_pct(minimum)} of the soak, every chip and metric", measured,
+                      met, min_ratio=worst, chips_seen=cov.chips_seen, chips_expected=cov.chips_expected)
+
+
+def _preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list[str]) -> dict[str, Any] | None:
+    if plan is None or not plan.run.preflight:
+        return None
+    pre = [e for e in events if e.kind == "preflight"]
+    if not pre:
+        return _criterion("preflight", "pass", "not recorded", None)
+    detail = pre[-1].detail if isinstance(pre[-1].detail, Mapping) else {}
+    status = str(detail.get("status"))
+    met = status in ("pass", "warn")
+    if not met:
+        reasons.append(f"preflight: {pre[-1].message}")
+    return _criterion("preflight", "pass", status, met)
+
+
+def _kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:
+    out = []
+    for kind in KINDS:
+        mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == kind]
+        sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
+        worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
+        measured = f"{len(mine)} finding(s)" if mine else "0"
+        out.append(_criterion(f"no {kind} (fail)", "0 fail", measured, (worst < 2) if (judged or mine) else None))
+    return out
+
+
+def _record_runtime(rec: Any, ended: float | None) -> dict[str, Any]:
+    """A run without a plan (imported): judged on its record alone."""
+    planned = None if rec.planned_end_ts is None else rec.planned_end_ts - rec.started_ts
+    dur = None if ended is None else ended - rec.started_ts
+    met = None if planned is None or dur is None else dur >= planned - max(2.0, 0.001 * planned)
+    return _criterion("runtime", "N/A" if planned is None else f">= {_hm(planned)}", _hm(dur), met)
+
+
+def _chips_expected(plan: Plan, rec: Any) -> int:
+    """How many chips the run must read: the simulated fleet's size, the plan's
+    ``devices.expect_chips``, else at least one on an accelerator backend."""
+    want = int(getattr(plan.devices, "expect_chips", 0) or 0)
+    if plan.devices.backend == "sim":
+        want = max(want, plan.sim.chips)
+    return max(want, 1)
+
+
+def _chip_unit(series: Mapping[tuple[str, str], Any], backend: str | None) -> str:
+    chips = {d for d, m in series if d != ev.HOST_DEVICE and m in ev.CHIP_METRICS}
+    if chips and all(d == "cpu" or d.startswith("cpu") for d in chips):
+        return "CPU device-hours (host CPU, no accelerator)"
+    return "chip-hours"
+
+
+def _statement(hours: float, n_fail: int, unit: str) -> str:
+    text = clean_statement(hours, n_fail)
+    if unit != "chip-hours":
+        text = text.replace("chip-hours", unit.split(" (")[0]).replace("per chip-hour", "per device-hour")
+        text += f"; counted: {unit.split('(', 1)[-1].rstrip(')')}"
+    return text
+
+
+def _outage(e: Any) -> dict[str, Any]:
+    d = e.detail if isinstance(e.detail, Mapping) else {}
+    return {"start": e.ts, "end": e.end_ts, "reader": d.get("reader"), "error": d.get("error") or e.message,
+            "devices": d.get("devices")}
