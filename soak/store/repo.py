@@ -13,10 +13,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Integer,
@@ -33,7 +33,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
@@ -46,6 +46,12 @@ log = logging.getLogger("soak.store")
 # Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
 HOST_DEVICE = "host"
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
+# Attempts of one write while the database answers 'locked' or 'busy', and the wait before
+# attempt n+1 (n times this many seconds).
+WRITE_ATTEMPTS = 3
+RETRY_WAIT_S = 0.2
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -236,25 +242,33 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ writing
-    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
-        """Run one write in its own transaction; retry only 'locked/busy', 3 attempts."""
-        for attempt in range(1, 4):
+    def _retry(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction under the writer lock; every write goes through here.
+
+        Only 'locked/busy' is retried (another process holds SQLite's write lock for longer
+        than the busy timeout); each retry is logged. Anything else is one ``StoreError``.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 with self._lock, self.engine.begin() as conn:
-                    if rows is None:
-                        return conn.execute(statement)
-                    if not rows:
-                        return None
-                    return conn.execute(statement, list(rows))
+                    return work(conn)
             except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
+                if _is_transient(exc) and attempt < WRITE_ATTEMPTS:
+                    log.warning("store busy (attempt %d/%d): %s", attempt, WRITE_ATTEMPTS, _describe(exc))
+                    time.sleep(RETRY_WAIT_S * attempt)
                     continue
                 raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
             except DBAPIError as exc:
                 raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-        return None  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        """Run one statement (with ``rows``: executemany) in its own transaction."""
+        if rows is None:
+            return self._retry(lambda conn: conn.execute(statement))
+        if not rows:
+            return None
+        return self._retry(lambda conn: conn.execute(statement, list(rows)))
 
     def create_run(
         self,
@@ -375,26 +389,19 @@ class Store:
         """
         if not rows:
             return
-        for attempt in range(1, 4):
-            try:
-                with self._lock, self.engine.begin() as conn:
-                    ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
-                    out = []
-                    for r in rows:
-                        row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
-                        row["series_id"] = ids[(r["run_id"], r["device"])]
-                        out.append(row)
-                    conn.execute(self._insert_ignoring_duplicates(S.samples), out)
-                self._series.update(new)
-                return
-            except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-            except DBAPIError as exc:
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+
+        def insert_rows(conn: Connection) -> dict[tuple[str, str], int]:
+            ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
+            out = []
+            for r in rows:
+                row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
+                row["series_id"] = ids[(r["run_id"], r["device"])]
+                out.append(row)
+            conn.execute(self._insert_ignoring_duplicates(S.samples), out)
+            return new
+
+        # Cached only once committed: a rolled-back series id must not be reused.
+        self._series.update(self._retry(insert_rows))
 
     def _series_ids(
         self, conn: Any, keys: set[tuple[str, str]]
@@ -487,20 +494,14 @@ class Store:
                     ),
                 }
             )
-        for attempt in range(1, 4):
-            try:
-                with self._lock, self.engine.begin() as conn:
-                    conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
-                    if rows:
-                        conn.execute(insert(S.findings), rows)
-                return len(rows)
-            except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-        return 0  # pragma: no cover
+
+        def replace(conn: Connection) -> None:
+            conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
+            if rows:
+                conn.execute(insert(S.findings), rows)
+
+        self._retry(replace)
+        return len(rows)
 
     def checkpoint_wal(self) -> None:
         """Fold the SQLite WAL back into the database so it cannot grow without bound."""

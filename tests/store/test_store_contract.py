@@ -236,3 +236,60 @@ def test_printed_floats_keep_their_digits_and_bytes_and_times_stay_exact(store: 
     # REAL keeps 7 significant digits: far more than the 3-4 the tools report and print
     assert row["util_pct"] == pytest.approx(87.3, rel=1e-6) and row["power_w"] == pytest.approx(312.7, rel=1e-6)
     assert row["temp_c"] == 61.25
+
+
+def _flaky_begin(store: Store, monkeypatch: pytest.MonkeyPatch, message: str, failures: int) -> list[int]:
+    """``store.engine.begin`` raising an OperationalError with ``message`` ``failures`` times."""
+    from sqlalchemy.exc import OperationalError
+
+    real_begin = store.engine.begin
+    calls: list[int] = []
+
+    def begin():  # noqa: ANN202
+        calls.append(1)
+        if len(calls) <= failures:
+            raise OperationalError("INSERT ...", {}, Exception(message))
+        return real_begin()
+
+    monkeypatch.setattr(store.engine, "begin", begin)
+    monkeypatch.setattr("soak.store.repo.RETRY_WAIT_S", 0.0)
+    return calls
+
+
+@pytest.mark.parametrize("writer", ["add_event", "add_sample_rows", "replace_findings"])
+def test_a_busy_database_is_retried_and_each_retry_logged(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, writer: str
+) -> None:
+    _new_run(store)
+    calls = _flaky_begin(store, monkeypatch, "database is locked", failures=2)
+    if writer == "add_event":
+        store.add_event("r1", "note", ts=T0, message="hello")
+    elif writer == "add_sample_rows":
+        store.add_sample_rows(Store.snapshot_rows("r1", _snap(T0, 1.0, 1)))
+    else:
+        store.replace_findings("r1", [{"kind": "hang", "device": "npu0-0", "severity": "fail"}])
+    monkeypatch.undo()
+    assert len(calls) == 3
+    busy = [r.getMessage() for r in caplog.records if r.name == "soak.store"]
+    assert busy == ["store busy (attempt 1/3): database is locked", "store busy (attempt 2/3): database is locked"]
+    if writer == "add_event":
+        assert [e.message for e in store.load_events("r1")] == ["hello"]
+    elif writer == "add_sample_rows":
+        assert store.count_samples("r1") == 3
+    else:
+        assert [f.kind for f in store.load_findings("r1")] == ["hang"]
+
+
+def test_a_database_busy_three_times_or_broken_is_one_store_error(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _new_run(store)
+    calls = _flaky_begin(store, monkeypatch, "database is locked", failures=3)
+    with pytest.raises(StoreError, match=r"write failed: database is locked$"):
+        store.add_event("r1", "note", ts=T0)
+    assert len(calls) == 3
+    monkeypatch.undo()
+    calls = _flaky_begin(store, monkeypatch, "disk I/O error", failures=1)
+    with pytest.raises(StoreError, match=r"write failed: disk I/O error$"):
+        store.replace_findings("r1", [])
+    assert len(calls) == 1  # not transient: not retried
