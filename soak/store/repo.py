@@ -320,7 +320,11 @@ class Store:
 
     @staticmethod
     def snapshot_rows(run_id: str, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The sample rows of one tick: one per device, plus one ``host`` row."""
+        """The sample rows of one tick: one per device, plus one ``host`` row.
+
+        Every row has every column, so one executemany takes them all. A device has no
+        host RSS or comm-timeout total: metrics a record lacks are None.
+        """
         rows: list[dict[str, Any]] = []
         for d in snapshot.devices:
             rows.append(
@@ -328,50 +332,25 @@ class Store:
                     "run_id": run_id,
                     "ts": snapshot.ts,
                     "device": d.device,
+                    **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
+                    **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
                     "up": bool(d.up),
-                    "healthy": d.healthy,
-                    "health": d.health,
-                    "util_pct": d.util_pct,
-                    "hbm_used_bytes": d.hbm_used_bytes,
-                    "hbm_total_bytes": d.hbm_total_bytes,
-                    "temp_c": d.temp_c,
-                    "power_w": d.power_w,
-                    "host_rss_bytes": None,
-                    "comm_timeouts_total": None,
-                    "ddr_used_bytes": d.ddr_used_bytes,
-                    "ddr_total_bytes": d.ddr_total_bytes,
-                    "ecc_single_bit_errors": d.ecc_single_bit_errors,
-                    "ecc_double_bit_errors": d.ecc_double_bit_errors,
-                    "link_up": d.link_up,
-                    "error": d.error,
                 }
             )
         hs = snapshot.host_sample
         timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
         if hs is not None or timeouts is not None:
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "ts": snapshot.ts,
-                    "device": HOST_DEVICE,
-                    "up": hs is not None,
-                    "healthy": None,
-                    "health": None,
-                    "util_pct": None if hs is None else hs.cpu_pct,
-                    "hbm_used_bytes": None,
-                    "hbm_total_bytes": None,
-                    "temp_c": None,
-                    "power_w": None,
-                    "host_rss_bytes": None if hs is None else hs.workload_rss_bytes,
-                    "comm_timeouts_total": timeouts,
-                    "ddr_used_bytes": None if hs is None else hs.mem_used_bytes,
-                    "ddr_total_bytes": None if hs is None else hs.mem_total_bytes,
-                    "ecc_single_bit_errors": None,
-                    "ecc_double_bit_errors": None,
-                    "link_up": None,
-                    "error": None,
-                }
-            )
+            host = dict.fromkeys((*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS))
+            host.update(up=hs is not None, comm_timeouts_total=timeouts)
+            if hs is not None:
+                # The host's readings go in the device columns that mean the same thing.
+                host.update(
+                    util_pct=hs.cpu_pct,
+                    host_rss_bytes=hs.workload_rss_bytes,
+                    ddr_used_bytes=hs.mem_used_bytes,
+                    ddr_total_bytes=hs.mem_total_bytes,
+                )
+            rows.append({"run_id": run_id, "ts": snapshot.ts, "device": HOST_DEVICE, **host})
         return rows
 
     def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:

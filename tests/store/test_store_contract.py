@@ -293,3 +293,11 @@ def test_a_database_busy_three_times_or_broken_is_one_store_error(
     with pytest.raises(StoreError, match=r"write failed: disk I/O error$"):
         store.replace_findings("r1", [])
     assert len(calls) == 1  # not transient: not retried
+
+
+def test_snapshot_rows_fill_every_sample_column(store: Store) -> None:
+    rows = Store.snapshot_rows("r1", _snap(T0, 90.0, 1))
+    columns = {c.name for c in S.samples.c} - {"series_id"} | {"run_id", "device"}
+    assert [set(r) for r in rows] == [columns] * 3
+    npu1 = rows[1]
+    assert (npu1["healthy"], npu1["health"], npu1["host_rss_bytes"]) == (False, "Warning", None)
