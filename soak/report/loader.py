@@ -489,7 +489,8 @@ def _thresholds_for(name: str, thresholds: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
-    fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
+    from soak.store import FINDING_KEYS
+
     return FindingView(
         kind=str(d.get("kind")),
         device=d.get("device"),
@@ -498,5 +499,5 @@ def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
         end=d.get("end"),
         severity=str(d.get("severity") or "warn"),
         summary=str(d.get("summary") or ""),
-        evidence={k: v for k, v in d.items() if k not in fixed and v is not None},
+        evidence={k: v for k, v in d.items() if k not in FINDING_KEYS and v is not None},
     )

@@ -46,6 +46,8 @@ log = logging.getLogger("soak.store")
 # Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
 HOST_DEVICE = "host"
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
+# The keys of an analysis finding that are columns of ``findings``; any other key is detail.
+FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
 # Attempts of one write while the database answers 'locked' or 'busy', and the wait before
 # attempt n+1 (n times this many seconds).
 WRITE_ATTEMPTS = 3
@@ -105,15 +107,7 @@ class FindingRecord:
     def as_dict(self) -> dict[str, Any]:
         """The analysis' flat shape: the fixed keys plus the detail keys."""
         out = dict(self.detail)
-        out.update(
-            kind=self.kind,
-            device=self.device,
-            metric=self.metric,
-            start=self.start,
-            end=self.end,
-            severity=self.severity,
-            summary=self.summary,
-        )
+        out.update({k: getattr(self, k) for k in FINDING_KEYS})
         return out
 
 
@@ -455,7 +449,6 @@ class Store:
 
     def replace_findings(self, run_id: str, findings: Iterable[Mapping[str, Any]]) -> int:
         """Replace the run's findings with ``findings`` (analysis dicts), atomically."""
-        fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
         rows = []
         for f in findings:
             rows.append(
@@ -469,7 +462,7 @@ class Store:
                     "severity": f.get("severity"),
                     "summary": f.get("summary"),
                     "detail": json.dumps(
-                        {k: v for k, v in f.items() if k not in fixed}, default=str
+                        {k: v for k, v in f.items() if k not in FINDING_KEYS}, default=str
                     ),
                 }
             )
