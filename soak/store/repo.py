@@ -150,6 +150,11 @@ def _is_transient(exc: BaseException) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+def _rank_device(workload: str, rank: int) -> str:
+    """The device key of one rank's step metrics in traces, exports and charts."""
+    return f"{workload}-rank{rank}"
+
+
 class Store:
     """A handle on one soak database. Thread-safe; cheap to keep open for a whole run."""
 
@@ -490,6 +495,15 @@ class Store:
         except DBAPIError as exc:
             raise StoreError(f"store {self.url}: read failed: {_describe(exc)}") from None
 
+    def _time_bucket(self, ts: Any, bucket_s: float) -> Any:
+        """The start of the ``bucket_s``-wide bucket holding ``ts``, computed by the database."""
+        if bucket_s <= 0:
+            raise ValueError("bucket_s must be > 0")
+        if self.engine.dialect.name == "postgresql":
+            return func.floor(ts / bucket_s) * bucket_s
+        # CAST truncates in SQLite; unix times are positive, so this is floor.
+        return cast(ts / bucket_s, Integer) * bucket_s
+
     @staticmethod
     def _run_record(row: Any) -> RunRecord:
         m = row._mapping
@@ -571,14 +585,7 @@ class Store:
             cols = [t.c.ts, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
             stmt = select(*cols).where(and_(*where)).order_by(t.c.device, t.c.ts)
             return [dict(r._mapping) for r in self._read(stmt)]
-        if bucket_s <= 0:
-            raise ValueError("bucket_s must be > 0")
-        if self.engine.dialect.name == "postgresql":
-            bucket = func.floor(t.c.ts / bucket_s) * bucket_s
-        else:
-            # CAST truncates in SQLite; unix times are positive, so this is floor.
-            bucket = cast(t.c.ts / bucket_s, Integer) * bucket_s
-        bucket = bucket.label("ts")
+        bucket = self._time_bucket(t.c.ts, bucket_s).label("ts")
         up_int = func.min(case((t.c.up, 1), else_=0)).label("up")
         healthy_int = func.min(case((t.c.healthy.is_(None), None), (t.c.healthy, 1), else_=0))
         stmt = (
@@ -605,6 +612,64 @@ class Store:
                     d[m] = float(d[m])
             out.append(d)
         return out
+
+    def chip_stats(self, run_id: str) -> dict[str, dict[str, float | None]]:
+        """Per-device statistics over the whole run, in one GROUP BY; the host row left out.
+
+        Keys: ``samples`` (rows, gaps included), ``util_mean_pct``, ``util_min_pct``,
+        ``temp_max_c``, ``power_mean_w``, ``power_max_w``, ``hbm_peak_bytes``,
+        ``hbm_total_bytes``, ``first_ts``, ``last_ts``; all floats, None where the device never
+        reported the metric. Computed from the rows, not from bucket means, which would hide
+        the true minimum and maximum.
+        """
+        t = S.sample_rows
+        stmt = (
+            select(
+                t.c.device,
+                func.count().label("samples"),
+                func.avg(t.c.util_pct).label("util_mean_pct"),
+                func.min(t.c.util_pct).label("util_min_pct"),
+                func.max(t.c.temp_c).label("temp_max_c"),
+                func.avg(t.c.power_w).label("power_mean_w"),
+                func.max(t.c.power_w).label("power_max_w"),
+                func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
+                func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
+                func.min(t.c.ts).label("first_ts"),
+                func.max(t.c.ts).label("last_ts"),
+            )
+            .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
+            .group_by(t.c.device)
+            .order_by(t.c.device)
+        )
+        out: dict[str, dict[str, float | None]] = {}
+        for r in self._read(stmt):
+            d = dict(r._mapping)
+            dev = d.pop("device")
+            out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
+        return out
+
+    def step_series(
+        self, run_id: str, bucket_s: float | None = None
+    ) -> dict[str, tuple[tuple[float, ...], tuple[float | None, ...]]]:
+        """Step time per rank: ``{"<workload>-rank<R>": (times, step_time_s)}``, ranks in order.
+
+        Each value is the mean of the stored window medians in its bucket (``bucket_s``;
+        the time is the bucket start) or, without a bucket, at its timestamp.
+        """
+        t = S.steps
+        bucket = (t.c.ts if not bucket_s else self._time_bucket(t.c.ts, bucket_s)).label("b")
+        stmt = (
+            select(t.c.workload, t.c.rank, bucket, func.avg(t.c.step_time_s))
+            .where(t.c.run_id == run_id)
+            .group_by(t.c.workload, t.c.rank, bucket)
+            .order_by(t.c.workload, t.c.rank, bucket)
+        )
+        grouped: dict[str, tuple[list[float], list[float | None]]] = {}
+        for wl, rank, b, v in self._read(stmt):
+            xs, ys = grouped.setdefault(_rank_device(wl, rank), ([], []))
+            xs.append(float(b))
+            ys.append(None if v is None else float(v))
+        return {dev: (tuple(xs), tuple(ys)) for dev, (xs, ys) in grouped.items()}
 
     def load_steps(self, run_id: str, rank: int | None = None) -> list[dict[str, Any]]:
         t = S.steps
@@ -702,7 +767,7 @@ class Store:
             .order_by(s.c.ts)
         )
         for r in self._read(stmt):
-            dev = f"{r[1]}-rank{r[2]}"
+            dev = _rank_device(r[1], r[2])
             if r[3] is not None:
                 yield (r[0], dev, "step_time_s", float(r[3]))
             if r[4] is not None:

@@ -301,3 +301,51 @@ def test_snapshot_rows_fill_every_sample_column(store: Store) -> None:
     assert [set(r) for r in rows] == [columns] * 3
     npu1 = rows[1]
     assert (npu1["healthy"], npu1["health"], npu1["host_rss_bytes"]) == (False, "Warning", None)
+
+
+def test_chip_stats_are_true_extremes_per_chip_without_the_host(store: Store) -> None:
+    _new_run(store)
+    _new_run(store, "other")
+    store.add_snapshot("r1", _snap(T0, 90.0, 3 << 30))
+    store.add_snapshot("r1", _snap(T0 + 10, None, None, up=False))  # a gap: counted, no values
+    store.add_snapshot("r1", _snap(T0 + 20, 60.0, 5 << 30))
+    store.add_snapshot("other", _snap(T0 + 30, 1.0, 99 << 30))  # another run's rows stay out
+    stats = store.chip_stats("r1")
+    assert list(stats) == ["npu0-0", "npu1-0"]  # sorted, no host row
+    assert stats["npu0-0"] == {
+        "samples": 3.0,
+        "util_mean_pct": 75.0,
+        "util_min_pct": 60.0,
+        "temp_max_c": 40.0,
+        "power_mean_w": None,  # never reported: None, not 0
+        "power_max_w": None,
+        "hbm_peak_bytes": float(5 << 30),
+        "hbm_total_bytes": float(64 << 30),
+        "first_ts": T0,
+        "last_ts": T0 + 20,
+    }
+    assert stats["npu1-0"]["power_mean_w"] == 90.25 and stats["npu1-0"]["temp_max_c"] == 41.5
+    assert store.chip_stats("missing") == {}
+
+
+def test_step_series_averages_window_medians_per_rank_and_bucket(store: Store) -> None:
+    _new_run(store)
+    rows = [
+        {"ts": T0 + 0, "workload": "lm", "rank": 10, "step": 1, "step_time_s": 0.5},
+        {"ts": T0 + 1, "workload": "lm", "rank": 10, "step": 2, "step_time_s": 0.7},
+        {"ts": T0 + 4, "workload": "lm", "rank": 10, "step": 3, "step_time_s": 0.9},
+        {"ts": T0 + 1, "workload": "lm", "rank": 2, "step": 1, "step_time_s": 0.25},
+        {"ts": T0 + 1, "workload": "lm", "rank": 2, "step": 2, "step_time_s": 0.75},  # same instant
+        {"ts": T0 + 2, "workload": "lm", "rank": 2, "step": 3, "step_time_s": None},
+    ]
+    store.add_steps("r1", rows)
+    raw = store.step_series("r1")
+    assert list(raw) == ["lm-rank2", "lm-rank10"]  # ranks in numeric order
+    assert raw["lm-rank2"] == ((T0 + 1, T0 + 2), (0.5, None))
+    assert raw["lm-rank10"][0] == (T0, T0 + 1, T0 + 4)
+    bucketed = store.step_series("r1", bucket_s=3)  # T0 is a multiple of 3
+    assert bucketed["lm-rank10"][0] == (T0, T0 + 3)
+    assert bucketed["lm-rank10"][1] == pytest.approx((0.6, 0.9))
+    assert bucketed["lm-rank2"] == ((T0,), (0.5,))
+    with pytest.raises(ValueError, match="bucket_s"):
+        store.step_series("r1", bucket_s=-1)
