@@ -7,9 +7,10 @@ from soak.store.repo import (
     HOST_DEVICE,
     BatchWriter,
     EventRecord,
+    ExportRows,
     FindingRecord,
     RunRecord,
     Store,
 )
 
-__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "FindingRecord", "RunRecord", "Store"]
+__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "RunRecord", "Store"]

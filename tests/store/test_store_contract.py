@@ -349,3 +349,25 @@ def test_step_series_averages_window_medians_per_rank_and_bucket(store: Store) -
     assert bucketed["lm-rank2"] == ((T0,), (0.5,))
     with pytest.raises(ValueError, match="bucket_s"):
         store.step_series("r1", bucket_s=-1)
+
+
+def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
+    _new_run(store)
+    store.add_snapshot("r1", _snap(T0, 90.0, 1 << 30))
+    store.add_snapshot("r1", _snap(T0 + 1, None, None, up=False))
+    store.add_steps("r1", [{"ts": T0 + 5, "workload": "lm", "rank": 1, "step": 40, "step_time_s": 0.25,
+                            "tokens_per_s": 800.0},
+                           {"ts": T0 + 6, "workload": "lm", "rank": 0, "step": 41, "step_time_s": None,
+                            "tokens_per_s": 700.0}])
+    ex = store.export_rows("r1")
+    assert ex.metrics == S.SAMPLE_METRIC_COLUMNS
+    # device by device in series order (created sorted within a tick), each in time order
+    assert [r[:2] for r in ex.samples] == [(ts, dev) for dev in ("host", "npu0-0", "npu1-0") for ts in (T0, T0 + 1)]
+    assert ex.samples[2][2 + ex.metrics.index("hbm_used_bytes")] == 1 << 30  # bytes stay exact
+    assert ex.steps == [(T0 + 5, "lm-rank1", 0.25, 800.0), (T0 + 6, "lm-rank0", None, 700.0)]
+    long = [(r[0], r[1], m, float(v)) for r in ex.samples for m, v in zip(ex.metrics, r[2:], strict=True)
+            if v is not None]
+    for ts, dev, st, tps in ex.steps:
+        long += [(ts, dev, m, v) for m, v in (("step_time_s", st), ("tokens_per_s", tps)) if v is not None]
+    assert long == list(store.load_trace("r1"))  # same values, same order
+    assert store.export_rows("missing").samples == []
