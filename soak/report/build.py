@@ -54,6 +54,8 @@ def discover_stores(data_dir: str | os.PathLike[str]) -> list[str]:
 
 def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any]:
     """The JSON attachment: what the verdict rests on, machine-readable."""
+    from soak.store import FINDING_KEYS
+
     return {
         "run_id": data.run.run_id,
         "verdict": data.verdict,
@@ -64,16 +66,7 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
         "run": {k: v for k, v in asdict(data.run).items() if k != "plan"},
         "criteria": [asdict(c) for c in data.criteria],
         "findings": [
-            {
-                **dict(f.evidence),
-                "kind": f.kind,
-                "device": f.device,
-                "metric": f.metric,
-                "start": f.start,
-                "end": f.end,
-                "severity": f.severity,
-                "summary": f.summary,
-            }
+            {**dict(f.evidence), **{k: getattr(f, k) for k in FINDING_KEYS}}
             for f in data.findings
         ],
         "events": [asdict(e) for e in data.events],

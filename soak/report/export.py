@@ -4,9 +4,10 @@ Same rows, order and number formatting as ``Store.export_csv`` (``timestamp,devi
 value``; ``repr`` of floats; samples device by device in the store's series order, each in
 time order with metrics in column order, then steps by time), so the digest in the report
 can be reproduced with the store's own export.
-It reads the tables in two queries into numpy arrays instead of streaming 2 M Python tuples
-through ``csv.writer``: on a 72 h x 16-chip run that is the difference between ~20 s and a
-few seconds, and the same arrays feed the analysis' ``Trace`` without a second read.
+It takes the rows as plain tuples from ``Store.export_rows`` (two queries) and formats them
+with numpy instead of streaming 2 M Python tuples through ``csv.writer``: on a 72 h x 16-chip
+run that is the difference between ~20 s and a few seconds, and the same arrays feed the
+analysis' ``Trace`` without a second read.
 """
 
 from __future__ import annotations
@@ -43,49 +44,11 @@ def _fmt(values: np.ndarray) -> list[str]:
     return [text[i] for i in inv.tolist()]
 
 
-def _fetch(store, stmt) -> list[tuple]:  # noqa: ANN001
-    """All rows as plain tuples through the driver's cursor: SQLAlchemy's Row objects cost
-    about a second per 400 k rows, which is most of a 72 h export."""
-    engine = store.engine
-    compiled = stmt.compile(dialect=engine.dialect)
-    params = compiled.construct_params()
-    if engine.dialect.paramstyle == "qmark":
-        args: object = tuple(params[name] for name in compiled.positiontup)
-    else:
-        args = params
-    raw = engine.raw_connection()
-    try:
-        cur = raw.cursor()
-        cur.execute(str(compiled), args)
-        out = [tuple(r) for r in cur.fetchall()]
-        cur.close()
-        return out
-    finally:
-        raw.close()
-
-
 def export_run(store, run_id: str) -> Export:  # noqa: ANN001 - soak.store.Store
-    from sqlalchemy import select
+    raw = store.export_rows(run_id)
+    rows, step_rows, metrics = raw.samples, raw.steps, raw.metrics
 
-    from soak.store import schema as S
-
-    t = S.sample_rows
-    metrics = S.SAMPLE_METRIC_COLUMNS
-    stmt = (
-        select(t.c.ts, t.c.device, *[t.c[m] for m in metrics])
-        .where(t.c.run_id == run_id)
-        .order_by(t.c.series_id, t.c.ts)
-    )
-    s = S.steps
-    step_stmt = (
-        select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)
-        .where(s.c.run_id == run_id)
-        .order_by(s.c.ts)
-    )
-    rows = _fetch(store, stmt)
-    step_rows = _fetch(store, step_stmt)
-
-    names = {r[1] for r in rows} | {f"{r[1]}-rank{r[2]}" for r in step_rows}
+    names = {r[1] for r in rows} | {r[1] for r in step_rows}
     if any(_SPECIAL & set(name) for name in names):
         return _export_slow(store, run_id)
     out = io.StringIO()
@@ -119,8 +82,7 @@ def export_run(store, run_id: str) -> Export:  # noqa: ANN001 - soak.store.Store
                 if keep.any():
                     arrays[(dev, m)] = (ts[idx][keep], v[keep])
     step_series: dict[tuple[str, str], tuple[list, list]] = {}
-    for ts_, wl, rank, st, tps in step_rows:
-        dev = f"{wl}-rank{rank}"
+    for ts_, dev, st, tps in step_rows:
         if st is not None:
             out.write(f"{ts_!r},{dev},step_time_s,{float(st)!r}\r\n")
             n += 1

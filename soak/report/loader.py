@@ -55,74 +55,13 @@ def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_
 
 
 def chip_stats(store, run_id: str) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - soak.store.Store
-    """Per-device statistics over the whole run, in one aggregate query.
-
-    A read-only GROUP BY over the store's ``samples`` table: the repository API has no
-    aggregate call yet, and bucket means would hide the true minimum and maximum.
-    """
-    from sqlalchemy import func, select
-
-    from soak.store import HOST_DEVICE
-    from soak.store import schema as S
-
-    t = S.sample_rows
-    stmt = (
-        select(
-            t.c.device,
-            func.count().label("samples"),
-            func.avg(t.c.util_pct).label("util_mean_pct"),
-            func.min(t.c.util_pct).label("util_min_pct"),
-            func.max(t.c.temp_c).label("temp_max_c"),
-            func.avg(t.c.power_w).label("power_mean_w"),
-            func.max(t.c.power_w).label("power_max_w"),
-            func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
-            func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
-            func.min(t.c.ts).label("first_ts"),
-            func.max(t.c.ts).label("last_ts"),
-        )
-        .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
-        .group_by(t.c.device)
-        .order_by(t.c.device)
-    )
-    with store.engine.connect() as conn:
-        rows = conn.execute(stmt).all()
-    out: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        d = dict(r._mapping)
-        dev = d.pop("device")
-        out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
-    return out
+    """Per-device statistics over the whole run: ``Store.chip_stats``, one aggregate query."""
+    return store.chip_stats(run_id)
 
 
 def step_series(store, run_id: str, bucket_s: float | None) -> list[Series]:  # noqa: ANN001
     """Median-ish step time per rank, bucketed in SQL (mean of the window medians)."""
-    from sqlalchemy import Integer, cast, func, select
-
-    from soak.store import schema as S
-
-    t = S.steps
-    if bucket_s:
-        if store.engine.dialect.name == "postgresql":
-            bucket = func.floor(t.c.ts / bucket_s) * bucket_s
-        else:
-            bucket = cast(t.c.ts / bucket_s, Integer) * bucket_s
-    else:
-        bucket = t.c.ts
-    bucket = bucket.label("b")
-    stmt = (
-        select(t.c.workload, t.c.rank, bucket, func.avg(t.c.step_time_s))
-        .where(t.c.run_id == run_id)
-        .group_by(t.c.workload, t.c.rank, bucket)
-        .order_by(t.c.workload, t.c.rank, bucket)
-    )
-    with store.engine.connect() as conn:
-        rows = conn.execute(stmt).all()
-    grouped: dict[str, tuple[list[float], list[float | None]]] = defaultdict(lambda: ([], []))
-    for wl, rank, b, v in rows:
-        xs, ys = grouped[f"{wl}-rank{rank}"]
-        xs.append(float(b))
-        ys.append(None if v is None else float(v))
-    return [Series(dev, "step_time_s", tuple(x), tuple(y)) for dev, (x, y) in grouped.items()]
+    return [Series(dev, "step_time_s", x, y) for dev, (x, y) in store.step_series(run_id, bucket_s).items()]
 
 
 def device_series(store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:  # noqa: ANN001
@@ -449,7 +388,8 @@ def _thresholds_for(name: str, thresholds: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
-    fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
+    from soak.store import FINDING_KEYS
+
     return FindingView(
         kind=str(d.get("kind")),
         device=d.get("device"),
@@ -458,5 +398,5 @@ def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
         end=d.get("end"),
         severity=str(d.get("severity") or "warn"),
         summary=str(d.get("summary") or ""),
-        evidence={k: v for k, v in d.items() if k not in fixed and v is not None},
+        evidence={k: v for k, v in d.items() if k not in FINDING_KEYS and v is not None},
     )

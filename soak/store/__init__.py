@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from soak.store.repo import HOST_DEVICE, BatchWriter, EventRecord, FindingRecord, RunRecord, Store
+from soak.store.repo import (
+    FINDING_KEYS,
+    HOST_DEVICE,
+    BatchWriter,
+    EventRecord,
+    ExportRows,
+    FindingRecord,
+    RunRecord,
+    Store,
+)
 
-__all__ = ["HOST_DEVICE", "BatchWriter", "EventRecord", "FindingRecord", "RunRecord", "Store"]
+__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "RunRecord", "Store"]

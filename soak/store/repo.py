@@ -13,10 +13,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Integer,
@@ -33,7 +33,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
@@ -46,6 +46,14 @@ log = logging.getLogger("soak.store")
 # Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
 HOST_DEVICE = "host"
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
+# The keys of an analysis finding that are columns of ``findings``; any other key is detail.
+FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
+# Attempts of one write while the database answers 'locked' or 'busy', and the wait before
+# attempt n+1 (n times this many seconds).
+WRITE_ATTEMPTS = 3
+RETRY_WAIT_S = 0.2
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,16 +107,19 @@ class FindingRecord:
     def as_dict(self) -> dict[str, Any]:
         """The analysis' flat shape: the fixed keys plus the detail keys."""
         out = dict(self.detail)
-        out.update(
-            kind=self.kind,
-            device=self.device,
-            metric=self.metric,
-            start=self.start,
-            end=self.end,
-            severity=self.severity,
-            summary=self.summary,
-        )
+        out.update({k: getattr(self, k) for k in FINDING_KEYS})
         return out
+
+
+@dataclass(frozen=True)
+class ExportRows:
+    """A run's raw rows as plain tuples, in ``Store.export_csv``'s order, for a fast exporter."""
+
+    metrics: tuple[str, ...]  # the names of samples[i][2:]
+    # (ts, device, *metrics): device by device in series order, each in time order
+    samples: list[tuple[Any, ...]]
+    # (ts, rank device, step_time_s, tokens_per_s), in time order
+    steps: list[tuple[Any, ...]]
 
 
 def _normalize_url(url: str | os.PathLike[str]) -> str:
@@ -148,6 +159,11 @@ def _describe(exc: BaseException) -> str:
 def _is_transient(exc: BaseException) -> bool:
     msg = _describe(exc).lower()
     return "locked" in msg or "busy" in msg
+
+
+def _rank_device(workload: str, rank: int) -> str:
+    """The device key of one rank's step metrics in traces, exports and charts."""
+    return f"{workload}-rank{rank}"
 
 
 class Store:
@@ -236,25 +252,33 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ writing
-    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
-        """Run one write in its own transaction; retry only 'locked/busy', 3 attempts."""
-        for attempt in range(1, 4):
+    def _retry(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction under the writer lock; every write goes through here.
+
+        Only 'locked/busy' is retried (another process holds SQLite's write lock for longer
+        than the busy timeout); each retry is logged. Anything else is one ``StoreError``.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 with self._lock, self.engine.begin() as conn:
-                    if rows is None:
-                        return conn.execute(statement)
-                    if not rows:
-                        return None
-                    return conn.execute(statement, list(rows))
+                    return work(conn)
             except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
+                if _is_transient(exc) and attempt < WRITE_ATTEMPTS:
+                    log.warning("store busy (attempt %d/%d): %s", attempt, WRITE_ATTEMPTS, _describe(exc))
+                    time.sleep(RETRY_WAIT_S * attempt)
                     continue
                 raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
             except DBAPIError as exc:
                 raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-        return None  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        """Run one statement (with ``rows``: executemany) in its own transaction."""
+        if rows is None:
+            return self._retry(lambda conn: conn.execute(statement))
+        if not rows:
+            return None
+        return self._retry(lambda conn: conn.execute(statement, list(rows)))
 
     def create_run(
         self,
@@ -306,7 +330,11 @@ class Store:
 
     @staticmethod
     def snapshot_rows(run_id: str, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The sample rows of one tick: one per device, plus one ``host`` row."""
+        """The sample rows of one tick: one per device, plus one ``host`` row.
+
+        Every row has every column, so one executemany takes them all. A device has no
+        host RSS or comm-timeout total: metrics a record lacks are None.
+        """
         rows: list[dict[str, Any]] = []
         for d in snapshot.devices:
             rows.append(
@@ -314,50 +342,25 @@ class Store:
                     "run_id": run_id,
                     "ts": snapshot.ts,
                     "device": d.device,
+                    **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
+                    **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
                     "up": bool(d.up),
-                    "healthy": d.healthy,
-                    "health": d.health,
-                    "util_pct": d.util_pct,
-                    "hbm_used_bytes": d.hbm_used_bytes,
-                    "hbm_total_bytes": d.hbm_total_bytes,
-                    "temp_c": d.temp_c,
-                    "power_w": d.power_w,
-                    "host_rss_bytes": None,
-                    "comm_timeouts_total": None,
-                    "ddr_used_bytes": d.ddr_used_bytes,
-                    "ddr_total_bytes": d.ddr_total_bytes,
-                    "ecc_single_bit_errors": d.ecc_single_bit_errors,
-                    "ecc_double_bit_errors": d.ecc_double_bit_errors,
-                    "link_up": d.link_up,
-                    "error": d.error,
                 }
             )
         hs = snapshot.host_sample
         timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
         if hs is not None or timeouts is not None:
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "ts": snapshot.ts,
-                    "device": HOST_DEVICE,
-                    "up": hs is not None,
-                    "healthy": None,
-                    "health": None,
-                    "util_pct": None if hs is None else hs.cpu_pct,
-                    "hbm_used_bytes": None,
-                    "hbm_total_bytes": None,
-                    "temp_c": None,
-                    "power_w": None,
-                    "host_rss_bytes": None if hs is None else hs.workload_rss_bytes,
-                    "comm_timeouts_total": timeouts,
-                    "ddr_used_bytes": None if hs is None else hs.mem_used_bytes,
-                    "ddr_total_bytes": None if hs is None else hs.mem_total_bytes,
-                    "ecc_single_bit_errors": None,
-                    "ecc_double_bit_errors": None,
-                    "link_up": None,
-                    "error": None,
-                }
-            )
+            host = dict.fromkeys((*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS))
+            host.update(up=hs is not None, comm_timeouts_total=timeouts)
+            if hs is not None:
+                # The host's readings go in the device columns that mean the same thing.
+                host.update(
+                    util_pct=hs.cpu_pct,
+                    host_rss_bytes=hs.workload_rss_bytes,
+                    ddr_used_bytes=hs.mem_used_bytes,
+                    ddr_total_bytes=hs.mem_total_bytes,
+                )
+            rows.append({"run_id": run_id, "ts": snapshot.ts, "device": HOST_DEVICE, **host})
         return rows
 
     def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:
@@ -375,26 +378,19 @@ class Store:
         """
         if not rows:
             return
-        for attempt in range(1, 4):
-            try:
-                with self._lock, self.engine.begin() as conn:
-                    ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
-                    out = []
-                    for r in rows:
-                        row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
-                        row["series_id"] = ids[(r["run_id"], r["device"])]
-                        out.append(row)
-                    conn.execute(self._insert_ignoring_duplicates(S.samples), out)
-                self._series.update(new)
-                return
-            except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-            except DBAPIError as exc:
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
+
+        def insert_rows(conn: Connection) -> dict[tuple[str, str], int]:
+            ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
+            out = []
+            for r in rows:
+                row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
+                row["series_id"] = ids[(r["run_id"], r["device"])]
+                out.append(row)
+            conn.execute(self._insert_ignoring_duplicates(S.samples), out)
+            return new
+
+        # Cached only once committed: a rolled-back series id must not be reused.
+        self._series.update(self._retry(insert_rows))
 
     def _series_ids(
         self, conn: Any, keys: set[tuple[str, str]]
@@ -469,7 +465,6 @@ class Store:
 
     def replace_findings(self, run_id: str, findings: Iterable[Mapping[str, Any]]) -> int:
         """Replace the run's findings with ``findings`` (analysis dicts), atomically."""
-        fixed = {"kind", "device", "metric", "start", "end", "severity", "summary"}
         rows = []
         for f in findings:
             rows.append(
@@ -483,24 +478,18 @@ class Store:
                     "severity": f.get("severity"),
                     "summary": f.get("summary"),
                     "detail": json.dumps(
-                        {k: v for k, v in f.items() if k not in fixed}, default=str
+                        {k: v for k, v in f.items() if k not in FINDING_KEYS}, default=str
                     ),
                 }
             )
-        for attempt in range(1, 4):
-            try:
-                with self._lock, self.engine.begin() as conn:
-                    conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
-                    if rows:
-                        conn.execute(insert(S.findings), rows)
-                return len(rows)
-            except OperationalError as exc:
-                if _is_transient(exc) and attempt < 3:
-                    log.warning("store busy (attempt %d/3): %s", attempt, _describe(exc))
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise StoreError(f"store {self.url}: write failed: {_describe(exc)}") from None
-        return 0  # pragma: no cover
+
+        def replace(conn: Connection) -> None:
+            conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
+            if rows:
+                conn.execute(insert(S.findings), rows)
+
+        self._retry(replace)
+        return len(rows)
 
     def checkpoint_wal(self) -> None:
         """Fold the SQLite WAL back into the database so it cannot grow without bound."""
@@ -516,6 +505,35 @@ class Store:
                 return list(conn.execute(statement))
         except DBAPIError as exc:
             raise StoreError(f"store {self.url}: read failed: {_describe(exc)}") from None
+
+    def _read_tuples(self, statement: Any) -> list[tuple[Any, ...]]:
+        """All rows as plain tuples through the driver's cursor: SQLAlchemy's Row objects cost
+        about a second per 400 k rows, which is most of a 72 h export."""
+        dialect = self.engine.dialect
+        compiled = statement.compile(dialect=dialect)
+        params = compiled.construct_params()
+        args: Any = tuple(params[n] for n in compiled.positiontup) if dialect.paramstyle == "qmark" else params
+        try:
+            raw = self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute(str(compiled), args)
+                out = [tuple(r) for r in cur.fetchall()]
+                cur.close()
+                return out
+            finally:
+                raw.close()
+        except (DBAPIError, dialect.loaded_dbapi.Error) as exc:
+            raise StoreError(f"store {self.url}: read failed: {_describe(exc)}") from None
+
+    def _time_bucket(self, ts: Any, bucket_s: float) -> Any:
+        """The start of the ``bucket_s``-wide bucket holding ``ts``, computed by the database."""
+        if bucket_s <= 0:
+            raise ValueError("bucket_s must be > 0")
+        if self.engine.dialect.name == "postgresql":
+            return func.floor(ts / bucket_s) * bucket_s
+        # CAST truncates in SQLite; unix times are positive, so this is floor.
+        return cast(ts / bucket_s, Integer) * bucket_s
 
     @staticmethod
     def _run_record(row: Any) -> RunRecord:
@@ -598,14 +616,7 @@ class Store:
             cols = [t.c.ts, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
             stmt = select(*cols).where(and_(*where)).order_by(t.c.device, t.c.ts)
             return [dict(r._mapping) for r in self._read(stmt)]
-        if bucket_s <= 0:
-            raise ValueError("bucket_s must be > 0")
-        if self.engine.dialect.name == "postgresql":
-            bucket = func.floor(t.c.ts / bucket_s) * bucket_s
-        else:
-            # CAST truncates in SQLite; unix times are positive, so this is floor.
-            bucket = cast(t.c.ts / bucket_s, Integer) * bucket_s
-        bucket = bucket.label("ts")
+        bucket = self._time_bucket(t.c.ts, bucket_s).label("ts")
         up_int = func.min(case((t.c.up, 1), else_=0)).label("up")
         healthy_int = func.min(case((t.c.healthy.is_(None), None), (t.c.healthy, 1), else_=0))
         stmt = (
@@ -632,6 +643,64 @@ class Store:
                     d[m] = float(d[m])
             out.append(d)
         return out
+
+    def chip_stats(self, run_id: str) -> dict[str, dict[str, float | None]]:
+        """Per-device statistics over the whole run, in one GROUP BY; the host row left out.
+
+        Keys: ``samples`` (rows, gaps included), ``util_mean_pct``, ``util_min_pct``,
+        ``temp_max_c``, ``power_mean_w``, ``power_max_w``, ``hbm_peak_bytes``,
+        ``hbm_total_bytes``, ``first_ts``, ``last_ts``; all floats, None where the device never
+        reported the metric. Computed from the rows, not from bucket means, which would hide
+        the true minimum and maximum.
+        """
+        t = S.sample_rows
+        stmt = (
+            select(
+                t.c.device,
+                func.count().label("samples"),
+                func.avg(t.c.util_pct).label("util_mean_pct"),
+                func.min(t.c.util_pct).label("util_min_pct"),
+                func.max(t.c.temp_c).label("temp_max_c"),
+                func.avg(t.c.power_w).label("power_mean_w"),
+                func.max(t.c.power_w).label("power_max_w"),
+                func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
+                func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
+                func.min(t.c.ts).label("first_ts"),
+                func.max(t.c.ts).label("last_ts"),
+            )
+            .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
+            .group_by(t.c.device)
+            .order_by(t.c.device)
+        )
+        out: dict[str, dict[str, float | None]] = {}
+        for r in self._read(stmt):
+            d = dict(r._mapping)
+            dev = d.pop("device")
+            out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
+        return out
+
+    def step_series(
+        self, run_id: str, bucket_s: float | None = None
+    ) -> dict[str, tuple[tuple[float, ...], tuple[float | None, ...]]]:
+        """Step time per rank: ``{"<workload>-rank<R>": (times, step_time_s)}``, ranks in order.
+
+        Each value is the mean of the stored window medians in its bucket (``bucket_s``;
+        the time is the bucket start) or, without a bucket, at its timestamp.
+        """
+        t = S.steps
+        bucket = (t.c.ts if not bucket_s else self._time_bucket(t.c.ts, bucket_s)).label("b")
+        stmt = (
+            select(t.c.workload, t.c.rank, bucket, func.avg(t.c.step_time_s))
+            .where(t.c.run_id == run_id)
+            .group_by(t.c.workload, t.c.rank, bucket)
+            .order_by(t.c.workload, t.c.rank, bucket)
+        )
+        grouped: dict[str, tuple[list[float], list[float | None]]] = {}
+        for wl, rank, b, v in self._read(stmt):
+            xs, ys = grouped.setdefault(_rank_device(wl, rank), ([], []))
+            xs.append(float(b))
+            ys.append(None if v is None else float(v))
+        return {dev: (tuple(xs), tuple(ys)) for dev, (xs, ys) in grouped.items()}
 
     def load_steps(self, run_id: str, rank: int | None = None) -> list[dict[str, Any]]:
         t = S.steps
@@ -729,11 +798,37 @@ class Store:
             .order_by(s.c.ts)
         )
         for r in self._read(stmt):
-            dev = f"{r[1]}-rank{r[2]}"
+            dev = _rank_device(r[1], r[2])
             if r[3] is not None:
                 yield (r[0], dev, "step_time_s", float(r[3]))
             if r[4] is not None:
                 yield (r[0], dev, "tokens_per_s", float(r[4]))
+
+    def export_rows(self, run_id: str) -> ExportRows:
+        """The run's raw rows in two queries, as plain tuples (see ``ExportRows``).
+
+        The same values and order as ``load_trace`` before it is made long (gaps are None
+        here), read without SQLAlchemy's per-row objects: a report turns a 72 h run into its
+        CSV and arrays from these in a few seconds.
+        """
+        t = S.sample_rows
+        metrics = S.SAMPLE_METRIC_COLUMNS
+        samples = self._read_tuples(
+            select(t.c.ts, t.c.device, *[t.c[m] for m in metrics])
+            .where(t.c.run_id == run_id)
+            .order_by(t.c.series_id, t.c.ts)
+        )
+        s = S.steps
+        steps = self._read_tuples(
+            select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)
+            .where(s.c.run_id == run_id)
+            .order_by(s.c.ts)
+        )
+        return ExportRows(
+            metrics=metrics,
+            samples=samples,
+            steps=[(ts, _rank_device(wl, rank), st, tps) for ts, wl, rank, st, tps in steps],
+        )
 
     def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""

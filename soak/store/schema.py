@@ -189,3 +189,8 @@ Index("ix_findings_run", findings.c.run_id)
 # Sample columns that carry canonical metrics: every records.METRICS name but step_time_s,
 # which lives in the steps table (a new metric needs its column in `samples` above).
 SAMPLE_METRIC_COLUMNS: tuple[str, ...] = tuple(m for m in METRICS if m != "step_time_s")
+# The other value columns of a sample: the device's state at the tick (up, health, ECC, ...),
+# named as the DeviceSample fields they hold.
+SAMPLE_STATE_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in samples.c if c.name not in ("series_id", "ts", *SAMPLE_METRIC_COLUMNS)
+)

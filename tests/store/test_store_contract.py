@@ -236,3 +236,138 @@ def test_printed_floats_keep_their_digits_and_bytes_and_times_stay_exact(store: 
     # REAL keeps 7 significant digits: far more than the 3-4 the tools report and print
     assert row["util_pct"] == pytest.approx(87.3, rel=1e-6) and row["power_w"] == pytest.approx(312.7, rel=1e-6)
     assert row["temp_c"] == 61.25
+
+
+def _flaky_begin(store: Store, monkeypatch: pytest.MonkeyPatch, message: str, failures: int) -> list[int]:
+    """``store.engine.begin`` raising an OperationalError with ``message`` ``failures`` times."""
+    from sqlalchemy.exc import OperationalError
+
+    real_begin = store.engine.begin
+    calls: list[int] = []
+
+    def begin():  # noqa: ANN202
+        calls.append(1)
+        if len(calls) <= failures:
+            raise OperationalError("INSERT ...", {}, Exception(message))
+        return real_begin()
+
+    monkeypatch.setattr(store.engine, "begin", begin)
+    monkeypatch.setattr("soak.store.repo.RETRY_WAIT_S", 0.0)
+    return calls
+
+
+@pytest.mark.parametrize("writer", ["add_event", "add_sample_rows", "replace_findings"])
+def test_a_busy_database_is_retried_and_each_retry_logged(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, writer: str
+) -> None:
+    _new_run(store)
+    calls = _flaky_begin(store, monkeypatch, "database is locked", failures=2)
+    if writer == "add_event":
+        store.add_event("r1", "note", ts=T0, message="hello")
+    elif writer == "add_sample_rows":
+        store.add_sample_rows(Store.snapshot_rows("r1", _snap(T0, 1.0, 1)))
+    else:
+        store.replace_findings("r1", [{"kind": "hang", "device": "npu0-0", "severity": "fail"}])
+    monkeypatch.undo()
+    assert len(calls) == 3
+    busy = [r.getMessage() for r in caplog.records if r.name == "soak.store"]
+    assert busy == ["store busy (attempt 1/3): database is locked", "store busy (attempt 2/3): database is locked"]
+    if writer == "add_event":
+        assert [e.message for e in store.load_events("r1")] == ["hello"]
+    elif writer == "add_sample_rows":
+        assert store.count_samples("r1") == 3
+    else:
+        assert [f.kind for f in store.load_findings("r1")] == ["hang"]
+
+
+def test_a_database_busy_three_times_or_broken_is_one_store_error(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _new_run(store)
+    calls = _flaky_begin(store, monkeypatch, "database is locked", failures=3)
+    with pytest.raises(StoreError, match=r"write failed: database is locked$"):
+        store.add_event("r1", "note", ts=T0)
+    assert len(calls) == 3
+    monkeypatch.undo()
+    calls = _flaky_begin(store, monkeypatch, "disk I/O error", failures=1)
+    with pytest.raises(StoreError, match=r"write failed: disk I/O error$"):
+        store.replace_findings("r1", [])
+    assert len(calls) == 1  # not transient: not retried
+
+
+def test_snapshot_rows_fill_every_sample_column(store: Store) -> None:
+    rows = Store.snapshot_rows("r1", _snap(T0, 90.0, 1))
+    columns = {c.name for c in S.samples.c} - {"series_id"} | {"run_id", "device"}
+    assert [set(r) for r in rows] == [columns] * 3
+    npu1 = rows[1]
+    assert (npu1["healthy"], npu1["health"], npu1["host_rss_bytes"]) == (False, "Warning", None)
+
+
+def test_chip_stats_are_true_extremes_per_chip_without_the_host(store: Store) -> None:
+    _new_run(store)
+    _new_run(store, "other")
+    store.add_snapshot("r1", _snap(T0, 90.0, 3 << 30))
+    store.add_snapshot("r1", _snap(T0 + 10, None, None, up=False))  # a gap: counted, no values
+    store.add_snapshot("r1", _snap(T0 + 20, 60.0, 5 << 30))
+    store.add_snapshot("other", _snap(T0 + 30, 1.0, 99 << 30))  # another run's rows stay out
+    stats = store.chip_stats("r1")
+    assert list(stats) == ["npu0-0", "npu1-0"]  # sorted, no host row
+    assert stats["npu0-0"] == {
+        "samples": 3.0,
+        "util_mean_pct": 75.0,
+        "util_min_pct": 60.0,
+        "temp_max_c": 40.0,
+        "power_mean_w": None,  # never reported: None, not 0
+        "power_max_w": None,
+        "hbm_peak_bytes": float(5 << 30),
+        "hbm_total_bytes": float(64 << 30),
+        "first_ts": T0,
+        "last_ts": T0 + 20,
+    }
+    assert stats["npu1-0"]["power_mean_w"] == 90.25 and stats["npu1-0"]["temp_max_c"] == 41.5
+    assert store.chip_stats("missing") == {}
+
+
+def test_step_series_averages_window_medians_per_rank_and_bucket(store: Store) -> None:
+    _new_run(store)
+    rows = [
+        {"ts": T0 + 0, "workload": "lm", "rank": 10, "step": 1, "step_time_s": 0.5},
+        {"ts": T0 + 1, "workload": "lm", "rank": 10, "step": 2, "step_time_s": 0.7},
+        {"ts": T0 + 4, "workload": "lm", "rank": 10, "step": 3, "step_time_s": 0.9},
+        {"ts": T0 + 1, "workload": "lm", "rank": 2, "step": 1, "step_time_s": 0.25},
+        {"ts": T0 + 1, "workload": "lm", "rank": 2, "step": 2, "step_time_s": 0.75},  # same instant
+        {"ts": T0 + 2, "workload": "lm", "rank": 2, "step": 3, "step_time_s": None},
+    ]
+    store.add_steps("r1", rows)
+    raw = store.step_series("r1")
+    assert list(raw) == ["lm-rank2", "lm-rank10"]  # ranks in numeric order
+    assert raw["lm-rank2"] == ((T0 + 1, T0 + 2), (0.5, None))
+    assert raw["lm-rank10"][0] == (T0, T0 + 1, T0 + 4)
+    bucketed = store.step_series("r1", bucket_s=3)  # T0 is a multiple of 3
+    assert bucketed["lm-rank10"][0] == (T0, T0 + 3)
+    assert bucketed["lm-rank10"][1] == pytest.approx((0.6, 0.9))
+    assert bucketed["lm-rank2"] == ((T0,), (0.5,))
+    with pytest.raises(ValueError, match="bucket_s"):
+        store.step_series("r1", bucket_s=-1)
+
+
+def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
+    _new_run(store)
+    store.add_snapshot("r1", _snap(T0, 90.0, 1 << 30))
+    store.add_snapshot("r1", _snap(T0 + 1, None, None, up=False))
+    store.add_steps("r1", [{"ts": T0 + 5, "workload": "lm", "rank": 1, "step": 40, "step_time_s": 0.25,
+                            "tokens_per_s": 800.0},
+                           {"ts": T0 + 6, "workload": "lm", "rank": 0, "step": 41, "step_time_s": None,
+                            "tokens_per_s": 700.0}])
+    ex = store.export_rows("r1")
+    assert ex.metrics == S.SAMPLE_METRIC_COLUMNS
+    # device by device in series order (created sorted within a tick), each in time order
+    assert [r[:2] for r in ex.samples] == [(ts, dev) for dev in ("host", "npu0-0", "npu1-0") for ts in (T0, T0 + 1)]
+    assert ex.samples[2][2 + ex.metrics.index("hbm_used_bytes")] == 1 << 30  # bytes stay exact
+    assert ex.steps == [(T0 + 5, "lm-rank1", 0.25, 800.0), (T0 + 6, "lm-rank0", None, 700.0)]
+    long = [(r[0], r[1], m, float(v)) for r in ex.samples for m, v in zip(ex.metrics, r[2:], strict=True)
+            if v is not None]
+    for ts, dev, st, tps in ex.steps:
+        long += [(ts, dev, m, v) for m, v in (("step_time_s", st), ("tokens_per_s", tps)) if v is not None]
+    assert long == list(store.load_trace("r1"))  # same values, same order
+    assert store.export_rows("missing").samples == []
