@@ -93,8 +93,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "signature": ("Signature", "签名"),
     "signature_note": (
-        "Signed by the delivery engineer's key; the certificate fingerprint is handed over separately.",
-        "由交付工程师的密钥签名；证书指纹另行交付。",
+        "Signed by the delivery engineer's key; the certificate (and its fingerprint) is handed over "
+        "separately: only a signature by that certificate makes this report the vendor's.",
+        "由交付工程师的密钥签名；证书（及其指纹）另行交付：只有该证书的签名才表明本报告出自供应商。",
     ),
     "unsigned": ("UNSIGNED DRAFT", "未签名草稿"),
     "generated": ("Generated", "生成时间"),
