@@ -95,6 +95,26 @@ def _timed(name: str, fn: Callable[[], Check]) -> Check:
 # ------------------------------------------------------------------------------ checks
 
 
+def _backend_check(chosen: str, count: int, expect_chips: int | None, smi_counts: bool) -> Check:
+    """The backend in use and its device count, judged against ``--expect-chips``.
+
+    The cpu backend is one device and shows no chips: with ``--expect-chips`` it leaves the
+    count to the npu_smi check when that runs, and otherwise fails with 0 chips found.
+    """
+    if expect_chips is None:
+        return Check("backend", "pass", count, "devices", f"{chosen}: {count} device(s)")
+    if chosen == "cpu":
+        if smi_counts:
+            return Check("backend", "pass", count, "devices",
+                         f"cpu: {count} device(s), no accelerator; chips are counted by npu_smi")
+        return Check("backend", "fail", 0, "chips",
+                     f"cpu: no accelerator, 0 chips found, {expect_chips} expected (--expect-chips)")
+    if count != expect_chips:
+        return Check("backend", "fail", count, "devices",
+                     f"{chosen}: {count} device(s) found, {expect_chips} expected (--expect-chips)")
+    return Check("backend", "pass", count, "devices", f"{chosen}: {count} device(s), as expected")
+
+
 def check_adapter(backend: str, probe: Any = None) -> Check:
     from soak.device import FIX_HINT, probe_torch_npu, torch_npu_installed
 
@@ -117,6 +137,9 @@ def check_npu_smi(npu_smi: str, expect_chips: int | None, required: bool) -> Che
     from soak.telemetry.npu_smi import NpuSmiReader
 
     if shutil.which(npu_smi) is None:
+        if required and expect_chips is not None:
+            return Check("npu_smi", "fail", reason=f"{npu_smi} not found: no chips counted, "
+                         f"{expect_chips} expected (--expect-chips)")
         status = "fail" if required else "skip"
         return Check("npu_smi", status, reason=f"{npu_smi} not found")
     reader = NpuSmiReader(npu_smi)
@@ -341,6 +364,10 @@ def run_preflight(
         raise InputError(f"--backend {backend!r}: use auto, npu, cuda or cpu")
     if expect_chips is not None and expect_chips < 1:
         raise InputError(f"--expect-chips {expect_chips}: must be at least 1")
+    if expect_chips is not None and only is not None and not {"backend", "npu_smi"} & set(only):
+        # Only these two count chips: a PASS would say nothing about the count asked for.
+        raise InputError(f"--expect-chips {expect_chips}: needs the backend or npu_smi check "
+                         "(add --only backend or --only npu_smi)")
     if not 0 < mem_fraction <= 0.95:
         raise InputError(f"--mem-fraction {mem_fraction}: must be in (0, 0.95]")
     wanted = set(CHECKS if only is None else only)
@@ -370,15 +397,15 @@ def run_preflight(
         else:
             count = 1
         if "backend" in wanted:
-            extra = "" if expect_chips is None or chosen == "cpu" else f", expected {expect_chips}"
-            bad = chosen != "cpu" and expect_chips is not None and count != expect_chips
-            checks.append(Check("backend", "fail" if bad else "pass", count, "devices",
-                                f"{chosen}: {count} device(s){extra}"))
+            checks.append(_backend_check(chosen, count, expect_chips, smi_counts="npu_smi" in wanted))
     except DeviceUnavailable as exc:
         if "backend" in wanted:
             checks.append(Check("backend", "fail", reason=str(exc)))
     smi = npu_smi or "npu-smi"
-    add("npu_smi", lambda: check_npu_smi(smi, expect_chips, required=chosen == "npu"))
+    # Without an accelerator backend only npu-smi can count the chips asked for (a simulated
+    # fleet on a CPU host): then it must be there.
+    smi_required = chosen == "npu" or (expect_chips is not None and chosen in (None, "cpu"))
+    add("npu_smi", lambda: check_npu_smi(smi, expect_chips, required=smi_required))
     for name, fn in (
         ("matmul", lambda: check_matmul(chosen or "cpu", count)),
         ("memory", lambda: check_memory(chosen or "cpu", count, mem_fraction, host_alloc_cap_bytes)),

@@ -35,6 +35,11 @@ def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
         if not db.is_file():
             raise InputError(f"run {run_id}: no {db} (give --db URL if the run used another store)")
         return [str(db)]
+    # An empty data dir has no runs; a missing one is a typo or the wrong machine, and
+    # "no runs" there would read as an answer.
+    if not root.is_dir():
+        what = "not a folder" if root.exists() else "no such folder"
+        raise InputError(f"--data-dir {root}: {what}, expected the folder of run folders")
     return [str(p) for p in sorted(root.glob("*/soak.db"))]
 
 

@@ -1,4 +1,4 @@
-"""``soak verify FILE``: check a signed soak report (exit 0 only when it holds)."""
+"""``soak verify FILE --cert CERT``: check a signed soak report (exit 0 only when it holds)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,27 @@ from soak.commands._common import add_format, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "verify",
-        help="check the signature and data digest of a soak PDF report",
-        description="Exit 0 when the signature is intact and valid, covers the whole file, the "
-        "attached raw data matches the digest in the report, and (with --cert) the signer is that "
-        "certificate; exit 1 otherwise; exit 2 for a missing file or one that is not a PDF.",
+        help="check the signature, signer and data digest of a soak PDF report",
+        description="Exit 0 when the signature is readable, valid and intact, covers the whole file, "
+        "the attached raw data matches the digest in the report, and the signer is a --cert "
+        "certificate (or issued by one); exit 1 otherwise, also when no --cert is given; exit 2 for "
+        "a missing file or certificate, or a file that is not a PDF. --integrity-only checks "
+        "everything but the signer.",
     )
     p.add_argument("file", metavar="FILE", help="the PDF report")
-    p.add_argument("--cert", help="the signer's certificate (PEM/DER): also require trust in it")
+    p.add_argument(
+        "--cert",
+        action="append",
+        metavar="CERT",
+        help="the certificate the vendor published (PEM/DER; a PEM file may hold several; repeatable): "
+        "the signer must be one of them or issued by one",
+    )
+    p.add_argument(
+        "--integrity-only",
+        action="store_true",
+        help="check that the report is unchanged but not who signed it (anyone can sign with a key of "
+        "their own); the result says the signer was not checked",
+    )
     add_format(p)
     p.set_defaults(func=_verify)
 
@@ -24,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from soak.report.verify import verify_pdf
 
-    res = verify_pdf(args.file, args.cert)
+    res = verify_pdf(args.file, args.cert, integrity_only=args.integrity_only)
     if args.format == "json":
         print_json(res.to_dict())
         return 0 if res.ok else 1
@@ -32,12 +46,20 @@ def _verify(args: argparse.Namespace) -> int:
     def yn(v: bool | None) -> str:
         return "N/A" if v is None else ("yes" if v else "NO")
 
+    if res.integrity_only:
+        trusted = "not checked (--integrity-only)"
+    elif res.trusted is None:
+        trusted = "N/A (no valid signature)"
+    elif not res.trust_anchors:
+        trusted = "NO (no --cert given)"
+    else:
+        trusted = f"{yn(res.trusted)} (against {len(res.trust_anchors)} --cert certificate{'s' if len(res.trust_anchors) > 1 else ''})"
     print(f"file:           {res.file}")
     print(f"signed:         {yn(res.signed)}")
     print(f"intact:         {yn(res.intact)}")
     print(f"valid:          {yn(res.valid)}")
     print(f"whole file:     {yn(res.coverage_entire_file)}")
-    print(f"trusted:        {yn(res.trusted)}{'' if args.cert else ' (pass --cert to check)'}")
+    print(f"trusted:        {trusted}")
     print(f"signer:         {res.signer or 'N/A'}")
     print(f"fingerprint:    {res.signer_fingerprint_sha256 or 'N/A'}")
     print(f"signing time:   {res.signing_time or 'N/A'}")
@@ -46,7 +68,13 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"data sha256:    {res.data_sha256 or 'N/A'}")
     match = "N/A" if res.data_sha256_attached is None else ("matches" if res.data_sha256_attached == res.data_sha256 else "DIFFERS")
     print(f"attached data:  {match}")
-    print(f"result:         {'OK' if res.ok else 'FAILED'}")
+    if not res.ok:
+        result = "FAILED"
+    elif res.integrity_only:
+        result = "OK (integrity only: the signer was not checked)"
+    else:
+        result = "OK"
+    print(f"result:         {result}")
     for p in res.problems:
         print(f"  - {p}")
     return 0 if res.ok else 1

@@ -21,7 +21,7 @@ from typing import Any
 
 import streamlit as st
 
-from soak.report.i18n import criterion_text, reason_text, t, verdict_label
+from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -301,6 +301,9 @@ def main() -> None:
     rec = next(r for r in usable if r["id"] == run_id)
     url = rec["store"]
     live = rec.get("status") == "running"
+    sim_label = simulation_label(rec.get("backend"), rec.get("time_scale"), lang)
+    if sim_label:
+        st.warning(sim_label, icon="🧪")
 
     def body() -> None:
         store = _store(url)

@@ -6,6 +6,8 @@ never breaks the zh report; ``tests/report`` checks both columns are complete.
 
 from __future__ import annotations
 
+from soak.report.model import simulated_fleet, time_scaled
+
 LANGS: tuple[str, ...] = ("en", "zh")
 
 STRINGS: dict[str, tuple[str, str]] = {
@@ -91,8 +93,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "signature": ("Signature", "签名"),
     "signature_note": (
-        "Signed by the delivery engineer's key; the certificate fingerprint is handed over separately.",
-        "由交付工程师的密钥签名；证书指纹另行交付。",
+        "Signed by the delivery engineer's key; the certificate (and its fingerprint) is handed over "
+        "separately: only a signature by that certificate makes this report the vendor's.",
+        "由交付工程师的密钥签名；证书（及其指纹）另行交付：只有该证书的签名才表明本报告出自供应商。",
     ),
     "unsigned": ("UNSIGNED DRAFT", "未签名草稿"),
     "generated": ("Generated", "生成时间"),
@@ -123,6 +126,20 @@ STRINGS: dict[str, tuple[str, str]] = {
     "crit_zero_fail": ("0 failing", "0 个失败级"),
     "crit_findings": ("{n} finding(s)", "{n} 个问题"),
     "reason_none": ("no failing or warning findings", "无失败级或告警级问题"),
+    "sim_fleet": ("simulated fleet", "模拟设备集群"),
+    "sim_accelerated": ("accelerated time ×{scale}", "时间加速 ×{scale}"),
+    "sim_slowed": ("slowed time ×{scale}", "时间放慢 ×{scale}"),
+    "sim_not_acceptance": ("not an acceptance of hardware", "不构成硬件验收"),
+    "run_window_scaled": ("Run window (run time line ×{scale})", "运行时段（运行时间线 ×{scale}）"),
+    "duration_wall": ("{run} on the run time line; {wall} wall clock", "运行时间线 {run}；实际用时 {wall}"),
+    "generated_wall": ("Generated (wall clock)", "生成时间（实际时间）"),
+    "time_line_note": (
+        "Times of this run (window, findings, events, charts) are on its scaled time line: each "
+        "wall-clock second was recorded as {scale} s, from the moment the run started. The "
+        "generation time is wall-clock time, so it can read earlier than the run's end.",
+        "本次运行的时间（时段、问题、事件、图表）均在其缩放时间线上：自运行开始起，每 1 秒实际时间记为 "
+        "{scale} 秒。生成时间为实际时间，因此可能早于运行结束时间。",
+    ),
 }
 
 
@@ -138,6 +155,20 @@ def reason_text(reason: str, lang: str = "en") -> str:
     """A verdict reason in ``lang``: the analysis' fixed sentence for a clean run is translated;
     a finding's own summary stays as the analysis wrote it."""
     return t("reason_none", lang) if reason == STRINGS["reason_none"][0] else reason
+
+
+def simulation_label(backend: str | None, time_scale: float | None, lang: str = "en") -> str | None:
+    """"simulated fleet, accelerated time ×600 — not an acceptance of hardware", or None for a
+    run on hardware in real time. The cover, every page's footer and the app header show it."""
+    parts = []
+    if simulated_fleet(backend):
+        parts.append(t("sim_fleet", lang))
+    if time_scaled(time_scale):
+        key = "sim_accelerated" if time_scale > 1 else "sim_slowed"
+        parts.append(t(key, lang).format(scale=f"{time_scale:g}"))
+    if not parts:
+        return None
+    return f"{('，' if lang == 'zh' else ', ').join(parts)} — {t('sim_not_acceptance', lang)}"
 
 
 def verdict_label(verdict: str | None, lang: str = "en") -> str:

@@ -20,6 +20,17 @@ from typing import Any
 SERIES_METRICS: tuple[str, ...] = ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s")
 
 
+def simulated_fleet(backend: str | None) -> bool:
+    """The readings came from the simulated fleet (``backend = "sim"``), not from hardware."""
+    return backend == "sim"
+
+
+def time_scaled(time_scale: float | None) -> bool:
+    """The run's clock ran at another speed than the wall (``soak.clock.ScaledClock``): its
+    timestamps are on a scaled time line and its hours are not hours of load."""
+    return time_scale is not None and time_scale != 1
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """The run as the store recorded it."""
@@ -35,6 +46,19 @@ class RunInfo:
     time_scale: float | None = None  # >1 for an accelerated (simulated) soak
     restarts: int | None = None
     plan: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        """Not an acceptance of hardware: a simulated fleet or a scaled time line (or both)."""
+        return simulated_fleet(self.backend) or time_scaled(self.time_scale)
+
+    @property
+    def wall_duration_s(self) -> float | None:
+        """How long the run took on the wall clock (``duration_s`` when time is not scaled)."""
+        d = self.duration_s
+        if d is None or not time_scaled(self.time_scale):
+            return d
+        return d / self.time_scale
 
     @property
     def duration_s(self) -> float | None:

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from soak.report.charts import all_chart_pngs
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
-from soak.report.i18n import criterion_text, reason_text, t, verdict_label
+from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
 from soak.report.model import (
     Customer,
     ReportData,
@@ -26,6 +26,7 @@ from soak.report.model import (
     fmt_bytes,
     fmt_duration,
     fmt_ts,
+    time_scaled,
 )
 
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
@@ -72,6 +73,9 @@ class _Styles:
             "h2", parent=ss["Heading2"], fontName=bold, fontSize=13, leading=17, spaceBefore=8
         )
         self.verdict = ParagraphStyle("v", parent=self.h1, fontSize=28, leading=34)
+        self.banner = ParagraphStyle(
+            "sim", parent=self.body, fontName=bold, fontSize=12, leading=16, textColor=colors.HexColor("#b22222")
+        )
 
     def p(self, text: object, style=None):  # noqa: ANN001 - reportlab style
         """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
@@ -156,7 +160,18 @@ def render_pdf(
 
     # -- cover ---------------------------------------------------------------------------
     story.append(st.p(t("title", lang), st.h1))
+    sim_label = simulation_label(run.backend, run.time_scale, lang)
+    if sim_label:
+        story.append(st.p(sim_label, st.banner))
     story.append(Spacer(1, 6 * mm))
+    # On a scaled time line the run's times are not wall-clock times: say so next to them, and
+    # keep "generated" on the wall clock, where it is true (and may read before the run's end).
+    scaled = time_scaled(run.time_scale)
+    scale = f"{run.time_scale:g}" if scaled else ""
+    window_key = t("run_window_scaled", lang).format(scale=scale) if scaled else t("run_window", lang)
+    duration = fmt_duration(run.duration_s)
+    if scaled and run.duration_s is not None:
+        duration = t("duration_wall", lang).format(run=duration, wall=fmt_duration(run.wall_duration_s))
     serials = ", ".join(dict.fromkeys(c.serial for c in data.chips if c.serial)) or "N/A"
     cover = [
         (t("customer", lang), customer.customer),
@@ -169,8 +184,8 @@ def render_pdf(
         (t("backend", lang), run.backend),
         (t("chips", lang), len(data.chips) or None),
         (t("serials", lang), serials),
-        (t("run_window", lang), f"{fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}"),
-        (t("duration", lang), fmt_duration(run.duration_s)),
+        (window_key, f"{fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}"),
+        (t("duration", lang), duration),
         (t("planned", lang), fmt_duration(run.planned_duration_s)),
         (t("restarts", lang), run.restarts),
     ]
@@ -184,7 +199,10 @@ def render_pdf(
     story.append(Spacer(1, 6 * mm))
     story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
     story.append(Spacer(1, 4 * mm))
-    story.append(st.p(f"{t('generated', lang)}: {fmt_ts(data.generated_at or time.time())}", st.small))
+    generated = t("generated_wall", lang) if scaled else t("generated", lang)
+    story.append(st.p(f"{generated}: {fmt_ts(data.generated_at or time.time())}", st.small))
+    if scaled:
+        story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
     story.append(PageBreak())
 
     # -- criteria and chips ----------------------------------------------------------------
@@ -294,6 +312,11 @@ def render_pdf(
         canvas.setFillColor(colors.HexColor("#666666"))
         canvas.drawString(18 * mm, 10 * mm, f"soak · {run.run_id}")
         canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"{doc.page}")
+        if sim_label:
+            # On every page: a page copied out of the report still says what it is.
+            canvas.setFont(CJK_FONT_NAME if _has_wide(sim_label) and cjk else "Helvetica-Bold", 7.5)
+            canvas.setFillColor(colors.HexColor("#b22222"))
+            canvas.drawString(18 * mm, 13.5 * mm, sim_label)
         canvas.restoreState()
 
     buf = io.BytesIO()

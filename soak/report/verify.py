@@ -1,18 +1,27 @@
-"""Check a signed soak report: ``soak verify FILE [--cert CERT]``.
+"""Check a signed soak report: ``soak verify FILE --cert CERT``.
 
-Reports whether the signature is intact (the signed bytes are unchanged), valid (the
-cryptography checks out), covers the entire file (nothing appended after signing), and, with
-``--cert``, trusted (signed by that certificate). It also reads back the raw-data digest the
-report printed and recomputes it from the attached CSV, so the customer can check that the data
-attached is the data the verdict was built from.
+Two questions, answered separately. **Integrity**: the signature can be read, is
+cryptographically valid, the signed bytes are unchanged and cover the entire file (nothing
+appended after signing), and the raw-data digest printed in the report matches the attached
+CSV. **Trust**: the signer is one of the certificates the customer was given (``--cert``, one or
+more PEM/DER files, a PEM file may hold several) or is issued by one. A signature anyone can
+make with a key of their own is worth nothing without the second answer, so a report passes
+only with both, unless the caller asks for integrity alone in so many words
+(``integrity_only=True``); then the result says the signer was not checked.
+
+No certificate is picked up by default (not even the data folder's own): the anchor must be
+what the vendor published, chosen by the person verifying, never something that travels with
+the report or sits next to the signing key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,15 +32,35 @@ FINDINGS_NAME = "soak-findings.json"
 _DIGEST_RE = re.compile(r"soak-data-sha256:([0-9a-f]{64}|N/A)")
 _RUN_RE = re.compile(r"soak-run-id:(\S+)")
 
+# Why a report failed: a stable code for machines (``failures`` in --format json) and the one
+# sentence people read (``problems``). Each names one thing: the file, the signature, the
+# content, or the signer.
+UNREADABLE_PDF = "unreadable-pdf"
+UNSIGNED = "unsigned"
+SIGNATURE_UNREADABLE = "signature-unreadable"
+SIGNATURE_INVALID = "signature-invalid"
+TAMPERED = "tampered"
+APPENDED = "appended"
+UNTRUSTED_SIGNER = "untrusted-signer"
+NO_TRUST_ANCHOR = "no-trust-anchor"
+DATA_MISMATCH = "data-mismatch"
+ATTACHMENTS_UNREADABLE = "attachments-unreadable"
+FINDINGS_UNREADABLE = "findings-unreadable"
+SEVERAL_SIGNATURES = "several-signatures"
+
 
 @dataclass
 class VerifyResult:
     file: str
     signed: bool = False
-    intact: bool | None = None
+    intact: bool | None = None  # None: the signature could not be read, so nothing was compared
     valid: bool | None = None
     coverage_entire_file: bool | None = None
-    trusted: bool | None = None  # None when no --cert was given
+    # True: the signer is a --cert certificate or issued by one. False: it is not, or no --cert
+    # was given. None: not checked (integrity only, or no valid signature to attribute).
+    trusted: bool | None = None
+    integrity_only: bool = False
+    trust_anchors: list[str] = field(default_factory=list)  # SHA-256 fingerprints of --cert
     signer: str | None = None
     signer_fingerprint_sha256: str | None = None
     signing_time: str | None = None
@@ -42,16 +71,45 @@ class VerifyResult:
     data_sha256: str | None = None  # as printed in the report's metadata
     data_sha256_attached: str | None = None  # recomputed from the attached CSV
     attachments: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # codes, one per problem
     problems: list[str] = field(default_factory=list)
+    detail: str | None = None  # the PDF/CMS parser's own message when the file or signature is damaged
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def fail(self, code: str, message: str) -> None:
+        self.failures.append(code)
+        self.problems.append(message)
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["ok"] = self.ok
         return d
+
+
+def load_trust_anchors(certs: Iterable[str | Path]) -> list:
+    """The certificates in each ``--cert`` file (PEM, several allowed, or one DER)."""
+    from pyhanko.keys import load_certs_from_pemder_data
+
+    anchors = []
+    for cert in certs:
+        cert_path = Path(cert)
+        if cert_path.is_dir():
+            raise InputError(f"--cert {cert}: is a directory, expected a certificate file")
+        if not cert_path.is_file():
+            raise InputError(f"--cert {cert}: no such file")
+        try:
+            found = list(load_certs_from_pemder_data(cert_path.read_bytes()))
+            for c in found:
+                c.sha256  # noqa: B018 - parse now: asn1crypto parses lazily
+        except (ValueError, TypeError, OSError) as exc:
+            raise InputError(f"--cert {cert}: not a PEM/DER certificate ({exc})") from None
+        if not found:
+            raise InputError(f"--cert {cert}: no certificate in it (expected PEM or DER)")
+        anchors.extend(found)
+    return anchors
 
 
 def read_attachments(reader) -> dict[str, bytes]:  # noqa: ANN001 - pyHanko PdfFileReader
@@ -87,25 +145,28 @@ def _info_keywords(reader) -> str:  # noqa: ANN001
         return ""
 
 
-def verify_pdf(path: str | Path, cert: str | Path | None = None) -> VerifyResult:
+def verify_pdf(
+    path: str | Path,
+    cert: str | Path | Iterable[str | Path] | None = None,
+    *,
+    integrity_only: bool = False,
+) -> VerifyResult:
+    """Check ``path``; ``cert`` is one certificate file or several (the trust anchors).
+
+    Without ``cert`` the signer is untrusted and the result fails, unless ``integrity_only``.
+    """
     path = Path(path)
+    certs = [] if cert is None else [cert] if isinstance(cert, str | Path) else list(cert)
+    if integrity_only and certs:
+        raise InputError("--integrity-only: cannot be combined with --cert (which asks for the signer to be checked)")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a PDF report")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    trust_roots = []
-    if cert is not None:
-        from pyhanko.keys import load_cert_from_pemder
+    anchors = load_trust_anchors(certs)
 
-        cert_path = Path(cert)
-        if not cert_path.is_file():
-            raise InputError(f"--cert {cert}: no such file")
-        try:
-            trust_roots.append(load_cert_from_pemder(str(cert_path)))
-        except (ValueError, OSError) as exc:
-            raise InputError(f"--cert {cert}: not a PEM/DER certificate: {exc}") from exc
-
-    res = VerifyResult(file=str(path))
+    res = VerifyResult(file=str(path), integrity_only=integrity_only)
+    res.trust_anchors = [a.sha256.hex(":").upper() for a in anchors]
     data = path.read_bytes()
     # A file that is no PDF at all is the wrong input (exit 2), not a report that fails its
     # checks; readers accept the header anywhere in the first 1024 bytes.
@@ -113,24 +174,26 @@ def verify_pdf(path: str | Path, cert: str | Path | None = None) -> VerifyResult
         raise InputError(f"{path}: not a PDF file (no %PDF- header)")
     from pyhanko.pdf_utils.misc import PdfError
     from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.fields import enumerate_sig_fields
 
     try:
-        import io
-
         reader = PdfFileReader(io.BytesIO(data), strict=False)
-        sigs = list(reader.embedded_signatures)
-    except (PdfError, ValueError, KeyError, TypeError, IndexError) as exc:
-        res.problems.append(f"not a readable PDF: {exc}")
+        # The fields only: parsing each signature's CMS is the signature check's job, so a
+        # damaged signature is reported as such and not as a damaged file.
+        fields = list(enumerate_sig_fields(reader, filled_status=True))
+    except (PdfError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        res.detail = str(exc)
+        res.fail(UNREADABLE_PDF, "not a readable PDF: the file is damaged or truncated")
         return res
 
     _read_metadata(reader, res)
-    if not sigs:
-        res.problems.append("the PDF is not signed")
+    if not fields:
+        res.fail(UNSIGNED, "the PDF is not signed")
         return res
     res.signed = True
-    _check_signature(sigs[-1], trust_roots, cert is not None, res)
-    if len(sigs) > 1:
-        res.problems.append(f"{len(sigs)} signatures found; only the last was checked")
+    sig = _embedded_signature(reader, fields, res)
+    if sig is not None:
+        _check_signature(sig, anchors, res)
     return res
 
 
@@ -145,7 +208,8 @@ def _read_metadata(reader, res: VerifyResult) -> None:  # noqa: ANN001
     try:
         atts = read_attachments(reader)
     except Exception as exc:  # noqa: BLE001 - a damaged file may fail anywhere in the tree
-        res.problems.append(f"attachments unreadable: {exc}")
+        res.detail = str(exc)
+        res.fail(ATTACHMENTS_UNREADABLE, "the attachments cannot be read (damaged file)")
         return
     res.attachments = sorted(atts)
     if FINDINGS_NAME in atts:
@@ -155,32 +219,48 @@ def _read_metadata(reader, res: VerifyResult) -> None:  # noqa: ANN001
             res.run_id = res.run_id or meta.get("run_id")
             res.data_sha256 = res.data_sha256 or meta.get("raw_data_sha256")
         except (ValueError, AttributeError):
-            res.problems.append(f"{FINDINGS_NAME}: attachment is not valid JSON")
+            res.fail(FINDINGS_UNREADABLE, f"{FINDINGS_NAME}: attachment is not valid JSON")
     if RAW_NAME in atts:
         res.data_sha256_attached = hashlib.sha256(atts[RAW_NAME]).hexdigest()
         if res.data_sha256 and res.data_sha256 != res.data_sha256_attached:
-            res.problems.append("the attached raw data does not match the digest printed in the report")
+            res.fail(DATA_MISMATCH, "the attached raw data does not match the digest printed in the report")
 
 
-def _check_signature(sig, trust_roots: list, want_trust: bool, res: VerifyResult) -> None:  # noqa: ANN001
+def _embedded_signature(reader, fields: list, res: VerifyResult):  # noqa: ANN001, ANN202 - pyHanko objects
+    """The last signature of the file, or None (and a failure) when one cannot be parsed."""
+    from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
+
+    sigs = []
+    for fq_name, _sig_obj, sig_field in fields:
+        try:
+            sigs.append(EmbeddedPdfSignature(reader, sig_field, fq_name))
+        except Exception as exc:  # noqa: BLE001 - a flipped byte in the CMS fails anywhere in asn1crypto
+            res.detail = str(exc)
+            res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
+            return None
+    if len(sigs) > 1:
+        res.fail(SEVERAL_SIGNATURES, f"{len(sigs)} signatures found; a soak report carries one")
+    return max(sigs, key=lambda s: s.signed_revision)
+
+
+def _check_signature(sig, anchors: list, res: VerifyResult) -> None:  # noqa: ANN001
     from pyhanko.sign.validation import validate_pdf_signature
-    from pyhanko.sign.validation.errors import SignatureValidationError
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
-    # Without --cert, trust is not judged: anchor the chain on the signer's own certificate so
-    # validation never consults (or depends on) the operating system's trust store.
-    roots = trust_roots or [c for c in [getattr(sig, "signer_cert", None)] if c is not None]
+    # Without anchors, anchor the chain on the signer's own certificate only so that pyHanko
+    # never consults (or depends on) the operating system's trust store; trust is then judged
+    # "no anchor" by _judge_trust, never by this validation.
+    roots = anchors or [c for c in [getattr(sig, "signer_cert", None)] if c is not None]
     vc = ValidationContext(trust_roots=roots, allow_fetching=False) if roots else None
     # pyHanko logs an untrusted chain as an error; the result carries it, so keep stderr clean.
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
         st = validate_pdf_signature(sig, signer_validation_context=vc)
-    except (SignatureValidationError, ValueError, KeyError, TypeError) as exc:
-        res.intact = False
-        res.valid = False
-        res.problems.append(f"signature cannot be validated: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a damaged CMS fails in pyHanko, asn1crypto or cryptography
+        res.detail = str(exc)
+        res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
         return
     res.intact = bool(st.intact)
     res.valid = bool(st.valid)
@@ -195,13 +275,28 @@ def _check_signature(sig, trust_roots: list, want_trust: bool, res: VerifyResult
     if ts is not None:
         res.timestamped = True
         res.timestamp_time = ts.timestamp.isoformat()
-    if want_trust:
-        res.trusted = bool(st.trusted) and res.intact and res.valid
-    if not res.intact:
-        res.problems.append("the signed content was changed after signing (not intact)")
     if not res.valid:
-        res.problems.append("the signature is not cryptographically valid")
+        # The signature itself does not verify: whether the content changed cannot be told
+        # from it, and nobody can be named as the signer.
+        res.fail(SIGNATURE_INVALID, "signature invalid: it does not verify with the certificate in it (damaged or forged)")
+        return
+    if not res.intact:
+        res.fail(TAMPERED, "tampered: the signed content no longer matches the digest the signer signed (changed after signing)")
     if not res.coverage_entire_file:
-        res.problems.append("the signature does not cover the entire file (content appended after signing)")
-    if want_trust and not res.trusted:
-        res.problems.append("not signed by the given --cert (untrusted signer)")
+        res.fail(APPENDED, "appended: content was added after signing (the signature does not cover the whole file)")
+    if anchors:
+        # pyHanko's own `trusted` also requires `intact`; here trust answers only "who signed".
+        res.trusted = st.validation_path is not None and st.trust_problem_indic is None
+        if not res.trusted:
+            why = "is not a --cert certificate nor issued by one"
+            if res.signer_fingerprint_sha256 in res.trust_anchors and st.trust_problem_indic is not None:
+                why = f"is a --cert certificate but does not validate ({st.trust_problem_indic.name.lower().replace('_', ' ')})"
+            res.fail(UNTRUSTED_SIGNER, f"untrusted signer: {res.signer} (SHA-256 {res.signer_fingerprint_sha256}) {why}")
+    elif not res.integrity_only:
+        res.trusted = False
+        res.fail(
+            NO_TRUST_ANCHOR,
+            "signer not trusted: no --cert given, so nothing says who made this signature; pass the "
+            "vendor's certificate with --cert (or --integrity-only to check integrity alone)",
+        )
+

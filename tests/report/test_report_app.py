@@ -121,3 +121,23 @@ def test_empty_data_dir_says_no_runs(tmp_path, monkeypatch):
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
     assert any("No runs" in i.value for i in at.info)
+
+
+def test_simulated_run_says_so_in_the_header_on_every_page(app):
+    label = "simulated fleet — not an acceptance of hardware"  # the recorded run's backend is sim
+    for page in ("overview", "timelines", "findings", "events", "manifest", "pdf"):
+        app.sidebar.radio(key="page").set_value(page).run()
+        assert any(w.value == label for w in app.warning), page
+    app.sidebar.radio(key="lang").set_value("zh").run()
+    assert any(w.value == "模拟设备集群 — 不构成硬件验收" for w in app.warning)
+
+
+def test_run_on_hardware_in_real_time_has_no_simulation_header(tmp_path, monkeypatch):
+    db = tmp_path / "hw.db"
+    with Store.open(db) as store:
+        write_run(store, "r-hw", chips=2, hours=0.5, findings=False)
+        store.update_run("r-hw", backend="npu", time_scale=1.0)
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert not any("not an acceptance" in w.value for w in at.warning)

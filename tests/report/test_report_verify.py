@@ -1,4 +1,5 @@
-"""Signing and ``soak verify``: fresh passes; tampered, foreign-key, appended and unsigned fail."""
+"""Signing and ``soak verify``: fresh passes with the signer's certificate; tampered, foreign-key,
+appended, unsigned, damaged-signature and no-certificate reports fail, each with its own reason."""
 
 from __future__ import annotations
 
@@ -39,30 +40,161 @@ def test_fresh_pdf_verifies_intact_valid_trusted(signed_pdf, keys, capsys):
     assert res["verdict"] == "fail" and res["run_id"] == "r-20260921-node-a01"
 
 
-def test_without_cert_trust_is_not_judged_but_integrity_is(signed_pdf, capsys):
-    rc, res = _verify_json(capsys, str(signed_pdf.path))
-    assert rc == 0
-    assert res["trusted"] is None and res["intact"] is True
-
-
-def test_one_changed_byte_fails(signed_pdf, tmp_path, capsys):
+def _tampered_copy(signed_pdf, tmp_path) -> str:
     data = bytearray(signed_pdf.path.read_bytes())
     # Change one byte of the report's own page content (inside the signed byte range).
     pos = data.index(b"stream", len(data) // 10) + 40
     data[pos] = (data[pos] + 1) % 256
     bad = tmp_path / "tampered.pdf"
     bad.write_bytes(bytes(data))
-    rc, res = _verify_json(capsys, str(bad))
+    return str(bad)
+
+
+def _flip_in_signature(signed_pdf, tmp_path, der_hex: bytes) -> str:
+    """Flip the last hex digit of ``der_hex`` inside the signature's /Contents."""
+    data = bytearray(signed_pdf.path.read_bytes())
+    start = data.rindex(b"/Contents <") + len(b"/Contents <")
+    pos = data.index(der_hex, start, data.index(b">", start)) + len(der_hex) - 1
+    data[pos] = ord("3") if data[pos] != ord("3") else ord("4")
+    bad = tmp_path / "flipped.pdf"
+    bad.write_bytes(bytes(data))
+    return str(bad)
+
+
+@pytest.fixture
+def resigned_pdf(recorded, tmp_path):
+    """The same report signed by someone else's key whose certificate has the vendor's CN and O."""
+    fake = create_keys(tmp_path / "fake", common_name="Test Delivery Engineer", organization="soak tests")
+    out = tmp_path / "resigned.pdf"
+    with Store.open(recorded["db"], create=False) as store:
+        build_pdf(store, recorded["run_id"], out, keys=fake)
+    return out, fake
+
+
+def test_attacker_key_with_the_same_cn_is_not_trusted_without_cert(resigned_pdf, capsys):
+    out, _ = resigned_pdf
+    assert main(["verify", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "trusted:        NO (no --cert given)" in text
+    assert "result:         FAILED" in text and "signer not trusted: no --cert given" in text
+    rc, res = _verify_json(capsys, str(out))
+    assert rc == 1 and res["ok"] is False
+    assert res["intact"] is True and res["valid"] is True and res["trusted"] is False
+    assert res["failures"] == ["no-trust-anchor"]
+
+
+def test_attacker_key_with_the_same_cn_fails_against_the_vendor_cert(resigned_pdf, keys, capsys):
+    out, fake = resigned_pdf
+    rc, res = _verify_json(capsys, str(out), "--cert", str(keys.cert_path))
     assert rc == 1
-    assert res["intact"] is False or res["valid"] is False or not res["signed"]
-    assert res["problems"]
+    assert res["trusted"] is False and res["failures"] == ["untrusted-signer"]
+    assert res["problems"] == [
+        f"untrusted signer: Organization: soak tests, Common Name: Test Delivery Engineer "
+        f"(SHA-256 {fake.fingerprint_sha256}) is not a --cert certificate nor issued by one"
+    ]
+
+
+def test_integrity_only_on_a_good_pdf_passes_and_says_the_signer_was_not_checked(signed_pdf, capsys):
+    assert main(["verify", str(signed_pdf.path), "--integrity-only"]) == 0
+    text = capsys.readouterr().out
+    assert "trusted:        not checked (--integrity-only)" in text
+    assert "result:         OK (integrity only: the signer was not checked)" in text
+    rc, res = _verify_json(capsys, str(signed_pdf.path), "--integrity-only")
+    assert rc == 0 and res["ok"] is True
+    assert res["integrity_only"] is True and res["trusted"] is None and res["intact"] is True
+
+
+def test_integrity_only_still_fails_a_tampered_pdf(signed_pdf, tmp_path, capsys):
+    rc, res = _verify_json(capsys, _tampered_copy(signed_pdf, tmp_path), "--integrity-only")
+    assert rc == 1 and res["failures"] == ["tampered"]
+
+
+def test_integrity_only_with_cert_is_a_usage_error(signed_pdf, keys, capsys):
+    assert main(["verify", str(signed_pdf.path), "--cert", str(keys.cert_path), "--integrity-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--integrity-only: cannot be combined with --cert" in err
+
+
+def test_one_changed_byte_with_the_right_cert_is_tampering_only(signed_pdf, keys, tmp_path, capsys):
+    rc, res = _verify_json(capsys, _tampered_copy(signed_pdf, tmp_path), "--cert", str(keys.cert_path))
+    assert rc == 1
+    assert res["intact"] is False and res["valid"] is True
+    # The vendor did sign it: the signer is not what failed.
+    assert res["trusted"] is True
+    assert res["failures"] == ["tampered"]
+    assert res["problems"] == [
+        "tampered: the signed content no longer matches the digest the signer signed (changed after signing)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "der_hex",
+    [
+        # The OID of ContentInfo.contentType (signedData): was "'Any' object is not subscriptable".
+        pytest.param(b"06092A864886F70D010702", id="content-type"),
+        # The OID of the encapsulated content type (data): was an AttributeError traceback.
+        pytest.param(b"06092A864886F70D010701", id="encapsulated-content-type"),
+    ],
+)
+def test_flipped_hex_digit_in_the_signature_is_one_clear_line(signed_pdf, keys, tmp_path, capsys, der_hex):
+    bad = _flip_in_signature(signed_pdf, tmp_path, der_hex)
+    assert main(["verify", bad, "--cert", str(keys.cert_path)]) == 1
+    text = capsys.readouterr().out
+    problems = [line for line in text.splitlines() if line.startswith("  - ")]
+    assert problems == ["  - signature unreadable: the signature data in the PDF is damaged and cannot be checked"]
+    assert "object" not in text and "Error" not in text
+    rc, res = _verify_json(capsys, bad, "--cert", str(keys.cert_path))
+    assert rc == 1 and res["failures"] == ["signature-unreadable"]
+    assert res["intact"] is None and res["trusted"] is None
+    assert res["detail"]  # the parser's own words, for a bug report
+
+
+def test_changed_signature_value_is_an_invalid_signature_not_tampering(signed_pdf, keys, tmp_path, capsys):
+    from asn1crypto import cms
+
+    data = bytearray(signed_pdf.path.read_bytes())
+    start = data.rindex(b"/Contents <") + len(b"/Contents <")
+    der = bytes.fromhex(data[start : data.index(b">", start)].decode())
+    value = cms.ContentInfo.load(der)["content"]["signer_infos"][0]["signature"].contents
+    # The middle of the ECDSA value: still parses, no longer verifies.
+    pos = start + 2 * (der.index(value) + len(value) // 2)
+    data[pos] = ord("3") if data[pos] != ord("3") else ord("4")
+    bad = tmp_path / "badvalue.pdf"
+    bad.write_bytes(bytes(data))
+    rc, res = _verify_json(capsys, str(bad), "--cert", str(keys.cert_path))
+    assert rc == 1
+    assert res["intact"] is True and res["valid"] is False and res["trusted"] is None
+    assert res["failures"] == ["signature-invalid"]
+
+
+def test_cert_file_with_several_certificates_trusts_any_of_them(signed_pdf, keys, other_keys, tmp_path, capsys):
+    bundle = tmp_path / "vendor-certs.pem"
+    bundle.write_bytes(other_keys.cert_path.read_bytes() + keys.cert_path.read_bytes())
+    rc, res = _verify_json(capsys, str(signed_pdf.path), "--cert", str(bundle))
+    assert rc == 0, res["problems"]
+    assert res["trusted"] is True
+    assert res["trust_anchors"] == [other_keys.fingerprint_sha256, keys.fingerprint_sha256]
+    rc, res = _verify_json(
+        capsys, str(signed_pdf.path), "--cert", str(other_keys.cert_path), "--cert", str(keys.cert_path)
+    )
+    assert rc == 0 and res["trusted"] is True
+
+
+def test_cert_that_is_missing_or_not_a_certificate_is_one_line(signed_pdf, tmp_path, capsys):
+    assert main(["verify", str(signed_pdf.path), "--cert", str(tmp_path / "nope.pem")]) == 2
+    assert capsys.readouterr().err == f"soak: error: --cert {tmp_path / 'nope.pem'}: no such file\n"
+    junk = tmp_path / "junk.pem"
+    junk.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    assert main(["verify", str(signed_pdf.path), "--cert", str(junk)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--cert {junk}: no certificate in it" in err
 
 
 def test_signed_by_another_key_fails_with_cert(signed_pdf, other_keys, capsys):
     rc, res = _verify_json(capsys, str(signed_pdf.path), "--cert", str(other_keys.cert_path))
     assert rc == 1
     assert res["intact"] is True and res["trusted"] is False
-    assert any("untrusted" in p for p in res["problems"])
+    assert res["failures"] == ["untrusted-signer"]
 
 
 def test_unsigned_pdf_fails(recorded, tmp_path, capsys):
@@ -74,7 +206,7 @@ def test_unsigned_pdf_fails(recorded, tmp_path, capsys):
     assert res["problems"] == ["the PDF is not signed"]
 
 
-def test_update_appended_after_signing_fails(signed_pdf, tmp_path, capsys):
+def test_update_appended_after_signing_fails(signed_pdf, keys, tmp_path, capsys):
     """Swapping the attached data in a new revision keeps the old signature intact: caught."""
     from pyhanko.pdf_utils import embed
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
@@ -86,9 +218,9 @@ def test_update_appended_after_signing_fails(signed_pdf, tmp_path, capsys):
     w.write(buf)
     bad = tmp_path / "appended.pdf"
     bad.write_bytes(buf.getvalue())
-    rc, res = _verify_json(capsys, str(bad))
+    rc, res = _verify_json(capsys, str(bad), "--cert", str(keys.cert_path))
     assert rc == 1
-    assert res["coverage_entire_file"] is False
+    assert res["coverage_entire_file"] is False and res["failures"] == ["appended"]
 
 
 def test_table_output_and_missing_file(signed_pdf, keys, capsys, tmp_path):
