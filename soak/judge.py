@@ -247,7 +247,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         verdict = None
         all_reasons.append(f"run stopped before its planned end{f' ({why})' if why else ''}: not judged")
     if not all_reasons:
-        all_reasons = ["no failing or warning findings; every criterion met"]
+        all_reasons = ["no failing or warning findings"]
     n_fail = sum(1 for f in result.findings if f.severity == "fail")
     statement = _statement(hours, n_fail, unit) if verdict == "pass" else None
     return Judgement(
@@ -299,8 +299,8 @@ def _time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[s
     met = None if judged is None else (judged >= params.min_availability and acc.training_s > 0)
     out.append(_criterion(
         "availability", f">= {_pct(params.min_availability)} (start-up and injected faults excepted)",
-        f"{_pct(judged)} ({_hm(acc.training_s)} training of {_hm(acc.planned_s)} planned; "
-        f"{_hm(acc.unexcused_down_s)} down unexpectedly)"
+        f"{_pct(judged)} judged; trained {_hm(acc.training_s)} of {_hm(acc.planned_s)} planned "
+        f"({_pct(acc.availability)}); {_hm(acc.unexcused_down_s)} down unexpectedly"
         + (f" ({causes})" if causes else ""),
         met, availability=acc.availability, judged_availability=judged))
     if met is False and acc.training_s <= 0:

@@ -65,10 +65,11 @@ def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
 
 @st.cache_data(ttl=3600, max_entries=16, show_spinner=False)
 def _report(url: str, run_id: str, last_ts: float | None, status: str) -> Any:
-    """ReportData without series (cheap); keyed on the last sample so a live run refreshes."""
+    """ReportData without series; keyed on the last sample so a live run refreshes. A finished
+    run without the daemon's saved analysis is judged once (``soak.judge``), then cached."""
     from soak.report.loader import load_report_data
 
-    return load_report_data(_store(url), run_id, with_series=False, analyze=False)
+    return load_report_data(_store(url), run_id, with_series=False, analyze=status != "running")
 
 
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
@@ -169,7 +170,8 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
     import pandas as pd
 
     devices = [c.device for c in data.chips]
-    flagged = sorted({f.device for f in data.findings if f.device in devices})
+    # the chips with something to explain first (info findings are already explained)
+    flagged = sorted({f.device for f in data.findings if f.device in devices and f.severity != "info"})
     st.subheader(t("timelines", lang))
     chosen = st.multiselect(t("select_chip", lang), devices, default=flagged or devices[:4], key="chips")
     end = data.run.ended_at if data.run.ended_at is not None else last_ts

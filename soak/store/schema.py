@@ -153,6 +153,7 @@ EVENT_KINDS = (
     "hang",
     "exit",
     "disk",
+    "outage",  # a reader or chips without readings: start, end_ts, error (no table change)
 )
 
 events = Table(

@@ -1,0 +1,112 @@
+"""No PASS without evidence, on real runs: a fleet whose npu-smi cannot be read (from the start
+or switched on mid-run) fails on coverage naming the reader's error; repeated workload
+SIGKILLs fail on crashes; chip-hours count chips while training, not the host or the gaps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soak.store import Store
+from tests.daemon.conftest import fake_plan
+
+pytestmark = pytest.mark.slow
+
+
+def _sim_plan(tmp_path: Path, fault: str, run_id: str, scale: int = 900) -> Path:
+    path = tmp_path / f"{run_id}.toml"
+    path.write_text(f"""
+[run]
+duration = "2h"
+time_scale = {scale}
+data_dir = "{tmp_path / 'runs'}"
+id = "{run_id}"
+preflight = false
+[devices]
+backend = "sim"
+[sim]
+chips = 4
+fault = "{fault}"
+[sampling]
+interval = "1s"
+[exporter]
+listen = ""
+[[workloads]]
+name = "lm"
+""", encoding="utf-8")
+    return path
+
+
+def _run(plan: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "soak", "run", str(plan)], capture_output=True, text=True,
+                          timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+
+def _analysis(tmp_path: Path, run_id: str) -> dict:
+    return json.loads((tmp_path / "runs" / run_id / "report" / "analysis.json").read_text(encoding="utf-8"))
+
+
+def _criterion(analysis: dict, name: str) -> dict:
+    return next(c for c in analysis["criteria"] if c["name"] == name)
+
+
+@pytest.mark.parametrize("fault,error", [("dcmi", "dcmi module initialize failed"), ("garbage", "")],
+                         ids=["dcmi", "garbage"])
+def test_fleet_unreadable_from_the_start_fails_on_coverage(tmp_path, fault: str, error: str) -> None:
+    r = _run(_sim_plan(tmp_path, fault, "bad"))
+    assert r.returncode == 1, r.stderr
+    assert "evidence: no chip was read during the run" in r.stderr and error in r.stderr
+    analysis = _analysis(tmp_path, "bad")
+    cov = _criterion(analysis, "evidence coverage")
+    assert (cov["met"], cov["chips_seen"], cov["chips_expected"]) == (False, 0, 4)
+    assert analysis["verdict"] == "fail" and analysis["clean_statement"] is None
+    assert analysis["chip_hours"] == 0.0
+    with Store.open(tmp_path / "runs" / "bad" / "soak.db", create=False) as store:
+        outages = store.load_events("bad", kind="outage")
+        assert store.get_run("bad").verdict == "fail"
+    assert outages and outages[0].detail["reader"] == "npu-smi" and error in outages[0].detail["error"]
+    assert outages[0].end_ts > outages[0].ts
+    log = (tmp_path / "runs" / "bad" / "logs" / "daemon.log").read_text(encoding="utf-8")
+    assert "reader npu-smi failing" in log
+
+
+def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path) -> None:
+    # from 0.5 h to 1.5 h of a 2 h run: half the soak without readings of any chip
+    r = _run(_sim_plan(tmp_path, "dcmi:from_h=0.5,until_h=1.5", "mid", scale=300))
+    assert r.returncode == 1, r.stderr
+    analysis = _analysis(tmp_path, "mid")
+    cov = _criterion(analysis, "evidence coverage")
+    assert cov["met"] is False and cov["chips_seen"] == 4 and 0.2 < cov["min_ratio"] < 0.75
+    reason = next(x for x in analysis["reasons"] if x.startswith("evidence: readings cover less than 95.0%"))
+    assert "on 4 chip(s)" in reason and "npu0-0" in reason and "dcmi module initialize failed" in reason
+    # chip-hours count the chips' readings only: at most 4 chips x the ~1 h they were read
+    assert 0 < analysis["chip_hours"] <= 4 * 1.2
+
+
+def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(tmp_path, run_daemon) -> None:
+    plan = fake_plan(tmp_path, run={"duration": "40s"},
+                     restart={"backoff_initial": "0.1s", "backoff_max": "0.2s", "max_restarts": 20})
+    tr = run_daemon(plan)
+    d = tr.daemon
+    for n in range(8):
+        tr.wait_for(lambda n=n: d.supervisors[0].restarts == n and d.agg.rank_state("lm", 0).step >= 3 * (n + 1),
+                    timeout_s=20)
+        os.kill(d.supervisors[0].pid, signal.SIGKILL)
+    tr.wait_for(lambda: d.supervisors[0].restarts == 8, timeout_s=20)
+    assert tr.join(60) == 1
+    analysis = _analysis(tmp_path, "r1")
+    crashes = _criterion(analysis, "crashes and hangs")
+    assert (crashes["met"], crashes["uninjected"], crashes["injected"]) == (False, 8, 0)
+    assert analysis["verdict"] == "fail"
+    acc = analysis["accounting"]
+    assert sum(1 for i in acc["interruptions"] if i["cause"] == "crash") == 8
+    # one device ("cpu"), never the host row, and only while training: less than the window
+    assert analysis["chip_unit"].startswith("CPU device-hours")
+    assert 0 < analysis["chip_hours"] * 3600 <= acc["training_s"] + 1e-6 < acc["window_end"] - acc["window_start"]
