@@ -32,7 +32,7 @@ from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import InputError, StoreError, UserError
+from soak.errors import StoreError, UserError
 from soak.judge import build_profile, judge_run, online_bucket_s
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -533,15 +533,6 @@ def _stop_quietly(fn: Callable[[], Any] | None) -> None:
 
 def _check_listen(listen: str) -> None:
     """Raise the exporter's one-line InputError if ``listen`` cannot be bound right now."""
-    from exporters.server import parse_listen
+    from exporters.server import check_listen
 
-    host, port = parse_listen(listen)
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise InputError(f"--listen {listen}: cannot listen ({exc.strerror or exc})") from None
+    check_listen(listen)
