@@ -22,7 +22,18 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from soak.telemetry.backends import DEFAULT_TOOL_TIMEOUT_S
 from soak.telemetry.records import DeviceSample, Snapshot
+
+
+def stale_after_s(interval_s: float, tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> float:
+    """Age past which a snapshot is not served.
+
+    A tick may take a whole tool timeout, twice (``npu-smi info``, then a detail query), before
+    it reports the gap; only call the snapshot stale when even that cannot explain its age.
+    """
+    return max(3 * interval_s, interval_s + 2 * tool_timeout_s)
+
 
 DEVICE_LABELS = ("device", "npu_id", "chip_id", "model", "bus_id")
 NPU_EXPORTER_LABELS = ("container_name", "id", "model_name", "namespace", "pcie_bus_info", "pod_name", "vdie_id")
@@ -73,9 +84,11 @@ class SoakCollector(Collector):
         self.extra_collectors = list(extra_collectors)
 
     @classmethod
-    def for_sampler(cls, sampler: Any, **kwargs: Any) -> SoakCollector:
-        """Wire ``source``, ``age_s`` and ``reader_totals`` to a :class:`Sampler`."""
-        kwargs.setdefault("stale_after_s", max(30.0, 3 * sampler.interval_s))
+    def for_sampler(cls, sampler: Any, *, tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+                    **kwargs: Any) -> SoakCollector:
+        """Wire ``source``, ``age_s`` and ``reader_totals`` to a :class:`Sampler`; stale after
+        :func:`stale_after_s` of its interval and ``tool_timeout_s`` unless given."""
+        kwargs.setdefault("stale_after_s", stale_after_s(sampler.interval_s, tool_timeout_s))
         return cls(sampler.latest, age_s=sampler.age_s, reader_totals=sampler.reader_totals, **kwargs)
 
     def add_collector(self, collector: Collector) -> None:

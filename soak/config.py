@@ -21,6 +21,7 @@ from typing import Any
 
 from exporters.listen import DEFAULT_LISTEN, parse_listen
 from soak.errors import ConfigError, InputError, UserError
+from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -178,8 +179,9 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class SamplingSection:
-    interval_s: float = opt(5.0, "Telemetry tick, wall seconds (5 s keeps a 72 h x 16-chip run near 0.1 GB).",
-                            _dur(), key="interval", raw="5s")
+    interval_s: float = opt(DEFAULT_INTERVAL_S,
+                            "Telemetry tick, wall seconds (5 s keeps a 72 h x 16-chip run near 0.1 GB).",
+                            _dur(), key="interval", raw=f"{DEFAULT_INTERVAL_S:g}s")
     flush_every_s: float = opt(5.0, "Commit buffered samples at least this often (wall); a crash loses at most this much.",
                                _dur(), key="flush_every", raw="5s")
 
