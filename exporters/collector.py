@@ -22,7 +22,68 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from soak.telemetry.backends import DEFAULT_TOOL_TIMEOUT_S
 from soak.telemetry.records import DeviceSample, Snapshot
+
+# Every family this collector serves under soak's names: name -> (type, help). The families of
+# collect() are made from here, and METRIC_NAMES (what a scrape can hold) is derived from here,
+# so the dashboards and alert rules are checked against the names actually served.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "soak_exporter_snapshot_stale": ("gauge", "1 when no fresh snapshot is served (device series are then left out)"),
+    "soak_exporter_snapshot_timestamp_seconds": ("gauge", "Time the served snapshot was taken (unix seconds, sampler time line)"),
+    "soak_exporter_snapshot_age_seconds": ("gauge", "Wall seconds since the latest snapshot"),
+    "soak_reader_duration_seconds": ("gauge", "Duration of the reader's last call this tick"),
+    "soak_reader_errors": ("counter", "Failed reader calls since the exporter started"),
+    "soak_reader_last_success_timestamp_seconds": ("gauge", "Snapshot time of the reader's last successful call"),
+    "soak_device_up": ("gauge", "1 when this device's reading succeeded this tick"),
+    "soak_device_utilization_ratio": ("gauge", "AI core / SM / CPU utilization, 0-1"),
+    "soak_device_temperature_celsius": ("gauge", "Chip temperature"),
+    "soak_device_power_watts": ("gauge", "Power draw (NPU id / board where the tool reports it so)"),
+    "soak_device_memory_used_bytes": ("gauge", "Device memory in use"),
+    "soak_device_memory_total_bytes": ("gauge", "Device memory size"),
+    "soak_device_healthy": ("gauge", "1 = health OK, 0 = Warning/Alarm/Critical"),
+    "soak_device_ecc_errors": ("counter", "ECC errors reported by the device"),
+    "soak_device_link_up": ("gauge", "1 when the chip's network port is up"),
+    "soak_device_throttle_reasons": ("gauge", "NVML clock-event reason bitmask"),
+    "soak_device_process_memory_bytes": ("gauge", "Device memory held by processes"),
+    "soak_device_xid_errors": ("counter", "NVML Xid critical events seen"),
+    "soak_device_info": ("gauge", "Device identity and health word (value 1)"),
+    "soak_comm_timeouts": ("counter", "Communication timeouts seen, by source and kind"),
+    "soak_host_memory_used_bytes": ("gauge", "Host memory in use (total - available)"),
+    "soak_host_memory_total_bytes": ("gauge", "Host memory size"),
+    "soak_workload_rss_bytes": ("gauge", "Summed RSS of the workload's process tree"),
+    "soak_host_disk_free_bytes": ("gauge", "Free space in the run folder's file system"),
+}
+
+
+def served_names(families: dict[str, tuple[str, str]]) -> frozenset[str]:
+    """Sample names a scrape shows for ``families``: a counter ``x`` is served as ``x_total``."""
+    return frozenset(f"{name}_total" if kind == "counter" else name for name, (kind, _doc) in families.items())
+
+
+METRIC_NAMES = served_names(FAMILIES)
+
+
+def family_of(families: dict[str, tuple[str, str]], name: str,
+              labels: list[str] | None = None) -> GaugeMetricFamily | CounterMetricFamily:
+    """A fresh, empty family for ``name`` of ``families`` (its type and help from there)."""
+    kind, doc = families[name]
+    cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+    return cls(name, doc, labels=labels)
+
+
+def _family(name: str, labels: list[str] | None = None) -> GaugeMetricFamily | CounterMetricFamily:
+    return family_of(FAMILIES, name, labels)
+
+
+def stale_after_s(interval_s: float, tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> float:
+    """Age past which a snapshot is not served.
+
+    A tick may take a whole tool timeout, twice (``npu-smi info``, then a detail query), before
+    it reports the gap; only call the snapshot stale when even that cannot explain its age.
+    """
+    return max(3 * interval_s, interval_s + 2 * tool_timeout_s)
+
 
 DEVICE_LABELS = ("device", "npu_id", "chip_id", "model", "bus_id")
 NPU_EXPORTER_LABELS = ("container_name", "id", "model_name", "namespace", "pcie_bus_info", "pod_name", "vdie_id")
@@ -73,9 +134,11 @@ class SoakCollector(Collector):
         self.extra_collectors = list(extra_collectors)
 
     @classmethod
-    def for_sampler(cls, sampler: Any, **kwargs: Any) -> SoakCollector:
-        """Wire ``source``, ``age_s`` and ``reader_totals`` to a :class:`Sampler`."""
-        kwargs.setdefault("stale_after_s", max(30.0, 3 * sampler.interval_s))
+    def for_sampler(cls, sampler: Any, *, tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+                    **kwargs: Any) -> SoakCollector:
+        """Wire ``source``, ``age_s`` and ``reader_totals`` to a :class:`Sampler`; stale after
+        :func:`stale_after_s` of its interval and ``tool_timeout_s`` unless given."""
+        kwargs.setdefault("stale_after_s", stale_after_s(sampler.interval_s, tool_timeout_s))
         return cls(sampler.latest, age_s=sampler.age_s, reader_totals=sampler.reader_totals, **kwargs)
 
     def add_collector(self, collector: Collector) -> None:
@@ -99,22 +162,19 @@ class SoakCollector(Collector):
             yield from extra.collect()
 
     def _self_metrics(self, snap: Snapshot | None, age: float | None, stale: bool) -> Iterator[Any]:
-        g = GaugeMetricFamily("soak_exporter_snapshot_stale",
-                              "1 when no fresh snapshot is served (device series are then left out)")
+        g = _family("soak_exporter_snapshot_stale")
         g.add_metric([], 1.0 if stale else 0.0)
         yield g
         if snap is None:
             return
-        g = GaugeMetricFamily("soak_exporter_snapshot_timestamp_seconds",
-                              "Time the served snapshot was taken (unix seconds, sampler time line)")
+        g = _family("soak_exporter_snapshot_timestamp_seconds")
         g.add_metric([], snap.ts)
         yield g
         if age is not None:
-            g = GaugeMetricFamily("soak_exporter_snapshot_age_seconds", "Wall seconds since the latest snapshot")
+            g = _family("soak_exporter_snapshot_age_seconds")
             g.add_metric([], max(0.0, age))
             yield g
-        dur = GaugeMetricFamily("soak_reader_duration_seconds", "Duration of the reader's last call this tick",
-                                labels=["reader"])
+        dur = _family("soak_reader_duration_seconds", ["reader"])
         # A reader may run several times a tick (one detail query per chip): report the sum.
         durations: dict[str, float] = {}
         for st in snap.readers:
@@ -124,10 +184,8 @@ class SoakCollector(Collector):
         yield dur
         if self.reader_totals is not None:
             totals = self.reader_totals()
-            err = CounterMetricFamily("soak_reader_errors", "Failed reader calls since the exporter started",
-                                      labels=["reader"])
-            last = GaugeMetricFamily("soak_reader_last_success_timestamp_seconds",
-                                     "Snapshot time of the reader's last successful call", labels=["reader"])
+            err = _family("soak_reader_errors", ["reader"])
+            last = _family("soak_reader_last_success_timestamp_seconds", ["reader"])
             for reader, t in sorted(totals.items()):
                 err.add_metric([reader], float(t.errors))
                 if t.last_success_ts is not None:
@@ -137,24 +195,19 @@ class SoakCollector(Collector):
 
     def _device_metrics(self, snap: Snapshot) -> Iterator[Any]:
         L = list(DEVICE_LABELS)
-        up = GaugeMetricFamily("soak_device_up", "1 when this device's reading succeeded this tick", labels=L)
-        util = GaugeMetricFamily("soak_device_utilization_ratio",
-                                 "AI core / SM / CPU utilization, 0-1", labels=L)
-        temp = GaugeMetricFamily("soak_device_temperature_celsius", "Chip temperature", labels=L)
-        power = GaugeMetricFamily("soak_device_power_watts", "Power draw (NPU id / board where the tool reports it so)",
-                                  labels=L)
-        used = GaugeMetricFamily("soak_device_memory_used_bytes", "Device memory in use", labels=[*L, "kind"])
-        total = GaugeMetricFamily("soak_device_memory_total_bytes", "Device memory size", labels=[*L, "kind"])
-        healthy = GaugeMetricFamily("soak_device_healthy", "1 = health OK, 0 = Warning/Alarm/Critical", labels=L)
-        ecc = CounterMetricFamily("soak_device_ecc_errors", "ECC errors reported by the device",
-                                  labels=[*L, "type"])
-        link = GaugeMetricFamily("soak_device_link_up", "1 when the chip's network port is up", labels=L)
-        throttle = GaugeMetricFamily("soak_device_throttle_reasons", "NVML clock-event reason bitmask", labels=L)
-        proc = GaugeMetricFamily("soak_device_process_memory_bytes", "Device memory held by processes",
-                                 labels=L)
-        xid = CounterMetricFamily("soak_device_xid_errors", "NVML Xid critical events seen", labels=L)
-        info = GaugeMetricFamily("soak_device_info", "Device identity and health word (value 1)",
-                                 labels=[*L, "health", "serial"])
+        up = _family("soak_device_up", L)
+        util = _family("soak_device_utilization_ratio", L)
+        temp = _family("soak_device_temperature_celsius", L)
+        power = _family("soak_device_power_watts", L)
+        used = _family("soak_device_memory_used_bytes", [*L, "kind"])
+        total = _family("soak_device_memory_total_bytes", [*L, "kind"])
+        healthy = _family("soak_device_healthy", L)
+        ecc = _family("soak_device_ecc_errors", [*L, "type"])
+        link = _family("soak_device_link_up", L)
+        throttle = _family("soak_device_throttle_reasons", L)
+        proc = _family("soak_device_process_memory_bytes", L)
+        xid = _family("soak_device_xid_errors", L)
+        info = _family("soak_device_info", [*L, "health", "serial"])
         for d in snap.devices:
             lv = device_labels(d)
             up.add_metric(lv, 1.0 if d.up else 0.0)
@@ -190,8 +243,7 @@ class SoakCollector(Collector):
         for fam in (up, util, temp, power, used, total, healthy, ecc, link, throttle, proc, xid, info):
             if fam.samples:
                 yield fam
-        comm = CounterMetricFamily("soak_comm_timeouts", "Communication timeouts seen, by source and kind",
-                                   labels=["source", "kind"])
+        comm = _family("soak_comm_timeouts", ["source", "kind"])
         for key, count in sorted(snap.comm_timeouts.items()):
             source, _, kind = key.partition(":")
             comm.add_metric([source, kind], count)
@@ -202,14 +254,14 @@ class SoakCollector(Collector):
         h = snap.host_sample
         if h is None:
             return
-        for name, doc, value in (
-            ("soak_host_memory_used_bytes", "Host memory in use (total - available)", h.mem_used_bytes),
-            ("soak_host_memory_total_bytes", "Host memory size", h.mem_total_bytes),
-            ("soak_workload_rss_bytes", "Summed RSS of the workload's process tree", h.workload_rss_bytes),
-            ("soak_host_disk_free_bytes", "Free space in the run folder's file system", h.disk_free_bytes),
+        for name, value in (
+            ("soak_host_memory_used_bytes", h.mem_used_bytes),
+            ("soak_host_memory_total_bytes", h.mem_total_bytes),
+            ("soak_workload_rss_bytes", h.workload_rss_bytes),
+            ("soak_host_disk_free_bytes", h.disk_free_bytes),
         ):
             if value is not None:
-                g = GaugeMetricFamily(name, doc)
+                g = _family(name)
                 g.add_metric([], value)
                 yield g
 

@@ -1,68 +1,173 @@
-"""Serve ``/metrics`` from a private registry on a threading WSGI server.
+"""Serve ``/metrics`` from a private registry with prometheus_client's WSGI app and server.
 
-Default port 19400: outside 9100-9999, where the Prometheus default-port allocations are
-exhausted (node_exporter 9100, dcgm-exporter 9400, Ascend npu-exporter 8082 sit elsewhere).
+The address family is picked the way ``prometheus_client.start_http_server`` picks it (from
+``getaddrinfo`` of the host), so ``[::1]:PORT`` listens on IPv6 and ``127.0.0.1:PORT`` on IPv4.
 A scrape only renders the cached snapshot, so it answers in milliseconds whatever npu-smi
 is doing.
+
+The library's server starts one thread per connection and waits on a client for ever; a port
+left open to a network would then let half-open connections pile up threads without end.
+Two limits bound it, each a fixed cost whatever the clients do:
+
+* :data:`READ_TIMEOUT_S`: a connection that sends nothing (or sends part of a request, or does
+  not read the answer) for this long is closed;
+* :data:`MAX_CONNECTIONS`: at most this many connections are served at once. When a new one
+  arrives at the limit, the oldest connection that has not yet sent its whole request is
+  closed to make room (a scraper sends its request at once, so it is never that one); when
+  every slot is busy answering, the new connection is closed unanswered.
 """
 
 from __future__ import annotations
 
+import logging
+import socket
+import sys
 import threading
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections import OrderedDict
+from wsgiref.simple_server import WSGIRequestHandler
 
-from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, make_wsgi_app
 from prometheus_client.registry import CollectorRegistry
 
+from exporters.listen import DEFAULT_LISTEN, DEFAULT_PORT, parse_listen
 from soak.errors import InputError
 
-DEFAULT_PORT = 19400
-DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+__all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "MAX_CONNECTIONS", "READ_TIMEOUT_S", "MetricsServer",
+           "check_listen", "parse_listen", "serve"]
+
+log = logging.getLogger("soak.exporter")
+
+# Prometheus sends its request as soon as it connects; 10 s is its default scrape timeout, so
+# a client silent for that long has given up anyway.
+READ_TIMEOUT_S = 10.0
+# A node is scraped by one or two Prometheus servers and now and then a person with curl.
+MAX_CONNECTIONS = 32
+# How long a new connection waits for the slot of a closed idle one (its thread to end).
+_SLOT_WAIT_S = 1.0
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Handler(WSGIRequestHandler):
+    timeout = READ_TIMEOUT_S  # StreamRequestHandler puts it on the socket: reads and writes
+    server: _BoundedServer
 
-
-class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         pass  # one line per scrape would flood a 72 h log
 
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        self.server.request_read(self.request)  # being answered now: no longer closed for room
+        return ok
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[v6]:PORT`` -> (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        raise InputError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:{DEFAULT_PORT}")
-    host = host.strip("[]") or "0.0.0.0"
+
+class _BoundedServer(ThreadingWSGIServer):
+    """The library's thread-per-connection server with the two limits of this module."""
+
+    # socketserver's backlog of 5 drops the SYN of a scrape that arrives in a burst of
+    # connections, and the client only tries again a second later.
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], *,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._lock = threading.Lock()
+        self._reading: OrderedDict[socket.socket, None] = OrderedDict()  # oldest first
+        super().__init__(address, handler)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if not self._slots.acquire(blocking=False):
+            if not (self._close_oldest_reading() and self._slots.acquire(timeout=_SLOT_WAIT_S)):
+                log.debug("connection from %s refused: %d connections being answered",
+                          client_address, self.max_connections)
+                self.shutdown_request(request)
+                return
+        with self._lock:
+            self._reading[request] = None
+        try:
+            super().process_request(request, client_address)  # starts the connection's thread
+        except BaseException:
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def request_read(self, request: socket.socket) -> None:
+        with self._lock:
+            self._reading.pop(request, None)
+
+    def _done(self, request: socket.socket) -> None:
+        with self._lock:
+            self._reading.pop(request, None)
+        self._slots.release()
+
+    def _close_oldest_reading(self) -> bool:
+        with self._lock:
+            if not self._reading:
+                return False
+            oldest, _ = self._reading.popitem(last=False)
+            _shutdown(oldest)  # its thread's read returns at once; the thread ends and frees a slot
+        return True
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._lock:
+            for request in self._reading:
+                _shutdown(request)
+            self._reading.clear()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # a read timeout, a reset, a connection closed for room
+            log.debug("connection from %s: %s", client_address, exc)
+            return
+        log.warning("error answering %s", client_address, exc_info=True)
+
+
+def _shutdown(sock: socket.socket) -> None:
     try:
-        number = int(port)
-    except ValueError:
-        raise InputError(f"--listen {text!r}: port {port!r} is not a number") from None
-    if not 0 <= number <= 65535:
-        raise InputError(f"--listen {text!r}: port {number} is outside 0-65535")
-    return host, number
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already gone
+
+
+def _bind(host: str, port: int, app: object, *, max_connections: int, read_timeout_s: float,
+          listen: str) -> _BoundedServer:
+    try:
+        family, addr = _get_best_family(host, port)  # what start_http_server uses
+
+        class Server(_BoundedServer):
+            address_family = family
+
+        class Handler(_Handler):
+            timeout = read_timeout_s
+
+        server = Server((addr, port), Handler, max_connections=max_connections)
+    except OSError as exc:  # taken port, address not on this host, unknown host name
+        raise InputError(f"--listen {listen}: cannot listen ({exc.strerror or exc})") from None
+    server.set_app(app)  # type: ignore[arg-type]
+    return server
 
 
 class MetricsServer:
     """A running ``/metrics`` server. ``port`` is the bound port (useful with port 0)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
-        app = make_wsgi_app(registry)
-        try:
-            self.httpd = make_server(host, port, app, _ThreadingWSGIServer, handler_class=_QuietHandler)
-        except OSError as exc:
-            raise InputError(f"--listen {host}:{port}: cannot listen ({exc.strerror or exc})") from None
+    def __init__(self, registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *,
+                 max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S) -> None:
+        host, port = parse_listen(listen)
+        self.httpd = _bind(host, port, make_wsgi_app(registry), max_connections=max_connections,
+                           read_timeout_s=read_timeout_s, listen=listen)
         self.host = host
-        self.port = int(self.httpd.server_port)
+        self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="soak-metrics", daemon=True)
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}/metrics"
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}/metrics" if ":" in host else f"http://{host}:{self.port}/metrics"
 
     def start(self) -> MetricsServer:
         self._thread.start()
@@ -80,7 +185,17 @@ class MetricsServer:
         self.stop()
 
 
-def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN) -> MetricsServer:
-    """Start serving ``registry`` on ``listen`` (HOST:PORT) in a background thread."""
+def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, **limits: float) -> MetricsServer:
+    """Start serving ``registry`` on ``listen`` (HOST:PORT) in a background thread.
+
+    ``limits``: ``max_connections``, ``read_timeout_s`` (defaults: this module's constants).
+    """
+    return MetricsServer(registry, listen, **limits).start()  # type: ignore[arg-type]
+
+
+def check_listen(listen: str) -> None:
+    """Raise the one-line InputError :func:`serve` would raise if ``listen`` cannot be bound now."""
     host, port = parse_listen(listen)
-    return MetricsServer(registry, host, port).start()
+    if port == 0:
+        return
+    _bind(host, port, None, max_connections=1, read_timeout_s=READ_TIMEOUT_S, listen=listen).server_close()

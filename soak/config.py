@@ -19,7 +19,9 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.errors import ConfigError, UserError
+from exporters.listen import DEFAULT_LISTEN, parse_listen
+from soak.errors import ConfigError, InputError, UserError
+from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -54,15 +56,14 @@ def parse_size(value: Any, key: str) -> int:
     return int(float(m.group(1)) * _SIZES[m.group(2) or "b"])
 
 
-def parse_listen(value: Any, key: str) -> str | None:
-    """``HOST:PORT`` (empty string: no exporter)."""
+def _listen(value: Any, key: str) -> str | None:
+    """``HOST:PORT`` as the exporter parses it (empty string: no exporter)."""
     if value in (None, ""):
         return None
-    m = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(\d{1,5})", str(value))
-    if not m:
-        raise ConfigError(f"{key} must be HOST:PORT like 127.0.0.1:19400, got {value!r}")
-    if int(m.group(2)) > 65535:
-        raise ConfigError(f"{key} {value!r}: port {m.group(2)} is outside 0-65535")
+    try:
+        parse_listen(str(value), key)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     return str(value)
 
 
@@ -178,8 +179,9 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class SamplingSection:
-    interval_s: float = opt(5.0, "Telemetry tick, wall seconds (5 s keeps a 72 h x 16-chip run near 0.1 GB).",
-                            _dur(), key="interval", raw="5s")
+    interval_s: float = opt(DEFAULT_INTERVAL_S,
+                            "Telemetry tick, wall seconds (5 s keeps a 72 h x 16-chip run near 0.1 GB).",
+                            _dur(), key="interval", raw=f"{DEFAULT_INTERVAL_S:g}s")
     flush_every_s: float = opt(5.0, "Commit buffered samples at least this often (wall); a crash loses at most this much.",
                                _dur(), key="flush_every", raw="5s")
 
@@ -217,8 +219,8 @@ class SimSection:
 
 @dataclass(frozen=True)
 class ExporterSection:
-    listen: str | None = opt("127.0.0.1:19400", "HOST:PORT of /metrics (device and run metrics); :PORT for all interfaces; empty: none.",
-                             parse_listen)
+    listen: str | None = opt(DEFAULT_LISTEN, "HOST:PORT of /metrics (device and run metrics); :PORT for all interfaces; empty: none.",
+                             _listen)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from exporters import collector
+from soak.daemon import metrics as run_metrics
 from soak.errors import InputError
 
 DATASOURCE_UID = "soak-prometheus"
@@ -33,26 +35,10 @@ TOKEN_ENV = "SOAK_GRAFANA_TOKEN"
 DASHBOARD_FILES = ("fleet-overview.json", "chip-detail.json", "soak-run.json")
 ALERTS_FILE = "alerts.yaml"
 
-# Every metric soak emits (docs/architecture.md "Prometheus names"), plus what Prometheus adds
-# to every target. A dashboard or rule naming anything else shows an empty panel forever.
-DEVICE_METRICS = frozenset({
-    "soak_device_utilization_ratio", "soak_device_temperature_celsius",
-    "soak_device_power_watts", "soak_device_memory_used_bytes",
-    "soak_device_memory_total_bytes", "soak_device_healthy", "soak_device_up",
-    "soak_comm_timeouts_total", "soak_device_ecc_errors_total", "soak_device_link_up",
-    "soak_device_throttle_reasons", "soak_device_process_memory_bytes", "soak_device_info",
-    "soak_host_memory_used_bytes", "soak_host_memory_total_bytes", "soak_workload_rss_bytes",
-    "soak_reader_duration_seconds", "soak_reader_errors_total",
-    "soak_reader_last_success_timestamp_seconds", "soak_exporter_snapshot_timestamp_seconds",
-    # self-metrics the exporter adds beyond the table
-    "soak_exporter_snapshot_age_seconds", "soak_exporter_snapshot_stale", "soak_host_disk_free_bytes",
-})
-RUN_METRICS = frozenset({
-    "soak_run_info", "soak_run_elapsed_seconds", "soak_run_remaining_seconds",
-    "soak_run_restarts_total", "soak_run_step", "soak_run_step_time_seconds",
-    "soak_run_tokens_per_second", "soak_run_last_heartbeat_timestamp_seconds",
-    "soak_run_findings", "soak_run_verdict_pass",
-})
+# Every metric soak serves, as its collectors declare them, plus what Prometheus adds to every
+# target. A dashboard or rule naming anything else shows an empty panel forever.
+DEVICE_METRICS = collector.METRIC_NAMES
+RUN_METRICS = run_metrics.METRIC_NAMES
 PROMETHEUS_METRICS = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
 KNOWN_METRICS = DEVICE_METRICS | RUN_METRICS | PROMETHEUS_METRICS
 

@@ -39,7 +39,7 @@ class ToolError(SoakError):
     def __init__(self, tool: str, message: str, *, kind: str = "failed") -> None:
         super().__init__(f"{tool}: {message}")
         self.tool = tool
-        self.kind = kind  # "missing" | "timeout" | "exit" | "error_text" | "garbage" | "failed"
+        self.kind = kind  # "missing" | "timeout" | "output_limit" | "exit" | "error_text" | "garbage" | "failed"
 
 
 class DeviceUnavailable(UserError):

@@ -9,10 +9,9 @@ import signal
 import sys
 import threading
 
+from exporters.listen import DEFAULT_LISTEN, parse_listen
 from soak.errors import DeviceUnavailable, InputError
-
-# Same as exporters.server.DEFAULT_LISTEN; repeated so `soak --help` does not import prometheus.
-DEFAULT_LISTEN = "127.0.0.1:19400"
+from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--listen", default=DEFAULT_LISTEN,
                    help=f"HOST:PORT to listen on (default: {DEFAULT_LISTEN}; ':19400' for all interfaces)")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default: 5)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
+                   help=f"seconds between samples (default: {DEFAULT_INTERVAL_S:g})")
     p.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu", "sim"), default="auto",
                    help="device backend (default: auto = npu if npu-smi is on PATH, else cuda, else cpu)")
     p.add_argument("--npu-smi", default="npu-smi", help="npu-smi command or path (default: npu-smi)")
@@ -51,11 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporters.collector import SoakCollector, make_registry
-    from exporters.server import parse_listen, serve
+    from exporters.pipeline import start_pipeline
     from soak.clock import ScaledClock
     from soak.telemetry.backends import make_backend
-    from soak.telemetry.sampler import Sampler
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s soak-exporter %(levelname)s %(message)s")
@@ -85,11 +83,6 @@ def run(args: argparse.Namespace) -> int:
         )
     except DeviceUnavailable:
         raise  # one line on stderr, exit 2 (the CLI prints UserError messages)
-    sampler = Sampler(backend, interval_s=args.interval)
-    # A tick may take a whole tool timeout before it reports the gap; only call the snapshot
-    # stale when even that cannot explain its age.
-    stale_after = max(3 * args.interval, args.interval + 2 * args.timeout)
-    collector = SoakCollector.for_sampler(sampler, stale_after_s=stale_after, compat=args.compat)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -98,16 +91,20 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    sampler.tick()  # first snapshot before the first scrape can arrive
-    server = serve(make_registry(collector), args.listen)
-    sampler.start()
-    log.info("backend %s, sampling every %gs; serving %s", backend.name, args.interval, server.url)
+    try:
+        pipeline = start_pipeline(backend, listen=args.listen, interval_s=args.interval,
+                                  tool_timeout_s=args.timeout, compat=args.compat)
+    except BaseException:
+        backend.close()
+        raise
+    assert pipeline.server is not None  # args.listen is never empty
+    log.info("backend %s, sampling every %gs; serving %s", backend.name, args.interval, pipeline.server.url)
     try:
         while not stop.wait(3600):
             pass
     finally:
-        server.stop()
-        sampler.stop(timeout_s=args.timeout + 5)
+        pipeline.stop(timeout_s=args.timeout + 5)
         backend.close()
+        sampler = pipeline.sampler
         log.info("stopped after %d ticks (%d sink errors)", sampler.ticks, sampler.sink_errors)
     return 0

@@ -32,7 +32,7 @@ from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import InputError, StoreError, UserError
+from soak.errors import StoreError, UserError
 from soak.judge import build_profile, judge_run, online_bucket_s
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -388,8 +388,7 @@ class Daemon:
             ))
             per_workload_restart_budget = 0  # restarts so far are counted once, on the first
 
-        sampler = telemetry.make_sampler(self.backend, plan.sampling.interval_s, [self._sample_sink], self.started.clock)
-        exporter = None
+        pipeline = None
         wd_every = sdnotify.watchdog_interval_s()
         jobs = Jobs(plan, analysis=self._analysis_job, wal_checkpoint=self.started.store.checkpoint_wal,
                     disk_check=self._disk_job, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,
@@ -397,10 +396,8 @@ class Daemon:
         self._install_signals()
         status = "finished"
         try:
-            if plan.exporter.listen:
-                exporter = telemetry.start_exporter(plan.exporter.listen, sampler,
-                                                    RunCollector(lambda: self.status))
-            sampler.start()
+            pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
+                                                RunCollector(lambda: self.status))
             jobs.start()
             self._disk_job()
             for s in self.supervisors:
@@ -414,10 +411,9 @@ class Daemon:
         finally:
             for s in self.supervisors:
                 s.stop()
-            _stop_quietly(sampler.stop)
+            if pipeline is not None:
+                _stop_quietly(pipeline.stop)
             jobs.shutdown()
-            if exporter is not None:
-                _stop_quietly(exporter.stop)
             _stop_quietly(self.backend.close)
         return self._finish(status)
 
@@ -533,15 +529,6 @@ def _stop_quietly(fn: Callable[[], Any] | None) -> None:
 
 def _check_listen(listen: str) -> None:
     """Raise the exporter's one-line InputError if ``listen`` cannot be bound right now."""
-    from exporters.server import parse_listen
+    from exporters.server import check_listen
 
-    host, port = parse_listen(listen)
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise InputError(f"--listen {listen}: cannot listen ({exc.strerror or exc})") from None
+    check_listen(listen)

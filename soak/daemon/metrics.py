@@ -9,9 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from exporters.collector import family_of, served_names
 from soak.daemon.status import RunStatus
+
+# name -> (type, help), like exporters.collector.FAMILIES: the one list of run metrics.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "soak_run_info": ("gauge", "The soak run served here."),
+    "soak_run_elapsed_seconds": ("gauge", "Run time elapsed (run time line)."),
+    "soak_run_remaining_seconds": ("gauge", "Run time left (run time line)."),
+    "soak_run_restarts": ("counter", "Workload restarts in this run."),
+    "soak_run_step": ("gauge", "Last global step of the rank."),
+    "soak_run_step_time_seconds": ("gauge", "Last step time of the rank."),
+    "soak_run_tokens_per_second": ("gauge", "Throughput of the rank (lm)."),
+    "soak_run_last_heartbeat_timestamp_seconds": ("gauge", "Time of the rank's last heartbeat."),
+    "soak_run_findings": ("gauge", "Findings so far by kind and severity."),
+    "soak_run_verdict_pass": ("gauge", "1 while the run passes so far, 0 once it fails."),
+}
+METRIC_NAMES = served_names(FAMILIES)
+
+
+def _family(name: str, labels: list[str]) -> Metric:
+    return family_of(FAMILIES, name, labels)
 
 
 class RunCollector:
@@ -26,39 +46,33 @@ class RunCollector:
         if st is None:
             return
         rid = st.run_id
-        info = GaugeMetricFamily("soak_run_info", "The soak run served here.", labels=["run_id", "workload", "verdict"])
+        info = _family("soak_run_info", ["run_id", "workload", "verdict"])
         info.add_metric([rid, st.workload, st.verdict], 1)
         yield info
-        g = GaugeMetricFamily("soak_run_elapsed_seconds", "Run time elapsed (run time line).", labels=["run_id"])
-        g.add_metric([rid], st.elapsed_s)
-        yield g
-        g = GaugeMetricFamily("soak_run_remaining_seconds", "Run time left (run time line).", labels=["run_id"])
-        g.add_metric([rid], st.remaining_s)
-        yield g
-        c = CounterMetricFamily("soak_run_restarts", "Workload restarts in this run.", labels=["run_id"])
-        c.add_metric([rid], st.restarts)
-        yield c
+        for name, value in (("soak_run_elapsed_seconds", st.elapsed_s),
+                            ("soak_run_remaining_seconds", st.remaining_s),
+                            ("soak_run_restarts", st.restarts)):
+            g = _family(name, ["run_id"])
+            g.add_metric([rid], value)
+            yield g
         per_rank = [
-            ("soak_run_step", "Last global step of the rank.", lambda r: r.step),
-            ("soak_run_step_time_seconds", "Last step time of the rank.", lambda r: r.step_time_s),
-            ("soak_run_tokens_per_second", "Throughput of the rank (lm).", lambda r: r.tokens_per_s),
-            ("soak_run_last_heartbeat_timestamp_seconds", "Time of the rank's last heartbeat.",
-             lambda r: r.last_heartbeat_ts),
+            ("soak_run_step", lambda r: r.step),
+            ("soak_run_step_time_seconds", lambda r: r.step_time_s),
+            ("soak_run_tokens_per_second", lambda r: r.tokens_per_s),
+            ("soak_run_last_heartbeat_timestamp_seconds", lambda r: r.last_heartbeat_ts),
         ]
-        for name, doc, get in per_rank:
-            g = GaugeMetricFamily(name, doc, labels=["run_id", "rank", "workload"])
+        for name, get in per_rank:
+            g = _family(name, ["run_id", "rank", "workload"])
             for r in st.ranks:
                 value = get(r)
                 if value is not None:  # unknown stays out, never 0
                     g.add_metric([rid, str(r.rank), r.workload], float(value))
             yield g
-        g = GaugeMetricFamily("soak_run_findings", "Findings so far by kind and severity.",
-                              labels=["run_id", "kind", "severity"])
+        g = _family("soak_run_findings", ["run_id", "kind", "severity"])
         for (kind, sev), n in sorted(st.findings.items()):
             g.add_metric([rid, kind, sev], n)
         yield g
         if st.passing is not None:
-            g = GaugeMetricFamily("soak_run_verdict_pass", "1 while the run passes so far, 0 once it fails.",
-                                  labels=["run_id"])
+            g = _family("soak_run_verdict_pass", ["run_id"])
             g.add_metric([rid], 1 if st.passing else 0)
             yield g

@@ -1,5 +1,6 @@
 """Connecting the daemon to telemetry: the backend (simulated fleet on the run's time
-line), the sampler, and the in-process exporter (device metrics plus run-level metrics)."""
+line), and the pipeline of :mod:`exporters.pipeline` (sampler into the store, and /metrics
+with device metrics plus run-level metrics)."""
 
 from __future__ import annotations
 
@@ -36,17 +37,12 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
                 host_reader=host_reader)
 
 
-def make_sampler(backend: Any, interval_s: float, sinks: list[Callable[[Snapshot], object]],
-                 clock: ScaledClock) -> Any:
-    from soak.telemetry.sampler import Sampler
+def start_pipeline(plan: Plan, backend: Any, sinks: list[Callable[[Snapshot], object]],
+                   clock: ScaledClock, run_collector: Any) -> Any:
+    """Sample every ``sampling.interval`` into ``sinks``; serve /metrics on ``exporter.listen``.
 
-    return Sampler(backend, interval_s=interval_s, sinks=sinks, clock=clock)
+    Returns the started pipeline (``.stop()``)."""
+    from exporters.pipeline import start_pipeline as start
 
-
-def start_exporter(listen: str, sampler: Any, run_collector: Any) -> Any:
-    """Serve /metrics (device + run metrics) on ``listen``; returns the server (``.stop()``)."""
-    from exporters.collector import SoakCollector, make_registry
-    from exporters.server import serve
-
-    collector = SoakCollector.for_sampler(sampler, extra_collectors=[run_collector])
-    return serve(make_registry(collector), listen)
+    return start(backend, listen=plan.exporter.listen, interval_s=plan.sampling.interval_s, sinks=sinks,
+                 clock=clock, extra_collectors=[run_collector])

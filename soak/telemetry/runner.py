@@ -1,15 +1,18 @@
 """The one runner for every vendor-tool call (npu-smi, hccn_tool, ...).
 
-Vendor tools misbehave in three ways a plain ``subprocess.run`` does not survive:
+Vendor tools misbehave in four ways a plain ``subprocess.run`` does not survive:
 they hang (npu-smi waiting on a wedged driver), they leave child processes behind when killed,
-and they report failure in text while exiting 0 (``dcmi module initialize failed``).
-So every call here
+they report failure in text while exiting 0 (``dcmi module initialize failed``), and a broken
+one can print without end (``subprocess.run`` would hold all of it in memory). So every call here
 
 * starts the child in its own process group and, on timeout, SIGKILLs the whole group
   (grandchildren included) so nothing keeps the pipes open or piles up over a 72 h soak;
-* turns a missing executable, a timeout, a non-zero exit and a known failure text into a
-  :class:`soak.errors.ToolError` with ``kind`` = ``missing`` | ``timeout`` | ``exit`` |
-  ``error_text``, which readers turn into a marked gap plus an error count.
+* reads at most :data:`MAX_OUTPUT_BYTES` of stdout and stderr together and kills the group
+  past that, so a flooding tool costs a few MiB, not the host's memory;
+* turns a missing executable, a timeout, too much output, a non-zero exit and a known failure
+  text into a :class:`soak.errors.ToolError` with ``kind`` = ``missing`` | ``timeout`` |
+  ``output_limit`` | ``exit`` | ``error_text``, which readers turn into a marked gap plus an
+  error count.
 
 Readers take a ``runner`` argument: anything callable as ``runner(argv, timeout_s=None)``
 returning a :class:`ToolResult`. :class:`Runner` is the real one; :class:`ReplayRunner`
@@ -18,7 +21,9 @@ answers from recorded text (tests, demos) and applies the same error-text checks
 
 from __future__ import annotations
 
+import logging
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -45,9 +50,17 @@ KNOWN_ERROR_TEXTS: tuple[str, ...] = (
     "Get ipconf failed",
 )
 
-# After the SIGKILL, how long to wait for the pipes to drain. A grandchild that left the
-# group (setsid) can keep them open forever; we then stop reading rather than hang.
-_DRAIN_AFTER_KILL_S = 2.0
+log = logging.getLogger("soak.telemetry")
+
+# The most one call may print, stdout and stderr together. The largest real output is the
+# ``npu-smi info`` table of a 64-chip A3 node with its process section: tens of kB. 4 MiB is
+# ~100 times that and still a small, fixed cost when a broken tool floods.
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+_READ_CHUNK = 64 * 1024
+
+# After the SIGKILL, how long to wait for the child to be reaped. A child stuck in the
+# driver (D state) dies only when the driver lets go; we then leave it rather than hang.
+_REAP_AFTER_KILL_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +114,67 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass  # the group is already gone
 
 
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    # A grandchild that left the group (setsid) may still hold the write ends: we stop
+    # reading rather than wait for it.
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
+    _kill_group(proc)
+    _close_pipes(proc)
+    try:
+        proc.wait(_REAP_AFTER_KILL_S)
+    except subprocess.TimeoutExpired:
+        log.warning("pid %d did not end %g s after SIGKILL (stuck in the driver?); left behind",
+                    proc.pid, _REAP_AFTER_KILL_S)
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], timeout_s: float,
+                  max_output_bytes: int) -> tuple[bytes, bytes, str | None]:
+    """stdout and stderr until both close and the child exits, or ``(.., .., kind)`` when the
+    call ran past ``timeout_s`` (``timeout``) or printed past ``max_output_bytes``
+    (``output_limit``); the caller kills the group then."""
+    deadline = time.monotonic() + timeout_s
+    chunks: dict[int, list[bytes]] = {}
+    total = 0
+    with selectors.DefaultSelector() as sel:
+        for pipe in (proc.stdout, proc.stderr):
+            assert pipe is not None  # both are PIPE
+            sel.register(pipe, selectors.EVENT_READ)
+            chunks[pipe.fileno()] = []
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"", b"", "timeout"
+            for key, _events in sel.select(left):
+                data = os.read(key.fd, _READ_CHUNK)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                total += len(data)
+                if total > max_output_bytes:
+                    return b"", b"", "output_limit"
+                chunks[key.fd].append(data)
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return b"", b"", "timeout"  # closed its output but kept running
+    assert proc.stdout is not None and proc.stderr is not None
+    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()]), None
+
+
 def run_tool(
     argv: Sequence[str],
     *,
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     error_texts: Sequence[str] = KNOWN_ERROR_TEXTS,
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
 ) -> ToolResult:
-    """Run ``argv`` with a hard timeout and return its output, or raise ToolError.
+    """Run ``argv`` with a hard timeout and an output cap and return its output, or raise ToolError.
 
     ``env`` is the child's complete environment (None: inherit ours).
     Command line equivalent: whatever ``argv`` says; nothing goes through a shell.
@@ -131,23 +197,18 @@ def run_tool(
     except PermissionError:
         raise ToolError(tool, f"not executable: {argv[0]}", kind="missing") from None
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            proc.communicate(timeout=_DRAIN_AFTER_KILL_S)
-        except subprocess.TimeoutExpired:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-        raise ToolError(
-            tool, f"no answer within {timeout_s:g} s; process group killed", kind="timeout"
-        ) from None
+        out, err, failure = _read_bounded(proc, timeout_s, max_output_bytes)
     except BaseException:
-        _kill_group(proc)  # e.g. KeyboardInterrupt: never leave a tool running behind us
-        proc.wait()
+        _kill_and_reap(proc)  # e.g. KeyboardInterrupt: never leave a tool running behind us
         raise
+    if failure == "timeout":
+        _kill_and_reap(proc)
+        raise ToolError(tool, f"no answer within {timeout_s:g} s; process group killed", kind="timeout")
+    if failure == "output_limit":
+        _kill_and_reap(proc)
+        raise ToolError(tool, f"printed more than {max_output_bytes} bytes; process group killed",
+                        kind="output_limit")
+    _close_pipes(proc)
     result = ToolResult(
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
@@ -167,6 +228,7 @@ class Runner:
     timeout_s: float = 20.0
     env: Mapping[str, str] | None = None
     error_texts: tuple[str, ...] = KNOWN_ERROR_TEXTS
+    max_output_bytes: int = MAX_OUTPUT_BYTES
 
     def __call__(self, argv: Sequence[str], *, timeout_s: float | None = None) -> ToolResult:
         return run_tool(
@@ -174,6 +236,7 @@ class Runner:
             timeout_s=self.timeout_s if timeout_s is None else timeout_s,
             env=self.env,
             error_texts=self.error_texts,
+            max_output_bytes=self.max_output_bytes,
         )
 
 

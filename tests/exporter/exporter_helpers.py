@@ -42,6 +42,15 @@ def wait_for(fn: Callable[[], object], timeout_s: float, what: str) -> object:
     raise AssertionError(f"{what}: not within {timeout_s} s (last: {last!r})")
 
 
+def scrape_when(url: str, needle: str, timeout_s: float) -> str:
+    """The first /metrics text that holds ``needle`` (the server may answer before it does)."""
+    def has() -> str:
+        text = http_get(url)
+        return text if needle in text else ""
+
+    return str(wait_for(has, timeout_s, f"{url} showing {needle}"))
+
+
 def spawner() -> tuple[Callable[..., subprocess.Popen[str]], Callable[[], None]]:
     procs: list[subprocess.Popen[str]] = []
 

@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from exporter_helpers import free_port, http_get, soak_exporter_argv, wait_for
+from exporter_helpers import free_port, http_get, scrape_when, soak_exporter_argv, wait_for
 
 from exporters.collector import SoakCollector, make_registry
 from exporters.server import serve
@@ -70,7 +70,8 @@ def test_soak_exporter_command_serves_sim_and_exits_cleanly_on_sigterm(spawn) ->
     proc = spawn(soak_exporter_argv(port, "--backend", "sim", "--sim-chips", "2", "--interval", "0.5",
                                     "--detail-interval", "0", "--compat", "npu-exporter"))
     url = f"http://127.0.0.1:{port}/metrics"
-    text = wait_for(lambda: http_get(url), 30, "soak exporter answering")
+    # /metrics answers before the first reading; wait for that reading
+    text = scrape_when(url, "soak_device_up{", 30)
     assert len(_lines(text, "soak_device_up")) == 2
     assert len(_lines(text, "npu_chip_info_utilization")) == 2
     proc.send_signal(signal.SIGTERM)
@@ -84,4 +85,4 @@ def test_bad_listen_address_is_one_line_and_exit_2(spawn) -> None:  # noqa: ANN0
     proc = spawn([sys.executable, "-m", "soak", "exporter", "--backend", "cpu", "--listen", "localhost"])
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert err.strip() == "soak: error: --listen 'localhost': expected HOST:PORT, e.g. 127.0.0.1:19400"
+    assert err.strip() == "soak: error: --listen must be HOST:PORT like 127.0.0.1:19400, got 'localhost'"

@@ -213,3 +213,26 @@ def test_block_counting_finds_every_kind_classify_line_knows(line, kind):
     # count_text/poll only look at lines holding an anchor literal: every kind must have one
     text = INFO + line.rstrip("\n") + "\n" + INFO
     assert count_text(text) == zero(**{kind: 1})
+
+
+def test_binary_junk_and_a_100_mb_line_are_read_in_bounded_memory(tmp_path):
+    import tracemalloc
+
+    d = plog_dir(tmp_path)
+    f = d / "debug" / "plog" / "plog-700_1.log"
+    follower = PlogFollower(d)
+    with f.open("wb") as fh:
+        fh.write(bytes(range(256)) * 4096 + b"\n")  # 1 MiB of binary junk with NULs
+        block = b"x" * (1 << 20)
+        for _ in range(100):  # one 100 MB line without a newline
+            fh.write(block)
+        fh.write(b"\n" + SOCKET.encode())
+    tracemalloc.start()
+    try:
+        counts = follower.poll()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counts == zero(socket_timeout=1)  # the line after the junk is still counted
+    assert follower.bytes_read == f.stat().st_size
+    assert peak < 32 * 1024 * 1024  # a few 1 MiB chunks, never the 100 MB line

@@ -198,3 +198,28 @@ def test_replay_runner_answers_and_checks_text():
         ("npu-smi", "info", "-l"),
         ("npu-smi", "info", "-m"),
     ]
+
+
+def test_tool_flooding_after_its_table_is_killed_at_the_output_cap(tmp_path, fixtures_dir):
+    table = fixtures_dir / "npu" / "001_910B3_8card_procs.txt"
+    tool = tmp_path / "npu-smi"
+    tool.write_text(f"#!/bin/sh\ncat '{table}'\nexec yes garbage\n")
+    tool.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(ToolError) as info:
+        Runner(timeout_s=60, max_output_bytes=1 << 20)([str(tool), "info"])
+    assert info.value.kind == "output_limit"
+    assert str(info.value) == f"npu-smi: printed more than {1 << 20} bytes; process group killed"
+    assert time.monotonic() - started < 30  # cut at the cap, not at the 60 s timeout
+
+
+def test_output_up_to_the_cap_is_read_whole(tmp_path, fixtures_dir):
+    table = fixtures_dir / "npu" / "001_910B3_8card_procs.txt"
+    tool = tmp_path / "npu-smi"
+    tool.write_text(f"#!/bin/sh\ncat '{table}'\n")
+    tool.chmod(0o755)
+    size = table.stat().st_size
+    assert run_tool([str(tool)], timeout_s=30, max_output_bytes=size).stdout == table.read_text()
+    with pytest.raises(ToolError) as info:
+        run_tool([str(tool)], timeout_s=30, max_output_bytes=size - 1)
+    assert info.value.kind == "output_limit"

@@ -1,0 +1,58 @@
+"""``soak run --listen [::1]:PORT`` serves /metrics on IPv6 loopback (was: bound IPv4 only,
+and failed after the run folder existed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def _ipv6_port() -> int:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+            return int(s.getsockname()[1])
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+
+
+def _scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback test URL
+            return r.read().decode()
+    except OSError:
+        return ""
+
+
+def test_run_serves_metrics_on_ipv6_loopback(tmp_path: Path) -> None:
+    port = _ipv6_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak", "run", "--duration", "1m", "--workload", "lm", "--backend", "cpu",
+         "--no-preflight", "--data-dir", str(tmp_path), "--run-id", "v6", "--listen", f"[::1]:{port}",
+         "--interval", "1s"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        text = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and 'device="cpu"' not in text:
+            time.sleep(0.5)
+            text = _scrape(f"http://[::1]:{port}/metrics")
+        assert 'soak_run_info{run_id="v6"' in text
+        assert 'soak_device_up{' in text and 'device="cpu"' in text
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert "cannot listen" not in err
