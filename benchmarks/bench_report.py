@@ -46,6 +46,7 @@ def main() -> int:
     from soak.report.pdf import RawData, render_pdf
     from soak.report.signing import create_keys
     from soak.report.synth import write_run
+    from soak.runfolder import db_path
     from soak.store import Store
 
     r: dict[str, float] = {}
@@ -53,7 +54,7 @@ def main() -> int:
         tmp_p = Path(tmp)
         run_dir = tmp_p / "runs" / "r-bench"
         run_dir.mkdir(parents=True)
-        db = run_dir / "soak.db"
+        db = db_path(run_dir)
         print(f"run: {args.chips} chips x {args.hours:g} h at 10 s")
         with Store.open(db) as store:
             shape = timed("write run through the store API", r, write_run, store, "r-bench",

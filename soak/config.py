@@ -21,6 +21,7 @@ from typing import Any
 
 from exporters.listen import DEFAULT_LISTEN, parse_listen
 from soak.errors import ConfigError, InputError, UserError
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -150,8 +151,8 @@ def _dur(allow_zero: bool = False) -> Callable[[Any, str], float]:
 class RunSection:
     duration_s: float = opt(3600.0, "How long the soak runs, on the run's time line (72h, 30m, 90s).",
                             _dur(), key="duration", raw="1h")
-    data_dir: str = opt("./soak-runs", "Folder holding one sub-folder per run.", _string)
-    db: str | None = opt(None, "Store URL (sqlite:///..., postgresql+psycopg://...); empty: <run folder>/soak.db.", _opt_string)
+    data_dir: str = opt(f"./{DEFAULT_DATA_DIR}", "Folder holding one sub-folder per run.", _string)
+    db: str | None = opt(None, f"Store URL (sqlite:///..., postgresql+psycopg://...); empty: <run folder>/{DB_NAME}.", _opt_string)
     time_scale: float = opt(1.0, "Recorded seconds per wall second (sim backend only); 720 plays 72 h in 6 min.",
                             _number(0, strict=True))
     preflight: bool = opt(True, "Run the environment self-check before the workloads and record it.", _bool)

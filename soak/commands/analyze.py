@@ -6,13 +6,11 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError, StoreError
-
-DEFAULT_DATA_DIR = "soak-runs"
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, run_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("source", nargs="?", metavar="TRACE.csv|RUN_ID", help="trace CSV file, or a run id in the store")
-    p.add_argument("--db", help="store URL or SQLite path for RUN_ID (default: DATA_DIR/RUN_ID/soak.db)")
-    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="folder of run folders (default: ./soak-runs)")
+    p.add_argument("--db", help=f"store URL or SQLite path for RUN_ID (default: DATA_DIR/RUN_ID/{DB_NAME})")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--profile", metavar="FILE.toml", help="acceptance profile (thresholds, severities, phases)")
     p.add_argument(
         "--phase",
@@ -52,7 +50,7 @@ def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any
     if args.db:
         url = args.db
     else:
-        path = Path(args.data_dir) / args.source / "soak.db"
+        path = db_path(run_dir(args.data_dir, args.source))
         if not path.is_file():
             raise StoreError(
                 f"{args.source}: not a file, and no run store at {path} (pass --db URL or --data-dir DIR)"

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from soak import runfolder
 from soak.errors import InputError
 
 SIM_HOURS = 8.0
@@ -29,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--minutes", type=float, default=2.0, help="wall-clock length of the soak (default: 2)")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="PDF language (default: en)")
-    p.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
+    p.add_argument("--data-dir", default=runfolder.DEFAULT_DATA_DIR,
+                   help=f"folder of run folders (default: ./{runfolder.DEFAULT_DATA_DIR})")
     p.add_argument("--chips", type=int, default=8, help="simulated chips (default: 8)")
     p.add_argument("--port", type=int, default=8501, help="port shown for the report app (default: 8501)")
     p.set_defaults(func=run)
@@ -92,7 +94,7 @@ def demo_keys(data_dir: Path):  # noqa: ANN201 - KeyPair
 
     keys = default_keypair(data_dir)
     if keys is None:
-        keys = create_keys(data_dir / "keys", common_name="soak demo signer")
+        keys = create_keys(runfolder.keys_dir(data_dir), common_name="soak demo signer")
         print(f"soak demo: created a signing key {keys.key_path.parent / KEY_FILE} (mode 0600)", file=sys.stderr)
     return keys
 
@@ -102,10 +104,10 @@ def report(run_id: str, data_dir: Path, lang: str, port: int, keys=None) -> int:
     from soak.report.verify import verify_pdf
     from soak.store import Store
 
-    run_dir = data_dir / run_id
+    run_dir = runfolder.run_dir(data_dir, run_id)
     keys = keys or demo_keys(data_dir)
-    out = run_dir / "report" / f"soak-report-{run_id}-{lang}.pdf"
-    with Store.open(run_dir / "soak.db", create=False) as store:
+    out = run_dir / runfolder.REPORT / f"soak-report-{run_id}-{lang}.pdf"
+    with Store.open(runfolder.db_path(run_dir), create=False) as store:
         built = build_pdf(store, run_id, out, lang=lang, keys=keys)
         run = store.get_run(run_id)
     checked = verify_pdf(built.path, keys.cert_path)

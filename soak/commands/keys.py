@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from soak.commands._common import add_format, print_json
+from soak.runfolder import DEFAULT_DATA_DIR, keys_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(or its SHA-256 fingerprint) to the customer out of band so they can check reports with "
         "`soak verify REPORT.pdf --cert signing-cert.pem`.",
     )
-    i.add_argument("--dir", default="soak-runs/keys", help="where to write the files (default: ./soak-runs/keys)")
+    i.add_argument("--dir", default=str(keys_dir(DEFAULT_DATA_DIR)),
+                   help=f"where to write the files (default: ./{keys_dir(DEFAULT_DATA_DIR)})")
     i.add_argument("--cn", default="soak acceptance signer", help="certificate common name")
     i.add_argument("--org", help="certificate organization")
     i.add_argument("--algorithm", choices=("ec", "rsa"), default="ec", help="EC P-256 (default) or RSA 3072")

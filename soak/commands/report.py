@@ -9,6 +9,7 @@ from pathlib import Path
 
 from soak.commands._common import add_format, print_json
 from soak.errors import InputError
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
 APP_PATH = Path(__file__).resolve().parent.parent / "report" / "app.py"
 
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("serve", help="serve the report app (Streamlit), loopback by default")
     s.add_argument("--db", help="store URL (sqlite:///path.db, postgresql+psycopg://...) or SQLite path")
-    s.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
+    s.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     s.add_argument("--port", type=int, default=8501, help="TCP port (default: 8501)")
     s.add_argument("--address", default="127.0.0.1", help="listen address (default: 127.0.0.1)")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="initial language")
@@ -34,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q = sub.add_parser("pdf", help="build the (signed) PDF report of a run")
     q.add_argument("run_id", metavar="RUN_ID", help="the run (see `soak runs list`)")
     q.add_argument("-o", "--output", required=True, help="PDF file to write")
-    q.add_argument("--db", help="store URL or SQLite path (default: DATA_DIR/RUN_ID/soak.db)")
-    q.add_argument("--data-dir", default="soak-runs", help="folder of run folders (default: ./soak-runs)")
+    q.add_argument("--db", help=f"store URL or SQLite path (default: DATA_DIR/RUN_ID/{DB_NAME})")
+    q.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     q.add_argument("--lang", choices=("en", "zh"), default="en", help="report language (default: en)")
     q.add_argument("--key", help="PEM private key (default: DATA_DIR/keys/signing-key.pem if present)")
     q.add_argument("--cert", help="PEM certificate of the key (default: DATA_DIR/keys/signing-cert.pem)")
@@ -108,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     if not args.db and not Path(args.data_dir).is_dir():
         raise InputError(f"--data-dir {args.data_dir}: no such folder (runs of `soak run` and `soak demo` "
-                         "go to ./soak-runs where they were started; pass that folder or --db URL)")
+                         f"go to ./{DEFAULT_DATA_DIR} where they were started; pass that folder or --db URL)")
     _check_listen(args.address, args.port)
     print(f"soak report: serving on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
     sys.stderr.flush()

@@ -8,6 +8,7 @@ from typing import Any
 
 from soak.config import BACKENDS, SIZES, WORKLOADS, plan_from_dict
 from soak.errors import ConfigError
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-scenario", help="simulated fleet scenario (sim.scenario)")
     p.add_argument("--sim-chips", type=int, help="simulated chips (sim.chips)")
     p.add_argument("--interval", help="telemetry tick, wall time, e.g. 1s (sampling.interval)")
-    p.add_argument("--db", help="store URL (default: <run folder>/soak.db)")
-    p.add_argument("--data-dir", help="folder of run folders (default: ./soak-runs)")
+    p.add_argument("--db", help=f"store URL (default: <run folder>/{DB_NAME})")
+    p.add_argument("--data-dir", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--run-id", help="id of the new run (default: <UTC time>-<host>)")
     p.add_argument("--listen", help="HOST:PORT for /metrics; '' for none (exporter.listen)")
     p.add_argument("--no-preflight", action="store_true", help="skip the environment self-check")

@@ -10,6 +10,7 @@ from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError, StoreError
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         q = sub.add_parser(name, help=helptext)
         if name == "show":
             q.add_argument("run_id", metavar="RUN_ID")
-        q.add_argument("--db", help="store URL (default: each run folder's soak.db under --data-dir)")
-        q.add_argument("--data-dir", default="./soak-runs", help="folder of run folders (default: ./soak-runs)")
+        q.add_argument("--db", help=f"store URL (default: each run folder's {DB_NAME} under --data-dir)")
+        q.add_argument("--data-dir", default=f"./{DEFAULT_DATA_DIR}", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
         add_format(q)
         q.set_defaults(func=_list if name == "list" else _show)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -31,7 +32,7 @@ def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
         return [args.db]
     root = Path(args.data_dir)
     if run_id is not None:
-        db = root / run_id / "soak.db"
+        db = db_path(run_dir(root, run_id))
         if not db.is_file():
             raise InputError(f"run {run_id}: no {db} (give --db URL if the run used another store)")
         return [str(db)]
@@ -40,7 +41,7 @@ def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
     if not root.is_dir():
         what = "not a folder" if root.exists() else "no such folder"
         raise InputError(f"--data-dir {root}: {what}, expected the folder of run folders")
-    return [str(p) for p in sorted(root.glob("*/soak.db"))]
+    return [str(p) for p in find_stores(root)]
 
 
 def _when(ts: float | None) -> str | None:

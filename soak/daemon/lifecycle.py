@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from soak import runfolder as layout
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
@@ -124,10 +125,10 @@ class Daemon:
         plan = self.plan
         if self.resume_id:
             run_id = self.resume_id
-            run_dir = Path(plan.run.data_dir).expanduser() / run_id
-            if not (run_dir / "plan.toml").is_file():
+            run_dir = layout.run_dir(plan.run.data_dir, run_id)
+            if not layout.plan_path(run_dir).is_file():
                 raise StoreError(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}")
-            saved = load_plan(run_dir / "plan.toml").to_dict()
+            saved = load_plan(layout.plan_path(run_dir)).to_dict()
             # the run keeps its own plan; only where things live may be given again
             for dotted, value in self.resume_overrides.items():
                 section, key = dotted.split(".")
@@ -141,7 +142,7 @@ class Daemon:
         self.lock = RunLock(run_dir)
         self.lock.acquire()
         self.log_handler = runfolder.setup_logging(run_dir)
-        self._store = Store.open(plan.run.db or str(run_dir / "soak.db"))
+        self._store = Store.open(plan.run.db or str(layout.db_path(run_dir)))
         return run_id, run_dir, self._store
 
     def _begin(self, run_id: str, run_dir: Path, store: Store) -> StartedRun:
@@ -171,7 +172,7 @@ class Daemon:
                               run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
         clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
         started = clock.now()
-        (run_dir / "plan.toml").write_text(dump_plan(plan), encoding="utf-8")
+        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
         store.create_run(
             run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
             planned_end_ts=started + plan.run.duration_s, workload=",".join(w.name for w in plan.workloads),
@@ -366,7 +367,7 @@ class Daemon:
                 self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
         self.agg = StepAggregator(self.step_window_s, to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
-        self.follower = HeartbeatFollower(self.started.run_dir / "heartbeats")
+        self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
             self.follower.skip_existing()
         self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s)
@@ -382,7 +383,7 @@ class Daemon:
                 return argv_factory(w, self.started.run_dir, attempt, wall_left)
 
             self.supervisors.append(Supervisor(
-                w.name, argv_for, self.started.run_dir / "logs", policy, progress=self.agg.min_progress,
+                w.name, argv_for, self.started.run_dir / layout.LOGS, policy, progress=self.agg.min_progress,
                 emit=lambda kind, msg, detail, name=w.name: self._event(kind, msg, detail, workload=name),
                 env=env, restarts=per_workload_restart_budget,
             ))
@@ -497,7 +498,7 @@ class Daemon:
             run.store.checkpoint_wal()
             if judged is not None:
                 try:
-                    runfolder.write_analysis(run.run_dir, judged.to_dict())
+                    layout.write_analysis(run.run_dir, judged.to_dict())
                 except OSError as exc:  # the report judges the run from the store instead
                     log.error("could not save the final analysis in %s: %s", run.run_dir, exc.strerror or exc)
         except StoreError as exc:

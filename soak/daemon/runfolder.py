@@ -1,4 +1,5 @@
-"""The run folder: id, layout, daemon log, the record of child processes, the final analysis.
+"""The daemon's side of the run folder: a new run's id and folder, its log, the record of
+child processes. The layout itself (paths, the final analysis) is ``soak.runfolder``.
 
 ``daemon.json`` names the process groups of the running workloads, so a daemon that resumes
 after a crash can end the orphans of its predecessor before starting new ones.
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 from soak.errors import StoreError
+from soak.runfolder import LOGS, SUBFOLDERS
+from soak.runfolder import run_dir as _run_dir
 
 log = logging.getLogger("soak.daemon")
 
@@ -27,12 +30,12 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
-    root = Path(data_dir).expanduser()
-    run_dir = root / run_id
+    run_dir = _run_dir(data_dir, run_id)
+    root = run_dir.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
         run_dir.mkdir(exist_ok=exist_ok)
-        for sub in ("heartbeats", "checkpoints", "logs", "plog", "report"):
+        for sub in SUBFOLDERS:
             (run_dir / sub).mkdir(exist_ok=True)
     except FileExistsError:
         raise StoreError(f"run folder {run_dir} already exists (use --resume {run_id} to continue it)") from None
@@ -46,7 +49,7 @@ def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
 def setup_logging(run_dir: Path, *, max_bytes: int = 10 << 20, backups: int = 5) -> logging.Handler:
     """``logs/daemon.log``, rotated: a 72 h run never fills the disk with its own log."""
     handler = logging.handlers.RotatingFileHandler(
-        run_dir / "logs" / "daemon.log", maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        run_dir / LOGS / "daemon.log", maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
     )
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("soak", "apscheduler"):
@@ -67,25 +70,6 @@ def write_children(run_dir: Path, pgids: list[int]) -> None:
     tmp = run_dir / "daemon.json.tmp"
     tmp.write_text(json.dumps({"daemon_pid": os.getpid(), "workload_pgids": pgids}))
     os.replace(tmp, run_dir / "daemon.json")
-
-
-def write_analysis(run_dir: Path, analysis: dict) -> Path:
-    """``report/analysis.json``: the final analysis the report shows, written atomically (a
-    reader sees the old file or the new one, never half of one)."""
-    folder = run_dir / "report"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "analysis.json"
-    tmp = folder / f".analysis.json.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(analysis, fh, indent=1, sort_keys=True, default=str)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 def _group_alive(pgid: int) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 from soak.clock import ScaledClock
 from soak.config import Plan
+from soak.runfolder import PLOG
 from soak.telemetry.records import Snapshot
 
 
@@ -29,10 +30,10 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
         config = SimConfig.build(
             scenario=s.scenario or "healthy", fault=[s.fault] if s.fault else (), family=s.family,
             chips=s.chips, seed=s.seed, time_scale=clock.scale, origin=clock.origin,
-            plog_dir=str(run_dir / "plog"),
+            plog_dir=str(run_dir / PLOG),
         )
         return make("sim", sim_config=config, clock=clock, host_reader=host_reader,
-                    plog_dir=str(run_dir / "plog"))
+                    plog_dir=str(run_dir / PLOG))
     return make(dev.backend, npu_smi=dev.npu_smi or "npu-smi", plog_dir=dev.plog_dir, clock=clock,
                 host_reader=host_reader)
 

@@ -23,6 +23,7 @@ import streamlit as st
 
 from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
+from soak.runfolder import DEFAULT_DATA_DIR, find_stores
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
 PAGE_KEYS = {"runs": "runs", "overview": "overview", "timelines": "timelines", "findings": "findings",
@@ -33,7 +34,7 @@ _METRIC_SCALE = {"hbm_used_bytes": 1 / 1024**3}
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--db", default=os.environ.get("SOAK_REPORT_DB"))
-    p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", "soak-runs"))
+    p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", DEFAULT_DATA_DIR))
     p.add_argument("--lang", default=os.environ.get("SOAK_REPORT_LANG", "en"))
     p.add_argument("--refresh-s", type=float, default=float(os.environ.get("SOAK_REPORT_REFRESH_S", "5")))
     argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith("app.py") else []
@@ -49,9 +50,7 @@ def _store(url: str):  # noqa: ANN202 - soak.store.Store, one per URL for the wh
 
 @st.cache_data(ttl=5, show_spinner=False)
 def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
-    from soak.report.build import discover_stores
-
-    urls = [db] if db else discover_stores(data_dir)
+    urls = [db] if db else [str(p) for p in find_stores(data_dir)]
     out: list[dict[str, Any]] = []
     for url in urls:
         try:

@@ -12,13 +12,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from soak import runfolder
 from soak.errors import InputError, StoreError
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, finalize_pdf
 from soak.report.verify import FINDINGS_NAME, RAW_NAME
-
-DEFAULT_DATA_DIR = "soak-runs"
 
 
 @dataclass(frozen=True)
@@ -35,21 +34,13 @@ def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.Pat
     """``--db`` when given, else the run folder's ``soak.db``."""
     if db:
         return db
-    base = Path(data_dir or DEFAULT_DATA_DIR)
+    base = data_dir or runfolder.DEFAULT_DATA_DIR
     if run_id is None:
         raise StoreError(f"--db is required when no run id is given (or point --data-dir at {base})")
-    path = base / run_id / "soak.db"
+    path = runfolder.db_path(runfolder.run_dir(base, run_id))
     if not path.is_file():
         raise StoreError(f"run {run_id}: no store at {path} (pass --db URL or --data-dir DIR)")
     return str(path)
-
-
-def discover_stores(data_dir: str | os.PathLike[str]) -> list[str]:
-    """Every run folder's SQLite store under ``data_dir`` (one level deep)."""
-    base = Path(data_dir)
-    if not base.is_dir():
-        return []
-    return sorted(str(p) for p in base.glob("*/soak.db") if p.is_file())
 
 
 def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any]:

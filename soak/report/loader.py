@@ -12,12 +12,10 @@ otherwise ``soak.analysis.analyze`` is run on the stored trace (finished runs on
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from soak.report.model import (
@@ -31,6 +29,7 @@ from soak.report.model import (
     Series,
     fmt_duration,
 )
+from soak.runfolder import read_analysis
 
 log = logging.getLogger("soak.report")
 
@@ -133,20 +132,6 @@ def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | 
             t, v = keys, sums / counts
         out.append(Series(dev, metric, tuple(t.tolist()), tuple(v.tolist())))
     return out
-
-
-def read_analysis(run_dir: str | None) -> dict[str, Any] | None:
-    """The analysis the daemon saved in the run folder, if any."""
-    if not run_dir:
-        return None
-    for rel in ("report/analysis.json", "analysis.json"):
-        p = Path(run_dir) / rel
-        if p.is_file():
-            try:
-                return json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                log.warning("%s: unreadable analysis, re-running the analysis", p)
-    return None
 
 
 def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001

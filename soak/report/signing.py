@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from soak.errors import InputError
+from soak.runfolder import keys_dir
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
@@ -156,7 +157,7 @@ def load_keypair(key: str | Path, cert: str | Path) -> KeyPair:
 
 def default_keypair(data_dir: Path) -> KeyPair | None:
     """The key pair ``soak keys init`` writes by default, when it exists."""
-    d = Path(data_dir) / "keys"
+    d = keys_dir(data_dir)
     if (d / KEY_FILE).is_file() and (d / CERT_FILE).is_file():
         return load_keypair(d / KEY_FILE, d / CERT_FILE)
     return None

@@ -30,6 +30,7 @@ from typing import Any
 
 from soak.device import Device, host_rss_bytes
 from soak.errors import UserError
+from soak.runfolder import CHECKPOINTS, HEARTBEATS
 from soak.workloads.inject import Injector, InjectSpec, parse_all
 
 SIZES = ("tiny", "small", "medium", "large")
@@ -78,7 +79,7 @@ class Heartbeat:
 
     def __init__(self, run_dir: Path, workload: str, rank: int, world_size: int,
                  device: Device, interval_s: float = 1.0, enabled: bool = True) -> None:
-        self.path = run_dir / "heartbeats" / f"{workload}-rank{rank}.jsonl"
+        self.path = run_dir / HEARTBEATS / f"{workload}-rank{rank}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.enabled = enabled
         self._f = open(self.path, "a", buffering=1, encoding="utf-8") if enabled else None
@@ -134,7 +135,7 @@ class Checkpointer:
     """``checkpoints/<workload>/step_<N>.pt``: temp file + fsync + ``os.replace``, keep last k."""
 
     def __init__(self, run_dir: Path, workload: str, keep: int = 3) -> None:
-        self.dir = run_dir / "checkpoints" / workload
+        self.dir = run_dir / CHECKPOINTS / workload
         self.keep = max(1, keep)
 
     def clean_temps(self) -> None:

@@ -1,0 +1,89 @@
+"""Where a run's files live: ``<data_dir>/<run_id>/`` and its layout.
+
+The daemon writes this layout and the CLI, the report and the app read it; all of them ask this
+module, so a file that moves, moves for everybody. The daemon's process bookkeeping in the same
+folder (its log, the workload groups, orphans) is ``soak.daemon.runfolder``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = "soak-runs"
+"""Folder of run folders when none is given, relative to where soak is started."""
+
+DB_NAME = "soak.db"
+PLAN_NAME = "plan.toml"
+HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT = "heartbeats", "checkpoints", "logs", "plog", "report"
+SUBFOLDERS = (HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT)
+_ANALYSIS = Path(REPORT) / "analysis.json"
+_LEGACY_ANALYSIS = Path("analysis.json")  # where runs before report/ kept it
+
+
+def run_dir(data_dir: str | os.PathLike[str], run_id: str) -> Path:
+    return Path(data_dir).expanduser() / run_id
+
+
+def db_path(folder: str | os.PathLike[str]) -> Path:
+    """The run's SQLite store, unless the plan's ``run.db`` names another."""
+    return Path(folder) / DB_NAME
+
+
+def plan_path(folder: str | os.PathLike[str]) -> Path:
+    """The plan the run started with; ``soak run --resume`` reads it back."""
+    return Path(folder) / PLAN_NAME
+
+
+def analysis_path(folder: str | os.PathLike[str]) -> Path:
+    return Path(folder) / _ANALYSIS
+
+
+def keys_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where ``soak keys init`` puts the signing key by default: beside the runs it signs."""
+    return Path(data_dir) / "keys"
+
+
+def find_stores(data_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every run folder's SQLite store under ``data_dir`` (one level deep), sorted."""
+    base = Path(data_dir)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.glob(f"*/{DB_NAME}") if p.is_file())
+
+
+def read_analysis(folder: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """The analysis the daemon saved in the run folder, if any."""
+    if not folder:
+        return None
+    for rel in (_ANALYSIS, _LEGACY_ANALYSIS):
+        p = Path(folder) / rel
+        if p.is_file():
+            try:
+                return json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                log.warning("%s: unreadable analysis, re-running the analysis", p)
+    return None
+
+
+def write_analysis(folder: str | os.PathLike[str], analysis: dict) -> Path:
+    """``report/analysis.json``: the final analysis the report shows, written atomically (a
+    reader sees the old file or the new one, never half of one)."""
+    path = analysis_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(analysis, fh, indent=1, sort_keys=True, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
