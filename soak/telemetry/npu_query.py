@@ -20,46 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from soak.errors import InputError
+from soak.telemetry.npu_values import CONVERT, to_float, to_int, to_str
 
 Pairs = list[tuple[str, str]]
-_NA = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported"})
 
 
 def _key(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower())
-
-
-def _num(text: str | None) -> int | float | None:
-    if text is None:
-        return None
-    t = text.strip()
-    if t.lower() in _NA:
-        return None
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return None
-
-
-def _int(text: str | None) -> int | None:
-    value = _num(text)
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    return value
-
-
-def _flt(text: str | None) -> float | None:
-    value = _num(text)
-    return None if value is None else float(value)
-
-
-def _str(text: str | None) -> str | None:
-    if text is None:
-        return None
-    t = text.strip()
-    return None if t.lower() in _NA else t
 
 
 def kv_lines(text: str) -> list[tuple[str, str] | None]:
@@ -131,13 +98,13 @@ def split_chips(lines: Sequence[tuple[str, str] | None]) -> _Split:
             continue
         if k == "chip id":
             if after:
-                chips.append((_int(value), pending))
+                chips.append((to_int(value), pending))
                 pending = []
             else:
                 if pending and chips:
                     chips[-1][1].extend(pending)
                 pending = []
-                chips.append((_int(value), []))
+                chips.append((to_int(value), []))
                 in_mcu = False
             continue
         if k == "chip name" and value.strip().lower() == "mcu":
@@ -168,14 +135,13 @@ def _build(cls, spec: Mapping[str, tuple[str, str]], pairs: Pairs, **ids):
     """Fill ``cls`` from pairs using ``spec``: normalised key -> (field, kind)."""
     values: dict[str, object] = dict(ids)
     extras: list[tuple[str, str]] = []
-    conv = {"int": _int, "float": _flt, "num": _num, "str": _str}
     for key, raw in pairs:
         target = spec.get(_key(key))
         if target is None:
             extras.append((key.strip(), raw))
         else:
             name, kind = target
-            values[name] = conv[kind](raw)
+            values[name] = CONVERT[kind](raw)
     return cls(**values, extras=tuple(extras))
 
 
@@ -256,7 +222,7 @@ _USAGE_SPEC = {
 
 def _per_chip(cls, spec, text: str, source: str, what: str) -> tuple:
     split = split_chips(_require(text, source, what))
-    npu_id = _int(split.card.get("npu id"))
+    npu_id = to_int(split.card.get("npu id"))
     return tuple(_build(cls, spec, pairs, npu_id=npu_id, chip_id=cid) for cid, pairs in split.chips)
 
 
@@ -310,7 +276,7 @@ _COMMON_SPEC = {
 def parse_common(text: str, *, source: str = "npu-smi info -t common") -> tuple[CommonInfo, ...]:
     """Command line equivalent: ``npu-smi info -t common -i N``."""
     split = split_chips(_require(text, source, "common"))
-    npu_id = _int(split.card.get("npu id"))
+    npu_id = to_int(split.card.get("npu id"))
     mcu = _lookup(split.mcu or [])
     mcu_power = mcu.get("npu real-time power(w)", mcu.get("power dissipation(w)"))
     out = []
@@ -318,7 +284,7 @@ def parse_common(text: str, *, source: str = "npu-smi info -t common") -> tuple[
         rec = _build(CommonInfo, _COMMON_SPEC, pairs, npu_id=npu_id, chip_id=cid)
         if split.mcu is not None:
             rec = _replace(
-                rec, mcu_temp_c=_flt(mcu.get("temperature(c)")), mcu_power_w=_flt(mcu_power)
+                rec, mcu_temp_c=to_float(mcu.get("temperature(c)")), mcu_power_w=to_float(mcu_power)
             )
         out.append(rec)
     return tuple(out)
@@ -358,9 +324,9 @@ _TEMP_SPEC = {
 def parse_temp(text: str, *, source: str = "npu-smi info -t temp") -> tuple[TempInfo, ...]:
     """Command line equivalent: ``npu-smi info -t temp -i N``."""
     split = split_chips(_require(text, source, "temp"))
-    npu_id = _int(split.card.get("npu id"))
+    npu_id = to_int(split.card.get("npu id"))
     sensors = tuple(
-        (re.sub(r"\s*\(C\)\s*$", "", k.strip(), flags=re.IGNORECASE), _flt(v))
+        (re.sub(r"\s*\(C\)\s*$", "", k.strip(), flags=re.IGNORECASE), to_float(v))
         for k, v in (split.mcu or [])
     )
     return tuple(
@@ -441,16 +407,16 @@ def parse_health(
         key, value = item
         k = _key(key) or last
         if k == "health status":
-            health = _str(value)
+            health = to_str(value)
         elif k == "error code":
-            codes.extend(c for c in value.split() if _str(c) is not None)
+            codes.extend(c for c in value.split() if to_str(c) is not None)
         elif k == "error information":
-            if _str(value) is not None:
+            if to_str(value) is not None:
                 info.append(value)
         elif k == "npu id" and npu_id is None:
-            npu_id = _int(value)
+            npu_id = to_int(value)
         elif k == "chip id" and chip_id is None:
-            chip_id = _int(value)
+            chip_id = to_int(value)
         if key:
             last = k
     if health is None and not any(_key(i[0]) == "health status" for i in lines if i):
@@ -727,7 +693,7 @@ def parse_card_list(text: str, *, source: str = "npu-smi info -l") -> CardList:
             continue
         k = _key(item[0])
         if k in ("total count", "card count"):
-            total = _int(item[1])
+            total = to_int(item[1])
         elif k == "npu id":
             cards.append([item])
         elif cards:

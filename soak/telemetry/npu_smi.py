@@ -28,17 +28,13 @@ from typing import TypeVar
 
 from soak.errors import InputError, ToolError
 from soak.telemetry import npu_query as q
+from soak.telemetry.npu_values import CONVERT, to_int
 from soak.telemetry.records import DeviceSample
 from soak.telemetry.runner import Runner, RunnerLike
 
 T = TypeVar("T")
 
 MIB = 1024 * 1024
-
-# Words npu-smi prints for "no value". Anything else non-numeric in a numeric column is
-# also None (the tool had no number to give), but these are the documented ones.
-# "UNKNOWN" is not here: as a health word it is a reading of its own.
-NA_WORDS = frozenset({"", "na", "n/a", "-", "--", "failed", "not supported"})
 
 _PAIR_OR_TOKEN = re.compile(r"(\S+?)\s*/\s*(\S+)|\S+")
 _HEADER_SPLIT = re.compile(r"\s{2,}|\t")
@@ -171,41 +167,6 @@ def _norm(word: str) -> str:
     return re.sub(r"[^a-z0-9]", "", word.lower())
 
 
-def _na(text: str) -> bool:
-    return text.strip().lower() in NA_WORDS
-
-
-def _number(text: str) -> int | float | None:
-    text = text.strip()
-    if _na(text):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _int(text: str) -> int | None:
-    value = _number(text)
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    return value
-
-
-def _float(text: str) -> float | None:
-    value = _number(text)
-    return None if value is None else float(value)
-
-
-def _str(text: str) -> str | None:
-    text = text.strip()
-    return None if _na(text) else text
-
-
 # ---------------------------------------------------------------------------- line handling
 
 
@@ -318,8 +279,8 @@ def _expand(words: tuple[Word, ...], known: dict[str, tuple[str, str]]) -> tuple
 def _pair(text: str) -> tuple[int | None, int | None]:
     m = re.fullmatch(r"\s*(\S*?)\s*/\s*(\S*)\s*", text)
     if not m:
-        return _int(text), None
-    return _int(m.group(1)), _int(m.group(2))
+        return to_int(text), None
+    return to_int(m.group(1)), to_int(m.group(2))
 
 
 def _fields_of_block(
@@ -352,14 +313,8 @@ def _fields_of_block(
                     suffix = "_mb" if kind == "pair_mb" else ""
                     values[f"{name}_used{suffix}"] = used
                     values[f"{name}_total{suffix}"] = total
-                elif kind == "int":
-                    values[name] = _int(raw)
-                elif kind == "float":
-                    values[name] = _float(raw)
-                elif kind == "num":
-                    values[name] = _number(raw)
                 else:
-                    values[name] = _str(raw)
+                    values[name] = CONVERT[kind](raw)
     return values, extras
 
 
