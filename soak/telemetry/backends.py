@@ -26,7 +26,10 @@ from typing import Any, Protocol
 
 from soak.clock import SYSTEM_CLOCK, ScaledClock
 from soak.errors import DeviceUnavailable, SoakError, ToolError
+from soak.telemetry.hccn import read_link_up
 from soak.telemetry.host import HostReader, cpu_device_sample
+from soak.telemetry.npu_query import read_chip_details
+from soak.telemetry.plog import PlogFollower
 from soak.telemetry.records import DeviceSample, HostSample, ReaderStatus, Snapshot
 
 log = logging.getLogger("soak.telemetry")
@@ -191,9 +194,7 @@ class NpuBackend(_HostPart):
         self._hccn_present = shutil.which(hccn_tool) is not None
         if not self._hccn_present:
             log.info("npu backend: %s not found; link state is not read", hccn_tool)
-        self._plog = None
-        if plog_dir is not None:
-            self._plog = _make_plog_follower(plog_dir)
+        self._plog = None if plog_dir is None else PlogFollower(plog_dir)
 
     # One npu-smi info per tick; the rest on the slow cadence.
     def read(self) -> Snapshot:
@@ -246,10 +247,7 @@ class NpuBackend(_HostPart):
         instead of stalling one tick. The pass stops at the first timeout, so a wedged
         driver costs one timeout per tick, not one per chip and query.
         """
-        query = _detail_query()
-        link = _link_query() if self._hccn_present else None
-        if query is None and link is None:
-            return
+        link = read_link_up if self._hccn_present else None
         now = time.monotonic()
         interval = self.detail_interval_s or 0.0
         for k, chip in enumerate(chips):
@@ -261,12 +259,12 @@ class NpuBackend(_HostPart):
                 continue
             self._detail_due[(npu_id, chip_id)] = now + interval
             fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
-            if query is not None:
-                ok, value = tick.call("npu-smi-detail", lambda n=npu_id, c=chip_id: query(self.reader, n, c))
-                if ok:
-                    fields.update(value)
-                elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
-                    return
+            ok, value = tick.call("npu-smi-detail",
+                                  lambda n=npu_id, c=chip_id: read_chip_details(self.reader, n, c))
+            if ok:
+                fields.update(value)
+            elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
+                return
             if link is not None:
                 ok, value = tick.call("hccn_tool", lambda i=logic_id, f=link: f(self.hccn_tool, self.runner, i))
                 if ok and value is not None:
@@ -277,33 +275,6 @@ class NpuBackend(_HostPart):
 
     def close(self) -> None:
         pass
-
-
-def _make_plog_follower(plog_dir: str | os.PathLike[str]) -> Any:
-    try:
-        from soak.telemetry.plog import PlogFollower
-    except ImportError:
-        log.warning("HCCL plog follower not available; comm timeouts from plog are not counted")
-        return None
-    return PlogFollower(plog_dir)
-
-
-def _detail_query() -> Callable[[Any, int, int], Mapping[str, object]] | None:
-    """The key/value query of :mod:`soak.telemetry.npu_query`, if that module provides one."""
-    try:
-        from soak.telemetry import npu_query
-    except ImportError:
-        return None
-    fn = getattr(npu_query, "read_chip_details", None)
-    return fn
-
-
-def _link_query() -> Callable[[str, Any, int], bool | None] | None:
-    try:
-        from soak.telemetry import hccn
-    except ImportError:
-        return None
-    return getattr(hccn, "read_link_up", None)
 
 
 # ------------------------------------------------------------------------------- sim
