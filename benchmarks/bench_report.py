@@ -45,9 +45,9 @@ def main() -> int:
     from soak.report.loader import load_report_data, run_analysis
     from soak.report.pdf import RawData, render_pdf
     from soak.report.signing import create_keys
-    from soak.report.synth import write_run
     from soak.runfolder import db_path
     from soak.store import Store
+    from tests.report.synth import write_run
 
     r: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:

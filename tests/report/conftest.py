@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from soak.report.signing import create_keys
-from soak.report.synth import write_run
 from soak.store import Store
+from tests.report.synth import write_run
 
 RUN_ID = "r-20260921-node-a01"
 

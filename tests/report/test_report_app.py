@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from soak.report.synth import write_run
 from soak.store import Store
+from tests.report.synth import write_run
 
 APP = str(Path(__file__).resolve().parents[2] / "soak" / "report" / "app.py")
 

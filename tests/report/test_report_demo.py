@@ -10,9 +10,9 @@ import stat
 from soak.cli import main
 from soak.commands.demo import LEAK_CHIP, SIM_HOURS, demo_plan, report
 from soak.config import plan_from_dict
-from soak.report.synth import write_run
 from soak.store import Store
 from soak.telemetry.sim.config import SimConfig
+from tests.report.synth import write_run
 
 
 def test_demo_plan_is_valid_and_fits_the_minutes(tmp_path):

@@ -18,8 +18,8 @@ from soak.report.loader import (
     series_from_arrays,
     stats_from_arrays,
 )
-from soak.report.synth import write_run
 from soak.store import Store
+from tests.report.synth import write_run
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 

@@ -1,9 +1,9 @@
-"""A recorded run written through the store API, for tests, benchmarks and screenshots.
+"""A recorded run written through the store API, for the report tests and benchmarks/bench_report.py.
 
 The shape follows a real Ascend soak: 8 NPUs x 2 chips, 10 s samples, AI-core utilization
 in the high 90s with checkpoint dips, temperatures that track power, HBM flat after warm-up.
 Faults can be planted: an HBM creep on one chip and a workload crash followed by a restart.
-Nothing here is used on a real run.
+Test and benchmark data only: nothing in ``soak`` imports it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+
+from soak.store import Store
 
 GIB = 1024**3
 
@@ -31,7 +33,7 @@ def devices(n: int) -> tuple[str, ...]:
 
 
 def write_run(
-    store,  # noqa: ANN001 - soak.store.Store
+    store: Store,
     run_id: str = "r-synth",
     *,
     chips: int = 16,
