@@ -12,8 +12,10 @@ import os
 
 import numpy as np
 
-from soak.analysis.trace import NULL_VALUES, REQUIRED_COLUMNS
 from soak.errors import InputError
+
+REQUIRED_COLUMNS = ("timestamp", "device", "metric", "value")
+NULL_VALUES = ("", "NA", "N/A", "na", "n/a", "-", "nan", "NaN", "None", "null", "NULL")
 
 _BLOCK_BYTES = 8 << 20
 

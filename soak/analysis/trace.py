@@ -19,10 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from soak.analysis._csv import read_long_csv
 from soak.errors import InputError
-
-REQUIRED_COLUMNS = ("timestamp", "device", "metric", "value")
-NULL_VALUES = ("", "NA", "N/A", "na", "n/a", "-", "nan", "NaN", "None", "null", "NULL")
 
 
 @dataclass(frozen=True)
@@ -170,8 +168,6 @@ class Trace:
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> Trace:
         """Read a long-format CSV trace; bad input raises InputError naming file and line."""
-        from soak.analysis._csv import read_long_csv
-
         name = os.fspath(path)
         cols, names = read_long_csv(name)
         return cls._build(cols, names, name, line_offset=2, line_word="line")
