@@ -12,9 +12,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from soak import runfolder
 from soak.errors import InputError
+
+if TYPE_CHECKING:
+    from soak.report.signing import KeyPair
 
 SIM_HOURS = 8.0
 LEAK_CHIP = 3
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     return report(run_id, data_dir, args.lang, args.port, keys)
 
 
-def demo_keys(data_dir: Path):  # noqa: ANN201 - KeyPair
+def demo_keys(data_dir: Path) -> KeyPair:
     from soak.report.signing import KEY_FILE, create_keys, default_keypair
 
     keys = default_keypair(data_dir)
@@ -99,7 +103,7 @@ def demo_keys(data_dir: Path):  # noqa: ANN201 - KeyPair
     return keys
 
 
-def report(run_id: str, data_dir: Path, lang: str, port: int, keys=None) -> int:  # noqa: ANN001
+def report(run_id: str, data_dir: Path, lang: str, port: int, keys: KeyPair | None = None) -> int:
     from soak.report.build import build_pdf
     from soak.report.verify import verify_pdf
     from soak.store import Store

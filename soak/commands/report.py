@@ -6,10 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from soak.commands._common import add_format, print_json
 from soak.errors import InputError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from soak.report.signing import KeyPair
 
 APP_PATH = Path(__file__).resolve().parent.parent / "report" / "app.py"
 
@@ -120,7 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def resolve_keys(args: argparse.Namespace):  # noqa: ANN201 - KeyPair | None
+def resolve_keys(args: argparse.Namespace) -> KeyPair | None:
     from soak.report.signing import default_keypair, load_keypair
 
     if args.unsigned:

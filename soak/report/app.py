@@ -17,12 +17,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
+
+if TYPE_CHECKING:
+    from soak.store import Store
 from soak.runfolder import DEFAULT_DATA_DIR, find_stores
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -42,7 +45,8 @@ def _args() -> argparse.Namespace:
 
 
 @st.cache_resource
-def _store(url: str):  # noqa: ANN202 - soak.store.Store, one per URL for the whole server
+def _store(url: str) -> Store:
+    """One store per URL for the whole server."""
     from soak.store import Store
 
     return Store.open(url, create=False)
@@ -56,7 +60,7 @@ def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
         try:
             for r in _store(url).list_runs():
                 out.append({**r.as_dict(), "store": url})
-        except Exception as exc:  # noqa: BLE001 - one broken run folder must not hide the others
+        except Exception as exc:  # one broken run folder must not hide the others
             out.append({"id": f"({Path(url).parent.name}: {exc})", "store": None, "status": "error"})
     out.sort(key=lambda r: r.get("started_ts") or 0, reverse=True)
     return out
@@ -261,7 +265,7 @@ def page_pdf(url: str, data: Any, lang: str, data_dir: str) -> None:
     keys = None
     try:
         keys = default_keypair(Path(data_dir))
-    except Exception as exc:  # noqa: BLE001 - show the one-line reason (e.g. key mode 0644)
+    except Exception as exc:  # show the one-line reason (e.g. key mode 0644)
         st.error(str(exc))
     if keys is None:
         st.warning(t("pdf_unsigned_hint", lang))

@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soak import runfolder
 from soak.errors import InputError, StoreError
@@ -18,6 +18,9 @@ from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, finalize_pdf
 from soak.report.verify import FINDINGS_NAME, RAW_NAME
+
+if TYPE_CHECKING:
+    from soak.store import Store
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def _check_output(out: Path) -> None:
 
 
 def build_pdf(
-    store,  # noqa: ANN001 - soak.store.Store
+    store: Store,
     run_id: str,
     out: str | os.PathLike[str],
     *,

@@ -13,6 +13,7 @@ import io
 import json
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from soak.report.charts import all_chart_pngs
@@ -28,6 +29,11 @@ from soak.report.model import (
     fmt_ts,
     time_scaled,
 )
+
+if TYPE_CHECKING:
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.pdfgen.canvas import Canvas
+    from reportlab.platypus import BaseDocTemplate, Paragraph
 
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
@@ -77,7 +83,7 @@ class _Styles:
             "sim", parent=self.body, fontName=bold, fontSize=12, leading=16, textColor=colors.HexColor("#b22222")
         )
 
-    def p(self, text: object, style=None):  # noqa: ANN001 - reportlab style
+    def p(self, text: object, style: ParagraphStyle | None = None) -> Paragraph:
         """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
         from reportlab.platypus import Paragraph
 
@@ -114,7 +120,7 @@ def _slot_flowable(slot: SignatureSlot, st: _Styles, lang: str, signed: bool):
     from reportlab.platypus import Flowable
 
     class _Slot(Flowable):
-        def wrap(self, avail_w, avail_h):  # noqa: ANN001
+        def wrap(self, avail_w: float, avail_h: float) -> tuple[float, float]:
             self.width = min(260.0, avail_w)
             return self.width, SIGNATURE_BOX_H
 
@@ -306,7 +312,7 @@ def render_pdf(
     sig_block = [st.p(t("signature", lang), st.h2), st.p(t("signature_note", lang), st.small), Spacer(1, 2 * mm), _slot_flowable(slot, st, lang, signed)]
     story.append(KeepTogether(sig_block))
 
-    def _footer(canvas, doc) -> None:  # noqa: ANN001 - reportlab callback
+    def _footer(canvas: Canvas, doc: BaseDocTemplate) -> None:
         canvas.saveState()
         canvas.setFont("Helvetica", 7)
         canvas.setFillColor(colors.HexColor("#666666"))

@@ -24,8 +24,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from soak.errors import InputError
+
+if TYPE_CHECKING:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
 
 RAW_NAME = "soak-raw.csv"
 FINDINGS_NAME = "soak-findings.json"
@@ -112,7 +117,7 @@ def load_trust_anchors(certs: Iterable[str | Path]) -> list:
     return anchors
 
 
-def read_attachments(reader) -> dict[str, bytes]:  # noqa: ANN001 - pyHanko PdfFileReader
+def read_attachments(reader: PdfFileReader) -> dict[str, bytes]:
     """Embedded files of a PDF by name (flat name tree, as ``finalize_pdf`` writes it)."""
     out: dict[str, bytes] = {}
     try:
@@ -134,11 +139,12 @@ def read_attachments(reader) -> dict[str, bytes]:  # noqa: ANN001 - pyHanko PdfF
     return out
 
 
-def _deref(obj):  # noqa: ANN001, ANN202 - pyHanko generic objects
+def _deref(obj: Any) -> Any:
+    """A pyHanko indirect reference resolved; anything else as it is."""
     return obj.get_object() if hasattr(obj, "get_object") else obj
 
 
-def _info_keywords(reader) -> str:  # noqa: ANN001
+def _info_keywords(reader: PdfFileReader) -> str:
     try:
         return str(reader.trailer["/Info"].get("/Keywords", ""))
     except (KeyError, TypeError):
@@ -197,7 +203,7 @@ def verify_pdf(
     return res
 
 
-def _read_metadata(reader, res: VerifyResult) -> None:  # noqa: ANN001
+def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
     kw = _info_keywords(reader)
     m = _DIGEST_RE.search(kw)
     if m and m.group(1) != "N/A":
@@ -207,7 +213,7 @@ def _read_metadata(reader, res: VerifyResult) -> None:  # noqa: ANN001
         res.run_id = m.group(1)
     try:
         atts = read_attachments(reader)
-    except Exception as exc:  # noqa: BLE001 - a damaged file may fail anywhere in the tree
+    except Exception as exc:  # a damaged file may fail anywhere in the tree
         res.detail = str(exc)
         res.fail(ATTACHMENTS_UNREADABLE, "the attachments cannot be read (damaged file)")
         return
@@ -226,7 +232,7 @@ def _read_metadata(reader, res: VerifyResult) -> None:  # noqa: ANN001
             res.fail(DATA_MISMATCH, "the attached raw data does not match the digest printed in the report")
 
 
-def _embedded_signature(reader, fields: list, res: VerifyResult):  # noqa: ANN001, ANN202 - pyHanko objects
+def _embedded_signature(reader: PdfFileReader, fields: list, res: VerifyResult) -> EmbeddedPdfSignature | None:
     """The last signature of the file, or None (and a failure) when one cannot be parsed."""
     from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
 
@@ -234,7 +240,7 @@ def _embedded_signature(reader, fields: list, res: VerifyResult):  # noqa: ANN00
     for fq_name, _sig_obj, sig_field in fields:
         try:
             sigs.append(EmbeddedPdfSignature(reader, sig_field, fq_name))
-        except Exception as exc:  # noqa: BLE001 - a flipped byte in the CMS fails anywhere in asn1crypto
+        except Exception as exc:  # a flipped byte in the CMS fails anywhere in asn1crypto
             res.detail = str(exc)
             res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
             return None
@@ -243,7 +249,7 @@ def _embedded_signature(reader, fields: list, res: VerifyResult):  # noqa: ANN00
     return max(sigs, key=lambda s: s.signed_revision)
 
 
-def _check_signature(sig, anchors: list, res: VerifyResult) -> None:  # noqa: ANN001
+def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult) -> None:
     from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
@@ -258,7 +264,7 @@ def _check_signature(sig, anchors: list, res: VerifyResult) -> None:  # noqa: AN
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
         st = validate_pdf_signature(sig, signer_validation_context=vc)
-    except Exception as exc:  # noqa: BLE001 - a damaged CMS fails in pyHanko, asn1crypto or cryptography
+    except Exception as exc:  # a damaged CMS fails in pyHanko, asn1crypto or cryptography
         res.detail = str(exc)
         res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
         return
