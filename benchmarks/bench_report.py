@@ -18,13 +18,17 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+T = TypeVar("T")
 
-def timed(label: str, results: dict[str, float], fn, *args, **kwargs):  # noqa: ANN001, ANN201
+
+def timed(label: str, results: dict[str, float], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
     results[label] = time.perf_counter() - t0

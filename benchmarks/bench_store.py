@@ -23,19 +23,20 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soak.store import Store  # noqa: E402
-from soak.telemetry.records import DeviceSample, HostSample, Snapshot  # noqa: E402
+from soak.store import Store
+from soak.telemetry.records import DeviceSample, HostSample, Snapshot
 
 T0 = 1_764_000_000.0
 GIB = 1 << 30
 
 
-def snapshots(chips: int, ticks: int, seed: int = 0):  # noqa: ANN201
+def snapshots(chips: int, ticks: int, seed: int = 0) -> Iterator[Snapshot]:
     rnd = random.Random(seed)
     for i in range(ticks):
         devs = tuple(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soak.analysis.evaluate import main  # noqa: E402
+from soak.analysis.evaluate import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -170,7 +170,7 @@ class PlogFollower:
 
     def _read(self, path: Path, ident: tuple[int, int], offset: int) -> int:
         try:
-            fh = open(path, "rb")  # noqa: SIM115 - closed below, also on error
+            fh = open(path, "rb")  # closed below, also on error
         except OSError:
             return offset
         with fh:

@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     plan = load_plan(argv[0])
     resume = argv[argv.index("--resume") + 1] if "--resume" in argv else None
 
-    def fake_argv(w, run_dir, attempt, wall_left_s):  # noqa: ANN001, ANN202
+    def fake_argv(w, run_dir, attempt, wall_left_s):
         return [sys.executable, str(FAKE), "--run-dir", str(run_dir), "--name", w.name,
                 "--duration-s", f"{wall_left_s + 5:.1f}", *extra]
 

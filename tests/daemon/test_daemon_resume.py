@@ -27,7 +27,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _wait(cond, timeout_s: float = 60.0) -> None:  # noqa: ANN001
+def _wait(cond, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:

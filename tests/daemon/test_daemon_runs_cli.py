@@ -12,7 +12,7 @@ from soak.store import Store
 T0 = 1_764_000_000.0
 
 
-def _make(tmp_path, run_id: str, started: float) -> None:  # noqa: ANN001
+def _make(tmp_path, run_id: str, started: float) -> None:
     d = tmp_path / run_id
     d.mkdir()
     with Store.open(d / "soak.db") as s:

@@ -15,7 +15,7 @@ from soak.store import Store
 pytestmark = pytest.mark.slow
 
 
-def _store(plan) -> Store:  # noqa: ANN001
+def _store(plan) -> Store:
     return Store.open(os.path.join(plan.run.data_dir, "r1", "soak.db"))
 
 

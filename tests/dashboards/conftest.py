@@ -52,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.requests.append((self.command, self.path, auth))
         return self.state.token is None or auth == f"Bearer {self.state.token}"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if not self._authorized():
             return self._send(401, {"message": "invalid API key"})
         st, path = self.state, self.path.split("?")[0]
@@ -73,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
                                     "meta": {"folderUid": db.get("folderUid", "")}})
         return self._send(404, {"message": "not found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if not self._authorized():
             return self._send(401, {"message": "invalid API key"})
         st, body = self.state, self._body()

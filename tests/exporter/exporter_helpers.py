@@ -23,7 +23,7 @@ def free_port() -> int:
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - loopback test URL
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
         return resp.read().decode()
 
 

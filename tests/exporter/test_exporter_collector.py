@@ -126,7 +126,7 @@ def test_npu_exporter_compat_names_and_labels_match_huawei_exposition() -> None:
 
 def test_extra_collectors_are_appended() -> None:
     class RunMetrics:
-        def collect(self):  # noqa: ANN202 - prometheus collector protocol
+        def collect(self):
             g = GaugeMetricFamily("soak_run_elapsed_seconds", "Run time so far", labels=["run_id"])
             g.add_metric(["r1"], 42.0)
             yield g

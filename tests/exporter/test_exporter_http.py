@@ -65,7 +65,7 @@ def test_hanging_npu_smi_never_blocks_a_scrape_and_is_reported(tmp_path: Path) -
         sampler.stop(timeout_s=10)
 
 
-def test_soak_exporter_command_serves_sim_and_exits_cleanly_on_sigterm(spawn) -> None:  # noqa: ANN001
+def test_soak_exporter_command_serves_sim_and_exits_cleanly_on_sigterm(spawn) -> None:
     port = free_port()
     proc = spawn(soak_exporter_argv(port, "--backend", "sim", "--sim-chips", "2", "--interval", "0.5",
                                     "--detail-interval", "0", "--compat", "npu-exporter"))
@@ -81,7 +81,7 @@ def test_soak_exporter_command_serves_sim_and_exits_cleanly_on_sigterm(spawn) ->
     assert out == ""  # progress goes to stderr only
 
 
-def test_bad_listen_address_is_one_line_and_exit_2(spawn) -> None:  # noqa: ANN001
+def test_bad_listen_address_is_one_line_and_exit_2(spawn) -> None:
     proc = spawn([sys.executable, "-m", "soak", "exporter", "--backend", "cpu", "--listen", "localhost"])
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2

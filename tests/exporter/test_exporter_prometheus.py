@@ -22,7 +22,7 @@ def query(base: str, expr: str) -> list[dict]:
     return body["data"]["result"]
 
 
-def test_prometheus_reads_the_simulated_fleet_through_soak_exporter(tmp_path: Path, spawn) -> None:  # noqa: ANN001
+def test_prometheus_reads_the_simulated_fleet_through_soak_exporter(tmp_path: Path, spawn) -> None:
     exporter_port, prom_port = free_port(), free_port()
     spawn(soak_exporter_argv(
         exporter_port, "--backend", "sim", "--sim-chips", "4", "--sim-family", "910_93",

@@ -20,7 +20,7 @@ def free_port() -> int:
 def start_server(data_dir: Path, log_path: Path, timeout_s: float = 60) -> tuple[subprocess.Popen, int, IO[str]]:
     """(server, port, open log): the caller stops the server and closes the log in a finally."""
     port = free_port()
-    log = open(log_path, "w")  # noqa: SIM115 - the caller closes it
+    log = open(log_path, "w")  # the caller closes it
     server = subprocess.Popen(
         [sys.executable, "-m", "soak", "report", "serve", "--data-dir", str(data_dir), "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -21,7 +21,7 @@ from soak.store import Store
 poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 
 
-def pdftotext(path) -> str:  # noqa: ANN001
+def pdftotext(path) -> str:
     return subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
 
 

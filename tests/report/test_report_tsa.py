@@ -46,7 +46,7 @@ def tsa_url():
     seen: list[int] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             resp = stamper.request_tsa_response(tsp.TimeStampReq.load(body)).dump()
             seen.append(len(body))

@@ -25,7 +25,7 @@ def test_reason_text_translates_only_the_clean_sentence():
 def test_zh_pdf_of_a_clean_run(tmp_path):
     try:
         fonts.register_cjk_font()
-    except Exception as exc:  # noqa: BLE001 - no CJK TrueType font on this machine
+    except Exception as exc:  # no CJK TrueType font on this machine
         pytest.skip(f"no CJK font: {exc}")
     db = tmp_path / "soak.db"
     t0 = 1_790_000_000.0

@@ -164,7 +164,7 @@ def test_auto_picks_npu_when_npu_smi_is_on_path_else_cpu(tmp_path: Path, monkeyp
         class NVMLError(Exception):
             pass
 
-        def nvmlInit(self) -> None:  # noqa: N802 - NVML's name
+        def nvmlInit(self) -> None:
             raise self.NVMLError("Driver Not Loaded")
 
     fake = NoNvml()
