@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from soak.analysis import Profile, Trace, analyze
 from soak.analysis.comm import increments
-from soak.analysis.evaluate import FLOORS, Case, fault_cases, healthy_cases, run_case
+from soak.analysis.evaluate import FLOORS, Case, fault_cases, healthy_cases, run_case, run_nab
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.analysis.verdict import clean_statement
 
@@ -150,3 +151,43 @@ def test_slowdown_names_the_coinciding_thermal_excursion():
     (slow,) = [f for f in res.findings if f.kind == "throughput_degradation"]
     assert slow.details["coincides_with"][0].startswith("thermal on npu0-1")
     assert abs(slow.details["change_pct"] - 15) < 3
+
+
+# Real machine noise (NAB): no finding outside the labelled anomaly windows.
+
+
+NAB = Path(__file__).resolve().parents[1] / "fixtures" / "nab"
+
+
+@pytest.mark.slow
+def test_nab_machine_metrics_raise_no_false_findings():
+    res = run_nab(NAB)
+    assert res["files"] == 22
+    assert res["false_findings"] == 0, [f for f in res["per_file"] if f["false"]]
+    # The detectors are not blind on real data: the machine-temperature failure is found.
+    temp = next(f for f in res["per_file"] if f["file"].endswith("machine_temperature_system_failure.csv"))
+    assert temp["in_window"] >= 1
+
+
+# A short run (minutes on a few chips) states its real chip-hours, not "0 chip-hours".
+
+
+def test_short_run_names_fractional_chip_hours():
+    hours = 0.0639  # 2 minutes on 2 CPU "devices"
+    text = clean_statement(hours, 0)
+    assert "0 failures in 0.0639 chip-hours" in text
+    assert f"{-math.log(0.05) / hours:.2e}" in text
+    # MTBF bound = T / -ln(0.05) ≈ 0.0213 chip-hours, not "0".
+    assert "above 0.0213 chip-hours" in text
+    assert " 0 chip-hours" not in text
+
+
+def test_short_run_with_failures_names_fractional_chip_hours():
+    text = clean_statement(0.5, 1)
+    assert text.startswith("1 failing finding(s) in 0.5 chip-hours")
+
+
+def test_long_run_keeps_whole_chip_hours():
+    text = clean_statement(1152.4, 0)
+    assert "0 failures in 1152 chip-hours" in text
+    assert "above 385 chip-hours" in text

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from soak.config import Plan, dump_plan, load_plan, plan_from_dict, plan_reference
-from soak.errors import ConfigError, UserError
+from soak.cli import main
+from soak.config import ConfigError, Plan, dump_plan, load_plan, plan_from_dict, plan_reference
+from soak.errors import UserError
 
 FULL = """
 [run]
@@ -124,3 +125,115 @@ def test_every_key_is_documented() -> None:
     keys = [k for k, _, _ in ref]
     assert "run.duration" in keys and "restart.hang_timeout" in keys and "workloads[].nproc" in keys
     assert all(doc.strip() for _, _, doc in ref)
+
+
+# A bad simulated-fleet spec stops the plan in one line, before the run folder exists (it
+# used to leave a run 'running' forever in `soak runs list`).
+
+
+@pytest.mark.parametrize(
+    ("sim", "message"),
+    [
+        ({"scenario": "bogus"}, "sim: scenario 'bogus' is unknown"),
+        ({"scenario": "hbm_creep:rate=5"}, "sim: scenario hbm_creep: unknown parameter 'rate'"),
+        ({"fault": "boom"}, "sim: fault 'boom' is unknown"),
+        ({"chips": 65}, "sim.chips 65: must be between 1 and 64"),
+        ({"family": "910c"}, "sim.family '910c' is unknown"),
+    ],
+)
+def test_bad_sim_section_names_it(sim, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        plan_from_dict({"devices": {"backend": "sim"}, "sim": sim})
+
+
+def test_sim_section_is_not_judged_for_other_backends() -> None:
+    assert plan_from_dict({"devices": {"backend": "cpu"}, "sim": {"scenario": "bogus"}}).sim.scenario == "bogus"
+
+
+def test_comm_timeouts_scenario_gets_the_run_plog_folder() -> None:
+    plan_from_dict({"devices": {"backend": "sim"}, "sim": {"scenario": "healthy,comm_timeouts"}})
+
+
+def test_soak_run_leaves_no_run_folder(tmp_path, capsys) -> None:
+    data_dir = tmp_path / "runs"
+    rc = main(["run", "--duration", "1m", "--backend", "sim", "--sim-scenario", "bogus", "--no-preflight",
+               "--listen", "", "--data-dir", str(data_dir)])
+    assert rc == 2
+    assert capsys.readouterr().err.startswith("soak: error: sim: scenario 'bogus' is unknown")
+    assert not data_dir.exists()
+
+
+# A run id that is not a plain folder name, and a --listen port out of range, are named
+# in one line before anything runs.
+
+
+@pytest.mark.parametrize("run_id", ["a/b", "../escape", ".hidden", "-x", "node 1", "x" * 129])
+def test_run_id_that_is_not_a_folder_name_is_refused(run_id) -> None:
+    with pytest.raises(ConfigError, match=r"run\.id must be letters, digits") as err:
+        plan_from_dict({"run": {"id": run_id}})
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("run_id", ["node-a01", "20261129-075348-node1.example.com", "soak_72h"])
+def test_plain_run_ids_are_kept(run_id) -> None:
+    assert plan_from_dict({"run": {"id": run_id}}).run.id == run_id
+
+
+def test_run_id_with_slash_on_the_command_line_is_one_line_exit_2(tmp_path, capsys) -> None:
+    rc = main(["run", "--duration", "1m", "--run-id", "../escape", "--data-dir", str(tmp_path / "runs"),
+               "--no-preflight", "--listen", ""])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err == ("soak: error: run.id must be letters, digits, '.', '_' or '-' (starting with a "
+                   "letter or digit, at most 128), got '../escape'")
+    assert not (tmp_path / "escape").exists()
+
+
+def test_listen_port_out_of_range_says_so() -> None:
+    with pytest.raises(ConfigError) as err:
+        plan_from_dict({"exporter": {"listen": "127.0.0.1:99999"}})
+    assert str(err.value) == "exporter.listen '127.0.0.1:99999': port 99999 is outside 0-65535"
+
+
+def test_listen_without_port_names_the_default_port_as_example() -> None:
+    with pytest.raises(ConfigError, match="like 127.0.0.1:19400, got 'nonsense'"):
+        plan_from_dict({"exporter": {"listen": "nonsense"}})
+
+
+# A bad fault spec or a bad workload option in a plan stops the plan, in one line naming the
+# key, before the run folder, the preflight or torchrun exist.
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"faults": {"inject": ["bogus"]}}, "faults.inject 'bogus': expected KIND:ARGS"),
+        ({"faults": {"inject": ["leak:5MBs"]}}, "faults.inject 'leak:5MBs': '5MBs' is not a rate"),
+        ({"faults": {"inject": ["corrupt:5"]}}, "faults.inject 'corrupt:5': corrupt applies to the gemm workload only"),
+        ({"workloads": [{"name": "lm", "extra": ["--bogus"]}]},
+         r"workloads\[0\].extra: workload lm: unrecognized arguments: --bogus"),
+        ({"workloads": [{"name": "gemm"}, {"name": "lm", "extra": ["--steps", "x"]}]},
+         r"workloads\[1\].extra: workload lm: argument --steps: invalid int value: 'x'"),
+    ],
+)
+def test_bad_fault_or_extra_names_the_key(data, message) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        plan_from_dict(data)
+    assert "\n" not in str(err.value)
+
+
+def test_good_fault_and_extra_pass() -> None:
+    plan = plan_from_dict({"workloads": [{"name": "gemm", "extra": ["--sdc-every", "5"]}],
+                           "faults": {"inject": ["corrupt:50", "leak:50MB/min"]}})
+    assert plan.faults.inject == ("corrupt:50", "leak:50MB/min")
+
+
+def test_soak_run_with_a_bad_inject_leaves_no_run_folder(tmp_path, capsys) -> None:
+    data_dir = tmp_path / "runs"
+    rc = main(["run", "--duration", "1m", "--backend", "cpu", "--inject", "bogus", "--listen", "",
+               "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.strip().startswith("soak: error: faults.inject 'bogus'")
+    assert "preflight" not in err
+    assert not data_dir.exists()

@@ -1,4 +1,5 @@
-"""`soak dashboards push` against a fake Grafana: idempotence, folders, dry run, secrecy."""
+"""`soak dashboards push` against a fake Grafana: idempotence, folders, dry run, secrecy; and the
+URL checks of push and verify."""
 
 from __future__ import annotations
 
@@ -127,3 +128,15 @@ def test_push_dir_without_dashboards_is_a_user_error(tmp_path, capsys):
 ])
 def test_redact_url(url, shown):
     assert d.redact_url(url) == shown
+
+
+# `soak dashboards verify --prometheus-url` without a scheme: one line, exit 2 (was a
+# ValueError traceback from urllib).
+
+
+@pytest.mark.parametrize("url", ["notaurl", "127.0.0.1:9090", "ftp://prom:9090"])
+def test_url_without_http_scheme(url, capsys) -> None:
+    rc = main(["dashboards", "verify", "--prometheus-url", url])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err == f"soak: error: --prometheus-url {url}: not an http(s) URL, e.g. http://127.0.0.1:9090"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 
+from soak.cli import main
 from soak.manifest import Drift, collect_manifest, diff_manifest, write_lock
 from soak.preflight import run_preflight
 
@@ -97,3 +98,24 @@ def test_nvidia_fields_come_from_nvml_and_unsupported_is_none(monkeypatch, tmp_p
         "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "serial": f"165322000{i}",
                   "uuid": f"GPU-{i}", "vbios_version": None} for i in (0, 1)],
     }
+
+
+# `soak manifest lock FILE` where FILE is a folder or lies in a missing folder: one line, exit 2,
+# no stray temporary file.
+
+
+def test_lock_into_a_missing_folder(tmp_path, capsys) -> None:
+    target = tmp_path / "missing" / "cluster.lock.json"
+    rc = main(["manifest", "lock", str(target)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err == f"soak: error: {target}: cannot write the lock file (No such file or directory)"
+
+
+def test_lock_onto_a_folder(tmp_path, capsys) -> None:
+    rc = main(["manifest", "lock", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err == f"soak: error: {tmp_path}: is a directory; name the lock file, e.g. {tmp_path / 'cluster.lock.json'}"
+    assert list(tmp_path.iterdir()) == []
+    assert not any(p.name.startswith(f".{tmp_path.name}.tmp") for p in tmp_path.parent.iterdir())

@@ -14,6 +14,7 @@ from soak.analysis import DETECTOR_VERSIONS
 from soak.cli import main
 from soak.report import fonts
 from soak.report.build import build_pdf
+from soak.report.i18n import reason_text
 from soak.report.model import Customer
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
@@ -181,3 +182,65 @@ def test_cli_pdf_json_output(recorded, keys, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["signed"] is True and doc["verdict"] == "fail" and out.is_file()
     assert doc["cert_fingerprint_sha256"] == keys.fingerprint_sha256
+
+
+# `soak report pdf -o PATH` where PATH is a folder, or lies under a file: one line, exit 2,
+# and no stray temporary file.
+
+
+def _pdf(recorded, out) -> list[str]:
+    return ["report", "pdf", recorded["run_id"], "-o", str(out), "--data-dir", str(recorded["data_dir"]),
+            "--unsigned"]
+
+
+def test_output_that_is_a_directory(recorded, tmp_path, capsys) -> None:
+    rc = main(_pdf(recorded, tmp_path))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err == f"soak: error: -o {tmp_path}: is a directory; name the PDF file, e.g. {tmp_path / 'acceptance.pdf'}"
+    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path.parent / f".{tmp_path.name}.tmp").exists()
+
+
+def test_output_under_a_regular_file(recorded, tmp_path, capsys) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    rc = main(_pdf(recorded, blocker / "report.pdf"))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith(f"soak: error: -o {blocker / 'report.pdf'}: cannot create its folder {blocker}")
+    assert "\n" not in err
+
+
+# The Chinese report of a clean run gives its verdict reason in Chinese, not the analysis'
+# English sentence; a finding's own summary is left as written.
+
+
+def test_reason_text_translates_only_the_clean_sentence():
+    assert reason_text("no failing or warning findings", "zh") == "无失败级或告警级问题"
+    assert reason_text("no failing or warning findings", "en") == "no failing or warning findings"
+    summary = "FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: creeps 843.8 MB/h"
+    assert reason_text(summary, "zh") == summary
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+def test_zh_pdf_of_a_clean_run(tmp_path):
+    try:
+        fonts.register_cjk_font()
+    except Exception as exc:  # no CJK TrueType font on this machine
+        pytest.skip(f"no CJK font: {exc}")
+    db = tmp_path / "soak.db"
+    t0 = 1_790_000_000.0
+    with Store.open(db) as store:
+        store.create_run("r-ok", host="h1", plan={}, started_ts=t0)
+        store.add_sample_rows([
+            {"run_id": "r-ok", "ts": t0 + 10 * i, "device": "npu0-0", "up": True, "util_pct": 95.0,
+             "temp_c": 55.0, "power_w": 300.0, "hbm_used_bytes": 30_000_000_000}
+            for i in range(60)
+        ])
+        store.finish_run("r-ok", status="finished", ended_ts=t0 + 600, verdict="pass")
+        built = build_pdf(store, "r-ok", tmp_path / "zh.pdf", lang="zh", keys=None)
+    text = subprocess.run(["pdftotext", str(built.path), "-"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+    assert "无失败级或告警级问题" in text
+    assert "no failing or warning findings" not in text

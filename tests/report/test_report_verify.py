@@ -261,3 +261,47 @@ def test_world_readable_key_is_refused_with_the_fix(keys, tmp_path, recorded, ca
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and f"chmod 600 {loose}" in err
     assert not (tmp_path / "x.pdf").exists()
+
+
+# `soak keys init --dir X` where X cannot be created: one line naming it, exit 2.
+
+
+def test_key_folder_under_a_file(tmp_path, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    rc = main(["keys", "init", "--dir", str(blocker / "keys")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith(f"soak: error: --dir {blocker / 'keys'}: cannot create the key folder (")
+    assert "\n" not in err
+
+
+# ``soak verify`` on something that is not a PDF: one line naming the file, exit 2.
+
+
+def test_text_file_is_bad_input_not_a_failed_report(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello, this is not a report\n")
+    rc = main(["verify", str(f)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.count("\n") == 0
+    assert str(f) in err and "not a PDF" in err
+    assert "Traceback" not in err
+
+
+def test_directory_is_named_as_such(tmp_path, capsys):
+    rc = main(["verify", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert "is a directory" in err and str(tmp_path) in err
+
+
+def test_truncated_pdf_still_fails_verification(tmp_path, capsys):
+    # A PDF header with a damaged body is a report that fails its checks (exit 1), not bad input.
+    f = tmp_path / "cut.pdf"
+    f.write_bytes(b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog")
+    rc = main(["verify", str(f)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "FAILED" in out

@@ -51,3 +51,31 @@ def test_list_names_every_scenario_and_fault(capsys: pytest.CaptureFixture[str])
     data = json.loads(capsys.readouterr().out)
     assert {"healthy", "hbm_creep", "util_drops", "hang", "thermal", "health_alarm", "comm_timeouts"} <= set(data["scenarios"])
     assert set(data["faults"]) == {"slow", "hang", "garbage", "dcmi", "vanish"}
+
+
+# `soak sim install DIR` where DIR cannot be created: one line naming it, exit 2.
+
+
+def test_install_under_a_file(tmp_path, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    rc = main(["sim", "install", str(blocker / "fleet")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith(f"soak: error: {blocker / 'fleet'}: cannot create the folder (")
+    assert "\n" not in err
+
+
+# `soak sim fault DIR --fault none` clears the faults, as its help says.
+
+
+def test_fault_none_clears_faults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "install", str(tmp_path), "--chips", "2"]) == 0
+    assert main(["sim", "fault", str(tmp_path), "--fault", "dcmi"]) == 0
+    assert SimConfig.load(tmp_path / CONFIG_NAME).faults != ()
+    capsys.readouterr()
+    assert main(["sim", "fault", str(tmp_path), "--fault", "none"]) == 0
+    assert capsys.readouterr().out.strip() == "faults now: none"
+    assert SimConfig.load(tmp_path / CONFIG_NAME).faults == ()
+    out = subprocess.run([str(tmp_path / "npu-smi"), "info"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "910B" in out.stdout

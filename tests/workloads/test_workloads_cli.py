@@ -1,6 +1,7 @@
-"""`soak workload NAME` (and `soak run`'s workloads[].extra) with a bad workload option: one line
-naming it, exit 2, before torchrun starts (a typo used to fail in every rank and print
-torchrun's ChildFailedError pages, or loop through restarts under `soak run`)."""
+"""`soak workload NAME` as a user types it: --help lists the workload's own options, and a bad
+workload option (also in `soak run`'s workloads[].extra) is one line naming it, exit 2, before
+torchrun starts (a typo used to fail in every rank and print torchrun's ChildFailedError
+pages, or loop through restarts under `soak run`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,21 @@ def test_build_command_rejects_a_bad_extra_before_anything_starts(tmp_path) -> N
         build_command("gemm", tmp_path, 1, size="huge")
     argv = build_command("gemm", tmp_path, 1, extra=("--sdc-every", "5", "--device-backend", "cpu"))
     assert argv[-4:] == ["--sdc-every", "5", "--device-backend", "cpu"]
+
+
+# `soak workload NAME --help` shows the workload's own options instead of demanding --run-dir.
+
+
+@pytest.mark.parametrize("name", ["lm", "gemm", "collective"])
+def test_help_after_name_lists_workload_options(name, capsys) -> None:
+    rc = main(["workload", name, "--help"])
+    cap = capsys.readouterr()
+    assert rc == 0
+    assert "--run-dir" in cap.out and "--duration-s" in cap.out and "--inject" in cap.out
+    assert cap.out.startswith(f"soak workload {name} [--nproc-per-node N]")
+    assert "required" not in cap.err
+
+
+def test_gemm_help_names_its_own_extra_option(capsys) -> None:
+    assert main(["workload", "gemm", "-h"]) == 0
+    assert "--sdc-every" in capsys.readouterr().out
