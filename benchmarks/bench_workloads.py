@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from soak.runfolder import HEARTBEATS
 from soak.workloads.launch import build_command
 
 
@@ -29,7 +30,7 @@ def throughput(workload: str, seconds: float, tmp: Path) -> float:
     cmd = build_command(workload, run, 2, "tiny", duration_s=seconds,
                         extra=["--ckpt-every", "0"])
     subprocess.run(cmd, check=True, capture_output=True, timeout=seconds + 120)
-    lines = [json.loads(x) for x in (run / "heartbeats" / f"{workload}-rank0.jsonl").open()]
+    lines = [json.loads(x) for x in (run / HEARTBEATS / f"{workload}-rank0.jsonl").open()]
     start = next(r for r in lines if r["event"] == "start")
     end = next(r for r in lines if r["event"] == "exit")
     return (end["step"] - start["step"]) / (end["ts"] - start["ts"])

@@ -10,9 +10,9 @@ import subprocess
 import pytest
 
 from soak.config import plan_from_dict
-from soak.daemon.runfolder import write_analysis
 from soak.judge import judge_run
 from soak.report.loader import load_report_data
+from soak.runfolder import write_analysis
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
 
