@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from soak.report.build import build_pdf
-from soak.report.synth import write_run
 from soak.store import Store
+from tests.report.synth import write_run
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 
@@ -22,7 +22,7 @@ EN_LABEL = "simulated fleet, accelerated time ×600 — not an acceptance of har
 ZH_LABEL = "模拟设备集群，时间加速 ×600 — 不构成硬件验收"
 
 
-def _pages(path) -> list[str]:  # noqa: ANN001
+def _pages(path) -> list[str]:
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
     return [p for p in text.split("\f") if p.strip()]
 
