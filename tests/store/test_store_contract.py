@@ -245,7 +245,7 @@ def _flaky_begin(store: Store, monkeypatch: pytest.MonkeyPatch, message: str, fa
     real_begin = store.engine.begin
     calls: list[int] = []
 
-    def begin():  # noqa: ANN202
+    def begin():
         calls.append(1)
         if len(calls) <= failures:
             raise OperationalError("INSERT ...", {}, Exception(message))
