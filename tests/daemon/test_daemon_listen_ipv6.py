@@ -26,7 +26,7 @@ def _ipv6_port() -> int:
 
 def _scrape(url: str) -> str:
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback test URL
+        with urllib.request.urlopen(url, timeout=5) as r:
             return r.read().decode()
     except OSError:
         return ""

@@ -49,7 +49,7 @@ def _served_names() -> set[str]:
                               extra_collectors=[RunCollector(lambda: RUN)])
     server = serve(make_registry(collector), "127.0.0.1:0")
     try:
-        with urllib.request.urlopen(server.url, timeout=10) as resp:  # noqa: S310 - loopback test URL
+        with urllib.request.urlopen(server.url, timeout=10) as resp:
             text = resp.read().decode()
     finally:
         server.stop()

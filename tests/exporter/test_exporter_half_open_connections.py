@@ -32,7 +32,7 @@ def _half_open(port: int, n: int) -> list[socket.socket]:
     return socks
 
 
-def test_500_half_open_connections_hold_a_bounded_number_of_threads(spawn) -> None:  # noqa: ANN001
+def test_500_half_open_connections_hold_a_bounded_number_of_threads(spawn) -> None:
     port = free_port()
     proc = spawn(soak_exporter_argv(port, "--backend", "cpu", "--interval", "1"))
     url = f"http://127.0.0.1:{port}/metrics"

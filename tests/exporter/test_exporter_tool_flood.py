@@ -39,7 +39,7 @@ def _peak_rss_kib(pid: int) -> int:
     return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
 
 
-def test_npu_smi_flooding_after_its_table_is_cut_off_and_counted(tmp_path: Path, spawn) -> None:  # noqa: ANN001
+def test_npu_smi_flooding_after_its_table_is_cut_off_and_counted(tmp_path: Path, spawn) -> None:
     tool = _tool(tmp_path, f"cat '{TABLE}'\nexec yes garbage")
     port = free_port()
     proc = spawn(soak_exporter_argv(port, "--backend", "npu", "--npu-smi", str(tool), "--interval", "0.5",
@@ -54,7 +54,7 @@ def test_npu_smi_flooding_after_its_table_is_cut_off_and_counted(tmp_path: Path,
     print(f"exporter peak RSS with a flooding npu-smi: {_peak_rss_kib(proc.pid) / 1024:.0f} MiB")
 
 
-def test_metrics_answer_while_the_first_npu_smi_call_hangs(tmp_path: Path, spawn) -> None:  # noqa: ANN001
+def test_metrics_answer_while_the_first_npu_smi_call_hangs(tmp_path: Path, spawn) -> None:
     tool = _tool(tmp_path, "exec sleep 35")  # ends by itself soon after the timeout
     port = free_port()
     spawn(soak_exporter_argv(port, "--backend", "npu", "--npu-smi", str(tool), "--timeout", "30",
