@@ -50,7 +50,7 @@ class _Handler(WSGIRequestHandler):
     timeout = READ_TIMEOUT_S  # StreamRequestHandler puts it on the socket: reads and writes
     server: _BoundedServer
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # the stdlib's signature: 'format' shadows a builtin
         pass  # one line per scrape would flood a 72 h log
 
     def parse_request(self) -> bool:

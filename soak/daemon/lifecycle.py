@@ -188,10 +188,8 @@ class Daemon:
         return ",".join(f"{w.name}x{w.nproc}" for w in self.plan.workloads)
 
     def _manifest(self) -> None:
-        try:
-            from soak.manifest import collect_manifest
-        except ImportError:
-            return
+        from soak.manifest import collect_manifest
+
         try:
             self.started.store.update_run(self.started.run_id, manifest=collect_manifest(npu_smi=self.npu_smi or "npu-smi"))
         except UserError:

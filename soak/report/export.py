@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from soak.store import Store
 
 HEADER = "timestamp,device,metric,value\r\n"
 _SPECIAL = set(',"\r\n')  # csv.writer would quote these
@@ -44,7 +48,7 @@ def _fmt(values: np.ndarray) -> list[str]:
     return [text[i] for i in inv.tolist()]
 
 
-def export_run(store, run_id: str) -> Export:  # noqa: ANN001 - soak.store.Store
+def export_run(store: Store, run_id: str) -> Export:
     raw = store.export_rows(run_id)
     rows, step_rows, metrics = raw.samples, raw.steps, raw.metrics
 
@@ -100,7 +104,7 @@ def export_run(store, run_id: str) -> Export:  # noqa: ANN001 - soak.store.Store
     return Export(out.getvalue().encode("utf-8"), n, arrays)  # type: ignore[arg-type]
 
 
-def _export_slow(store, run_id: str) -> Export:  # noqa: ANN001
+def _export_slow(store: Store, run_id: str) -> Export:
     """Device names that need CSV quoting: let the store's own writer do it."""
     import tempfile
     from pathlib import Path

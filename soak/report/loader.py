@@ -12,11 +12,10 @@ otherwise ``soak.analysis.analyze`` is run on the stored trace (finished runs on
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from soak.report.model import (
     ChipSummary,
@@ -31,7 +30,8 @@ from soak.report.model import (
 )
 from soak.runfolder import read_analysis
 
-log = logging.getLogger("soak.report")
+if TYPE_CHECKING:
+    from soak.store import RunRecord, Store
 
 MAX_POINTS = 600
 _SERIES_COLUMNS = ("util_pct", "temp_c", "hbm_used_bytes", "power_w")
@@ -53,17 +53,17 @@ def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_
     return float(int(bucket))
 
 
-def chip_stats(store, run_id: str) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - soak.store.Store
+def chip_stats(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
     """Per-device statistics over the whole run: ``Store.chip_stats``, one aggregate query."""
     return store.chip_stats(run_id)
 
 
-def step_series(store, run_id: str, bucket_s: float | None) -> list[Series]:  # noqa: ANN001
+def step_series(store: Store, run_id: str, bucket_s: float | None) -> list[Series]:
     """Median-ish step time per rank, bucketed in SQL (mean of the window medians)."""
     return [Series(dev, "step_time_s", x, y) for dev, (x, y) in store.step_series(run_id, bucket_s).items()]
 
 
-def device_series(store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:  # noqa: ANN001
+def device_series(store: Store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:
     """The chart series of every chip (or one), downsampled in SQL."""
     from soak.store import HOST_DEVICE
 
@@ -91,7 +91,7 @@ def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[s
     out: dict[str, dict[str, Any]] = {}
     devs = sorted({d for d, m in arrays if m in _SERIES_COLUMNS and d != HOST_DEVICE})
 
-    def agg(dev: str, metric: str, fn) -> float | None:  # noqa: ANN001
+    def agg(dev: str, metric: str, fn: Callable[[Any], Any]) -> float | None:
         a = arrays.get((dev, metric))
         return None if a is None or len(a[1]) == 0 else float(fn(a[1]))
 
@@ -134,7 +134,7 @@ def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | 
     return out
 
 
-def run_analysis(store, run, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:  # noqa: ANN001
+def run_analysis(store: Store, run: RunRecord, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:
     """The run judged as the daemon judges it (``soak.judge``: same plan, profile, phases
     and criteria); None when the store does not hold the run."""
     from soak.judge import judge_run
@@ -219,7 +219,7 @@ def build_criteria(
 
 
 def load_report_data(
-    store,  # noqa: ANN001 - soak.store.Store
+    store: Store,
     run_id: str,
     *,
     analysis: Mapping[str, Any] | None = None,
