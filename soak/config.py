@@ -246,6 +246,37 @@ class JobsSection:
                               parse_size, key="min_free", raw="1GiB")
 
 
+def _opt_rank(value: Any, key: str) -> int | None:
+    return None if value in (None, "") else _number(0, integer=True)(value, key)
+
+
+def _choice_policy(value: Any, key: str) -> str:
+    return _choice(("continue", "stop"))(value, key)
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    nodes: int = opt(1, "Nodes in the run; more than 1 makes a cluster run (shared PostgreSQL store, torchrun c10d rendezvous).",
+                     _number(1, integer=True))
+    node_rank: int | None = opt(None, "This node's rank 0..nodes-1; empty: from the launcher's environment "
+                                "(JOB_COMPLETION_INDEX, VC_TASK_INDEX, PET_NODE_RANK, SLURM_NODEID).", _opt_rank)
+    node_name: str | None = opt(None, "This node's name; empty: NODE_NAME from the environment, else the host name.",
+                                _opt_string)
+    rendezvous: str | None = opt(None, "HOST:PORT of torchrun's c10d rendezvous store (hosted by node rank 0).",
+                                 _listen)
+    join_timeout_s: float = opt(600.0, "How long (wall) the nodes wait for each other to join.", _dur(),
+                                key="join_timeout", raw="10m")
+    node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost.", _dur(),
+                                key="node_silence", raw="60s")
+    on_node_lost: str = opt("continue", "When a node is lost: continue (the others go on training: evidence keeps "
+                            "coming) or stop the run.", _choice_policy)
+
+
+# The keys that differ from node to node: the plan digest every node must agree on leaves them out.
+NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("run", "data_dir"),
+                   ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"))
+
+
 @dataclass(frozen=True)
 class Plan:
     """A run plan. Sections map to TOML tables; ``workloads`` is an array of tables."""
@@ -261,6 +292,7 @@ class Plan:
     exporter: ExporterSection = field(default_factory=ExporterSection)
     restart: RestartSection = field(default_factory=RestartSection)
     jobs: JobsSection = field(default_factory=JobsSection)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
 
     def __post_init__(self) -> None:
         if self.run.time_scale != 1.0 and self.devices.backend != "sim":
@@ -273,6 +305,35 @@ class Plan:
         self._check_workload_args()
         if self.devices.backend == "sim":
             self._check_sim()
+        if self.cluster.nodes > 1:
+            self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        c = self.cluster
+        db = self.run.db or ""
+        if not db.startswith("postgresql"):
+            raise ConfigError(f"cluster.nodes = {c.nodes} needs one shared PostgreSQL store: set run.db (--db) to "
+                              "postgresql+psycopg://USER@HOST/DB (SQLite is one machine's file)")
+        if not self.run.id:
+            raise ConfigError(f"cluster.nodes = {c.nodes}: every node must be given the same run.id (--run-id)")
+        if not c.rendezvous:
+            raise ConfigError(f"cluster.nodes = {c.nodes} needs cluster.rendezvous (--rendezvous HOST:PORT), "
+                              "the address of node rank 0")
+        if len(self.workloads) != 1:
+            raise ConfigError("a cluster run trains one workload across its nodes (one rendezvous): give one "
+                              "[[workloads]]")
+        if c.node_rank is not None and c.node_rank >= c.nodes:
+            raise ConfigError(f"cluster.node_rank must be 0..{c.nodes - 1}, got {c.node_rank}")
+
+    def digest(self) -> str:
+        """SHA-256 of the plan every node of a cluster run must share (node-local keys left out)."""
+        import hashlib
+        import json
+
+        data = self.to_dict()
+        for section, key in NODE_LOCAL_KEYS:
+            data.get(section, {}).pop(key, None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
     def _check_sim(self) -> None:
         # The simulated fleet is built after the run folder exists: check its specs now, as

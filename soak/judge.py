@@ -231,6 +231,8 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     pre = _preflight_criterion(events, plan, reasons)
     if pre is not None:
         criteria.append(pre)
+    if (rec.nodes or 1) > 1:
+        criteria.append(_nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running, reasons))
     criteria += _kind_criteria(result.findings, judged=True)
 
     failing = [c for c in criteria if c["met"] is False]
@@ -386,6 +388,26 @@ def _preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list
     return _criterion("preflight", "pass", status, met)
 
 
+def _nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons: list[str]) -> dict[str, Any]:
+    """A cluster run: every node joined and stayed to the end."""
+    bad = [n for n in nodes if n.status in ("lost", "failed")]
+    done = [n for n in nodes if n.status == "finished"]
+    measured = f"{len(nodes)} of {expected} joined, {len(done)} finished"
+    if bad:
+        measured += "; " + ", ".join(f"{n.name} {n.status}" for n in bad)
+    met: bool | None = len(nodes) == expected and not bad and (running or len(done) == expected)
+    if running and met:
+        met = None
+    if met is False:
+        missing = expected - len(nodes)
+        reasons.append("nodes: " + "; ".join(
+            [f"node {n.name} (rank {n.rank}) {n.status}" for n in bad]
+            + ([f"{missing} node(s) never joined"] if missing > 0 else [])
+            + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])))
+    return _criterion("nodes", f"all {expected} to the end", measured, met,
+                      lost=[n.name for n in bad if n.status == "lost"])
+
+
 def _kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:
     out = []
     for kind in KINDS:
@@ -411,12 +433,12 @@ def _chips_expected(plan: Plan, rec: Any) -> int:
     want = int(getattr(plan.devices, "expect_chips", 0) or 0)
     if plan.devices.backend == "sim":
         want = max(want, plan.sim.chips)
-    return max(want, 1)
+    return max(want, 1) * max(1, int(rec.nodes or 1))
 
 
 def _chip_unit(series: Mapping[tuple[str, str], Any], backend: str | None) -> str:
-    chips = {d for d, m in series if d != ev.HOST_DEVICE and m in ev.CHIP_METRICS}
-    if chips and all(d == "cpu" or d.startswith("cpu") for d in chips):
+    chips = {d.rsplit("/", 1)[-1] for d, m in series if not ev.is_host(d) and m in ev.CHIP_METRICS}
+    if chips and all(d.startswith("cpu") for d in chips):
         return "CPU device-hours (host CPU, no accelerator)"
     return "chip-hours"
 

@@ -131,9 +131,14 @@ class Coverage:
         }
 
 
+def is_host(device: str) -> bool:
+    """The host pseudo-device, plain or of a cluster node (``node-a/host``)."""
+    return device == HOST_DEVICE or device.endswith("/" + HOST_DEVICE)
+
+
 def chip_devices(devices: Iterable[str], metrics_of: Mapping[str, Iterable[str]]) -> list[str]:
     """The devices that are chips: they carry a chip metric and are not the host row."""
-    return sorted(d for d in devices if d != HOST_DEVICE and set(metrics_of.get(d, ())) & set(CHIP_METRICS))
+    return sorted(d for d in devices if not is_host(d) and set(metrics_of.get(d, ())) & set(CHIP_METRICS))
 
 
 def covered_spans(t: np.ndarray, tick_s: float, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
@@ -297,7 +302,7 @@ def chip_hours(series: Mapping[tuple[str, str], np.ndarray], tick_s: float | Non
     """
     times: dict[str, list[np.ndarray]] = {}
     for (dev, metric), t in series.items():
-        if dev != HOST_DEVICE and metric in CHIP_METRICS:
+        if not is_host(dev) and metric in CHIP_METRICS:
             times.setdefault(dev, []).append(np.asarray(t, dtype=np.float64))
     total = 0.0
     for arrays in times.values():

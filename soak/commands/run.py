@@ -38,6 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-preflight", action="store_true", help="skip the environment self-check")
     p.add_argument("--max-restarts", type=int, help="give up after this many restarts (restart.max_restarts)")
     p.add_argument("--hang-timeout", help="no step progress for this long = hung, e.g. 10m (restart.hang_timeout)")
+    c = p.add_argument_group("cluster run (docs/cluster.md)")
+    c.add_argument("--nodes", type=int, help="nodes in the run; > 1 joins a cluster run (cluster.nodes)")
+    c.add_argument("--node-rank", type=int, help="this node's rank 0..N-1 (default: from JOB_COMPLETION_INDEX, "
+                   "VC_TASK_INDEX, PET_NODE_RANK or SLURM_NODEID)")
+    c.add_argument("--node-name", help="this node's name (default: NODE_NAME, else the host name)")
+    c.add_argument("--rendezvous", metavar="HOST:PORT", help="torchrun c10d rendezvous on node rank 0 (cluster.rendezvous)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="S",
                    help="seconds between progress lines (default: 5)")
     p.set_defaults(func=main)
@@ -45,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 _PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
                "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
-               "hang_timeout")
+               "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous")
 
 
 def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
@@ -82,6 +88,10 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     _set(data, "restart", "hang_timeout", args.hang_timeout)
     _set(data, "sim", "scenario", args.sim_scenario)
     _set(data, "sim", "chips", args.sim_chips)
+    _set(data, "cluster", "nodes", args.nodes)
+    _set(data, "cluster", "node_rank", args.node_rank)
+    _set(data, "cluster", "node_name", args.node_name)
+    _set(data, "cluster", "rendezvous", args.rendezvous)
     if args.inject:
         _set(data, "faults", "inject", list(args.inject))
     if args.workload:

@@ -25,6 +25,8 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.clock import ScaledClock
+from soak.cluster.member import ClusterMember
+from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
@@ -59,9 +61,10 @@ class StartedRun:
     resumed: bool
 
 
-def default_argv(plan: Plan) -> ArgvFactory:
+def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> ArgvFactory:
     """torchrun argv of a workload attempt; ``wall_left_s`` bounds the attempt so that an
-    orphan of a killed daemon ends by itself near the run's planned end."""
+    orphan of a killed daemon ends by itself near the run's planned end. ``rendezvous``
+    gives a cluster run's multi-node rendezvous of the current job generation."""
     from soak.workloads.launch import build_command
 
     device = {"sim": "cpu", "cpu": "cpu", "npu": "npu", "cuda": "cuda"}.get(plan.devices.backend, "auto")
@@ -69,7 +72,8 @@ def default_argv(plan: Plan) -> ArgvFactory:
     def argv(w: WorkloadSpec, run_dir: Path, attempt: int, wall_left_s: float) -> list[str]:
         return build_command(w.name, run_dir, w.nproc, w.size, duration_s=max(1.0, wall_left_s + 30.0),
                              inject=plan.faults.inject,
-                             extra=("--device-backend", device, *w.extra))
+                             extra=("--device-backend", device, *w.extra),
+                             rendezvous=None if rendezvous is None else rendezvous())
 
     return argv
 
@@ -101,6 +105,9 @@ class Daemon:
         self.npu_smi: str | None = plan.devices.npu_smi if plan is not None else None
         self.disk_message: str | None = None
         self._outages: dict[str, tuple[float, str, tuple[str, ...]]] = {}
+        self.member: ClusterMember | None = None  # this node's part of a cluster run
+        self._latest_snapshot: Snapshot | None = None  # chips this node reads (cluster status)
+        self._attempt_generation: dict[str, int] = {}
         self.status: RunStatus | None = None
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
@@ -170,6 +177,8 @@ class Daemon:
                             detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
             return StartedRun(run_id, run_dir, plan, profile, store, clock, run.started_ts,
                               run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
+        if plan.cluster.nodes > 1:
+            return self._join_cluster(run_id, run_dir, store, profile)
         clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
         started = clock.now()
         layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
@@ -184,21 +193,94 @@ class Daemon:
         return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
                           0, False)
 
+    def _join_cluster(self, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
+        """Join (or create) the cluster run in the shared store; the run's time line is the
+        first node's."""
+        plan = self.plan
+        c = plan.cluster
+        member = ClusterMember(plan, store, run_id, node_name(c.node_name), node_rank(c.node_rank, c.nodes))
+        started = time.time()
+        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
+        rec = member.join(dict(
+            host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
+            planned_end_ts=started + plan.run.duration_s, workload=plan.workloads[0].name,
+            backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
+        ), host=socket.gethostname(), listen=plan.exporter.listen)
+        self.member = member
+        self.out.write(f"soak: node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}\n")
+        self.out.flush()
+        clock = ScaledClock(scale=rec.time_scale, origin=rec.started_ts)
+        return StartedRun(run_id, run_dir, plan, profile, store, clock, rec.started_ts,
+                          rec.planned_end_ts or rec.started_ts + plan.run.duration_s, 0, False)
+
+    def _node(self) -> str | None:
+        return None if self.member is None else self.member.node
+
+    def _prepare_cluster(self, manifest: dict[str, Any] | None, preflight: str | None) -> None:
+        """Record this node's manifest and preflight, wait for the others, check the version
+        lock; the soak's duration then counts from here."""
+        member = self.member
+        assert member is not None
+        latest = self._latest_snapshot
+        chips = None if latest is None else len(latest.devices)
+        member.prepared(manifest=manifest, preflight=preflight, chips=chips)
+
+        def say(line: str) -> None:
+            self.out.write(f"soak: {line}\n")
+            self.out.flush()
+
+        member.barrier(say)
+        end = self.started.clock.now() + self.plan.run.duration_s
+        self.started = replace(self.started, planned_end_ts=end)
+        if member.rank == 0:
+            self.started.store.update_run(self.started.run_id, planned_end_ts=end)
+        say(f"all {member.nodes} nodes joined; training across nodes (rendezvous {self.plan.cluster.rendezvous})")
+
+    def _cluster_tick(self) -> None:
+        """Liveness, whole-job restarts and the lost-node policy (cluster runs)."""
+        member = self.member
+        assert member is not None
+        latest = self._latest_snapshot
+        member.touch(restarts=self._restarts(), chips=None if latest is None else len(latest.devices))
+        stored = member.stored_generation()
+        for s in self.supervisors:
+            if self._attempt_generation.get(s.name, stored) < stored and s.state == "running":
+                s.restart_now(f"the cluster job restarts (generation {stored})")
+        run = self.started.store.get_run(self.started.run_id)
+        if run is not None and run.status != "running":
+            self.request_stop(f"cluster run {run.status}")
+            return
+        if member.leader():
+            lost = member.find_lost()
+            if lost and self.plan.cluster.on_node_lost == "stop":
+                self.request_stop(f"node {', '.join(n.name for n in lost)} lost")
+            elif lost and self.started.store.bump_generation(self.started.run_id, stored):
+                names = ", ".join(n.name for n in lost)
+                self.started.store.add_event(
+                    self.started.run_id, "cluster_restart", ts=self.started.clock.now(), node=member.node,
+                    message=f"node {names} lost: the job restarts on the other nodes (generation {stored + 1})",
+                    detail={"lost": [n.name for n in lost], "generation": stored + 1})
+
     def _workload_label(self) -> str:
         return ",".join(f"{w.name}x{w.nproc}" for w in self.plan.workloads)
 
-    def _manifest(self) -> None:
+    def _manifest(self) -> dict[str, Any] | None:
         from soak.manifest import collect_manifest
 
         try:
-            self.started.store.update_run(self.started.run_id, manifest=collect_manifest(npu_smi=self.npu_smi or "npu-smi"))
+            manifest = collect_manifest(npu_smi=self.npu_smi or "npu-smi")
+            if self.member is None or self.member.rank == 0:
+                self.started.store.update_run(self.started.run_id, manifest=manifest)
+            return manifest
         except UserError:
             raise
         except Exception as exc:  # the manifest documents the run; it must not stop it
             log.warning("manifest: %s", exc)
-            self.started.store.add_event(self.started.run_id, "note", ts=self.started.clock.now(), message=f"manifest failed: {exc}")
+            self.started.store.add_event(self.started.run_id, "note", ts=self.started.clock.now(),
+                                         message=f"manifest failed: {exc}", node=self._node())
+            return None
 
-    def _preflight(self) -> None:
+    def _preflight(self) -> str:
         """``soak preflight`` in a child process: torch and the device checks stay out of the
         daemon (its memory stays small for 72 h), and a check that crashes cannot take it down."""
         import json
@@ -221,12 +303,15 @@ class Daemon:
         status = str(detail.get("status"))
         failed = [c.get("name") for c in detail.get("checks", []) if c.get("status") == "fail"]
         msg = f"preflight {status}" + (f": failed {', '.join(map(str, failed))}" if failed else "")
-        self.started.store.add_event(self.started.run_id, "preflight", ts=t0, end_ts=self.started.clock.now(), message=msg, detail=detail)
+        self.started.store.add_event(self.started.run_id, "preflight", ts=t0, end_ts=self.started.clock.now(),
+                                     message=msg, detail=detail, node=self._node())
         self.out.write(f"soak: {msg}\n")
         self.out.flush()
+        return status
 
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
+        self._latest_snapshot = snapshot
         self._track_outages(snapshot)
         try:
             self.writer.add(snapshot)
@@ -236,8 +321,13 @@ class Daemon:
 
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
+        if self.member is not None and kind in ("crash", "hang"):
+            # torchrun's semantics: one failure restarts the whole job. The node that moves
+            # the job's generation first is named; the others' failures follow from it.
+            if not self.member.job_failed(workload or "", message, rank):
+                kind, message = "note", f"{message} (the cluster job had failed on another node)"
         self.started.store.add_event(self.started.run_id, kind, ts=self.started.clock.now() if ts is None else ts,
-                             workload=workload, rank=rank, message=message, detail=detail)
+                                     workload=workload, rank=rank, message=message, detail=detail, node=self._node())
         if kind in ("crash", "hang", "restart", "stop"):
             self.out.write(f"soak: {message}\n")
             self.out.flush()
@@ -356,22 +446,34 @@ class Daemon:
         self.npu_smi = plan.devices.npu_smi
         if hasattr(self.backend, "sim_dir"):
             self.npu_smi = str(Path(self.backend.sim_dir) / "npu-smi")
+        manifest, preflight = None, None
         if not self.resume_id:
-            self._manifest()
+            manifest = self._manifest()
             if plan.run.preflight:
-                self._preflight()
+                preflight = self._preflight()
                 # the soak's duration counts from the workloads' start, not the self-check's
                 self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
-                self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
+                if self.member is None:
+                    self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
         self.agg = StepAggregator(self.step_window_s, to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
             self.follower.skip_existing()
-        self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s)
+        self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s,
+                                                node=self._node())
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
                                plan.restart.backoff_max_s, plan.restart.hang_timeout_s, plan.restart.stop_grace_s)
-        argv_factory = self.argv_factory or default_argv(plan)
+        rendezvous = None
+        if self.member is not None:
+            member = self.member
+
+            def rendezvous() -> Any:
+                rdzv = member.rendezvous()
+                for w in plan.workloads:
+                    self._attempt_generation[w.name] = member.generation
+                return rdzv
+        argv_factory = self.argv_factory or default_argv(plan, rendezvous)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         per_workload_restart_budget = self.started.restarts0
@@ -397,6 +499,8 @@ class Daemon:
         try:
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
                                                 RunCollector(lambda: self.status))
+            if self.member is not None:
+                self._prepare_cluster(manifest, preflight)
             jobs.start()
             self._disk_job()
             for s in self.supervisors:
@@ -453,6 +557,8 @@ class Daemon:
                 return "finished"
             if self.started.clock.now() >= self.started.planned_end_ts:
                 return "finished"
+            if self.member is not None:
+                self._cluster_tick()
             self._stop_event.wait(self.loop_interval_s)
 
     def _drain_heartbeats(self, now_wall: float | None) -> None:
@@ -460,10 +566,10 @@ class Daemon:
         rows, events = self.agg.feed(records)
         rows += self.agg.flush(now_wall)
         if rows:
-            self.started.store.add_steps(self.started.run_id, rows)
+            self.started.store.add_steps(self.started.run_id, rows, node=self._node())
         for e in events:
             self.started.store.add_event(self.started.run_id, e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
-                                 message=e["message"], detail=e["detail"])
+                                         message=e["message"], detail=e["detail"], node=self._node())
 
     def _finish(self, status: str) -> int:
         run = self.started
@@ -477,9 +583,20 @@ class Daemon:
                 self._close_outage(key, end)
             if status == "stopped":
                 run.store.add_event(run.run_id, "stop", ts=end, message=f"stopped ({self.stop_reason})",
-                                    detail={"reason": self.stop_reason})
-            run.store.update_run(run.run_id, restarts=self._restarts())
+                                    detail={"reason": self.stop_reason}, node=self._node())
             judged = None
+            if self.member is not None:
+                member = self.member
+                member.touch(force=True, status=status if status != "stopped" else "stopped", ended_ts=end,
+                             restarts=self._restarts())
+                if not member.leader():
+                    self.out.write(f"soak: node {member.node} {status}; the leader judges cluster run {run.run_id} "
+                                   f"(soak cluster status {run.run_id} --db URL)\n")
+                    self.out.flush()
+                    return 1 if status == "failed" else 0
+                member.wait_for_others(self.plan.cluster.node_silence_s + 30.0)
+            else:
+                run.store.update_run(run.run_id, restarts=self._restarts())
             try:
                 why = str(self.fatal) if self.fatal else self.stop_reason
                 judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, status=status,

@@ -167,6 +167,16 @@ class Supervisor:
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             log.error("%s: pid %d survived SIGKILL", self.name, self.proc.pid)
 
+    def restart_now(self, why: str) -> None:
+        """End the running attempt and start the next one at once, not counted as this
+        workload's restart (a cluster job restarting for another node's failure)."""
+        if self.state == RUNNING:
+            self._kill()
+        if self.state in (RUNNING, WAITING):
+            log.warning("%s: %s; starting attempt %d", self.name, why, self.attempt + 1)
+            self.next_start = self._mono()
+            self.state = WAITING
+
     def stop(self) -> None:
         if self.state == RUNNING:
             self._kill()

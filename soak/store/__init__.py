@@ -9,8 +9,11 @@ from soak.store.repo import (
     EventRecord,
     ExportRows,
     FindingRecord,
+    NodeRecord,
     RunRecord,
     Store,
+    node_of,
 )
 
-__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "RunRecord", "Store"]
+__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
+           "RunRecord", "Store", "node_of"]

@@ -72,6 +72,31 @@ class RunRecord:
     time_scale: float
     restarts: int
     run_dir: str | None
+    nodes: int = 1
+    generation: int = 0
+    plan_digest: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node of a cluster run, as it joined and as last seen (unix seconds)."""
+
+    run_id: str
+    name: str
+    rank: int
+    host: str | None
+    chips: int | None
+    manifest: dict[str, Any] | None
+    preflight: str | None
+    status: str
+    joined_ts: float
+    last_seen: float
+    ended_ts: float | None
+    restarts: int
+    listen: str | None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -86,6 +111,7 @@ class EventRecord:
     rank: int | None = None
     message: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -161,6 +187,11 @@ def _is_transient(exc: BaseException) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+def node_of(device: str | None) -> str | None:
+    """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
+    return device.split("/", 1)[0] if device and "/" in device else None
+
+
 def _rank_device(workload: str, rank: int) -> str:
     """The device key of one rank's step metrics in traces, exports and charts."""
     return f"{workload}-rank{rank}"
@@ -225,6 +256,10 @@ class Store:
 
     def _init_schema(self, create: bool) -> None:
         with self._lock, self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                # the agents of a cluster run open one database at once: one creates the
+                # tables, the others wait for it (a transaction-scoped advisory lock)
+                conn.execute(text("SELECT pg_advisory_xact_lock(7150001)"))
             # Check the version before creating anything: a database of another version must
             # not gain this version's tables on the way to being refused.
             row = None
@@ -232,6 +267,9 @@ class Store:
                 row = conn.execute(
                     select(S.meta.c.value).where(S.meta.c.key == "schema_version")
                 ).first()
+            if row is not None and str(row[0]).isdigit() and int(row[0]) in S.MIGRATIONS:
+                self._migrate(conn, int(row[0]))
+                row = (str(S.SCHEMA_VERSION),)
             if row is not None and str(row[0]) != str(S.SCHEMA_VERSION):
                 raise StoreError(
                     f"store {self.url}: schema version {row[0]}, this soak reads version "
@@ -241,6 +279,16 @@ class Store:
                 S.metadata.create_all(conn, checkfirst=True)
             if row is None:
                 conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+
+    def _migrate(self, conn: Connection, version: int) -> None:
+        """Upgrade a database in place, one version at a time, in the caller's transaction."""
+        while version in S.MIGRATIONS:
+            log.warning("store %s: upgrading schema version %d to %d", self.url, version, version + 1)
+            for ddl in S.MIGRATIONS[version]:
+                conn.execute(text(ddl))
+            version += 1
+        S.metadata.create_all(conn, checkfirst=True)
+        conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(version)))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -426,14 +474,75 @@ class Store:
             return sqlite_insert(table).on_conflict_do_nothing()
         return insert(table)
 
-    def writer(self, run_id: str, *, max_rows: int = 512, max_delay_s: float = 5.0) -> BatchWriter:
-        """A buffered sample writer: commits every ``max_rows`` rows or ``max_delay_s``."""
-        return BatchWriter(self, run_id, max_rows=max_rows, max_delay_s=max_delay_s)
+    def writer(self, run_id: str, *, max_rows: int = 512, max_delay_s: float = 5.0,
+               node: str | None = None) -> BatchWriter:
+        """A buffered sample writer: commits every ``max_rows`` rows or ``max_delay_s``.
 
-    def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Aggregated step rows (keys as the ``steps`` table; run_id is filled in)."""
+        ``node`` (a cluster run) stores each device as ``node/device``, so the chips of every
+        node stay apart in one run; ``node_of`` reads it back."""
+        return BatchWriter(self, run_id, max_rows=max_rows, max_delay_s=max_delay_s, node=node)
+
+    # ------------------------------------------------------------------ cluster runs
+    def join_cluster(self, run_id: str, *, node: str, rank: int, nodes: int, plan_digest: str, joined_ts: float,
+                     run: Mapping[str, Any], host: str | None = None, chips: int | None = None,
+                     manifest: Mapping[str, Any] | None = None, listen: str | None = None) -> RunRecord:
+        """Join node ``node`` (rank ``rank``) to cluster run ``run_id``, creating the run if
+        this node is the first. ``run`` holds ``create_run``'s values. Refused in one line:
+        another plan, another node count, a rank or name another live node holds."""
+        def join(conn: Connection) -> None:
+            values = dict(run)
+            values["plan"] = json.dumps(values.get("plan") or {}, default=str)
+            conn.execute(self._insert_ignoring_duplicates(S.runs).values(
+                id=run_id, status="running", nodes=nodes, generation=0, plan_digest=plan_digest, **values))
+            got = conn.execute(select(S.runs.c.nodes, S.runs.c.plan_digest, S.runs.c.status)
+                               .where(S.runs.c.id == run_id)).one()
+            if got.plan_digest != plan_digest:
+                raise StoreError(f"node {node}: its plan differs from cluster run {run_id}'s "
+                                 f"(digest {plan_digest[:12]} vs {str(got.plan_digest)[:12]}): every node must run the same plan")
+            if got.nodes != nodes:
+                raise StoreError(f"node {node}: --nodes {nodes}, but cluster run {run_id} has {got.nodes} nodes")
+            n = S.nodes
+            mine = conn.execute(select(n.c.name, n.c.status).where(n.c.run_id == run_id, n.c.rank == rank,
+                                                                  n.c.name != node)).first()
+            if mine is not None:
+                raise StoreError(f"node {node}: rank {rank} of cluster run {run_id} is already node {mine.name}")
+            row = dict(rank=rank, host=host, chips=chips, status="joined", joined_ts=joined_ts, last_seen=joined_ts,
+                       manifest=None if manifest is None else json.dumps(manifest, default=str), listen=listen)
+            if conn.execute(select(n.c.name).where(n.c.run_id == run_id, n.c.name == node)).first() is None:
+                conn.execute(insert(n).values(run_id=run_id, name=node, restarts=0, **row))
+            else:  # the same node again (its agent resumed): take its place
+                conn.execute(update(n).where(n.c.run_id == run_id, n.c.name == node).values(**row))
+
+        self._retry(join)
+        rec = self.get_run(run_id)
+        assert rec is not None
+        return rec
+
+    def cluster_nodes(self, run_id: str) -> list[NodeRecord]:
+        n = S.nodes
+        rows = self._read(select(n).where(n.c.run_id == run_id).order_by(n.c.rank, n.c.name))
+        return [NodeRecord(**{**dict(r._mapping), "manifest": json.loads(r.manifest) if r.manifest else None})
+                for r in rows]
+
+    def update_node(self, run_id: str, node: str, **values: Any) -> None:
+        """Change a node's columns (last_seen, status, preflight, restarts, ended_ts, ...)."""
+        if values.get("status") is not None and values["status"] not in S.NODE_STATUSES:
+            raise ValueError(f"node status must be one of {S.NODE_STATUSES}")
+        if "manifest" in values and values["manifest"] is not None:
+            values["manifest"] = json.dumps(values["manifest"], default=str)
+        self._write(update(S.nodes).where(S.nodes.c.run_id == run_id, S.nodes.c.name == node).values(**values))
+
+    def bump_generation(self, run_id: str, seen: int) -> bool:
+        """Start the cluster job's next generation if it is still ``seen`` (compare and set:
+        of several nodes that see the same failure, exactly one moves it)."""
+        r = S.runs
+        res = self._write(update(r).where(r.c.id == run_id, r.c.generation == seen).values(generation=seen + 1))
+        return bool(res.rowcount)
+
+    def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]], node: str | None = None) -> None:
+        """Aggregated step rows (keys as the ``steps`` table; run_id and node are filled in)."""
         cols = set(S.steps.c.keys()) - {"id"}
-        out = [{**{k: r.get(k) for k in cols}, "run_id": run_id} for r in rows]
+        out = [{**{k: r.get(k) for k in cols}, "run_id": run_id, "node": r.get("node") or node} for r in rows]
         self._write(insert(S.steps), out)
 
     def add_event(
@@ -447,6 +556,7 @@ class Store:
         rank: int | None = None,
         message: str | None = None,
         detail: Mapping[str, Any] | None = None,
+        node: str | None = None,
     ) -> None:
         if kind not in S.EVENT_KINDS:
             raise ValueError(f"event kind {kind!r} is not one of {S.EVENT_KINDS}")
@@ -460,6 +570,7 @@ class Store:
                 rank=rank,
                 message=message,
                 detail=json.dumps(dict(detail or {}), default=str),
+                node=node,
             )
         )
 
@@ -480,6 +591,7 @@ class Store:
                     "detail": json.dumps(
                         {k: v for k, v in f.items() if k not in FINDING_KEYS}, default=str
                     ),
+                    "node": f.get("node") or node_of(f.get("device")),
                 }
             )
 
@@ -553,6 +665,9 @@ class Store:
             time_scale=m["time_scale"],
             restarts=m["restarts"] or 0,
             run_dir=m["run_dir"],
+            nodes=m["nodes"] or 1,
+            generation=m["generation"] or 0,
+            plan_digest=m["plan_digest"],
         )
 
     def list_runs(self) -> list[RunRecord]:
@@ -728,6 +843,7 @@ class Store:
                 rank=r.rank,
                 message=r.message,
                 detail=json.loads(r.detail) if r.detail else {},
+                node=r.node,
             )
             for r in self._read(stmt)
         ]
@@ -849,9 +965,11 @@ class BatchWriter:
     caller (the daemon stops cleanly) instead of rows piling up in memory.
     """
 
-    def __init__(self, store: Store, run_id: str, *, max_rows: int, max_delay_s: float) -> None:
+    def __init__(self, store: Store, run_id: str, *, max_rows: int, max_delay_s: float,
+                 node: str | None = None) -> None:
         self.store = store
         self.run_id = run_id
+        self.node = node
         self.max_rows = max_rows
         self.max_delay_s = max_delay_s
         self._rows: list[dict[str, Any]] = []
@@ -862,6 +980,9 @@ class BatchWriter:
 
     def add(self, snapshot: Snapshot) -> None:
         rows = Store.snapshot_rows(self.run_id, snapshot)
+        if self.node is not None:
+            for r in rows:
+                r["device"] = f"{self.node}/{r['device']}"
         with self._lock:
             self._rows.extend(rows)
             self.ticks += 1

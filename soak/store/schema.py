@@ -30,7 +30,10 @@ from sqlalchemy import (
 from soak.telemetry.records import METRICS
 
 # 2: samples keyed by (series, ts) with REAL util/temp/power; sample_series holds run + device.
-SCHEMA_VERSION = 2
+# 3: cluster runs: a ``nodes`` table; runs gain nodes, generation and plan_digest; events,
+#    steps and findings gain ``node``. A version-2 database is upgraded in place (columns
+#    added, nothing rewritten): see ``MIGRATIONS``.
+SCHEMA_VERSION = 3
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -61,7 +64,32 @@ runs = Table(
     Column("time_scale", Float, nullable=False, default=1.0),
     Column("restarts", Integer, nullable=False, default=0),
     Column("run_dir", Text),
+    Column("nodes", Integer, nullable=False, default=1),  # nodes of a cluster run
+    # a cluster run's job generation: every whole-job restart starts a new rendezvous id
+    Column("generation", Integer, nullable=False, default=0),
+    Column("plan_digest", String(64)),  # every node of a cluster run must run this plan
 )
+
+# One row per node of a run (a single-node run has none): who joined, with what, how alive.
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("rank", Integer, nullable=False),
+    Column("host", String(255)),
+    Column("chips", Integer),
+    Column("manifest", Text),  # JSON of the node's version manifest
+    Column("preflight", String(16)),  # pass, fail, error, skipped
+    Column("status", String(16), nullable=False),  # joined, running, finished, failed, lost, stopped
+    Column("joined_ts", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    Column("ended_ts", Float),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("listen", String(255)),  # where the node serves /metrics
+)
+
+NODE_STATUSES = ("joined", "running", "finished", "failed", "lost", "stopped")
 
 # One row per (run, device): samples carry this small integer instead of repeating two
 # strings in every row and every index entry. It also keeps the primary-key index entries
@@ -133,6 +161,7 @@ steps = Table(
     Column("host_rss_bytes", BigInteger),
     Column("comm_timeouts", Integer),
     Column("attempt", Integer),
+    Column("node", String(255)),
 )
 Index("ix_steps_run_rank_ts", steps.c.run_id, steps.c.rank, steps.c.ts)
 
@@ -154,7 +183,23 @@ EVENT_KINDS = (
     "exit",
     "disk",
     "outage",  # a reader or chips without readings: start, end_ts, error (no table change)
+    "node_joined",
+    "node_lost",
+    "cluster_restart",
 )
+
+# Upgrades in place, from the version named to the next: columns added with their defaults
+# (new tables are created by ``create_all``). Plain DDL both SQLite and PostgreSQL accept.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "ALTER TABLE runs ADD COLUMN nodes INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE runs ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN plan_digest VARCHAR(64)",
+        "ALTER TABLE events ADD COLUMN node VARCHAR(255)",
+        "ALTER TABLE steps ADD COLUMN node VARCHAR(255)",
+        "ALTER TABLE findings ADD COLUMN node VARCHAR(255)",
+    ),
+}
 
 events = Table(
     "events",
@@ -168,6 +213,7 @@ events = Table(
     Column("rank", Integer),
     Column("message", Text),
     Column("detail", Text),  # JSON object
+    Column("node", String(255)),  # the node it happened on (cluster runs)
 )
 Index("ix_events_run_ts", events.c.run_id, events.c.ts)
 
@@ -184,6 +230,7 @@ findings = Table(
     Column("severity", String(16)),
     Column("summary", Text),
     Column("detail", Text),  # JSON object: the analysis' own keys (slope_per_hour, ...)
+    Column("node", String(255)),
 )
 Index("ix_findings_run", findings.c.run_id)
 

@@ -10,12 +10,24 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from soak.errors import InputError
 from soak.workloads.inject import parse_all
 
 WORKLOADS = ("lm", "gemm", "collective")
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """torchrun's multi-node rendezvous for one generation of a cluster job."""
+
+    nnodes: int
+    endpoint: str  # HOST:PORT
+    rdzv_id: str  # new for every whole-job restart: a running rendezvous is not rejoined
+    is_host: bool  # this node hosts the c10d store
+    join_timeout_s: float = 600.0
 
 
 def build_command(
@@ -29,6 +41,7 @@ def build_command(
     extra: Iterable[str] = (),
     *,
     python: str | None = None,
+    rendezvous: Rendezvous | None = None,
 ) -> list[str]:
     """argv for ``torchrun --standalone --nproc-per-node N -m soak.workloads.<workload> ...``.
 
@@ -41,8 +54,15 @@ def build_command(
         raise InputError(f"nproc {nproc!r}: must be at least 1")
     inject = list(inject)
     parse_all(inject, workload)
+    # one node: a private rendezvous; several: the cluster's c10d rendezvous, whose store
+    # node rank 0 hosts (said explicitly: torchrun cannot always tell, e.g. on one host)
+    where = ["--standalone"] if rendezvous is None else [
+        f"--nnodes={rendezvous.nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
+        f"--rdzv-id={rendezvous.rdzv_id}",
+        f"--rdzv-conf=join_timeout={rendezvous.join_timeout_s:g},is_host={int(rendezvous.is_host)}",
+    ]
     argv = [
-        python or sys.executable, "-m", "torch.distributed.run", "--standalone",
+        python or sys.executable, "-m", "torch.distributed.run", *where,
         f"--nproc-per-node={int(nproc)}", "--max-restarts=0",
         "-m", f"soak.workloads.{workload}",
         "--run-dir", str(Path(run_dir)), "--size", size,

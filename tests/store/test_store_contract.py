@@ -206,9 +206,35 @@ def test_older_schema_is_refused_in_one_line_and_left_untouched(store_url: str) 
     with pytest.raises(StoreError) as err:
         Store.open(store_url)
     msg = str(err.value)
-    assert "schema version 1, this soak reads version 2" in msg and "\n" not in msg
+    assert f"schema version 1, this soak reads version {S.SCHEMA_VERSION}" in msg and "\n" not in msg
     assert not inspect(engine).has_table("sample_series")  # nothing created on the way
     engine.dispose()
+
+
+def test_a_version_2_store_is_upgraded_in_place_keeping_its_runs(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from sqlalchemy import create_engine, text
+
+    # A version-2 store as soak 0.1 wrote it: today's tables less what version 3 added.
+    with Store.open(store_url) as first:
+        _new_run(first)
+        first.add_event("r1", "note", ts=T0, message="written by 0.1")
+    engine = create_engine(store_url)
+    with engine.begin() as conn:
+        for ddl in S.MIGRATIONS[2]:
+            table, column = ddl.split()[2], ddl.split()[5]
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("DROP TABLE nodes"))
+        conn.execute(text("UPDATE soak_meta SET value = '2' WHERE key = 'schema_version'"))
+    engine.dispose()
+    with Store.open(store_url) as upgraded:
+        run = upgraded.get_run("r1")
+        assert run is not None and (run.nodes, run.generation, run.plan_digest) == (1, 0, None)
+        assert [e.message for e in upgraded.load_events("r1")] == ["written by 0.1"]
+        upgraded.add_event("r1", "note", ts=T0 + 1, message="after the upgrade", node="node-a")
+        assert upgraded.load_events("r1")[-1].node == "node-a"
+        assert upgraded.cluster_nodes("r1") == []
 
 
 def test_a_repeated_reading_is_kept_once_and_series_are_per_run(store: Store) -> None:

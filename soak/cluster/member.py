@@ -1,0 +1,179 @@
+"""One node's part of a cluster run: join, wait for the others, watch them, restart together.
+
+Nodes never talk to each other except through torchrun's rendezvous and the shared store:
+
+- **join**: a row in ``nodes`` (the run row is created by whichever node comes first); a
+  node with another plan or node count is refused in one line naming it;
+- **barrier**: every node waits, at most ``cluster.join_timeout``, until all have joined and
+  recorded their manifest and preflight; the manifests must agree on every version
+  (``version_drift``), else the cluster preflight fails naming the nodes and fields;
+- **generation**: every whole-job restart starts a new torchrun rendezvous id,
+  ``<run>-g<generation>``, never a rejoin of a running rendezvous (not dependable). The node
+  whose workload fails first moves the generation (compare and set) and names itself;
+- **liveness**: every node touches ``last_seen``; the leader (the lowest rank still alive,
+  so rank 0 unless it is gone) marks a node silent for ``cluster.node_silence`` as lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from soak.cluster.node import version_drift
+from soak.config import Plan
+from soak.errors import UserError
+from soak.store import NodeRecord, RunRecord, Store
+from soak.workloads.launch import Rendezvous
+
+log = logging.getLogger("soak.cluster")
+
+ALIVE = ("joined", "running", "finished")
+
+
+class ClusterError(UserError):
+    """A cluster run cannot go on: a node missing, a version differs (one line, exit 2)."""
+
+
+@dataclass
+class ClusterMember:
+    plan: Plan
+    store: Store
+    run_id: str
+    node: str
+    rank: int
+    sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], float] = time.time
+    generation: int = 0
+    nnodes: int = 0
+    _last_touch: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.nnodes = self.plan.cluster.nodes
+
+    @property
+    def nodes(self) -> int:
+        return self.plan.cluster.nodes
+
+    def join(self, run_values: dict[str, Any], *, host: str, listen: str | None) -> RunRecord:
+        rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
+                                      plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
+                                      host=host, listen=listen)
+        self.store.add_event(self.run_id, "node_joined", ts=self.wall(), node=self.node,
+                             message=f"node {self.node} (rank {self.rank}) joined from {host}",
+                             detail={"rank": self.rank, "host": host})
+        log.info("joined cluster run %s as node %s (rank %d of %d)", self.run_id, self.node, self.rank, self.nodes)
+        return rec
+
+    def prepared(self, *, manifest: dict[str, Any] | None, preflight: str | None, chips: int | None) -> None:
+        self.store.update_node(self.run_id, self.node, manifest=manifest or {}, preflight=preflight, chips=chips,
+                               last_seen=self.wall())
+
+    def barrier(self, say: Callable[[str], None]) -> list[NodeRecord]:
+        """Wait until every node joined and is prepared; the version lock, checked."""
+        deadline = self.wall() + self.plan.cluster.join_timeout_s
+        said = 0.0
+        while True:
+            nodes = self.store.cluster_nodes(self.run_id)
+            ready = [n for n in nodes if n.manifest is not None and n.status in ALIVE]
+            if len(ready) >= self.nodes:
+                break
+            if self.wall() >= deadline:
+                have = {n.rank for n in ready}
+                missing = [str(r) for r in range(self.nodes) if r not in have]
+                msg = (f"cluster run {self.run_id}: only {len(ready)} of {self.nodes} nodes joined within "
+                       f"{self.plan.cluster.join_timeout_s:.0f} s (missing rank {', '.join(missing)}; joined: "
+                       f"{', '.join(n.name for n in ready) or 'none'})")
+                self.store.add_event(self.run_id, "stop", ts=self.wall(), node=self.node, message=msg,
+                                     detail={"reason": "join_timeout", "missing_ranks": missing})
+                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
+                raise ClusterError(msg)
+            self.touch(force=True)
+            if self.wall() - said >= 10:
+                said = self.wall()
+                say(f"waiting for nodes: {len(ready)} of {self.nodes} ready")
+            self.sleep(0.5)
+        drift = version_drift({n.name: n.manifest for n in ready})
+        if drift:
+            for line in drift:
+                log.error("%s", line)
+            self.store.add_event(self.run_id, "preflight", ts=self.wall(), node=self.node,
+                                 message="cluster preflight failed: " + "; ".join(drift),
+                                 detail={"status": "fail", "version_drift": drift})
+            self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
+            self.store.update_run(self.run_id, status="failed", verdict="fail", ended_ts=self.wall())
+            raise ClusterError("\n".join(drift))
+        self.store.update_node(self.run_id, self.node, status="running", last_seen=self.wall())
+        return ready
+
+    # ------------------------------------------------------------------ during the run
+    def touch(self, *, force: bool = False, **values: Any) -> None:
+        now = self.wall()
+        if force or now - self._last_touch >= 1.0:
+            self._last_touch = now
+            self.store.update_node(self.run_id, self.node, last_seen=now, **values)
+
+    def rendezvous(self) -> Rendezvous:
+        """The torchrun rendezvous of the job's current generation."""
+        run = self.store.get_run(self.run_id)
+        if run is not None:
+            self.generation = run.generation
+        alive = [n for n in self.store.cluster_nodes(self.run_id) if n.status in ALIVE]
+        self.nnodes = max(1, len(alive))
+        c = self.plan.cluster
+        assert c.rendezvous is not None
+        return Rendezvous(nnodes=self.nnodes, endpoint=c.rendezvous, rdzv_id=f"{self.run_id}-g{self.generation}",
+                          is_host=self.rank == 0, join_timeout_s=c.join_timeout_s)
+
+    def stored_generation(self) -> int:
+        run = self.store.get_run(self.run_id)
+        return self.generation if run is None else run.generation
+
+    def job_failed(self, workload: str, message: str, rank: int | None) -> bool:
+        """This node's workload failed: move the job to its next generation. True when this
+        node was the first to see this generation fail (it is named once for the cluster)."""
+        first = self.store.bump_generation(self.run_id, self.generation)
+        if first:
+            self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), workload=workload, rank=rank,
+                                 node=self.node,
+                                 message=f"{message} on node {self.node}: the whole job restarts "
+                                         f"(generation {self.generation + 1})",
+                                 detail={"node": self.node, "generation": self.generation + 1})
+        return first
+
+    def leader(self) -> bool:
+        """The lowest rank among the nodes still alive leads (rank 0 unless it is gone)."""
+        now = self.wall()
+        silence = self.plan.cluster.node_silence_s
+        alive = [n for n in self.store.cluster_nodes(self.run_id)
+                 if n.status in ALIVE and (now - n.last_seen <= silence or n.name == self.node)]
+        return bool(alive) and min(n.rank for n in alive) == self.rank
+
+    def find_lost(self) -> list[NodeRecord]:
+        """Nodes silent past the bound: marked lost, with a ``node_lost`` event naming each."""
+        now = self.wall()
+        silence = self.plan.cluster.node_silence_s
+        lost = [n for n in self.store.cluster_nodes(self.run_id)
+                if n.name != self.node and n.status in ("joined", "running") and now - n.last_seen > silence]
+        for n in lost:
+            self.store.update_node(self.run_id, n.name, status="lost", ended_ts=now)
+            msg = f"node {n.name} (rank {n.rank}) lost: not seen for {now - n.last_seen:.0f} s (bound {silence:.0f} s)"
+            log.error("%s", msg)
+            self.store.add_event(self.run_id, "node_lost", ts=now, node=n.name, message=msg,
+                                 detail={"node": n.name, "rank": n.rank, "last_seen": n.last_seen,
+                                         "policy": self.plan.cluster.on_node_lost})
+        return lost
+
+    def wait_for_others(self, bound_s: float) -> list[NodeRecord]:
+        """At the end, the leader waits (bounded) for every other node to finish or be lost."""
+        deadline = self.wall() + bound_s
+        while True:
+            self.find_lost()
+            nodes = self.store.cluster_nodes(self.run_id)
+            open_ = [n for n in nodes if n.name != self.node and n.status in ("joined", "running")]
+            if not open_ or self.wall() >= deadline:
+                return nodes
+            self.touch()
+            self.sleep(0.5)

@@ -1,0 +1,71 @@
+"""Who this node is in a cluster run, and whether the nodes run the same software.
+
+The rank comes from the plan or flag, else from the launcher's environment: a Kubernetes
+Indexed Job sets ``JOB_COMPLETION_INDEX``, Volcano ``VC_TASK_INDEX``, Kubeflow's PyTorchJob
+``PET_NODE_RANK``, Slurm ``SLURM_NODEID``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from soak.errors import ConfigError
+from soak.manifest import NOT_DRIFT, flatten
+
+RANK_VARIABLES = ("JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "PET_NODE_RANK", "SLURM_NODEID")
+
+
+def node_rank(configured: int | None, nodes: int, env: Mapping[str, str] | None = None) -> int:
+    """This node's rank: the plan's (or flag's), else the launcher's environment."""
+    env = os.environ if env is None else env
+    if configured is not None:
+        rank, source = configured, "cluster.node_rank"
+    else:
+        found = [(v, env[v]) for v in RANK_VARIABLES if env.get(v, "").strip()]
+        if not found:
+            raise ConfigError(f"cluster.nodes = {nodes}: give this node's rank (--node-rank R), or run it under a "
+                              f"launcher that sets one of {', '.join(RANK_VARIABLES)}")
+        source, text = found[0]
+        try:
+            rank = int(text)
+        except ValueError:
+            raise ConfigError(f"{source}={text!r}: a node rank must be an integer") from None
+    if not 0 <= rank < nodes:
+        raise ConfigError(f"{source} = {rank}: the node rank must be 0..{nodes - 1}")
+    return rank
+
+
+def node_name(configured: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The plan's name, else ``NODE_NAME`` (the Kubernetes node, by the downward API), else the host."""
+    env = os.environ if env is None else env
+    name = configured or env.get("NODE_NAME", "").strip() or socket.gethostname().split(".")[0] or "node"
+    if "/" in name or len(name) > 200:
+        raise ConfigError(f"cluster.node_name {name!r}: no '/' and at most 200 characters")
+    return name
+
+
+def _locked(key: str) -> bool:
+    """The manifest keys every node must share: versions of driver, firmware, CANN, the
+    frameworks and packages, Python. Serials, host names and counts may differ."""
+    if key in NOT_DRIFT or key.startswith("host."):
+        return False
+    last = key.rsplit(".", 1)[-1]
+    return last.endswith("version") or key.startswith("packages.") or key == "python"
+
+
+def version_drift(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """One line per locked field whose value differs between nodes, naming nodes and values."""
+    flat = {node: dict(flatten(m or {})) for node, m in manifests.items()}
+    keys = sorted({k for f in flat.values() for k in f if _locked(k)})
+    lines = []
+    for key in keys:
+        values: dict[str, list[str]] = {}
+        for node, f in sorted(flat.items()):
+            values.setdefault(str(f.get(key)), []).append(node)
+        if len(values) > 1:
+            said = "; ".join(f"{', '.join(nodes)}: {value}" for value, nodes in sorted(values.items()))
+            lines.append(f"version lock: {key} differs between nodes ({said})")
+    return lines

@@ -1,0 +1,71 @@
+"""``soak cluster status RUN_ID``: a cluster run's nodes, their state and the run's events.
+
+The JSON is a contract: ``{"run_id", "status", "verdict", "nodes": [{"name", "status",
+"chips", "last_seen", "restarts", ...}], "events": [{"ts", "kind", "node", "message"}]}``;
+a lost node has status ``lost`` and an event of kind ``node_lost`` naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from soak.commands._common import add_format, fmt, print_json
+from soak.errors import InputError
+
+# events worth a cluster operator's eye (steps, checkpoints and findings have their own views)
+CLUSTER_EVENTS = ("start", "stop", "node_joined", "node_lost", "cluster_restart", "crash", "hang", "restart",
+                  "preflight", "gap", "resume", "disk", "outage")
+
+
+def add_status_parser(sub: argparse._SubParsersAction) -> None:
+    q = sub.add_parser("status", help="a cluster run's nodes (joined, state, last seen, restarts) and events")
+    q.add_argument("run_id", metavar="RUN_ID")
+    q.add_argument("--db", required=True, help="the cluster's shared store URL (postgresql+psycopg://...)")
+    add_format(q)
+    q.set_defaults(func=run_status)
+
+
+def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
+    rec = store.get_run(run_id)
+    if rec is None:
+        raise InputError(f"run {run_id}: not in the store {store.url}")
+    findings: dict[str, int] = {}
+    for f in store.load_findings(run_id):
+        node = (f.device or "").split("/", 1)[0] if f.device and "/" in f.device else None
+        if node:
+            findings[node] = findings.get(node, 0) + 1
+    nodes = [{
+        "name": n.name, "rank": n.rank, "host": n.host, "status": n.status, "chips": n.chips,
+        "last_seen": n.last_seen, "joined": n.joined_ts, "ended": n.ended_ts, "restarts": n.restarts,
+        "preflight": n.preflight, "findings": findings.get(n.name, 0), "listen": n.listen,
+    } for n in store.cluster_nodes(run_id)]
+    events = [{"ts": e.ts, "kind": e.kind, "node": e.node, "message": e.message}
+              for e in store.load_events(run_id) if e.kind in CLUSTER_EVENTS]
+    return {"run_id": rec.id, "status": rec.status, "verdict": rec.verdict, "nodes_planned": rec.nodes,
+            "generation": rec.generation, "nodes": nodes, "events": events}
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from soak.store import Store
+
+    with Store.open(args.db, create=False) as store:
+        data = cluster_status(store, args.run_id)
+    if args.format == "json":
+        print_json(data)
+        return 0
+    out = sys.stdout
+    out.write(f"cluster run {data['run_id']}: {data['status']}, verdict {fmt(data['verdict'])}, "
+              f"{len(data['nodes'])} of {data['nodes_planned']} nodes, job generation {data['generation']}\n")
+    out.write(f"{'rank':>4}  {'node':<20} {'status':<9} {'chips':>5} {'restarts':>8} {'findings':>8}  last seen\n")
+    now = time.time()
+    for n in data["nodes"]:
+        ago = f"{now - n['last_seen']:.0f} s ago" if n["last_seen"] else "N/A"
+        out.write(f"{n['rank']:>4}  {n['name']:<20} {n['status']:<9} {fmt(n['chips']):>5} {n['restarts']:>8} "
+                  f"{n['findings']:>8}  {ago}\n")
+    for e in data["events"][-20:]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["ts"]))
+        out.write(f"  {when}  {e['kind']:<15} {e['node'] or '':<12} {e['message'] or ''}\n")
+    return 0
