@@ -1,0 +1,1 @@
+"""A soak across several nodes: starting the agents (``launch``), reading the hostfile."""
