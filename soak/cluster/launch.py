@@ -236,7 +236,7 @@ def _status(code: int | None) -> int:
 def copy_plans(launch: Launch, ssh: SshConfig) -> dict[str, str]:
     """Copy the plan to every host at once; the remote folder of each node by name.
 
-    If any copy fails, the folders already made are removed and InputError names the host.
+    If any copy fails, the folders already made are removed and PlanCopyFailed names the host.
     """
     results: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -268,9 +268,12 @@ def copy_plans(launch: Launch, ssh: SshConfig) -> dict[str, str]:
     if errors:
         for host in launch.hosts:
             if host.name in results:
-                subprocess.run(ssh.argv(host, f"rm -rf {shlex.quote(results[host.name])}"),
-                               capture_output=True, timeout=COPY_TIMEOUT_S,
-                               start_new_session=True, check=False)
+                try:
+                    subprocess.run(ssh.argv(host, f"rm -rf {shlex.quote(results[host.name])}"),
+                                   capture_output=True, timeout=COPY_TIMEOUT_S,
+                                   start_new_session=True, check=False)
+                except (subprocess.TimeoutExpired, OSError):
+                    pass  # a folder left in the host's temporary space; nothing ran
         first = next(h for h in launch.hosts if h.name in errors)
         more = f" (and {len(errors) - 1} more host(s))" if len(errors) > 1 else ""
         raise PlanCopyFailed(f"copying the plan to {first.name} ({first.destination}) failed: "
@@ -285,8 +288,7 @@ class _Agent:
     reader: threading.Thread
 
 
-def run(launch: Launch, ssh: SshConfig, *, out: IO[str] | None = None,
-        install_signals: bool = True, poll_s: float = 0.1) -> int:
+def run(launch: Launch, ssh: SshConfig, *, out: IO[str] | None = None) -> int:
     """Start every agent, relay their lines, return the worst exit status.
 
     The first SIGINT or SIGTERM asks every agent to stop (end-of-file on each ssh's stdin)
@@ -296,32 +298,30 @@ def run(launch: Launch, ssh: SshConfig, *, out: IO[str] | None = None,
     printer = Output(out or sys.stdout)
     dirs = copy_plans(launch, ssh)
     signals: list[int] = []
-    previous: dict[int, object] = {}
-    if install_signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda s, _f: signals.append(s))
+    previous = {sig: signal.signal(sig, lambda s, _f: signals.append(s))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     agents: list[_Agent] = []
     try:
         for host in launch.hosts:
             # A session of its own: Ctrl-C on the terminal reaches the launcher only, which
             # then stops the agents in order instead of every ssh dropping its connection.
-            proc = subprocess.Popen(ssh.argv(host, launch.remote_command(host, dirs[host.name])),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+            argv = ssh.argv(host, launch.remote_command(host, dirs[host.name]))
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
             reader = threading.Thread(target=_relay, args=(proc, f"[{host.name}] ", printer),
                                       daemon=True)
             reader.start()
             agents.append(_Agent(host, proc, reader))
         _note(f"started {len(agents)} agent(s) for run {launch.run_id}, rendezvous "
               f"{launch.rendezvous}")
-        _supervise(agents, signals, launch.stop_grace_s, poll_s)
+        _supervise(agents, signals, launch.stop_grace_s)
     finally:
         for agent in agents:  # only reached with live ssh processes on a bug or interrupt
             if agent.proc.poll() is None:
                 agent.proc.kill()
                 agent.proc.wait()
         for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
     for agent in agents:
         agent.reader.join(timeout=5)
     statuses = {a.host.name: _status(a.proc.returncode) for a in agents}
@@ -339,7 +339,7 @@ def _relay(proc: subprocess.Popen[bytes], prefix: str, printer: Output) -> None:
 
 
 def _supervise(agents: Sequence[_Agent], signals: list[int], grace_s: int,
-               poll_s: float) -> None:
+               poll_s: float = 0.1) -> None:
     asked_at: float | None = None
     cut_at: float | None = None
     reported: set[str] = set()
