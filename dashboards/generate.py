@@ -26,8 +26,11 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39  # Grafana 10.x/11.x classic model; newer Grafana migrates it on load
 
 # Selector fragments shared by every device query ($node and $chip are multi-value variables).
-NODE = 'instance=~"$node"'
-CHIP = 'instance=~"$node", device=~"$chip"'
+# A node is the `node` label: `soak run` of a cluster run exports it, and the scrape configs
+# in deploy/ set it for a single node, where `instance` (host:port) would split one machine
+# in two when the exporter and a run listen on different ports.
+NODE = 'node=~"$node"'
+CHIP = 'node=~"$node", device=~"$chip"'
 RUN = 'run_id=~"$run"'
 
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
@@ -216,9 +219,34 @@ def column(ref: str, unit: str, thresholds: dict[str, Any], name: str,
     return {"matcher": {"id": "byName", "options": f"Value #{ref}"}, "properties": props}
 
 
+def table(title: str, description: str, cols: list[tuple[str, str, str, dict[str, Any], str,
+                                                         list[dict[str, Any]] | None]],
+          rename: dict[str, str], sort_by: str) -> dict[str, Any]:
+    """One row per label set, one coloured column (ref, expr, unit, thresholds, name,
+    mappings) per signal."""
+    return {
+        "type": "table",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {
+            "defaults": {"custom": {"align": "center", "cellOptions": {"type": "auto"}}},
+            "overrides": [column(r, u, t, n, m) for r, _, u, t, n, m in cols],
+        },
+        "options": {"showHeader": True, "cellHeight": "sm",
+                    "sortBy": [{"displayName": sort_by, "desc": False}]},
+        "targets": [target(e, ref=r, instant=True, fmt="table") for r, e, *_ in cols],
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                           "renameByName": rename}},
+        ],
+    }
+
+
 def chip_table(title: str, description: str) -> dict[str, Any]:
     """One row per chip, one coloured column per signal: the wall-screen view of the fleet."""
-    by = "max by (instance, device)"
+    by = "max by (node, device)"
     cols = [
         ("A", f"{by} (soak_device_healthy{{{CHIP}}})", "none", HEALTH_STEPS, "Health", HEALTH_MAP),
         ("B", f"{by} (soak_device_up{{{CHIP}}})", "none", HEALTH_STEPS, "Reading", UP_MAP),
@@ -232,25 +260,28 @@ def chip_table(title: str, description: str) -> dict[str, Any]:
         ("F", f"{by} (soak_device_power_watts{{{CHIP}}})", "watt", steps((None, BLUE)),
          "Power", None),
     ]
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {
-            "defaults": {"custom": {"align": "center", "cellOptions": {"type": "auto"}}},
-            "overrides": [column(r, u, t, n, m) for r, _, u, t, n, m in cols],
-        },
-        "options": {"showHeader": True, "cellHeight": "sm",
-                    "sortBy": [{"displayName": "Health", "desc": False}]},
-        "targets": [target(e, ref=r, instant=True, fmt="table") for r, e, *_ in cols],
-        "transformations": [
-            {"id": "merge", "options": {}},
-            {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                           "renameByName": {"instance": "Node",
-                                                            "device": "Chip"}}},
-        ],
-    }
+    return table(title, description, cols, {"node": "Node", "device": "Chip"}, "Health")
+
+
+def node_table(title: str, description: str) -> dict[str, Any]:
+    """One row per node: a cluster run's nodes side by side, a bad node stands out."""
+    cols = [
+        ("A", f"count by (node) (soak_device_up{{{CHIP}}})", "none", steps((None, BLUE)),
+         "Chips", None),
+        ("B", f"sum by (node) (1 - soak_device_healthy{{{CHIP}}})", "none", COUNT_BAD_STEPS,
+         "Unhealthy", None),
+        ("C", f"sum by (node) (1 - soak_device_up{{{CHIP}}})", "none", COUNT_BAD_STEPS,
+         "Failed readings", None),
+        ("D", f"avg by (node) (soak_device_utilization_ratio{{{CHIP}}})", "percentunit",
+         UTIL_STEPS, "Mean utilization", None),
+        ("E", f"max by (node) (soak_device_temperature_celsius{{{CHIP}}})", "celsius",
+         TEMP_STEPS, "Hottest chip", None),
+        ("F", f"sum by (node) (soak_device_power_watts{{{CHIP}}})", "watt", steps((None, BLUE)),
+         "Power", None),
+        ("G", f"sum by (node) (increase(soak_comm_timeouts_total{{{NODE}}}[$__range]))", "none",
+         COUNT_BAD_STEPS, "Comm timeouts (range)", None),
+    ]
+    return table(title, description, cols, {"node": "Node"}, "Node")
 
 
 def variable_ds() -> dict[str, Any]:
@@ -321,23 +352,24 @@ def dashboard(uid: str, title: str, description: str, tags: list[str], layout: L
     }
 
 
-NODE_VAR = variable_query("node", "Node", "label_values(soak_device_up, instance)")
-CHIP_VAR = variable_query("chip", "Chip",
-                          'label_values(soak_device_up{instance=~"$node"}, device)')
+NODE_VAR = variable_query("node", "Node", "label_values(soak_device_up, node)")
+CHIP_VAR = variable_query("chip", "Chip", 'label_values(soak_device_up{node=~"$node"}, device)')
 
 
 def fleet_overview() -> dict[str, Any]:
     lay = Layout()
     lay.row("Fleet at a glance")
+    lay.add(stat("Nodes reporting", f"count(count by (node) (soak_device_up{{{CHIP}}}))",
+                 "none", "Nodes with at least one chip series.", steps((None, BLUE))), 3, 4)
     lay.add(stat("Chips reporting", f"count(soak_device_up{{{CHIP}}})", "none",
                  "Chips with a series from the exporter (read OK or not).", steps((None, BLUE))),
-            4, 4)
+            3, 4)
     lay.add(stat("Unhealthy chips", f"sum(1 - soak_device_healthy{{{CHIP}}})", "none",
                  "Chips whose health is not OK (npu-smi Warning/Alarm/Critical).",
-                 COUNT_BAD_STEPS, decimals=0), 4, 4)
+                 COUNT_BAD_STEPS, decimals=0), 3, 4)
     lay.add(stat("Failed readings", f"sum(1 - soak_device_up{{{CHIP}}})", "none",
                  "Chips whose last reading failed (tool error, timeout).",
-                 COUNT_BAD_STEPS, decimals=0), 4, 4)
+                 COUNT_BAD_STEPS, decimals=0), 3, 4)
     lay.add(stat("Mean utilization", f"avg(soak_device_utilization_ratio{{{CHIP}}})",
                  "percentunit", "AI core / SM utilization averaged over the selected chips.",
                  UTIL_STEPS), 3, 4)
@@ -349,51 +381,55 @@ def fleet_overview() -> dict[str, Any]:
                  f"sum(increase(soak_comm_timeouts_total{{{NODE}}}[$__range]))", "none",
                  "Collective communication timeouts counted over the dashboard time range.",
                  COUNT_BAD_STEPS, decimals=0), 3, 4)
+    lay.add(node_table("Nodes now",
+                       "One row per node: chips, faults, load, heat, power and communication "
+                       "timeouts. In a cluster run all nodes should look alike; the odd one "
+                       "out is the one to look at."), 24, 6)
     lay.add(chip_table("Chips now",
                        "One row per chip. Red cells need a look: health not OK, reading "
                        "failed, chip idle, hot, or HBM nearly full."), 24, 9)
     lay.row("Health over time")
-    lay.add(status_history("Health per chip", f"max by (instance, device) "
-                           f"(soak_device_healthy{{{CHIP}}})", "{{instance}} {{device}}", "none",
+    lay.add(status_history("Health per chip", f"max by (node, device) "
+                           f"(soak_device_healthy{{{CHIP}}})", "{{node}} {{device}}", "none",
                            "Green OK, red a health fault reported by the vendor tool.",
                            HEALTH_STEPS, HEALTH_MAP), 12, 8)
-    lay.add(status_history("Reading OK per chip", f"max by (instance, device) "
-                           f"(soak_device_up{{{CHIP}}})", "{{instance}} {{device}}", "none",
+    lay.add(status_history("Reading OK per chip", f"max by (node, device) "
+                           f"(soak_device_up{{{CHIP}}})", "{{node}} {{device}}", "none",
                            "Red where the reading of that chip failed: a marked gap, not zero.",
                            HEALTH_STEPS, UP_MAP), 12, 8)
     lay.row("Load")
     lay.add(timeseries("Utilization", [(f"soak_device_utilization_ratio{{{CHIP}}}",
-                                        "{{instance}} {{device}}")], "percentunit",
+                                        "{{node}} {{device}}")], "percentunit",
                        "AI core (Ascend) / SM (NVIDIA) / CPU utilization, 0-1.",
                        minv=0, maxv=1), 12, 8)
     lay.add(timeseries("Temperature", [(f"soak_device_temperature_celsius{{{CHIP}}}",
-                                        "{{instance}} {{device}}")], "celsius",
+                                        "{{node}} {{device}}")], "celsius",
                        "Chip temperature. Lines at 85 and 95 C match the alert thresholds.",
                        thresholds=steps((None, GREEN), (85, ORANGE), (95, RED))), 12, 8)
     lay.add(timeseries("HBM used", [(f'soak_device_memory_used_bytes{{{CHIP}, kind="hbm"}} / '
                                      f'soak_device_memory_total_bytes{{{CHIP}, kind="hbm"}}',
-                                     "{{instance}} {{device}}")], "percentunit",
+                                     "{{node}} {{device}}")], "percentunit",
                        "HBM in use as a share of capacity. A sawtooth is the allocator; a "
                        "rising floor is a leak (see the memory-creep alert).",
                        thresholds=HBM_STEPS, minv=0, maxv=1), 12, 8)
     lay.add(timeseries("Power", [(f"soak_device_power_watts{{{CHIP}}}",
-                                  "{{instance}} {{device}}")], "watt",
+                                  "{{node}} {{device}}")], "watt",
                        "Chip power (board power on Atlas inference cards).", minv=0), 12, 8)
     lay.row("Communication and monitoring")
     lay.add(timeseries("Comm timeouts per 5 min",
-                       [(f"sum by (instance, source) "
+                       [(f"sum by (node, source) "
                          f"(increase(soak_comm_timeouts_total{{{NODE}}}[5m]))",
-                         "{{instance}} {{source}}")], "none",
+                         "{{node}} {{source}}")], "none",
                        "Collective (HCCL/NCCL) timeouts seen in plogs and by the workload.",
                        thresholds=COUNT_BAD_STEPS, minv=0), 8, 8)
     lay.add(timeseries("Exporter snapshot age",
                        [(f"time() - soak_exporter_snapshot_timestamp_seconds{{{NODE}}}",
-                         "{{instance}}")], "s",
+                         "{{node}} {{instance}}")], "s",
                        "Seconds since the snapshot the exporter serves was taken. Above 120 s "
                        "the device tools are hanging or the sampler stopped.",
                        thresholds=FRESH_STEPS, minv=0), 8, 8)
     lay.add(timeseries("Reader duration",
-                       [(f"soak_reader_duration_seconds{{{NODE}}}", "{{instance}} {{reader}}")],
+                       [(f"soak_reader_duration_seconds{{{NODE}}}", "{{node}} {{reader}}")],
                        "s", "Wall time of each reader's last call (npu-smi, hccn_tool, ...).",
                        minv=0), 8, 8)
     return dashboard("soak-fleet-overview", "soak / Fleet overview",
@@ -404,9 +440,9 @@ def fleet_overview() -> dict[str, Any]:
 
 def chip_detail() -> dict[str, Any]:
     lay = Layout()
-    node = variable_query("node", "Node", "label_values(soak_device_up, instance)", multi=False)
-    chip = variable_query("chip", "Chip", 'label_values(soak_device_up{instance=~"$node"}, '
-                          "device)", multi=False)
+    node = variable_query("node", "Node", "label_values(soak_device_up, node)", multi=False)
+    chip = variable_query("chip", "Chip", 'label_values(soak_device_up{node=~"$node"}, device)',
+                          multi=False)
     lay.row("$node $chip now")
     lay.add(stat("Health", f"max(soak_device_healthy{{{CHIP}}})", "none",
                  "Vendor health of this chip.", HEALTH_STEPS, HEALTH_MAP), 4, 4)
@@ -460,29 +496,32 @@ def soak_run() -> dict[str, Any]:
     lay.add(stat("Verdict so far", f"min(soak_run_verdict_pass{{{RUN}}})", "none",
                  "PASS while no failing finding has been seen; FAIL as soon as one is.",
                  HEALTH_STEPS, VERDICT_MAP), 4, 5)
+    lay.add(stat("Nodes reporting", f"count(count by (node) (soak_run_info{{{RUN}}}))", "none",
+                 "Nodes serving this run now; a cluster run that loses one raises "
+                 "SoakNodeMissing.", steps((None, BLUE))), 4, 5)
     lay.add(stat("Elapsed", f"max(soak_run_elapsed_seconds{{{RUN}}})", "dtdurations",
-                 "Time since the run started.", steps((None, BLUE))), 5, 5)
+                 "Time since the run started.", steps((None, BLUE))), 4, 5)
     lay.add(stat("Remaining", f"max(soak_run_remaining_seconds{{{RUN}}})", "dtdurations",
-                 "Planned time left.", steps((None, BLUE))), 5, 5)
+                 "Planned time left.", steps((None, BLUE))), 4, 5)
     lay.add(stat("Restarts", f"max(soak_run_restarts_total{{{RUN}}})", "none",
                  "Workload restarts after a crash or hang (resumed from checkpoint).",
-                 steps((None, GREEN), (1, ORANGE), (3, RED)), decimals=0), 5, 5)
+                 steps((None, GREEN), (1, ORANGE), (3, RED)), decimals=0), 4, 5)
     lay.add(stat("Findings", f"sum(soak_run_findings{{{RUN}}})", "none",
                  "Findings raised so far by the online detectors.",
-                 COUNT_BAD_STEPS, decimals=0), 5, 5)
+                 COUNT_BAD_STEPS, decimals=0), 4, 5)
     lay.row("Progress")
-    lay.add(timeseries("Step", [(f"soak_run_step{{{RUN}}}", "{{run_id}} rank {{rank}}")],
+    lay.add(timeseries("Step", [(f"soak_run_step{{{RUN}}}", "{{run_id}} {{node}} rank {{rank}}")],
                        "none", "Global optimizer step per rank. A flat line while the run is "
                        "active is a hang.", minv=0), 12, 8)
     lay.add(timeseries("Step time", [(f"soak_run_step_time_seconds{{{RUN}}}",
-                                      "{{run_id}} rank {{rank}}")], "s",
+                                      "{{run_id}} {{node}} rank {{rank}}")], "s",
                        "Wall time of the last step per rank: a slow rank stands out.",
                        minv=0), 12, 8)
     lay.add(timeseries("Tokens per second", [(f"soak_run_tokens_per_second{{{RUN}}}",
-                                              "{{run_id}} rank {{rank}}")], "none",
+                                              "{{run_id}} {{node}} rank {{rank}}")], "none",
                        "Language-model throughput per rank.", minv=0), 12, 8)
     lay.add(timeseries("Heartbeat age", [(f"time() - soak_run_last_heartbeat_timestamp_seconds"
-                                          f"{{{RUN}}}", "{{run_id}} rank {{rank}}")], "s",
+                                          f"{{{RUN}}}", "{{run_id}} {{node}} rank {{rank}}")], "s",
                        "Seconds since each rank last wrote a heartbeat.",
                        thresholds=steps((None, GREEN), (60, YELLOW), (300, RED)), minv=0),
             12, 8)

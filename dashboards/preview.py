@@ -122,7 +122,7 @@ def render(base: str, minutes: float, out: Path, title_note: str) -> None:
                 xs = [datetime.fromtimestamp(float(t)) for t, _ in s["values"]]
                 ys = [float(v) * (100 if unit == "percentunit" else 1) for _, v in s["values"]]
                 # one node in the preview: the chip (or reader, source) names the line
-                label = legend(s["metric"], tgt["legendFormat"].replace("{{instance}} ", ""))
+                label = legend(s["metric"], tgt["legendFormat"].replace("{{node}} ", ""))
                 ax.plot(xs, ys, lw=1.1, label=label)
         if defaults.get("custom", {}).get("thresholdsStyle", {}).get("mode") == "line":
             for st in defaults["thresholds"]["steps"][1:]:

@@ -1,1 +1,2 @@
-"""Cluster runs: one soak over many nodes, each running the same agent (``soak run``)."""
+"""A soak across several nodes: the agent's part of a cluster run (``member``, ``node``), its
+state (``status``), starting the agents (``launch``) and reading the hostfile."""

@@ -1,14 +1,77 @@
-"""``soak cluster``: cluster runs (``status``)."""
+"""``soak cluster``: a soak across several nodes, one agent per node."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
+from soak.cluster.launch import DEFAULT_STOP_GRACE_S
 from soak.cluster.status import add_status_parser
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("cluster", help="cluster runs: the nodes of a run and their state")
-    sub = p.add_subparsers(dest="cluster_command", metavar="ACTION")
-    add_status_parser(sub)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    parser = subparsers.add_parser(
+        "cluster",
+        help="soak several nodes as one run: start the agents, see their state",
+        description="A cluster soak: every node runs `soak run --nodes N --node-rank R ...` "
+        "and they join one run in a shared store (docs/cluster.md).",
+    )
+    sub = parser.add_subparsers(dest="cluster_command", metavar="ACTION")
+    for add in ACTIONS:
+        add(sub)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def add_launch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "launch",
+        help="start one agent per host of a hostfile over ssh, stream their output",
+        description="Copy PLAN to every host of HOSTS and run `soak run PLAN --nodes N "
+        "--node-rank R --node-name NAME --rendezvous HOST:PORT --run-id ID` there over the "
+        "system ssh client (BatchMode: keys or an ssh agent, never a password prompt). Output "
+        "lines come back prefixed by [node name]. Ctrl-C or SIGTERM stops every agent (again: "
+        "cut the connections at once). Exit status: the worst of the agents; 255 when a host "
+        "cannot be reached (then no agent is started); 2 for a bad hostfile or plan.",
+        epilog="HOSTS: one host a line, `[user@]host[:port] [name=NODE_NAME]`, `#` comments; "
+        "node rank = line order. Arguments after `--` go to every `soak run`.",
+    )
+    p.add_argument("--hostfile", required=True, metavar="HOSTS",
+                   help="the nodes, in rank order")
+    p.add_argument("plan", metavar="PLAN.toml", help="run plan copied to every node")
+    p.add_argument("agent_args", nargs="*", metavar="ARG",
+                   help="after --: extra arguments for every `soak run`")
+    p.add_argument("--rendezvous", metavar="HOST:PORT",
+                   help="torchrun c10d endpoint (default: the plan's cluster.rendezvous, else "
+                   "the first host, port 29400)")
+    p.add_argument("--run-id", help="id of the run all nodes join (default: the plan's "
+                   "run.id, else <UTC time>-<this host>)")
+    p.add_argument("--remote-soak", default="soak", metavar="PATH",
+                   help="soak on the hosts, e.g. /opt/soak/venv/bin/soak (default: soak on "
+                   "the remote PATH)")
+    p.add_argument("--ssh-option", action="append", default=[], metavar="OPTION",
+                   help="ssh -o option, e.g. ProxyJump=bastion (repeatable; wins over "
+                   "soak's defaults)")
+    p.add_argument("--ssh-identity", metavar="FILE", help="ssh -i private key file")
+    p.add_argument("--stop-grace", type=int, default=DEFAULT_STOP_GRACE_S, metavar="S",
+                   help="seconds an agent has to stop after SIGTERM before its processes are "
+                   f"killed (default: {DEFAULT_STOP_GRACE_S})")
+    p.set_defaults(func=_launch)
+
+
+# Each action of `soak cluster` adds its parser here.
+ACTIONS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_launch, add_status_parser)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from soak.cluster import launch
+    from soak.cluster.hostfile import read_hostfile
+    from soak.errors import InputError
+
+    if args.stop_grace < 0:
+        raise InputError(f"--stop-grace must be 0 or more seconds, got {args.stop_grace}")
+    hosts = read_hostfile(args.hostfile)
+    plan = launch.prepare(hosts, args.plan, rendezvous=args.rendezvous, run_id=args.run_id,
+                          remote_soak=args.remote_soak, agent_args=args.agent_args,
+                          stop_grace_s=args.stop_grace)
+    ssh = launch.SshConfig(options=tuple(args.ssh_option), identity=args.ssh_identity)
+    return launch.run(plan, ssh)

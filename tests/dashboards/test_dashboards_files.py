@@ -93,6 +93,21 @@ def test_fleet_overview_covers_every_signal():
             "soak_exporter_snapshot_timestamp_seconds"} <= names
 
 
+def test_fleet_overview_groups_by_node():
+    """A cluster run's nodes side by side: the `node` label, never host:port `instance`."""
+    board = BOARDS[0]
+    var = next(v for v in board["templating"]["list"] if v["name"] == "node")
+    assert var["query"]["query"] == "label_values(soak_device_up, node)"
+    exprs = [q.expr for q in d.queries_of(board)]
+    assert not [e for e in exprs if "instance" in e]
+    nodes = next(p for p in d.panels_of(board) if p["title"] == "Nodes now")
+    assert len(nodes["targets"]) == 7
+    assert all(" by (node) (" in t["expr"] for t in nodes["targets"])
+    run = BOARDS[2]
+    assert "count(count by (node) (soak_run_info{run_id=~\"$run\"}))" in [
+        q.expr for q in d.queries_of(run)]
+
+
 def test_lint_is_clean(capsys):
     assert main(["dashboards", "lint", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["problems"] == []
@@ -161,7 +176,7 @@ def test_promtool_check_rules():
     out = subprocess.run([PROMTOOL, "check", "rules", str(DASHBOARDS / "alerts.yaml")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 15 rules found" in out.stdout
+    assert "SUCCESS: 16 rules found" in out.stdout
 
 
 @needs_promtool

@@ -82,6 +82,9 @@ def stack(tmp_path_factory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("live")
     p_exp, p_run, p_prom = _free_port(), _free_port(), _free_port()
     (tmp / "plan.toml").write_text(PLAN)
+    # the `node` label as deploy/compose/prometheus.yml sets it: the dashboards group by it
+    node = ('{source_labels: [__address__], regex: "([^:]+)(?::[0-9]+)?", '
+            'target_label: node}')
     (tmp / "prometheus.yml").write_text(f"""\
 global:
   scrape_interval: 1s
@@ -92,8 +95,10 @@ rule_files:
 scrape_configs:
   - job_name: soak
     static_configs: [{{targets: ["127.0.0.1:{p_exp}"]}}]
+    relabel_configs: [{node}]
   - job_name: soak-run
     static_configs: [{{targets: ["127.0.0.1:{p_run}"]}}]
+    relabel_configs: [{node}]
 """)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     soak = [sys.executable, "-m", "soak"]
@@ -185,7 +190,7 @@ def test_prometheus_evaluates_every_alert_rule_without_error(stack):
                 time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert len(flat) == 15
+    assert len(flat) == 16
     assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
             if r["health"] != "ok"] == []
 
