@@ -301,8 +301,23 @@ class SoakCollector(Collector):
                 yield fam
 
 
-def make_registry(collector: SoakCollector) -> CollectorRegistry:
+class Labelled:
+    """Every sample of ``inner`` with ``labels`` added (a cluster node's ``node`` and
+    ``run_id``): Prometheus' ``instance`` names a scrape address, not a node."""
+
+    def __init__(self, inner: Any, labels: dict[str, str]) -> None:
+        self.inner = inner
+        self.labels = dict(labels)
+
+    def collect(self) -> Iterator[Any]:
+        for family in self.inner.collect():
+            extra = {k: v for k, v in self.labels.items()}
+            family.samples = [s._replace(labels={**extra, **s.labels}) for s in family.samples]
+            yield family
+
+
+def make_registry(collector: SoakCollector, labels: dict[str, str] | None = None) -> CollectorRegistry:
     """A private registry holding only ``collector`` (no process/platform defaults)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(Labelled(collector, labels) if labels else collector)
     return registry

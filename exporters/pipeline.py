@@ -53,18 +53,20 @@ def start_pipeline(
     clock: ScaledClock | None = None,
     compat: Iterable[str] = (),
     extra_collectors: Iterable[Collector] = (),
+    labels: dict[str, str] | None = None,
 ) -> Pipeline:
     """Sample ``backend`` every ``interval_s`` into ``sinks`` and serve it on ``listen``.
 
     ``listen`` None or empty: no server. ``tool_timeout_s`` is the backend's vendor-tool
     timeout (it sets when a snapshot is stale). A ``listen`` that cannot be bound raises the
-    one-line InputError before anything is sampled.
+    one-line InputError before anything is sampled. ``labels`` are added to every series
+    (a cluster node's ``node`` and ``run_id``).
     """
     sampler = Sampler(backend, interval_s=interval_s, sinks=sinks, clock=clock)
     server = None
     if listen:
         collector = SoakCollector.for_sampler(sampler, tool_timeout_s=tool_timeout_s, compat=compat,
                                               extra_collectors=extra_collectors)
-        server = serve(make_registry(collector), listen)
+        server = serve(make_registry(collector, labels), listen)
     sampler.start()
     return Pipeline(sampler, server)

@@ -216,6 +216,8 @@ class SimSection:
     scenario: str = opt("healthy", "Scenario spec, e.g. \"healthy,hbm_creep:rate_mb_h=200,chips=0\".", _string)
     fault: str = opt("", "Tool fault spec, e.g. \"slow:seconds=5\"; empty: none.", _string)
     seed: int = opt(0, "Random seed of the simulated readings.", _number(0, integer=True))
+    driver_version: str | None = opt(None, "Driver version the simulated npu-smi prints; empty: the family's "
+                                     "(a node-local key: one node can simulate a driver that differs).", _opt_string)
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,8 @@ class ClusterSection:
 
 # The keys that differ from node to node: the plan digest every node must agree on leaves them out.
 NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("run", "data_dir"),
-                   ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"))
+                   ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"),
+                   ("sim", "driver_version"))
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,15 @@ class ClusterMember:
         said = 0.0
         while True:
             nodes = self.store.cluster_nodes(self.run_id)
-            ready = [n for n in nodes if n.manifest is not None and n.status in ALIVE]
+            # prepared, whatever became of them since: a node that failed the version lock
+            # first still counts, so every node finds the same difference
+            ready = [n for n in nodes if n.manifest is not None]
             if len(ready) >= self.nodes:
                 break
+            run = self.store.get_run(self.run_id)
+            if run is not None and run.status != "running":
+                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
+                raise ClusterError(f"cluster run {self.run_id} is {run.status} (see soak cluster status)")
             if self.wall() >= deadline:
                 have = {n.rank for n in ready}
                 missing = [str(r) for r in range(self.nodes) if r not in have]

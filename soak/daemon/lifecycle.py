@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.clock import ScaledClock
-from soak.cluster.member import ClusterMember
+from soak.cluster.member import ClusterError, ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
@@ -323,8 +323,12 @@ class Daemon:
                rank: int | None = None, ts: float | None = None) -> None:
         if self.member is not None and kind in ("crash", "hang"):
             # torchrun's semantics: one failure restarts the whole job. The node that moves
-            # the job's generation first is named; the others' failures follow from it.
-            if not self.member.job_failed(workload or "", message, rank):
+            # the job's generation first is named; the others' failures follow from it. At
+            # the planned end the first node to stop ends the job for the others.
+            ending = self.started.clock.wall_seconds(self.started.planned_end_ts - self.started.clock.now()) < 10.0
+            if ending:
+                kind, message = "note", f"{message} (at the end of the run: another node stopped first)"
+            elif not self.member.job_failed(workload or "", message, rank):
                 kind, message = "note", f"{message} (the cluster job had failed on another node)"
         self.started.store.add_event(self.started.run_id, kind, ts=self.started.clock.now() if ts is None else ts,
                                      workload=workload, rank=rank, message=message, detail=detail, node=self._node())
@@ -497,8 +501,9 @@ class Daemon:
         self._install_signals()
         status = "finished"
         try:
+            labels = None if self.member is None else {"node": self.member.node, "run_id": self.started.run_id}
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
-                                                RunCollector(lambda: self.status))
+                                                RunCollector(lambda: self.status), labels=labels)
             if self.member is not None:
                 self._prepare_cluster(manifest, preflight)
             jobs.start()
@@ -587,8 +592,9 @@ class Daemon:
             judged = None
             if self.member is not None:
                 member = self.member
-                member.touch(force=True, status=status if status != "stopped" else "stopped", ended_ts=end,
-                             restarts=self._restarts())
+                member.touch(force=True, status=status, ended_ts=end, restarts=self._restarts())
+                if isinstance(fatal, ClusterError):  # the cluster never started: nothing to judge
+                    raise StoreError(str(fatal))
                 if not member.leader():
                     self.out.write(f"soak: node {member.node} {status}; the leader judges cluster run {run.run_id} "
                                    f"(soak cluster status {run.run_id} --db URL)\n")

@@ -29,7 +29,7 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
         # the fleet plays on the run's time line: same origin and scale as the clock
         config = SimConfig.build(
             scenario=s.scenario or "healthy", fault=[s.fault] if s.fault else (), family=s.family,
-            chips=s.chips, seed=s.seed, time_scale=clock.scale, origin=clock.origin,
+            chips=s.chips, seed=s.seed, time_scale=clock.scale, origin=clock.origin, version=s.driver_version,
             plog_dir=str(run_dir / PLOG),
         )
         return make("sim", sim_config=config, clock=clock, host_reader=host_reader,
@@ -39,11 +39,11 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
 
 
 def start_pipeline(plan: Plan, backend: Any, sinks: list[Callable[[Snapshot], object]],
-                   clock: ScaledClock, run_collector: Any) -> Any:
+                   clock: ScaledClock, run_collector: Any, labels: dict[str, str] | None = None) -> Any:
     """Sample every ``sampling.interval`` into ``sinks``; serve /metrics on ``exporter.listen``.
 
     Returns the started pipeline (``.stop()``)."""
     from exporters.pipeline import start_pipeline as start
 
     return start(backend, listen=plan.exporter.listen, interval_s=plan.sampling.interval_s, sinks=sinks,
-                 clock=clock, extra_collectors=[run_collector])
+                 clock=clock, extra_collectors=[run_collector], labels=labels)

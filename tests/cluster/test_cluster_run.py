@@ -1,0 +1,205 @@
+"""A real cluster soak on this machine: several `soak run` agents, each with its own simulated
+fleet, data folder and node name, sharing one PostgreSQL store and a torchrun c10d rendezvous
+on loopback, with gloo collectives crossing the "nodes". And its failures: a node SIGKILLed,
+a node with another driver, a node that never joins."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from soak.errors import StoreError
+from soak.store import Store
+
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
+
+PG_URL = os.environ.get("SOAK_TEST_PG_URL")
+
+
+@pytest.fixture
+def db_url():
+    """A fresh database of its own on the test PostgreSQL server, dropped afterwards."""
+    if not PG_URL:
+        pytest.skip("SOAK_TEST_PG_URL is not set (a cluster run needs PostgreSQL)")
+    from sqlalchemy import create_engine, text
+
+    name = f"soak_cluster_{uuid.uuid4().hex[:10]}"
+    base, _, _ = PG_URL.rpartition("/")
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    def __init__(self, tmp: Path, db: str, rank: int, nodes: int, port: int, *extra: str,
+                 workload: str = "lm", duration: str = "40s", run_id: str = "c1") -> None:
+        self.name = f"node-{rank}"
+        self.dir = tmp / self.name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "agent.log"
+        argv = [sys.executable, "-m", "soak", "run", "--duration", duration, "--workload", workload,
+                "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "",
+                "--interval", "1s", "--data-dir", str(self.dir), "--db", db, "--run-id", run_id,
+                "--nodes", str(nodes), "--node-rank", str(rank), "--node-name", self.name,
+                "--rendezvous", f"127.0.0.1:{port}", "--progress-every", "2", *extra]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        with open(self.log, "w") as out:
+            # its own process group: SIGKILLing the group takes the agent and its workers
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait(self, timeout_s: float = 180.0) -> int:
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} did not end: {self.text()[-2000:]}") from None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def _wait_for(cond, timeout_s: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path, db_url) -> None:
+    port = _free_port()
+    agents = [Agent(tmp_path, db_url, r, 3, port, workload="collective", duration="45s") for r in range(3)]
+    try:
+        codes = [a.wait() for a in agents]
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    assert codes == [0, 0, 0], [a.text()[-1500:] for a in agents]
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        nodes = store.cluster_nodes("c1")
+        devices = {d for _, d in store._run_series("c1")}
+        steps = store.load_steps("c1")
+        events = store.load_events("c1")
+    assert run is not None and run.nodes == 3 and run.status == "finished"
+    assert [(n.name, n.rank, n.status, n.chips) for n in nodes] == [
+        (f"node-{r}", r, "finished", 2) for r in range(3)]
+    assert {f"node-{r}/npu{c}-0" for r in range(3) for c in range(2)} <= devices
+    # step heartbeats from all three nodes, the job's global ranks 0..2 spread over them
+    assert {s["rank"] for s in steps} == {0, 1, 2}
+    with Store.open(db_url, create=False) as store:
+        by_node = {e.node for e in store.load_events("c1", kind="start") if e.workload == "collective"}
+    assert by_node == {"node-0", "node-1", "node-2"}
+    starts = [e for e in events if e.kind == "start" and e.workload == "collective"]
+    assert all(json.loads(e.message)["world_size"] == 3 for e in starts if (e.message or "").startswith("{"))
+    # the all-reduce across the nodes is exact: no silent-data-corruption event anywhere
+    assert not [e for e in events if e.detail.get("heartbeat_event") == "sdc_mismatch"]
+    assert sum(s["n_steps"] or 0 for s in steps) > 0
+    # the leader judged the whole cluster: one analysis with every node's chips
+    analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
+    nodes_crit = next(c for c in analysis["criteria"] if c["name"] == "nodes")
+    assert nodes_crit["met"] is True and analysis["coverage"]["chips_expected"] == 6
+    status = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", db_url,
+                             "--format", "json"], capture_output=True, text=True, timeout=60)
+    data = json.loads(status.stdout)
+    assert data["run_id"] == "c1" and [n["name"] for n in data["nodes"]] == ["node-0", "node-1", "node-2"]
+    assert all({"name", "status", "chips", "last_seen", "restarts"} <= n.keys() for n in data["nodes"])
+    assert {e["kind"] for e in data["events"]} >= {"node_joined", "start"}
+
+
+def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_and_named(tmp_path, db_url) -> None:
+    port = _free_port()
+    extra = ("--hang-timeout", "20s")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nnode_silence = "6s"\njoin_timeout = "2m"\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 2, port, "--max-restarts", "5", *extra, str(plan), duration="60s")
+              for r in range(2)]
+    leader, victim = agents
+    try:
+        def stepping() -> bool:
+            try:
+                with Store.open(db_url, create=False) as store:
+                    return len({s["rank"] for s in store.load_steps("c1")}) == 2
+            except StoreError:  # the first agent has not created the tables yet
+                return False
+        _wait_for(stepping, 120, "both nodes stepping")
+        with Store.open(db_url, create=False) as store:
+            before = store.count_samples("c1")
+        killed_at = time.time()
+        victim.kill()  # the agent and its workers
+        rc = leader.wait()
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    with Store.open(db_url, create=False) as store:
+        lost = store.load_events("c1", kind="node_lost")
+        nodes = {n.name: n for n in store.cluster_nodes("c1")}
+        after = store.count_samples("c1")
+        run = store.get_run("c1")
+    assert lost and lost[0].node == "node-1" and "node-1" in lost[0].message
+    # node_silence is 6 s here: detected within it and the leader's next looks
+    assert lost[0].ts - killed_at <= 6 + 10, lost[0].ts - killed_at
+    assert nodes["node-1"].status == "lost"
+    assert after >= before  # nothing committed before the kill is lost
+    assert run.verdict == "fail" and rc == 1
+    analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
+    assert any("node node-1 (rank 1) lost" in r for r in analysis["reasons"]), analysis["reasons"]
+
+
+def test_a_node_with_another_driver_fails_the_cluster_preflight_naming_it(tmp_path, db_url) -> None:
+    port = _free_port()
+    other = tmp_path / "other-driver.toml"
+    other.write_text('[sim]\ndriver_version = "24.1.rc9"\n', encoding="utf-8")
+    a0 = Agent(tmp_path, db_url, 0, 2, port, duration="30s")
+    a1 = Agent(tmp_path, db_url, 1, 2, port, str(other), duration="30s")
+    codes = [a0.wait(), a1.wait()]
+    assert codes == [2, 2], [a0.text()[-800:], a1.text()[-800:]]
+    for a in (a0, a1):
+        line = [x for x in a.text().splitlines() if "version lock" in x]
+        assert line and "node-1: 24.1.rc9" in line[0] and "node-0:" in line[0], a.text()[-800:]
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        assert (run.status, run.verdict) == ("failed", "fail")
+        assert not store.load_steps("c1")  # no training started
+
+
+def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db_url) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\njoin_timeout = "6s"\n', encoding="utf-8")
+    alone = Agent(tmp_path, db_url, 0, 2, _free_port(), str(plan), duration="30s")
+    assert alone.wait(120) == 2
+    last = alone.text().strip().splitlines()[-1]
+    assert last.startswith("soak: error:") and "only 1 of 2 nodes joined within 6 s" in last
+    assert "missing rank 1" in last
