@@ -15,8 +15,9 @@ Method (calibration in docs/analysis.md):
 5. Theil-Sen slope with a 90 % CI on the fit window. A finding needs the CI's lower end
    above tau *and* a positive slope in each of the four quarters (a slow wave or a late
    one-off step fails that rule).
-6. Severity: ``fail`` unless capacity is known and memory lasts longer than the profile's
-   required runtime at this slope.
+6. Projection and severity: at this slope, memory runs out in ``hours_to_exhaustion``
+   (``exhausted_at``); ``fail`` when that is within the profile's required runtime (or
+   capacity is unknown), ``warn`` otherwise: a slow leak is still a defect to report.
 """
 
 from __future__ import annotations
@@ -186,7 +187,11 @@ def analyse_series(
     severity = profile.cap("memory_creep", severity)
     unit = "MB"
     scale = 1e6
-    hte_txt = "capacity unknown" if hte is None else f"exhausted in {hte:.0f} h"
+    exhausted_at = None if hte is None else float(s.end) + hte * 3600.0
+    hte_txt = "capacity unknown" if hte is None else (
+        f"at this rate it runs out in {hte:.0f} h"
+        + (" (within" if hte < profile.required_runtime_h else " (beyond")
+        + f" the required {profile.required_runtime_h:g} h)")
     summary = (
         f"{s.metric} creeps {slope.per_hour / scale:.1f} {unit}/h "
         f"(90% CI {slope.low / scale:.1f}..{slope.high / scale:.1f}) since "
@@ -212,6 +217,8 @@ def analyse_series(
             "growth": growth,
             "capacity": capacity,
             "hours_to_exhaustion": hte,
+            "exhausted_at": exhausted_at,
+            "required_runtime_h": profile.required_runtime_h,
             "onset_method": onset_method,
             "regime_start": regime_start,
             "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",
