@@ -22,9 +22,11 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    the direction that matters (hotter, more HBM growth, slower step time, lower bandwidth;
    both ways for power and utilization).
 5. **Stays out of line**: stretches of out-of-line buckets (one bucket of respite
-   bridged) lasting ``min_duration_s`` with ``min_share`` of their buckets out. The
-   finding gives the baseline, the deviation (median over those buckets), since when, and
-   the confidence of a sign test on hourly medians of the deviation.
+   bridged) lasting ``min_duration_s`` with ``min_share`` of their buckets out, and from
+   the first stretch to the last the hourly medians of the deviation on the bad side
+   often enough (one-sided sign test, confidence >= ``min_confidence``): a chip whose
+   deviation swings with a daily cycle is not out of line. The finding gives the baseline,
+   the deviation (median over the out-of-line buckets), since when, and that confidence.
 
 Stragglers: a rank's step time (or bandwidth) out of line with its peers is a ``straggler``
 on that rank; in a cluster trace each node's median over its ranks is also compared with
@@ -256,6 +258,11 @@ def _confidence(t: np.ndarray, d: np.ndarray, sign: int) -> tuple[float, int]:
     return float(1.0 - binom.sf(k - 1, meds.size, 0.5)), int(meds.size)
 
 
+def _confidence_of(tv: np.ndarray, dv: np.ndarray, stretches: list[tuple[int, int]], sign: int) -> float:
+    a, b = stretches[0][0], stretches[-1][1] + 1
+    return _confidence(tv[a:b], dv[a:b], sign)[0]
+
+
 def _compare(
     trace: Trace, grid: _Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
     profile: Profile, run_start: float,
@@ -304,6 +311,8 @@ def _compare(
         if f is None:
             continue
         sign, sel, stretches = f
+        if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
+            continue
         base_raw = _raw(spec, ref[ok][sel], rows[keys[i]][ok][sel])
         wide = cluster_refs[i]
         wide_raw = None if wide is None else _raw(spec, wide[ok][sel], rows[keys[i]][ok][sel])
@@ -363,6 +372,8 @@ def _node_stragglers(
         if f is None:
             continue
         sign, sel, stretches = f
+        if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
+            continue
         ref = per_node[j, ok][sel] - dv[sel]
         base_raw = _raw(spec, ref, per_node[j, ok][sel])
         slow_nodes.add(node)

@@ -130,9 +130,10 @@ class PeersParams:
 
     bucket_s: float = 600.0  # time-aligned buckets; each chip's median per bucket
     min_peers: int = 3  # fewer peers than this (on the node, else in the cluster): not compared
-    k_sigma: float = 4.0  # out of line: beyond k x the natural spread (1.4826 MAD across chips) ...
+    k_sigma: float = 3.5  # out of line: beyond k x the natural spread (1.4826 MAD across chips) ...
     min_duration_s: float = 7200.0  # ... and the metric's floor, for at least this long
     min_share: float = 0.8  # of the buckets of that stretch
+    min_confidence: float = 0.95  # sign test on hourly medians over the stretches: a cycle is no outlier
     idle_util_pct: float = 5.0  # a chip below this in a bucket is idle there: not compared
     power_tol_frac: float = 0.10  # temperature compared only while power is this close to the peers'
     temp_min_c: float = 4.5  # hotter than the peers at comparable power

@@ -73,13 +73,13 @@ def test_idle_chip_and_declared_phase_are_not_compared():
         arrays[(f"npu{i}", "power_w")] = (T0 + t, np.full(t.size, 90.0 if idle else 300.0))
         temp = np.full(t.size, 40.0 if idle else 60.0 + 0.3 * i)
         if i == 2:  # hot only inside a declared burn-in phase
-            temp = np.where((t >= 3600) & (t < 4 * 3600), 75.0, temp)
+            temp = np.where((t >= 3600) & (t < 7 * 3600), 75.0, temp)
         arrays[(f"npu{i}", "temp_c")] = (T0 + t, temp)
     from soak.analysis.profile import Phase
 
     tr = Trace.from_arrays(arrays)
     assert [f.device for f in analyze(tr).findings if f.kind == "outlier"] == ["npu2"]
-    phase = Phase("burn-in", windows=((T0 + 3600, T0 + 4 * 3600),))
+    phase = Phase("burn-in", windows=((T0 + 3600, T0 + 7 * 3600),))
     assert [f for f in analyze(tr, phases=[phase]).findings if f.kind == "outlier"] == []
 
 
