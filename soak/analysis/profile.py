@@ -137,7 +137,7 @@ class PeersParams:
     idle_util_pct: float = 5.0  # a chip below this in a bucket is idle there: not compared
     power_tol_frac: float = 0.10  # temperature compared only while power is this close to the peers'
     temp_min_c: float = 4.5  # hotter than the peers at comparable power
-    power_min_frac: float = 0.10
+    power_min_frac: float = 0.15  # chips of one bin differ by several % in power
     util_min_pct: float = 10.0
     hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity
     step_min_frac: float = 0.05  # straggler: step time this much above the peers (SuperBench: 5 %)
