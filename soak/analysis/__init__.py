@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soak.analysis import comm, hang, memory, thermal, throughput, utilization
+from soak.analysis import comm, hang, memory, peers, thermal, throughput, utilization
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
 from soak.analysis.trace import Series, Trace
-from soak.analysis.verdict import attribute, chip_hours, clean_statement, order, reasons
+from soak.analysis.verdict import attribute, chip_hours, clean_statement, order, place, reasons
 
 ANALYSIS_VERSION = "1.0"
 DETECTOR_VERSIONS: dict[str, str] = {
@@ -26,6 +26,7 @@ DETECTOR_VERSIONS: dict[str, str] = {
     "comm_timeouts": comm.DETECTOR_VERSION,
     "thermal": thermal.DETECTOR_VERSION,
     "throughput_degradation": throughput.DETECTOR_VERSION,
+    "peers": peers.DETECTOR_VERSION,
 }
 DETECTOR_VERSION = f"soak-analysis/{ANALYSIS_VERSION}"
 
@@ -83,7 +84,8 @@ def analyze(
     findings += memory.detect(trace, profile, t0, t1)
     findings += throughput.detect(trace, profile, t0, t1)
     findings += utilization.detect(trace, profile, t0, t1)
-    findings = order(attribute(findings))
+    findings += peers.detect(trace, profile, t0, t1)
+    findings = order(place(attribute(findings), trace))
     n_fail = sum(1 for f in findings if f.severity == "fail")
     hours = chip_hours(trace)
     return Analysis(

@@ -1,4 +1,8 @@
-"""Fast, strict reader of long-format CSV traces (``timestamp,device,metric,value``).
+"""Fast, strict reader of long-format CSV traces (``timestamp,[node,]device,metric,value``).
+
+The ``node`` column is optional: a cluster trace names the machine of each chip. Its series
+are keyed ``node/device`` (see :func:`node_key`); a four-column trace is read exactly as
+before, without a per-row cost for the column it does not have.
 
 pyarrow parses the file on all cores; each record batch is copied into three preallocated
 numpy arrays (time, series code, value: 18 bytes a row) and the Arrow table is freed. Device and metric names are dictionary-encoded by pyarrow, so
@@ -9,12 +13,14 @@ column as text to name the first bad line: pyarrow's own message does not always
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from soak.errors import InputError
 
 REQUIRED_COLUMNS = ("timestamp", "device", "metric", "value")
+NODE_COLUMN = "node"
 NULL_VALUES = ("", "NA", "N/A", "na", "n/a", "-", "nan", "NaN", "None", "null", "NULL")
 
 _BLOCK_BYTES = 8 << 20
@@ -28,6 +34,11 @@ def _release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
+
+
+def node_key(node: str, device: str) -> str:
+    """The series key of ``device`` on ``node`` in a cluster trace."""
+    return f"{node}/{device}"
 
 
 def _check_file(path: str) -> list[str]:
@@ -85,20 +96,28 @@ def _first_bad_line(path: str, column: str, allow_null: bool) -> str:
     return f"{column} has a value that is not a number"
 
 
-def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
-    """Return ({"t": timestamps, "key": series codes, "v": values}, [(device, metric) per code]).
+def read_long_csv(
+    path: str,
+) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], dict[str, tuple[str, str]]]:
+    """Return ({"t": timestamps, "key": series codes, "v": values}, [(device, metric) per
+    code], {device key: (node, device)}).
 
-    Rows with a missing value are dropped; a missing timestamp, device or metric is an error.
+    With a ``node`` column the device of each code is :func:`node_key` (node, device) and the
+    third value maps it back; without one that mapping is empty. Rows with a missing value
+    are dropped; a missing timestamp, node, device or metric is an error.
     """
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    _check_file(path)
+    header = _check_file(path)
+    with_node = NODE_COLUMN in header
+    columns = REQUIRED_COLUMNS[:1] + ((NODE_COLUMN,) if with_node else ()) + REQUIRED_COLUMNS[1:]
     dict_t = pa.dictionary(pa.int32(), pa.string())
     convert = pacsv.ConvertOptions(
-        include_columns=list(REQUIRED_COLUMNS),
+        include_columns=list(columns),
         column_types={
             "timestamp": pa.float64(),
+            NODE_COLUMN: dict_t,
             "device": dict_t,
             "metric": dict_t,
             "value": pa.float64(),
@@ -107,6 +126,7 @@ def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str
         strings_can_be_null=True,
     )
     codes: dict[tuple[str, str], int] = {}
+    places: dict[str, tuple[str, str]] = {}
     row0 = 0
     try:
         # One multi-threaded read (the streaming reader parses on one core only), then
@@ -128,7 +148,12 @@ def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str
             if n == 0:
                 continue
             tcol, dcol, mcol, vcol = (batch.column(c) for c in REQUIRED_COLUMNS)
-            for name, col in (("timestamp", tcol), ("device", dcol), ("metric", mcol)):
+            checked = [("timestamp", tcol), ("device", dcol), ("metric", mcol)]
+            if with_node:
+                ncol = batch.column(NODE_COLUMN)
+                checked.append((NODE_COLUMN, ncol))
+                dcol = _node_devices(ncol, dcol, places)
+            for name, col in checked:
                 if col.null_count:
                     i = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
                     raise InputError(f"{path}: line {row0 + i + 2}: {name} is empty")
@@ -157,8 +182,8 @@ def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str
                 keys = keys.astype(np.int64)
             keys[row0 : row0 + n] = lut[pair]
             row0 += n
-        batch = tcol = dcol = mcol = vcol = None  # drop the last batch's references too
-        del table, batch, tcol, dcol, mcol, vcol
+        batch = tcol = dcol = mcol = vcol = ncol = None  # drop the last batch's references too
+        del table, batch, tcol, dcol, mcol, vcol, ncol
         _release_freed_memory()
     except pa.ArrowInvalid as exc:
         msg = str(exc)
@@ -174,4 +199,27 @@ def read_long_csv(path: str) -> tuple[dict[str, np.ndarray], list[tuple[str, str
     if row0 == 0:
         raise InputError(f"{path}: no data rows after the header")
     names = [k for k, _ in sorted(codes.items(), key=lambda kv: kv[1])]
-    return {"t": ts, "key": keys, "v": vals}, names
+    return {"t": ts, "key": keys, "v": vals}, names, places
+
+
+def _node_devices(ncol: Any, dcol: Any, places: dict[str, tuple[str, str]]) -> Any:
+    """Fold the node column into the device column: one dictionary entry per (node, device)
+    pair present in the batch, so no Python string is made per row."""
+    import pyarrow as pa
+
+    if ncol.null_count or dcol.null_count:
+        return dcol  # the caller names the empty cell's line
+    nn = ncol.dictionary.to_pylist()
+    dn = dcol.dictionary.to_pylist()
+    pair = ncol.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(dn) + dcol.indices.to_numpy(
+        zero_copy_only=False)
+    present = np.flatnonzero(np.bincount(pair, minlength=len(nn) * len(dn)))
+    lut = np.full(len(nn) * len(dn), -1, dtype=np.int32)
+    lut[present] = np.arange(present.size, dtype=np.int32)
+    names = []
+    for p in present.tolist():
+        node, dev = nn[p // len(dn)].strip(), dn[p % len(dn)].strip()
+        key = node_key(node, dev)
+        places[key] = (node, dev)
+        names.append(key)
+    return pa.DictionaryArray.from_arrays(pa.array(lut[pair], pa.int32()), pa.array(names, pa.string()))

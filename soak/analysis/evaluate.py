@@ -23,19 +23,23 @@ import numpy as np
 from soak.analysis import analyze
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile, ThermalParams
-from soak.analysis.synth import HBM_TOTAL, T0, Fault, Scenario, generate
+from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.analysis.trace import Trace
 
 # Documented detection floors (docs/analysis.md): the smallest fault each detector is
 # designed to find. Targets: every fault at >= 2x the floor found, zero false findings.
 FLOORS: dict[str, float] = {
-    "memory_hbm_bytes_per_h": 0.0005 * HBM_TOTAL,  # tau for a 64 GiB chip (34 MB/h)
+    "memory_hbm_bytes_per_h": 12e6,  # found in a 24 h run (tau 6.9 MB/h on a 64 GiB chip)
     "memory_rss_bytes_per_h": 5e6,
     "dropout_duration_s": 10.0,
     "hang_s": 300.0,
     "comm_ratio": 2.0,
     "thermal_excursion_s": 60.0,
     "thermal_drift_c_per_h": 0.1,
+    "thermal_drift_24h_c_per_h": 0.3,
+    "outlier_temp_c": 6.0,  # a chip this much hotter than its siblings at equal power
+    "outlier_power_pct": 20.0,
+    "straggler_pct": 8.0,  # a rank or node this much slower than its peers
     "throughput_abrupt_pct": 5.0,
     "throughput_gradual_pct_per_h": 0.2,
 }
@@ -116,8 +120,76 @@ def fault_cases(multiples: tuple[float, ...] = (1.0, 2.0, 4.0), hours: float = 7
     return out
 
 
+def cluster_healthy_cases(n: int, hours: float = 24.0, nodes: int = 8, seed0: int = 5000) -> list[Case]:
+    """Healthy cluster traces: 8 chips a node with natural chip-to-chip and node-to-node spread."""
+    return [Case(Scenario(f"cluster-healthy-{i}", hours=hours, n_devices=8, nodes=nodes, seed=seed0 + i,
+                          spread=1.0 + (i % 2), shared_ambient=True, noise=1.0 + (i % 3 == 2)),
+                 "peers/healthy", 0.0) for i in range(n)]
+
+
+def cluster_fault_cases(multiples: tuple[float, ...] = (0.5, 1.0, 2.0), hours: float = 24.0, nodes: int = 8,
+                        seed0: int = 6000) -> list[Case]:
+    """Peer faults (sizes in multiples of the documented examples) on a cluster, and the
+    24 h thermal drift on a single node; single-node peers on 8 chips."""
+    out: list[Case] = []
+    seed = seed0
+    f = FLOORS
+
+    def add(family: str, m: float, *faults: Fault, **kw: Any) -> None:
+        nonlocal seed
+        seed += 1
+        kw = {"nodes": nodes, "shared_ambient": True, **kw}
+        sc = Scenario(f"{family}-x{m:g}-{seed}", hours=hours, n_devices=8, seed=seed, faults=faults,
+                      spread=1.0, **kw)
+        out.append(Case(sc, family, m))
+
+    for m in multiples:
+        add("outlier/temp", m, Fault("outlier", "n03/npu0-5", hours * 0.25, m * f["outlier_temp_c"], "temp"))
+        add("outlier/temp-1node", m, Fault("outlier", "npu0-2", 0.0, m * f["outlier_temp_c"], "temp"), nodes=1)
+        add("outlier/power", m, Fault("outlier", "n06/npu0-1", 0.0, m * f["outlier_power_pct"], "power"))
+        add("straggler/node", m, Fault("straggler", "n05/*", 0.0, m * f["straggler_pct"]))
+        add("straggler/rank", m, Fault("straggler", "n02/npu0-7", 0.0, m * f["straggler_pct"]))
+        add("thermal/drift-24h", m, Fault("thermal", "npu0-3", 0.0, m * f["thermal_drift_24h_c_per_h"], "drift"),
+            nodes=1, shared_ambient=False)
+        add("memory_creep/hbm-24h", m, Fault("memory_creep", "npu0-1", 0.0, m * f["memory_hbm_bytes_per_h"]),
+            nodes=1)
+    return out
+
+
+# A fault seen through another detector too is found, not a false finding: a leak makes its
+# chip's HBM growth an outlier, a drifting chip runs hotter than its peers, a slowed rank
+# is a straggler, a hung or dropping chip's utilization falls out of line.
+RELATED: dict[str, set[tuple[str, str]]] = {
+    "memory_creep": {("outlier", "hbm_used_bytes")},
+    "thermal": {("outlier", "temp_c")},
+    "throughput_degradation": {("straggler", "step_time_s")},
+    "hang": {("outlier", "util_pct")},
+    "utilization_dropouts": {("outlier", "util_pct")},
+    "outlier": set(),
+    "straggler": {("throughput_degradation", "step_time_s")},
+}
+
+
+def _where(f: Finding) -> str:
+    if f.node is None:
+        return str(f.device)
+    return f"{f.node}/*" if f.device is None else f"{f.node}/{f.device}"
+
+
+def _on(f: Finding, fault: Fault) -> bool:
+    loc = _where(f)
+    if fault.device in ("*", loc):
+        return True
+    # a node-wide fault is found by the node's finding or by its chips' findings
+    return fault.device.endswith("/*") and loc.startswith(fault.device[:-1])
+
+
 def _matches(f: Finding, fault: Fault) -> bool:
-    return f.kind == fault.kind and f.severity != "info" and fault.device in ("*", f.device)
+    return f.severity != "info" and f.kind == fault.kind and _on(f, fault)
+
+
+def _related(f: Finding, fault: Fault) -> bool:
+    return f.severity != "info" and (f.kind, f.metric) in RELATED.get(fault.kind, set()) and _on(f, fault)
 
 
 def _truth(fault: Fault, sc: Scenario) -> dict[str, float | None]:
@@ -133,6 +205,8 @@ def _truth(fault: Fault, sc: Scenario) -> dict[str, float | None]:
         return {"change_pct": fault.magnitude, "onset": onset}
     if fault.kind == "thermal" and fault.style == "drift":
         return {"slope": fault.magnitude}
+    if fault.kind in ("outlier", "straggler"):
+        return {"deviation": fault.magnitude, "onset": onset if fault.onset_h > 0 else None}
     return {}
 
 
@@ -146,8 +220,11 @@ def run_case(case: Case) -> dict[str, Any]:
     for fault in faults:
         devs = sc.devices if fault.device == "*" else [fault.device]
         hits = [f for f in real if _matches(f, fault)]
-        found_on = {f.device for f in hits}
-        detected.append(all(d in found_on for d in devs))
+        if fault.device.endswith("/*"):  # a slow node: named as a node
+            detected.append(any(f.device is None and f"{f.node}/*" == fault.device for f in hits))
+        else:
+            found_on = {_where(f) for f in hits}
+            detected.append(all(d in found_on for d in devs))
         truth = _truth(fault, sc)
         for f in hits:
             if "slope" in truth and f.slope_per_hour is not None:
@@ -160,9 +237,14 @@ def run_case(case: Case) -> dict[str, Any]:
                 errors["onset_s"].append(f.onset - truth["onset"])
             if "change_pct" in truth and "change_pct" in f.details:
                 errors["change_rel"].append(f.details["change_pct"] / truth["change_pct"] - 1)
+            if "deviation" in truth and f.deviation is not None:
+                # in the fault's units (C or %); natural chip and node offsets add to it
+                got = f.details.get("deviation_pct") if fault.kind == "straggler" or fault.style == "power" \
+                    else f.deviation
+                errors["deviation_abs"].append((got or 0.0) - truth["deviation"])
     false = [
         f for f in real
-        if not any(_matches(f, fault) for fault in faults)
+        if not any(_matches(f, fault) or _related(f, fault) for fault in faults)
     ]
     return {
         "family": case.family,
@@ -170,7 +252,7 @@ def run_case(case: Case) -> dict[str, Any]:
         "scenario": sc.name,
         "detected": all(detected) if faults else None,
         "false": [f"{f.kind}:{f.device}:{f.summary}" for f in false],
-        "series_days": sc.n_devices * N_METRICS * sc.hours / 24.0,
+        "series_days": len(sc.devices) * N_METRICS * sc.hours / 24.0,
         "errors": dict(errors),
     }
 
@@ -304,10 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Evaluate the soak anomaly detectors")
     ap.add_argument("--healthy", type=int, default=12, help="healthy 72 h traces (default 12)")
     ap.add_argument("--reps", type=int, default=1, help="repetitions of the fault grid")
+    ap.add_argument("--clusters", type=int, default=4, help="healthy 8-node cluster traces (default 4)")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
-    cases = healthy_cases(args.healthy) + fault_cases(reps=args.reps)
+    cases = (healthy_cases(args.healthy) + fault_cases(reps=args.reps)
+             + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
     results = [run_case(c) for c in cases]
     summary = summarise(results)
     nab_root = Path(args.nab) if args.nab else default_nab_root()
@@ -333,8 +417,10 @@ def check_targets(summary: dict[str, Any]) -> dict[str, bool]:
             if m >= 2 and row.get("detection_rate", 1.0) < 1.0:
                 ok["detect_2x_floor"] = False
             if m >= 2:
+                # a 24 h run's slope is held to +-35 %, longer runs' to +-20 %
+                bound = 0.35 if family.endswith("-24h") else 0.20
                 for k in ("max_abs_slope_rel", "max_abs_period_rel"):
-                    if row.get(k) is not None and row[k] > 0.20:
+                    if row.get(k) is not None and row[k] > bound:
                         ok["slope_period_within_20pct"] = False
                 if family.startswith("hang") and (row.get("max_abs_onset_s") or 0) > 300:
                     ok["hang_onset_within_5min"] = False
@@ -348,13 +434,14 @@ def print_table(summary: dict[str, Any], nab: dict[str, Any] | None, ok: dict[st
         return f"{x:.0%}" if pct else f"{x:.3g}"
 
     print(f"{'family':<34} {'size':>5} {'n':>3} {'detected':>8} {'slope err':>9} {'period err':>10} "
-          f"{'onset err s':>11} {'change err':>10} {'false':>5} {'false/series-day':>16}")
+          f"{'onset err s':>11} {'change err':>10} {'dev err':>7} {'false':>5} {'false/series-day':>16}")
     for family, rows in summary.items():
         for key, r in rows.items():
             print(
                 f"{family:<34} {key:>5} {r['n']:>3} {f(r.get('detection_rate'), True):>8} "
                 f"{f(r.get('max_abs_slope_rel'), True):>9} {f(r.get('max_abs_period_rel'), True):>10} "
                 f"{f(r.get('max_abs_onset_s')):>11} {f(r.get('max_abs_change_rel'), True):>10} "
+                f"{f(r.get('max_abs_deviation_abs')):>7} "
                 f"{r['false_findings']:>5} {f(r['false_per_series_day']):>16}"
             )
             for ex in r["false_examples"]:
@@ -380,5 +467,5 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
 
-__all__ = ["FLOORS", "Case", "check_targets", "fault_cases", "healthy_cases", "main", "run_case",
-           "run_nab", "summarise"]
+__all__ = ["FLOORS", "Case", "check_targets", "cluster_fault_cases", "cluster_healthy_cases", "fault_cases",
+           "healthy_cases", "main", "run_case", "run_nab", "summarise"]

@@ -13,10 +13,12 @@ Method (calibration in docs/analysis.md):
 4. Onset: a hinge (flat, then linear) fit on the envelope; when it explains the data much
    better than a straight line, the leak began mid-run and the fit starts at the hinge.
 5. Theil-Sen slope with a 90 % CI on the fit window. A finding needs the CI's lower end
-   above tau *and* a positive slope in each of the four quarters (a slow wave or a late
-   one-off step fails that rule).
-6. Severity: ``fail`` unless capacity is known and memory lasts longer than the profile's
-   required runtime at this slope.
+   above tau *and* a positive slope in each of the four quarters (a slow wave fails that
+   rule), *and* the CI's lower end still above tau with the window's largest level shift
+   taken out (a late one-off allocation is a step, not a creep).
+6. Projection and severity: at this slope, memory runs out in ``hours_to_exhaustion``
+   (``exhausted_at``); ``fail`` when that is within the profile's required runtime (or
+   capacity is unknown), ``warn`` otherwise: a slow leak is still a defect to report.
 """
 
 from __future__ import annotations
@@ -138,6 +140,22 @@ def _extend_back(
     return onset - window_s / 2
 
 
+def _without_step(y: np.ndarray) -> np.ndarray:
+    """The window with its largest level shift taken out (height: median of six blocks after
+    minus six before the best split), to tell a one-off allocation from a creep."""
+    n = y.size
+    if n < 8:
+        return y
+    c1 = np.cumsum(y)
+    c2 = np.cumsum(y * y)
+    k = np.arange(2, n - 1)  # split after k points, at least two on each side
+    left = c2[k - 1] - c1[k - 1] ** 2 / k
+    right = (c2[-1] - c2[k - 1]) - (c1[-1] - c1[k - 1]) ** 2 / (n - k)
+    j = int(k[np.argmin(left + right)])
+    height = float(np.median(y[j : j + 6]) - np.median(y[max(0, j - 6) : j]))
+    return y - np.where(np.arange(n) >= j, height, 0.0)
+
+
 def analyse_series(
     s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None
 ) -> Finding | None:
@@ -172,6 +190,11 @@ def analyse_series(
     quarters = quarter_slopes(tf, yf)
     if not (slope.low > tau and all(q > 0 for q in quarters)):
         return None
+    # A late one-off step (with a slow wave) can pass the quarter rule at a low tau; a creep
+    # keeps its slope when the largest step is taken out.
+    unstepped = theil_sen(tf, _without_step(yf), p.ci)
+    if unstepped is None or unstepped.low <= tau:
+        return None
     onset_method = "change point" if onset is not None else "line extended back"
     if onset is None:
         onset = _extend_back(te, ye, tf, yf, slope.per_hour, p.envelope_window_s)
@@ -186,7 +209,11 @@ def analyse_series(
     severity = profile.cap("memory_creep", severity)
     unit = "MB"
     scale = 1e6
-    hte_txt = "capacity unknown" if hte is None else f"exhausted in {hte:.0f} h"
+    exhausted_at = None if hte is None else float(s.end) + hte * 3600.0
+    hte_txt = "capacity unknown" if hte is None else (
+        f"at this rate it runs out in {hte:.0f} h"
+        + (" (within" if hte < profile.required_runtime_h else " (beyond")
+        + f" the required {profile.required_runtime_h:g} h)")
     summary = (
         f"{s.metric} creeps {slope.per_hour / scale:.1f} {unit}/h "
         f"(90% CI {slope.low / scale:.1f}..{slope.high / scale:.1f}) since "
@@ -212,6 +239,8 @@ def analyse_series(
             "growth": growth,
             "capacity": capacity,
             "hours_to_exhaustion": hte,
+            "exhausted_at": exhausted_at,
+            "required_runtime_h": profile.required_runtime_h,
             "onset_method": onset_method,
             "regime_start": regime_start,
             "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",

@@ -13,6 +13,8 @@ KINDS = (
     "comm_timeouts",
     "thermal",
     "throughput_degradation",
+    "outlier",
+    "straggler",
 )
 SEVERITIES = ("info", "warn", "fail")  # ascending
 
@@ -34,14 +36,15 @@ def _clean(value: Any) -> Any:
 class Finding:
     """One thing the analysis found on one device's metric.
 
-    ``start``/``end`` are unix seconds of the evidence; ``onset`` is when the problem began
+    ``node`` names the machine in a cluster trace (None for a single-node trace); ``device``
+    is None only for a finding about a whole node (a straggling node). ``start``/``end`` are unix seconds of the evidence; ``onset`` is when the problem began
     where that differs from ``start`` (e.g. a leak's change point). ``severity`` is
     ``info`` (seen and explained, e.g. a declared checkpoint), ``warn`` or ``fail``.
     ``details`` holds the method's numbers (CI, parameters) for the report.
     """
 
     kind: str
-    device: str
+    device: str | None
     metric: str
     start: float
     end: float
@@ -52,6 +55,9 @@ class Finding:
     period_s: float | None = None  # utilization_dropouts: None when not periodic
     count: int | None = None  # utilization_dropouts: episodes; comm: increments
     explained_by: str | None = None  # a declared phase that explains it (severity info)
+    baseline: float | None = None  # outlier, straggler: the peers' median (metric units)
+    deviation: float | None = None  # outlier, straggler: this one minus the baseline
+    node: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -63,6 +69,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "kind": self.kind,
+            "node": self.node,
             "device": self.device,
             "metric": self.metric,
             "start": self.start,
@@ -77,6 +84,9 @@ class Finding:
             out["period_s"] = self.period_s
         if self.kind == "utilization_dropouts" or self.count is not None:
             out["count"] = self.count
+        if self.kind in ("outlier", "straggler") or self.baseline is not None:
+            out["baseline"] = self.baseline
+            out["deviation"] = self.deviation
         out["explained_by"] = self.explained_by
         out["details"] = self.details
         return _clean(out)

@@ -63,7 +63,7 @@ class MemoryParams:
     ci: float = 0.90
     rss_min_slope_bytes_per_h: float = 5e6  # tau for host RSS
     hbm_min_slope_bytes_per_h: float = 5e6  # tau for HBM: max(this, frac x capacity)
-    hbm_min_slope_frac_per_h: float = 0.0005
+    hbm_min_slope_frac_per_h: float = 0.0001  # 6.9 MB/h on 64 GiB: a 12 MB/h leak is found in 24 h
     min_fit_points: int = 12
     onset_min_gain: float = 0.5  # hinge fit must cut the residual spread by this share
 
@@ -103,7 +103,10 @@ class ThermalParams:
     hysteresis_c: float = 2.0
     min_duration_s: float = 60.0
     drift_min_c_per_h: float = 0.1
-    drift_min_hours: float = 48.0  # below two days the daily ambient cycle passes for drift
+    drift_min_hours: float = 48.0  # from two days on a 24 h moving average removes the daily cycle
+    drift_short_min_hours: float = 20.0  # shorter runs: a daily harmonic is fitted with the trend
+    drift_short_min_c_per_h: float = 0.15  # tau below 48 h; 0.3 C/h is found in 24 h
+    drift_max_power_pct_per_h: float = 0.2  # a rise with power rising faster is load, not cooling
     throttle_mask: int = 0x08 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
     throttle_min_s: float = 60.0
 
@@ -119,6 +122,28 @@ class ThroughputParams:
     gradual_min_pct_per_h: float = 0.2
     fail_pct: float = 10.0  # slowdowns below this are warnings
     bootstrap: int = 300
+
+
+@dataclass(frozen=True)
+class PeersParams:
+    """Peer comparison (``outlier``, ``straggler``): chips of one model doing the same work."""
+
+    bucket_s: float = 600.0  # time-aligned buckets; each chip's median per bucket
+    min_peers: int = 3  # fewer peers than this (on the node, else in the cluster): not compared
+    k_sigma: float = 3.5  # out of line: beyond k x the natural spread (1.4826 MAD across chips) ...
+    min_duration_s: float = 7200.0  # ... and the metric's floor, for at least this long
+    min_share: float = 0.8  # of the buckets of that stretch
+    min_confidence: float = 0.95  # sign test on hourly medians over the stretches: a cycle is no outlier
+    idle_util_pct: float = 5.0  # a chip below this in a bucket is idle there: not compared
+    power_tol_frac: float = 0.10  # temperature compared only while power is this close to the peers'
+    temp_min_c: float = 4.5  # hotter than the peers at comparable power
+    power_min_frac: float = 0.15  # chips of one bin differ by several % in power
+    util_min_pct: float = 10.0
+    hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity
+    step_min_frac: float = 0.05  # straggler: step time this much above the peers (SuperBench: 5 %)
+    bw_min_frac: float = 0.05  # straggler: collective bandwidth this much below the peers
+    straggler_fail_frac: float = 0.20  # a straggler this far out fails; below, it warns
+    outlier_severity: str = "warn"  # severity of an outlier (info | warn | fail)
 
 
 @dataclass(frozen=True)
@@ -146,6 +171,7 @@ class Profile:
     comm: CommParams = CommParams()
     thermal: ThermalParams = ThermalParams()
     throughput: ThroughputParams = ThroughputParams()
+    peers: PeersParams = PeersParams()
     evidence: EvidenceParams = EvidenceParams()
 
     @classmethod
@@ -174,6 +200,7 @@ class Profile:
             "comm": CommParams,
             "thermal": ThermalParams,
             "throughput": ThroughputParams,
+            "peers": PeersParams,
             "evidence": EvidenceParams,
         }
         for key, value in data.items():
@@ -227,7 +254,11 @@ def _section(cls: type, values: dict[str, Any], where: str) -> Any:
         if key not in known:
             raise ConfigError(f"{where}.{key}: unknown key")
         default = getattr(cls(), key)
-        if isinstance(default, tuple):
+        if key.endswith("_severity"):
+            if value not in SEVERITIES:
+                raise ConfigError(f"{where}.{key}: must be one of {', '.join(SEVERITIES)}")
+            kwargs[key] = value
+        elif isinstance(default, tuple):
             if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
                 raise ConfigError(f"{where}.{key}: must be a list of metric names")
             kwargs[key] = tuple(value)

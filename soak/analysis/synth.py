@@ -29,11 +29,13 @@ class Fault:
 
     memory_creep: bytes/h; utilization_dropouts: period s; hang: duration s;
     comm_timeouts: events/h after onset; thermal: degrees above threshold (excursion) or
-    C/h (drift); throughput_degradation: % (abrupt) or %/h (gradual).
+    C/h (drift); throughput_degradation: % (abrupt) or %/h (gradual); outlier: degrees
+    hotter at equal power (style temp) or % more power (style power); straggler: % slower
+    steps.
     """
 
     kind: str
-    device: str
+    device: str  # a series key, "*" for every chip, "nNN/*" for every chip of a node
     onset_h: float
     magnitude: float
     style: str = ""  # memory: linear|steps, metric; hang: idle|busy; thermal: excursion|drift; ...
@@ -56,10 +58,21 @@ class Scenario:
     late_step: bool = False  # a one-off HBM level step late in the run (healthy)
     slow_wave: bool = False  # 150 MB memory wave with a 4-10 h period (healthy)
     noise: float = 1.0  # scales every noise term (and the rate of random dips)
+    nodes: int = 1  # > 1: a cluster trace, n_devices chips on each node, keys "nNN/device"
+    spread: float = 0.0  # natural chip-to-chip and node-to-node differences (1 = typical)
+    shared_ambient: bool = False  # one daily temperature cycle per node (else one per chip)
 
     @property
     def devices(self) -> list[str]:
-        return [f"npu{i // 8}-{i % 8}" for i in range(self.n_devices)]
+        """Series keys: the chips, or ``node/chip`` on a cluster."""
+        chips = [f"npu{i // 8}-{i % 8}" for i in range(self.n_devices)]
+        if self.nodes <= 1:
+            return chips
+        return [f"{n}/{c}" for n in self.node_names for c in chips]
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"n{i:02d}" for i in range(self.nodes)] if self.nodes > 1 else []
 
     @property
     def phases(self) -> list[Phase]:
@@ -93,16 +106,25 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         after_restart = np.where(since >= 0, since, after_restart)
         restart_ids[t_rel >= a] = i + 1
     warm_since = np.minimum(t_rel, after_restart)
-    series: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     faults_by_dev: dict[str, list[Fault]] = {}
     for f in sc.faults:
-        if f.device == "*":
-            for d in sc.devices:
+        for d in sc.devices:
+            if f.device in ("*", d) or (f.device.endswith("/*") and d.startswith(f.device[:-1])):
                 faults_by_dev.setdefault(d, []).append(f)
-        else:
-            faults_by_dev.setdefault(f.device, []).append(f)
     global_dips = _dips(rng, dur, sc.dips_per_day / 2, t_rel)  # host-side stalls hit every chip
+    # Natural differences come from their own generator: a trace without them is unchanged.
+    spread_rng = np.random.default_rng((sc.seed, 7))
+    node_off = {n: (spread_rng.normal(0, 1.5 * sc.spread), spread_rng.normal(0, 0.01 * sc.spread),
+                    spread_rng.uniform(0, 6.3)) for n in sc.node_names or [""]}
     for dev in sc.devices:
+        node = dev.split("/")[0] if "/" in dev else ""
+        n_temp, n_step, n_phase = node_off[node]
+        c_temp, c_power, c_step = (spread_rng.normal(0, 1.0 * sc.spread), spread_rng.normal(0, 0.03 * sc.spread),
+                                   spread_rng.normal(0, 0.01 * sc.spread))
+        # A chip labelled out of line is that much off its siblings' typical value.
+        if any(f.kind in ("outlier", "straggler") for f in faults_by_dev.get(dev, [])):
+            c_temp = c_power = c_step = 0.0
         busy = ~(ck | restart)
         dips = global_dips | _dips(rng, dur, sc.dips_per_day * sc.noise / 2, t_rel)
         nz = sc.noise
@@ -127,17 +149,21 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         rss += _sawtooth(t_rel, rng.uniform(30, 120), rng.uniform(100e6, 400e6) * nz, rng.uniform(0, 120))
         rss += rng.normal(0, 20e6 * nz, n) + np.where(ck, 1.0 * GIB, 0.0)
         rss[restart] = 0.3 * GIB
+        phase = rng.uniform(0, 6.3)
+        if sc.shared_ambient:
+            phase = n_phase
         temp = (
-            55 + 3 * np.sin(2 * np.pi * t_rel / 86400 + rng.uniform(0, 6.3))
+            55 + n_temp + c_temp + 3 * np.sin(2 * np.pi * t_rel / 86400 + phase)
             + 0.05 * (util - 93) + rng.normal(0, 0.5 * nz, n)
         )
-        power = 300 * util / 93 + rng.normal(0, 8, n)
-        step = 0.25 * np.exp(rng.normal(0, 0.03 * nz, n)) * np.where(warm_since < 600, 1.3, 1.0)
+        power = 300 * (1 + c_power) * util / 93 + rng.normal(0, 8, n)
+        step = 0.25 * (1 + n_step + c_step) * np.exp(rng.normal(0, 0.03 * nz, n)) * np.where(
+            warm_since < 600, 1.3, 1.0)
         step[ck] = 20.0
         has_step = ~(restart | dips)
         comm_events = rng.random(n) < 0.2 / 3600 * sc.dt_s  # retried timeouts, constant rate
         sig = {"util": util, "hbm": hbm, "rss": rss, "temp": temp, "step": step, "comm": comm_events,
-               "has_step": has_step, "busy": busy}
+               "has_step": has_step, "busy": busy, "power": power}
         for f in faults_by_dev.get(dev, []):
             _inject(f, sig, t_rel, rng, sc)
         comm = _counter(sig["comm"], restart_ids)
@@ -145,15 +171,16 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         t = T0 + t_rel
         put = {
             "util_pct": sig["util"], "hbm_used_bytes": sig["hbm"], "hbm_total_bytes": np.full(n, float(HBM_TOTAL)),
-            "temp_c": sig["temp"], "power_w": power, "host_rss_bytes": sig["rss"],
+            "temp_c": sig["temp"], "power_w": sig["power"], "host_rss_bytes": sig["rss"],
             "comm_timeouts_total": comm,
         }
+        name = tuple(dev.split("/")) if "/" in dev else (dev,)
         for m, v in put.items():
-            series[(dev, m)] = (t[keep], v[keep])
+            series[(*name, m)] = (t[keep], v[keep])
         if "fatal" in sig:
-            series[(dev, "comm_fatal_timeouts_total")] = (t[keep], _counter(sig["fatal"], restart_ids)[keep])
+            series[(*name, "comm_fatal_timeouts_total")] = (t[keep], _counter(sig["fatal"], restart_ids)[keep])
         sk = keep & sig["has_step"]
-        series[(dev, "step_time_s")] = (t[sk], sig["step"][sk])
+        series[(*name, "step_time_s")] = (t[sk], sig["step"][sk])
     return Trace.from_arrays(series, source=f"synth:{sc.name}"), list(sc.faults)
 
 
@@ -225,6 +252,13 @@ def _inject(f: Fault, sig: dict[str, np.ndarray], t_rel: np.ndarray, rng: np.ran
             hot = after & (t_rel < on + dur)
             # Lift to the threshold plus magnitude, keeping the noise.
             sig["temp"][hot] = 85.0 + f.magnitude + rng.normal(0, 0.3, hot.sum())
+    elif f.kind == "outlier":
+        if f.style == "power":
+            sig["power"] *= np.where(after, 1 + f.magnitude / 100, 1.0)
+        else:  # hotter at the same power: a blocked heat sink, a failing fan
+            sig["temp"] += np.where(after, f.magnitude, 0.0)
+    elif f.kind == "straggler":
+        sig["step"] *= np.where(after, 1 + f.magnitude / 100, 1.0)
     elif f.kind == "throughput_degradation":
         if f.style == "gradual":
             sig["step"] *= 1 + f.magnitude / 100 * since_h

@@ -1,4 +1,8 @@
-"""Long-format traces: ``timestamp,device,metric,value`` rows turned into sorted series.
+"""Long-format traces: ``timestamp,[node,]device,metric,value`` rows turned into sorted series.
+
+A cluster trace (with ``node``) keys each chip ``node/device``: detectors work on keys and
+never see the difference; :meth:`Trace.place` gives a key's (node, device) back, and the
+analysis names both in its findings. A single-node trace has no places and costs nothing.
 
 A trace is a set of series, one per (device, metric), each a pair of float64 numpy arrays
 sorted by time. Rows may arrive in any order and with gaps; a missing value (empty, ``NA``,
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.analysis._csv import read_long_csv
+from soak.analysis._csv import node_key, read_long_csv
 from soak.errors import InputError
 
 
@@ -53,9 +57,17 @@ class Series:
 class Trace:
     """All series of one run. Build with :meth:`from_csv`, :meth:`from_rows` or :meth:`from_arrays`."""
 
-    def __init__(self, series: dict[tuple[str, str], Series], source: str = "<trace>") -> None:
+    def __init__(
+        self,
+        series: dict[tuple[str, str], Series],
+        source: str = "<trace>",
+        places: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
         self._series = dict(sorted(series.items()))
         self.source = source
+        # device key -> (node, device) for a cluster trace; empty for one node
+        keys = {d for d, _ in self._series}
+        self._places = {k: v for k, v in (places or {}).items() if k in keys}
         if self._series:
             self.start: float | None = min(s.start for s in self._series.values())
             self.end: float | None = max(s.end for s in self._series.values())
@@ -75,6 +87,15 @@ class Trace:
     @property
     def devices(self) -> list[str]:
         return sorted({d for d, _ in self._series})
+
+    def place(self, key: str) -> tuple[str | None, str]:
+        """(node, device) of a series key; node is None in a single-node trace."""
+        return self._places.get(key, (None, key))
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes of a cluster trace (empty for a single-node trace)."""
+        return sorted({n for n, _ in self._places.values()})
 
     @property
     def metrics(self) -> list[str]:
@@ -97,18 +118,28 @@ class Trace:
     # -- builders -----------------------------------------------------------------------
     @classmethod
     def from_rows(
-        cls, rows: Iterable[tuple[float, str, str, float | None]], source: str = "<rows>"
+        cls, rows: Iterable[tuple], source: str = "<rows>"
     ) -> Trace:
-        """From (ts, device, metric, value) tuples, e.g. ``Store.load_trace(run_id)``."""
+        """From (ts, device, metric, value) tuples, e.g. ``Store.load_trace(run_id)``, or
+        (ts, node, device, metric, value) tuples of a cluster."""
         codes: dict[tuple[str, str], int] = {}
+        places: dict[str, tuple[str, str]] = {}
         ts: list[float] = []
         keys: list[int] = []
         vals: list[float] = []
         for i, row in enumerate(rows, start=1):
             try:
-                t, dev, met, val = row
+                if len(row) == 5:
+                    t, node, dev, met, val = row
+                    key_dev = node_key(str(node), str(dev))
+                    places[key_dev] = (str(node), str(dev))
+                    dev = key_dev
+                else:
+                    t, dev, met, val = row
             except (TypeError, ValueError):
-                raise InputError(f"{source}: row {i}: expected (timestamp, device, metric, value)") from None
+                raise InputError(
+                    f"{source}: row {i}: expected (timestamp, [node,] device, metric, value)"
+                ) from None
             try:
                 tf = float(t)
                 vf = float("nan") if val is None else float(val)
@@ -134,17 +165,26 @@ class Trace:
             source,
             line_offset=1,
             line_word="row",
+            places=places,
         )
 
     @classmethod
     def from_arrays(
         cls,
-        series: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+        series: dict[tuple, tuple[np.ndarray, np.ndarray]],
         source: str = "<arrays>",
     ) -> Trace:
-        """From {(device, metric): (t, v)} arrays (the synthetic generator's output)."""
+        """From {(device, metric): (t, v)} arrays (the synthetic generator's output), or
+        {(node, device, metric): (t, v)} for a cluster."""
         out: dict[tuple[str, str], Series] = {}
-        for (dev, met), (t, v) in series.items():
+        places: dict[str, tuple[str, str]] = {}
+        for name, (t, v) in series.items():
+            if len(name) == 3:
+                node, chip, met = name
+                dev = node_key(node, chip)
+                places[dev] = (node, chip)
+            else:
+                dev, met = name
             t = np.asarray(t, dtype=np.float64)
             v = np.asarray(v, dtype=np.float64)
             keep = ~np.isnan(v)
@@ -163,14 +203,14 @@ class Trace:
                     t, v = t[mask], v[mask]
             if t.size:
                 out[(dev, met)] = Series(dev, met, t, v)
-        return cls(out, source)
+        return cls(out, source, places)
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> Trace:
         """Read a long-format CSV trace; bad input raises InputError naming file and line."""
         name = os.fspath(path)
-        cols, names = read_long_csv(name)
-        return cls._build(cols, names, name, line_offset=2, line_word="line")
+        cols, names, places = read_long_csv(name)
+        return cls._build(cols, names, name, line_offset=2, line_word="line", places=places)
 
     @classmethod
     def _build(
@@ -181,6 +221,7 @@ class Trace:
         *,
         line_offset: int,
         line_word: str,
+        places: dict[str, tuple[str, str]] | None = None,
     ) -> Trace:
         """Group rows by series, sort each by time, reject conflicting duplicates.
 
@@ -191,7 +232,7 @@ class Trace:
         """
         keys = cols.pop("key")
         if keys.size == 0:
-            return cls({}, source)
+            return cls({}, source, places)
         n_keys = len(names)
         small = keys if keys.dtype == np.uint16 else keys.astype(
             np.uint16 if n_keys < 65_536 else np.int64)
@@ -238,4 +279,4 @@ class Trace:
             if t_g.size:
                 dev, met = names[code]
                 out[(dev, met)] = Series(dev, met, t_g, v_g)
-        return cls(out, source)
+        return cls(out, source, places)

@@ -26,18 +26,38 @@ def _when(ts: float) -> str:
 def order(findings: list[Finding]) -> list[Finding]:
     """Most severe first, then hardware/operational facts before statistics, then time."""
     rank = {"hang": 0, "thermal": 1, "comm_timeouts": 2, "memory_creep": 3,
-            "throughput_degradation": 4, "utilization_dropouts": 5}
+            "throughput_degradation": 4, "straggler": 5, "utilization_dropouts": 6, "outlier": 7}
     return sorted(
         findings,
-        key=lambda f: (-SEVERITIES.index(f.severity), rank[f.kind], f.start, f.device),
+        key=lambda f: (-SEVERITIES.index(f.severity), rank[f.kind], f.start, f.node or "", f.device or ""),
     )
+
+
+def where(f: Finding) -> str:
+    """The chip, rank or node a finding is about, as a reader names it."""
+    if f.node is None:
+        return f.device or "N/A"
+    return f"node {f.node}" if f.device is None else f"{f.node}/{f.device}"
+
+
+def place(findings: list[Finding], trace: Trace) -> list[Finding]:
+    """Split a cluster trace's ``node/device`` keys into the findings' node and device."""
+    if not trace.nodes:
+        return findings
+    out = []
+    for f in findings:
+        if f.device is not None and f.node is None:
+            node, dev = trace.place(f.device)
+            f = dataclasses.replace(f, node=node, device=dev)
+        out.append(f)
+    return out
 
 
 def reasons(findings: list[Finding]) -> list[str]:
     fails = [f for f in findings if f.severity == "fail"]
     warns = [f for f in findings if f.severity == "warn"]
-    out = [f"FAIL {f.kind} on {f.device} from {_when(f.start)}: {f.summary}" for f in fails]
-    out += [f"WARN {f.kind} on {f.device} from {_when(f.start)}: {f.summary}" for f in warns]
+    out = [f"FAIL {f.kind} on {where(f)} from {_when(f.start)}: {f.summary}" for f in fails]
+    out += [f"WARN {f.kind} on {where(f)} from {_when(f.start)}: {f.summary}" for f in warns]
     if not out:
         out.append("no failing or warning findings")
     return out
