@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from soak.judge import judge_run
 from soak.report.signing import create_keys
+from soak.runfolder import write_analysis
 from soak.store import Store
 from tests.report.synth import write_run
 
@@ -21,6 +23,9 @@ def recorded(tmp_path_factory) -> dict:
     with Store.open(db) as store:
         shape = write_run(store, RUN_ID, chips=16, hours=4.0, interval_s=10.0, findings=True)
         store.update_run(RUN_ID, run_dir=str(run_dir))
+        # judged once and saved, as the daemon leaves every run it ends: the app's first
+        # page then reads the analysis instead of judging the run while a browser waits
+        write_analysis(run_dir, judge_run(store, RUN_ID).to_dict())
     return {"data_dir": data_dir, "db": str(db), "run_id": RUN_ID, "shape": shape}
 
 
