@@ -142,6 +142,8 @@ class Daemon:
                 saved[section][key] = value
             saved["run"]["data_dir"] = plan.run.data_dir
             self.plan = plan = plan_from_dict(saved)
+            # a sub-folder removed while the daemon was down (logs/ cleaned up) is made again
+            runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=True)
         else:
             build_profile(plan)  # a bad profile fails before the run folder exists
             run_id = plan.run.id or runfolder.new_run_id()
@@ -496,6 +498,7 @@ class Daemon:
                     watchdog_every_s=wd_every)
         self._install_signals()
         status = "finished"
+        bug: Exception | None = None
         try:
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
                                                 RunCollector(lambda: self.status))
@@ -511,6 +514,9 @@ class Daemon:
         except UserError as exc:  # store unwritable, port taken: end the run cleanly, one line
             self.fatal = exc
             status = "failed"
+        except Exception as exc:  # a bug: the run still ends (not 'running' for ever), then the traceback
+            log.exception("daemon loop")
+            bug, status = exc, "failed"
         finally:
             for s in self.supervisors:
                 s.stop()
@@ -518,7 +524,10 @@ class Daemon:
                 _stop_quietly(pipeline.stop)
             jobs.shutdown()
             _stop_quietly(self.backend.close)
-        return self._finish(status)
+        rc = self._finish(status)
+        if bug is not None:
+            raise bug
+        return rc
 
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run
