@@ -22,6 +22,9 @@ DB_NAME = "soak.db"
 PLAN_NAME = "plan.toml"
 HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT = "heartbeats", "checkpoints", "logs", "plog", "report"
 SUBFOLDERS = (HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT)
+SIM = "sim"
+"""The simulated fleet's tools (sim backend only), made when the daemon starts and removed
+when it ends; a killed daemon's copy is replaced by the next."""
 _ANALYSIS = Path(REPORT) / "analysis.json"
 _LEGACY_ANALYSIS = Path("analysis.json")  # where runs before report/ kept it
 

@@ -29,7 +29,7 @@ from soak.cluster.member import ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
-from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
+from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
 from soak.daemon.jobs import Jobs, disk_free_bytes
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
@@ -461,7 +461,11 @@ class Daemon:
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
-            self.follower.skip_existing()
+            # the orphaned workload went on stepping while no daemon ran: read on from what
+            # the store holds, not from the end of the files
+            self.follower.resume_after(
+                self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()), self._node()),
+                self.started.clock.to_scaled)
         self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s,
                                                 node=self._node())
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
