@@ -14,7 +14,7 @@ import pkgutil
 import sys
 
 from soak import __version__
-from soak.errors import UserError
+from soak.errors import UserError, redact
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"soak: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"soak: error: {one_line(redact(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("soak: interrupted", file=sys.stderr)
