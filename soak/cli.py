@@ -14,7 +14,7 @@ import pkgutil
 import sys
 
 from soak import __version__
-from soak.errors import UserError
+from soak.errors import UserError, redact
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped: an error message
+    quotes what the user gave (a CSV cell, a TOML key), which may hold any of them."""
+    return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"soak: error: {exc}", file=sys.stderr)
+        print(f"soak: error: {one_line(redact(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("soak: interrupted", file=sys.stderr)

@@ -12,8 +12,8 @@ process or a backoff takes real time whatever the scale.
 
 from __future__ import annotations
 
+import math
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -23,7 +23,11 @@ from exporters.listen import DEFAULT_LISTEN, parse_listen
 from soak.errors import ConfigError, InputError, UserError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
+from soak.tomlfile import finite, read_toml
 
+MAX_SPAN_S = 366 * 86400.0
+"""Longest duration or period a plan may give: a year is far beyond any soak, and bounds the
+run's end time (an infinite ``run.duration`` would leave a run that never ends)."""
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 BACKENDS = ("auto", "npu", "cuda", "cpu", "sim")
@@ -36,14 +40,16 @@ def parse_duration(value: Any, key: str, *, allow_zero: bool = False) -> float:
     if isinstance(value, bool):
         raise ConfigError(f"{key} must be like 72h, 30m or 90s")
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = float(min(value, 2 * MAX_SPAN_S))  # a huge integer would not fit a float
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(value).lower())
         if not m or m.group(2) not in _UNITS:
             raise ConfigError(f"{key} must be like 72h, 30m or 90s, got {value!r}")
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds < 0 or (seconds == 0 and not allow_zero):
+    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         raise ConfigError(f"{key} must be greater than 0, got {value!r}")
+    if seconds > MAX_SPAN_S:
+        raise ConfigError(f"{key} must be at most 366d, got {value!r}")
     return seconds
 
 
@@ -54,7 +60,10 @@ def parse_size(value: Any, key: str) -> int:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(value).lower())
     if not m or (m.group(2) or "b") not in _SIZES:
         raise ConfigError(f"{key} must be a size like 2GiB or 500MB, got {value!r}")
-    return int(float(m.group(1)) * _SIZES[m.group(2) or "b"])
+    size = float(m.group(1)) * _SIZES[m.group(2) or "b"]
+    if not math.isfinite(size):
+        raise ConfigError(f"{key} must be a size like 2GiB or 500MB, got {value!r}")
+    return int(size)
 
 
 def _listen(value: Any, key: str) -> str | None:
@@ -79,7 +88,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 def _number(minimum: float, *, integer: bool = False, strict: bool = False) -> Callable[[Any, str], Any]:
     def parse(value: Any, key: str) -> Any:
-        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        ok = isinstance(value, int | float) and finite(value) and (isinstance(value, int) or not integer)
         if isinstance(value, bool) or not ok or value < minimum or (strict and value == minimum):
             what = "an integer" if integer else "a number"
             cmp = ">" if strict else ">="
@@ -127,7 +136,7 @@ def _strings(value: Any, key: str) -> tuple[str, ...]:
 
 def _numbers_table(value: Any, key: str) -> Mapping[str, float | int]:
     if not isinstance(value, dict) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
+        isinstance(v, int | float) and not isinstance(v, bool) and finite(v) for v in value.values()
     ):
         raise ConfigError(f"{key} must be a table of numbers, got {value!r}")
     return {str(k): v if isinstance(v, int) else float(v) for k, v in value.items()}
@@ -410,18 +419,15 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
     return Plan(**kwargs)
 
 
+def read_plan_data(path: str | Path) -> dict[str, Any]:
+    """A plan file's tables, not yet checked; a missing, unreadable or malformed file is one
+    ``ConfigError`` line."""
+    return read_toml(path, "plan", ConfigError)
+
+
 def load_plan(path: str | Path) -> Plan:
     """Read a plan file; a missing or malformed file is one ``ConfigError`` line."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"plan {p}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"plan {p}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"plan {p}: cannot read: {exc}") from None
-    return plan_from_dict(data)
+    return plan_from_dict(read_plan_data(path))
 
 
 def _to_dict(obj: Any) -> Any:

@@ -14,11 +14,13 @@ Command line equivalent of ``push``: ``curl -H "Authorization: Bearer $TOKEN"
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ import yaml
 
 from exporters import collector
 from soak.daemon import metrics as run_metrics
-from soak.errors import InputError
+from soak.errors import InputError, redact
 
 DATASOURCE_UID = "soak-prometheus"
 DATASOURCE_NAME = "soak Prometheus"
@@ -382,6 +384,34 @@ def redact_url(url: str) -> str:
             netloc += f":{parts.port}"
         parts = parts._replace(netloc=netloc)
     return urllib.parse.urlunsplit(parts)
+
+
+class _Redacting(logging.Filter):
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        clean = redact(text, self.secrets)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+@contextmanager
+def redacting_logs(token: str | None) -> Iterator[None]:
+    """While pushing, every log record (grafana-client's, the HTTP library's) reaches the
+    root logger's handlers with ``token`` and any Authorization text redacted."""
+    flt = _Redacting([token] if token else [])
+    handlers = list(logging.getLogger().handlers)
+    for h in handlers:
+        h.addFilter(flt)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(flt)
 
 
 def datasource_payload(url: str) -> dict[str, Any]:

@@ -7,6 +7,27 @@ the CLI is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
+REDACTED = "[redacted]"
+# An Authorization header (with or without its scheme), a bare "Bearer ..."/"Basic ...", and
+# Grafana service-account tokens: what a server that echoes the request puts in its error body.
+_CREDENTIALS = re.compile(
+    r"(?i)(?P<head>authorization[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?(?!\[redacted\])[^\s\"',;}\]]+"
+    r"|(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|\bglsa_[A-Za-z0-9_]+"
+)
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` without ``secrets`` and without anything that reads as a credential."""
+    text = _CREDENTIALS.sub(lambda m: (m.group("head") or m.group("scheme") or "") + REDACTED, text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
 
 class SoakError(Exception):
     """Base of every error soak raises on purpose."""

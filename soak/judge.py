@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from soak.analysis import Analysis, Phase, Profile, Trace, analyze
@@ -33,6 +32,7 @@ from soak.analysis.model import KINDS
 from soak.analysis.verdict import clean_statement
 from soak.config import Plan, plan_from_dict
 from soak.errors import ConfigError, SoakError
+from soak.tomlfile import read_toml
 
 log = logging.getLogger("soak.judge")
 
@@ -44,22 +44,22 @@ _ACCELERATED_BACKENDS = ("npu", "cuda", "sim", "auto")
 def build_profile(plan: Plan) -> Profile:
     """The acceptance profile of this plan: its file (or the default) with the threshold
     overrides (``"thermal.threshold_c" = 90``) laid over it."""
-    import tomllib
-
     acc = plan.acceptance
     default = acc.profile in ("", "default")
-    if not acc.thresholds:
-        return Profile.default() if default else Profile.from_toml(acc.profile)
+    if default and not acc.thresholds:
+        return Profile.default()
     data: dict[str, Any] = {}
     if not default:
-        try:
-            data = tomllib.loads(Path(acc.profile).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"acceptance.profile {acc.profile}: {exc}") from None
+        data = read_toml(acc.profile, "acceptance.profile", ConfigError)
+        if not acc.thresholds:
+            return Profile.from_dict(data, source=acc.profile)
     for dotted, value in acc.thresholds.items():
         section, _, key = dotted.partition(".")
         if key:
-            data.setdefault(section, {})[key] = value
+            table = data.setdefault(section, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"acceptance.thresholds.{dotted}: {section} is not a table of the profile")
+            table[key] = value
         else:
             data[section] = value
     return Profile.from_dict(data, source="acceptance.thresholds")

@@ -22,6 +22,12 @@ DB_NAME = "soak.db"
 PLAN_NAME = "plan.toml"
 HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT = "heartbeats", "checkpoints", "logs", "plog", "report"
 SUBFOLDERS = (HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT)
+CHECKPOINT_GLOB = "*/step_*.pt"  # under checkpoints/: <workload>/step_<N>.pt
+CHECKPOINT_TMP_GLOB = "*/.step_*.pt.tmp-*"  # a checkpoint being written (or its writer killed)
+RESERVE = ".disk-reserve"  # space the daemon holds for its last records (soak.daemon.lifecycle)
+SIM = "sim"
+"""The simulated fleet's tools (sim backend only), made when the daemon starts and removed
+when it ends; a killed daemon's copy is replaced by the next."""
 _ANALYSIS = Path(REPORT) / "analysis.json"
 _LEGACY_ANALYSIS = Path("analysis.json")  # where runs before report/ kept it
 
@@ -87,3 +93,28 @@ def write_analysis(folder: str | os.PathLike[str], analysis: dict) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def largest_checkpoint_bytes(folder: str | os.PathLike[str]) -> int:
+    """The size of the largest checkpoint in the run folder (0 when none): the space the next
+    checkpoint needs while the older ones still exist."""
+    sizes = [0]
+    for p in (Path(folder) / CHECKPOINTS).glob(CHECKPOINT_GLOB):
+        try:
+            sizes.append(p.stat().st_size)
+        except OSError:  # rotated away meanwhile
+            continue
+    return max(sizes)
+
+
+def remove_temp_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the half-written files of the run folder: checkpoints being written when the
+    disk filled (or their writer was killed). Returns the files removed."""
+    removed = []
+    for p in (Path(folder) / CHECKPOINTS).glob(CHECKPOINT_TMP_GLOB):
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError as exc:
+            log.warning("%s: cannot remove: %s", p, exc.strerror or exc)
+    return removed

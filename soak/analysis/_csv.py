@@ -13,6 +13,7 @@ column as text to name the first bad line: pyarrow's own message does not always
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -67,33 +68,44 @@ def _check_file(path: str) -> list[str]:
 
 
 def _first_bad_line(path: str, column: str, allow_null: bool) -> str:
-    """Name the first line whose ``column`` is not a number (slow path, errors only)."""
+    """Name the first line whose ``column`` is not UTF-8 text, or (timestamp, value) not a
+    number (slow path, errors only)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    reader = pacsv.open_csv(
-        path,
-        read_options=pacsv.ReadOptions(block_size=_BLOCK_BYTES),
-        convert_options=pacsv.ConvertOptions(
-            include_columns=[column], column_types={column: pa.string()}, strings_can_be_null=False
-        ),
-    )
-    offset = 0
+    numeric = column in ("timestamp", "value")
     nulls = set(NULL_VALUES)
-    for batch in reader:
-        texts = batch.column(0).to_pylist()
-        for i, text in enumerate(texts):
-            if text.strip() in nulls:
-                if not allow_null:
-                    return f"line {offset + i + 2}: {column} is empty"
-                continue
-            try:
-                float(text)
-            except ValueError:
-                hint = " (unix seconds, e.g. 1795941789.5)" if column == "timestamp" else ""
-                return f"line {offset + i + 2}: {column} {text!r} is not a number{hint}"
-        offset += len(texts)
-    return f"{column} has a value that is not a number"
+    offset = 0
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=_BLOCK_BYTES),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[column], column_types={column: pa.binary()}, strings_can_be_null=False
+            ),
+        )
+        for batch in reader:
+            raws = batch.column(0).to_pylist()
+            for i, raw in enumerate(raws):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"line {offset + i + 2}: {column} is not UTF-8 text"
+                if not numeric:
+                    continue
+                if text.strip() in nulls:
+                    if not allow_null:
+                        return f"line {offset + i + 2}: {column} is empty"
+                    continue
+                try:
+                    float(text)
+                except ValueError:
+                    hint = " (unix seconds, e.g. 1795941789.5)" if column == "timestamp" else ""
+                    return f"line {offset + i + 2}: {column} {text[:80]!r} is not a number{hint}"
+            offset += len(raws)
+    except pa.ArrowInvalid as exc:  # the file is malformed before the bad cell is reached
+        return f"malformed CSV: {(str(exc).strip().splitlines() or ['unreadable CSV'])[0]}"
+    return f"{column} has a value that is not {'a number' if numeric else 'UTF-8 text'}"
 
 
 def read_long_csv(
@@ -187,11 +199,13 @@ def read_long_csv(
         _release_freed_memory()
     except pa.ArrowInvalid as exc:
         msg = str(exc)
-        column = "value"
-        for c in ("timestamp", "value"):
-            if f"'{c}'" in msg or f"column #{REQUIRED_COLUMNS.index(c)}" in msg:
+        # Arrow numbers the file's columns, which need not be in the usual order
+        m = re.search(r"column #(\d+)", msg)
+        column = header[int(m.group(1))] if m and int(m.group(1)) < len(header) else "value"
+        for c in REQUIRED_COLUMNS:
+            if f"'{c}'" in msg:
                 column = c
-        if "conversion error" in msg.lower() or "invalid value" in msg.lower():
+        if column in REQUIRED_COLUMNS and ("conversion error" in msg.lower() or "invalid value" in msg.lower()):
             where = _first_bad_line(path, column, allow_null=column == "value")
             raise InputError(f"{path}: {where}") from None
         first_line = msg.strip().splitlines()[0] if msg.strip() else "unreadable CSV"

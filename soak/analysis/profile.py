@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.analysis.model import KINDS, SEVERITIES
 from soak.errors import ConfigError, InputError
+from soak.tomlfile import finite, read_toml
 
 
 @dataclass(frozen=True)
@@ -181,14 +181,7 @@ class Profile:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Profile:
         name = os.fspath(path)
-        try:
-            with open(name, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise InputError(f"{name}: no such profile file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{name}: not valid TOML: {exc}") from None
-        return cls.from_dict(data, source=name)
+        return cls.from_dict(read_toml(name, "profile", InputError), source=name)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<profile>") -> Profile:
@@ -214,7 +207,9 @@ class Profile:
                 kwargs[key] = _number(value, f"{source}: {key}")
             elif key == "severity":
                 sev = dict(_DEFAULT_SEVERITY)
-                for kind, level in (value or {}).items():
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{source}: severity must be a table of kind = level")
+                for kind, level in value.items():
                     if kind not in KINDS:
                         raise ConfigError(f"{source}: severity.{kind}: unknown finding kind")
                     if level not in SEVERITIES:
@@ -224,6 +219,8 @@ class Profile:
                     sev[kind] = level
                 kwargs["severity"] = sev
             elif key == "phases":
+                if not isinstance(value, list):
+                    raise ConfigError(f"{source}: phases must be an array of tables")
                 kwargs["phases"] = tuple(_phase(p, f"{source}: phases[{i}]") for i, p in enumerate(value))
             else:
                 raise ConfigError(f"{source}: {key}: unknown key")
@@ -242,7 +239,7 @@ class Profile:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not finite(value):
         raise ConfigError(f"{where}: must be a number")
     return float(value)
 

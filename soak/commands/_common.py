@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -18,8 +19,20 @@ def add_format(parser: argparse.ArgumentParser, default: str = "table") -> None:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    """``obj`` as standard JSON: a NaN or infinite number (which ``json`` would write as the
+    non-standard ``NaN``/``Infinity``) is written as null, like any value that has no meaning."""
+    json.dump(_no_nan(obj), sys.stdout, indent=2, ensure_ascii=False, default=str, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def _no_nan(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _no_nan(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_no_nan(v) for v in obj]
+    return obj
 
 
 def fmt(value: Any, unit: str = "") -> str:

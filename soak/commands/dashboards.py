@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from soak.commands._common import add_format, print_json
-from soak.errors import InputError
+from soak.errors import InputError, redact
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,19 +71,23 @@ def _push(args: argparse.Namespace) -> int:
     directory = d.resolve_dir(args.dir)
     boards = d.load_dashboards(directory)
     token = d.read_token(args.token_file)
-    api = d.connect(args.grafana_url, token, timeout_s=args.timeout)
     shown = d.redact_url(args.grafana_url)
-    try:
-        steps = d.push(api, boards, folder=args.folder, datasource_url=args.datasource_url,
-                       dry_run=args.dry_run)
-    except GrafanaUnauthorizedError:
-        raise InputError(f"--grafana-url {shown}: Grafana refused the credentials (401); "
-                         f"check --token-file or ${d.TOKEN_ENV}") from None
-    except GrafanaClientError as exc:
-        raise InputError(f"--grafana-url {shown}: Grafana rejected a request "
-                         f"({exc.status_code}: {exc.message})") from None
-    except GrafanaException as exc:
-        raise InputError(f"--grafana-url {shown}: Grafana failed ({exc.status_code})") from None
+    # A server may echo the request (its Authorization header) in an error body, and an HTTP
+    # library may log it: neither reaches the terminal or a log with the token in it.
+    with d.redacting_logs(token):
+        api = d.connect(args.grafana_url, token, timeout_s=args.timeout)
+        try:
+            steps = d.push(api, boards, folder=args.folder, datasource_url=args.datasource_url,
+                           dry_run=args.dry_run)
+        except GrafanaUnauthorizedError:
+            raise InputError(f"--grafana-url {shown}: Grafana refused the credentials (401); "
+                             f"check --token-file or ${d.TOKEN_ENV}") from None
+        except GrafanaClientError as exc:
+            body = redact(str(exc.message), [token])[:500]
+            raise InputError(f"--grafana-url {shown}: Grafana rejected a request "
+                             f"({exc.status_code}: {body})") from None
+        except GrafanaException as exc:
+            raise InputError(f"--grafana-url {shown}: Grafana failed ({exc.status_code})") from None
     if args.format == "json":
         print_json({"grafana_url": shown, "dry_run": args.dry_run,
                     "steps": [s.__dict__ for s in steps]})

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from soak.config import BACKENDS, SIZES, WORKLOADS, plan_from_dict
+from soak.config import BACKENDS, SIZES, WORKLOADS, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
@@ -56,24 +56,15 @@ _PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "ti
 
 def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
     if value is not None:
-        data.setdefault(section, {})[key] = value
+        table = data.setdefault(section, {})
+        if not isinstance(table, dict):  # `run = 5` or `[[run]]` in the plan
+            raise ConfigError(f"{section} must be a table")
+        table[key] = value
 
 
 def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     """The plan file's tables with the flags laid over them."""
-    import tomllib
-    from pathlib import Path
-
-    data: dict[str, Any] = {}
-    if args.plan:
-        try:
-            data = tomllib.loads(Path(args.plan).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"plan {args.plan}: no such file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"plan {args.plan}: not valid TOML: {exc}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"plan {args.plan}: cannot read: {exc}") from None
+    data: dict[str, Any] = read_plan_data(args.plan) if args.plan else {}
     _set(data, "run", "duration", args.duration)
     _set(data, "run", "time_scale", args.time_scale)
     _set(data, "run", "db", args.db)
@@ -97,7 +88,8 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     if args.workload:
         data["workloads"] = [{"name": w} for w in args.workload]
     if args.size is not None or args.nproc is not None:
-        for w in data.setdefault("workloads", [{"name": "lm"}]):
+        workloads = data.setdefault("workloads", [{"name": "lm"}])
+        for w in workloads if isinstance(workloads, list) else ():  # not a list: plan_from_dict says so
             if isinstance(w, dict):
                 if args.size is not None:
                     w["size"] = args.size

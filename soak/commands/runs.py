@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.commands._common import add_format, fmt, print_json
+from soak.daemon.status import hms
 from soak.errors import InputError, StoreError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
 
@@ -45,12 +46,10 @@ def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
 
 
 def _when(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
-
-
-def _hms(seconds: float) -> str:
-    s = int(max(0.0, seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    try:
+        return None if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
+    except (OverflowError, ValueError, OSError):  # not a time (an infinite planned end)
+        return None
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -107,8 +106,8 @@ def _show(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     end = run.ended_ts or out["last_sample_ts"]
-    ran = None if end is None else _hms(end - run.started_ts)
-    planned = None if run.planned_end_ts is None else _hms(run.planned_end_ts - run.started_ts)
+    ran = None if end is None else hms(end - run.started_ts)
+    planned = None if run.planned_end_ts is None else hms(run.planned_end_ts - run.started_ts)
     print(f"run       {run.id}  ({run.host})")
     print(f"status    {run.status}, verdict {fmt(run.verdict)}, restarts {run.restarts}")
     print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC ({fmt(ran)} of {fmt(planned)}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,35 @@ EVENT_KINDS = {
     "sdc_mismatch": "note",
 }
 _MAX_WINDOW_LINES = 1000
+_HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
+
+
+def _offset_after(path: Path, cut: float, to_ts: Callable[[float], float]) -> int:
+    """A line start in ``path`` before which every line's ``to_ts(ts)`` is at most ``cut``.
+
+    The file is in time order (one writer appending), so a binary search finds it in a few
+    reads however long the run; it stops at the first line it cannot read, which only makes
+    the offset earlier (the lines read again are dropped by their time stamps)."""
+    lo, hi = 0, path.stat().st_size
+    with open(path, "rb") as fh:
+        while hi - lo > 1 << 16:
+            mid = (lo + hi) // 2
+            fh.seek(mid)
+            fh.readline()  # to the next line start
+            start = fh.tell()
+            line = fh.readline()
+            if start >= hi or not line.endswith(b"\n"):
+                hi = mid
+                continue
+            try:
+                ts = float(json.loads(line)["ts"])
+            except (ValueError, KeyError, TypeError):
+                break
+            if to_ts(ts) <= cut:
+                lo = start + len(line)
+            else:
+                hi = mid
+    return lo
 
 
 class HeartbeatFollower:
@@ -40,11 +70,44 @@ class HeartbeatFollower:
         self.max_bytes = max_bytes
         self.offsets: dict[str, int] = {}
         self.bad_lines = 0
+        self._stored: dict[tuple[str, int], tuple[float | None, float | None]] = {}
+        self._to_ts: Callable[[float], float] = float
 
     def skip_existing(self) -> None:
-        """Start at the end of every file (used on resume: the lines were stored already)."""
+        """Start at the end of every file."""
         for path in sorted(self.directory.glob("*.jsonl")):
             self.offsets[path.name] = path.stat().st_size
+
+    def resume_after(self, marks: dict[tuple[str, int], tuple[float | None, float | None]],
+                     to_ts: Callable[[float], float]) -> None:
+        """Read on from where the store stopped (used on resume).
+
+        ``marks``: per (workload, rank), the run-time ``ts`` of the last step row and of the
+        last heartbeat event the store holds (``Store.heartbeat_marks``); ``to_ts`` maps a
+        heartbeat's wall ``ts`` onto the run's time line. An orphaned workload goes on
+        stepping after its daemon died, and the steps of the last open window were never
+        stored: those lines are read again, the ones already stored are dropped.
+        """
+        self._stored = dict(marks)
+        self._to_ts = to_ts
+        for path in sorted(self.directory.glob("*.jsonl")):
+            m = _HB_FILE.match(path.name)
+            mark = self._stored.get((m.group(1), int(m.group(2)))) if m else None
+            if mark is None:  # nothing of this rank stored yet: read it all
+                continue
+            cut = min(t for t in mark if t is not None) if any(t is not None for t in mark) else None
+            if cut is not None:
+                self.offsets[path.name] = _offset_after(path, cut, to_ts)
+
+    def _already_stored(self, rec: dict[str, Any]) -> bool:
+        try:
+            mark = self._stored.get((str(rec["workload"]), int(rec["rank"])))
+            if mark is None:
+                return False
+            cut = mark[0] if rec.get("event") == "step" else mark[1]
+            return cut is not None and self._to_ts(float(rec["ts"])) <= cut
+        except (KeyError, TypeError, ValueError):
+            return False
 
     def poll(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -80,7 +143,8 @@ class HeartbeatFollower:
                     self.bad_lines += 1
                     continue
                 if isinstance(rec, dict):
-                    out.append(rec)
+                    if not (self._stored and self._already_stored(rec)):
+                        out.append(rec)
                 else:
                     self.bad_lines += 1
         return out

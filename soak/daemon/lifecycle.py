@@ -29,7 +29,7 @@ from soak.cluster.member import ClusterError, ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
-from soak.daemon.heartbeat import HeartbeatFollower, StepAggregator
+from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
 from soak.daemon.jobs import Jobs, disk_free_bytes
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
@@ -104,6 +104,7 @@ class Daemon:
         self.supervisors: list[Supervisor] = []
         self.npu_smi: str | None = plan.devices.npu_smi if plan is not None else None
         self.disk_message: str | None = None
+        self._disk_detail: dict[str, Any] = {}
         self._outages: dict[str, tuple[float, str, tuple[str, ...]]] = {}
         self.member: ClusterMember | None = None  # this node's part of a cluster run
         self._latest_snapshot: Snapshot | None = None  # chips this node reads (cluster status)
@@ -142,6 +143,8 @@ class Daemon:
                 saved[section][key] = value
             saved["run"]["data_dir"] = plan.run.data_dir
             self.plan = plan = plan_from_dict(saved)
+            # a sub-folder removed while the daemon was down (logs/ cleaned up) is made again
+            runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=True)
         else:
             build_profile(plan)  # a bad profile fails before the run folder exists
             run_id = plan.run.id or runfolder.new_run_id()
@@ -387,14 +390,38 @@ class Daemon:
                                  message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
                                  detail={"reader": key, "error": error, "devices": list(devices)})
 
+    def _disk_need(self) -> tuple[int, int]:
+        """(free bytes, bytes the run needs): ``jobs.min_free`` plus the largest checkpoint,
+        which the next checkpoint writes beside the old ones before it rotates them."""
+        run_dir = self.started.run_dir
+        return disk_free_bytes(run_dir), self.plan.jobs.min_free_bytes + layout.largest_checkpoint_bytes(run_dir)
+
     def _disk_job(self) -> None:
-        free = disk_free_bytes(self.started.run_dir)
-        if free < self.plan.jobs.min_free_bytes:
-            msg = f"only {free / 2**20:.0f} MiB free on the run folder's disk; stopping before it fills"
-            log.error(msg)
-            self.disk_message = f"{self.started.run_dir}: {msg} (run {self.started.run_id} stopped, its data kept)"
-            self.started.store.add_event(self.started.run_id, "disk", ts=self.started.clock.now(), message=msg, detail={"free_bytes": free})
-            self.request_stop("disk")
+        free, need = self._disk_need()
+        if free < need:
+            self._disk_stop(free, need)
+
+    def _disk_stop(self, free: int, need: int, why: str = "stopping before it fills") -> None:
+        # The event is written by _finish once the workloads are stopped and temporary files
+        # removed: on a full disk the store may not take it now.
+        msg = f"only {free / 2**20:.1f} MiB free on the run folder's disk (needs {need / 2**20:.1f} MiB); {why}"
+        log.error(msg)
+        self.disk_message = f"{self.started.run_dir}: {msg} (run {self.started.run_id} stopped, its data kept)"
+        self._disk_detail = {"free_bytes": free, "need_bytes": need, "min_free_bytes": self.plan.jobs.min_free_bytes}
+        self.request_stop("disk")
+
+    def _out_of_space(self) -> bool:
+        """Whether the run failed for want of disk space (the store or a checkpoint could not
+        be written): then it is stopped like the disk watch stops it, not left failed."""
+        if self.stop_reason == "disk":
+            return False
+        text = str(self.fatal or "").lower()
+        free, need = self._disk_need()
+        if free < need or "disk is full" in text or "no space left" in text:
+            self._disk_stop(free, need, "the disk filled")
+            self.stop_reason, self.fatal = "disk", None
+            return True
+        return False
 
     # ------------------------------------------------------------------ status
     def _status(self) -> RunStatus:
@@ -463,7 +490,12 @@ class Daemon:
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
-            self.follower.skip_existing()
+            # the orphaned workload went on stepping while no daemon ran: read on from what
+            # the store holds, not from the end of the files
+            self.follower.resume_after(
+                self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()), self._node()),
+                self.started.clock.to_scaled)
+        _hold_reserve(self.started.run_dir)
         self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s,
                                                 node=self._node())
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
@@ -500,6 +532,7 @@ class Daemon:
                     watchdog_every_s=wd_every)
         self._install_signals()
         status = "finished"
+        bug: Exception | None = None
         try:
             labels = None if self.member is None else {"node": self.member.node, "run_id": self.started.run_id}
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
@@ -516,6 +549,9 @@ class Daemon:
         except UserError as exc:  # store unwritable, port taken: end the run cleanly, one line
             self.fatal = exc
             status = "failed"
+        except Exception as exc:  # a bug: the run still ends (not 'running' for ever), then the traceback
+            log.exception("daemon loop")
+            bug, status = exc, "failed"
         finally:
             for s in self.supervisors:
                 s.stop()
@@ -523,7 +559,12 @@ class Daemon:
                 _stop_quietly(pipeline.stop)
             jobs.shutdown()
             _stop_quietly(self.backend.close)
-        return self._finish(status)
+        if status == "failed" and bug is None and self._out_of_space():
+            status = "stopped"
+        rc = self._finish(status)
+        if bug is not None:
+            raise bug
+        return rc
 
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run
@@ -581,8 +622,20 @@ class Daemon:
         end = run.clock.now()
         fatal = self.fatal
         verdict: str | None = None
+        # the workloads are stopped: what they left half-written goes, and on a full disk
+        # the space held back for these last records is given to the store
+        removed = layout.remove_temp_files(run.run_dir)
+        _release_reserve(run.run_dir)
         try:
-            self.writer.flush()
+            if self.stop_reason == "disk":
+                run.store.add_event(run.run_id, "disk", ts=end, message=self.disk_message,
+                                    detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
+            try:
+                self.writer.flush()
+            except StoreError as exc:  # the last batch is lost, the records below must not be
+                log.error("samples of the last %.0f s not stored: %s", self.plan.sampling.flush_every_s, exc)
+                if self.stop_reason != "disk":
+                    fatal = fatal or exc
             self._drain_heartbeats(None)
             for key in list(self._outages):
                 self._close_outage(key, end)
@@ -638,6 +691,24 @@ class Daemon:
         if self.stop_reason == "disk":
             raise StoreError(self.disk_message)
         return 1 if (status == "failed" or verdict == "fail") else 0
+
+
+RESERVE_BYTES = 1 << 20
+
+
+def _hold_reserve(run_dir: Path) -> None:
+    """Hold ``RESERVE_BYTES`` of the run folder's disk, given back when the run ends: a run
+    stopped by a full disk can still record why and that it stopped."""
+    try:
+        with open(run_dir / layout.RESERVE, "wb") as fh:
+            fh.write(b"\0" * RESERVE_BYTES)  # written, not truncated: a sparse file holds nothing
+    except OSError as exc:
+        log.warning("no disk reserve for the last records: %s", exc.strerror or exc)
+        _release_reserve(run_dir)
+
+
+def _release_reserve(run_dir: Path) -> None:
+    (run_dir / layout.RESERVE).unlink(missing_ok=True)
 
 
 def _stop_quietly(fn: Callable[[], Any] | None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from soak.tomlfile import finite
+
 
 @dataclass(frozen=True)
 class RankStatus:
@@ -31,7 +33,11 @@ class RunStatus:
     state: str = "running"
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
+    """``H:MM:SS`` of a span; "N/A" for one that is not a number of seconds (a run recorded
+    with an infinite duration before plans refused one)."""
+    if not finite(seconds):
+        return "N/A"
     s = int(max(0, seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
@@ -49,6 +55,6 @@ def progress_line(st: RunStatus) -> str:
     fails = sum(n for (_, sev), n in st.findings.items() if sev == "fail")
     find = f"{n_find} findings" + (f" ({fails} fail)" if fails else "")
     return (
-        f"[{st.run_id}] {_hms(st.elapsed_s)} elapsed, {_hms(st.remaining_s)} left | {steps} | "
+        f"[{st.run_id}] {hms(st.elapsed_s)} elapsed, {hms(st.remaining_s)} left | {steps} | "
         f"restarts {st.restarts} | {find}"
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from soak.clock import ScaledClock
 from soak.config import Plan
-from soak.runfolder import PLOG
+from soak.runfolder import PLOG, SIM
 from soak.telemetry.records import Snapshot
 
 
@@ -33,7 +33,7 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
             plog_dir=str(run_dir / PLOG),
         )
         return make("sim", sim_config=config, clock=clock, host_reader=host_reader,
-                    plog_dir=str(run_dir / PLOG))
+                    plog_dir=str(run_dir / PLOG), sim_dir=run_dir / SIM)
     return make(dev.backend, npu_smi=dev.npu_smi or "npu-smi", plog_dir=dev.plog_dir, clock=clock,
                 host_reader=host_reader)
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from soak.tomlfile import finite
+
 # Chart order and labels of the per-chip series the report draws (canonical metric names).
 SERIES_METRICS: tuple[str, ...] = ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s")
 
@@ -205,13 +207,16 @@ def fmt_bytes(value: float | None) -> str:
 
 
 def fmt_ts(ts: float | None) -> str:
-    if ts is None:
+    if ts is None or not finite(ts):
         return "N/A"
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):  # beyond the calendar
+        return "N/A"
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not finite(seconds):
         return "N/A"
     s = int(round(seconds))
     h, rem = divmod(s, 3600)

@@ -117,6 +117,9 @@ def load_trust_anchors(certs: Iterable[str | Path]) -> list:
     return anchors
 
 
+_MAX_NAME_NODES = 10_000
+
+
 def read_attachments(reader: PdfFileReader) -> dict[str, bytes]:
     """Embedded files of a PDF by name (flat name tree, as ``finalize_pdf`` writes it)."""
     out: dict[str, bytes] = {}
@@ -125,8 +128,12 @@ def read_attachments(reader: PdfFileReader) -> dict[str, bytes]:
     except KeyError:
         return out
     stack = [_deref(names)]
+    visited = 0
     while stack:
         node = stack.pop()
+        visited += 1
+        if visited > _MAX_NAME_NODES:  # a damaged tree can loop (a node among its own kids)
+            raise ValueError(f"more than {_MAX_NAME_NODES} nodes in the attachments' name tree")
         if "/Kids" in node:
             stack.extend(_deref(k) for k in _deref(node["/Kids"]))
         arr = _deref(node["/Names"]) if "/Names" in node else []
@@ -147,7 +154,7 @@ def _deref(obj: Any) -> Any:
 def _info_keywords(reader: PdfFileReader) -> str:
     try:
         return str(reader.trailer["/Info"].get("/Keywords", ""))
-    except (KeyError, TypeError):
+    except Exception:  # a damaged file may fail anywhere in the tree: no keywords then
         return ""
 
 
@@ -178,7 +185,6 @@ def verify_pdf(
     # checks; readers accept the header anywhere in the first 1024 bytes.
     if b"%PDF-" not in data[:1024]:
         raise InputError(f"{path}: not a PDF file (no %PDF- header)")
-    from pyhanko.pdf_utils.misc import PdfError
     from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko.sign.fields import enumerate_sig_fields
 
@@ -187,7 +193,7 @@ def verify_pdf(
         # The fields only: parsing each signature's CMS is the signature check's job, so a
         # damaged signature is reported as such and not as a damaged file.
         fields = list(enumerate_sig_fields(reader, filled_status=True))
-    except (PdfError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+    except Exception as exc:  # pyHanko on a damaged file: PdfError, but also OverflowError (startxref 10^20) and more
         res.detail = str(exc)
         res.fail(UNREADABLE_PDF, "not a readable PDF: the file is damaged or truncated")
         return res

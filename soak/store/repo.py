@@ -817,6 +817,26 @@ class Store:
             ys.append(None if v is None else float(v))
         return {dev: (tuple(xs), tuple(ys)) for dev, (xs, ys) in grouped.items()}
 
+    def heartbeat_marks(self, run_id: str, event_kinds: Iterable[str], node: str | None = None,
+                        ) -> dict[tuple[str, int], tuple[float | None, float | None]]:
+        """Per (workload, rank): the ``ts`` of the last step row and of the last event of
+        ``event_kinds`` stored from its heartbeats (of ``node`` in a cluster run); where a
+        resumed daemon reads on."""
+        st, ev = S.steps, S.events
+        marks: dict[tuple[str, int], list[float | None]] = {}
+        steps = (select(st.c.workload, st.c.rank, func.max(st.c.ts))
+                 .where(st.c.run_id == run_id, *([st.c.node == node] if node is not None else []))
+                 .group_by(st.c.workload, st.c.rank))
+        for wl, rank, ts in self._read(steps):
+            marks.setdefault((wl, int(rank)), [None, None])[0] = ts
+        events = (select(ev.c.workload, ev.c.rank, func.max(ev.c.ts))
+                  .where(ev.c.run_id == run_id, ev.c.kind.in_(list(event_kinds)), ev.c.workload.is_not(None),
+                         ev.c.rank.is_not(None), *([ev.c.node == node] if node is not None else []))
+                  .group_by(ev.c.workload, ev.c.rank))
+        for wl, rank, ts in self._read(events):
+            marks.setdefault((wl, int(rank)), [None, None])[1] = ts
+        return {k: (v[0], v[1]) for k, v in marks.items()}
+
     def load_steps(self, run_id: str, rank: int | None = None) -> list[dict[str, Any]]:
         t = S.steps
         where = [t.c.run_id == run_id]

@@ -281,16 +281,21 @@ class NpuBackend(_HostPart):
 
 
 class SimBackend(NpuBackend):
-    """The npu backend against a simulated fleet installed in a temporary folder."""
+    """The npu backend against a simulated fleet installed in ``sim_dir`` (a temporary folder
+    when None), which ``close`` removes.
+
+    The daemon installs the fleet in its run folder: a daemon killed with SIGKILL never
+    closes its backend, and a temporary folder would be left behind for every kill."""
 
     name = "sim"
 
     def __init__(self, *, sim_config: Any = None, scenario: str | Iterable[str] = "healthy",
                  fault: str | Iterable[str] = (), family: str = "910b", chips: int = 8, seed: int = 0,
-                 time_scale: float = 1.0, clock: ScaledClock | None = None, **kwargs: Any) -> None:
+                 time_scale: float = 1.0, clock: ScaledClock | None = None,
+                 sim_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         from soak.telemetry.sim import SimConfig, install
 
-        self._tmp = tempfile.mkdtemp(prefix="soak-sim-")
+        self._tmp = os.fspath(sim_dir) if sim_dir is not None else tempfile.mkdtemp(prefix="soak-sim-")
         plog_dir = kwargs.pop("plog_dir", None) or os.path.join(self._tmp, "plog")
         if sim_config is None:
             origin = clock.origin if clock is not None else time.time()
@@ -332,6 +337,7 @@ def make_backend(
     sim_family: str = "910b",
     sim_chips: int = 8,
     sim_seed: int = 0,
+    sim_dir: str | os.PathLike[str] | None = None,
     nvml_module: Any = None,
 ) -> Backend:
     """Build a backend. ``auto``: npu if ``npu_smi`` is on PATH, else cuda if NVML
@@ -359,4 +365,4 @@ def make_backend(
     npu_kw.pop("npu_smi")
     npu_kw.pop("hccn_tool")
     return SimBackend(sim_config=sim_config, scenario=sim_scenario, fault=sim_fault, family=sim_family,
-                      chips=sim_chips, seed=sim_seed, **npu_kw)  # type: ignore[arg-type]
+                      chips=sim_chips, seed=sim_seed, sim_dir=sim_dir, **npu_kw)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from typing import Any
 
 from soak.device import Device, host_rss_bytes
 from soak.errors import UserError
-from soak.runfolder import CHECKPOINTS, HEARTBEATS
+from soak.runfolder import CHECKPOINT_TMP_GLOB, CHECKPOINTS, HEARTBEATS
 from soak.workloads.inject import Injector, InjectSpec, parse_all
 
 SIZES = ("tiny", "small", "medium", "large")
@@ -141,7 +141,7 @@ class Checkpointer:
     def clean_temps(self) -> None:
         """Remove temp files a killed writer left behind."""
         if self.dir.is_dir():
-            for p in self.dir.glob(".step_*.pt.tmp-*"):
+            for p in self.dir.glob(CHECKPOINT_TMP_GLOB.split("/", 1)[1]):
                 p.unlink(missing_ok=True)
 
     def steps(self) -> list[int]:
@@ -158,11 +158,15 @@ class Checkpointer:
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.path(step)
         tmp = self.dir / f".{final.name}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)  # readers see the old file or the whole new one, never half
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)  # readers see the old file or the whole new one, never half
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk: the half file would only fill it further
+            raise
         try:
             fd = os.open(self.dir, os.O_RDONLY)
             try:

@@ -93,7 +93,13 @@ def check_args(workload: str, args: list[str]) -> None:
     def error(message: str) -> None:
         raise InputError(f"workload {workload}: {message}")
 
+    def exit_(status: int = 0, message: str | None = None) -> None:
+        # -h (or --he, an abbreviation) would print the help and end soak itself with exit 0
+        raise InputError(f"workload {workload}: -h/--help is not an option of a run")
+
     parser.error = error  # type: ignore[method-assign]
+    parser.exit = exit_  # type: ignore[method-assign]
+    parser.print_help = lambda file=None: None  # type: ignore[method-assign]
     add_args = getattr(importlib.import_module(f"soak.workloads.{workload}"), "add_args", None)
     if add_args is not None:
         add_args(parser)

@@ -97,3 +97,23 @@ def run_daemon() -> Callable[..., ThreadRun]:
         if tr.thread.is_alive():
             tr.daemon.request_stop("test teardown")
             tr.thread.join(30)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path) -> Path:
+    """An 8 MiB tmpfs mounted for the test (root only), unmounted after it."""
+    import os
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot mount a tmpfs in CI: {r.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)

@@ -26,6 +26,10 @@ def main() -> int:
     p.add_argument("--crash-always", action="store_true")
     p.add_argument("--hang-at", type=int)
     p.add_argument("--duration-s", type=float, default=600.0)
+    p.add_argument("--ckpt-bytes", type=int, default=0,
+                   help="also write step_<N>.pt checkpoints of this size as the real ones are "
+                        "written (temp name, then renamed; last 2 kept); a full disk crashes it "
+                        "with the half-written temp file left behind")
     a = p.parse_args()
     hb_path = a.run_dir / "heartbeats" / f"{a.name}-rank0.jsonl"
     hb_path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +66,15 @@ def main() -> int:
             tmp = ckpt.with_suffix(".tmp")
             tmp.write_text(json.dumps({"step": step}))
             os.replace(tmp, ckpt)
+            if a.ckpt_bytes:
+                big = ckpt.parent / f"step_{step}.pt"
+                part = ckpt.parent / f".{big.name}.tmp-{os.getpid()}"
+                with open(part, "wb") as fh:
+                    for _ in range(0, a.ckpt_bytes, 1 << 16):
+                        fh.write(b"\1" * (1 << 16))
+                os.replace(part, big)
+                for old in sorted(ckpt.parent.glob("step_*.pt"), key=lambda q: int(q.stem[5:]))[:-2]:
+                    old.unlink()
             beat("checkpoint", step, phase="checkpoint", message=f"step {step}")
     beat("exit", step, message="finished")
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from soak.store import Store
+from tests.daemon.conftest import fake_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,3 +146,20 @@ analysis_every = "10s"
         saved = json.loads((tmp_path / "runs" / "accel" / "report" / "analysis.json").read_text(encoding="utf-8"))
         assert saved["verdict"] == run.verdict == "fail"
         assert sorted(f["kind"] for f in saved["findings"]) == sorted(f.kind for f in s.load_findings("accel"))
+
+
+def test_a_bug_in_the_daemon_loop_still_ends_the_run(tmp_path, run_daemon, monkeypatch) -> None:
+    """A daemon that died of a bug (an OverflowError in the progress line, for one) left its
+    run 'running' for ever; it is now 'failed', and the traceback still says what broke."""
+    from soak.daemon import lifecycle
+
+    def broken(_status):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    monkeypatch.setattr(lifecycle, "progress_line", broken)
+    tr = run_daemon(fake_plan(tmp_path, run={"duration": "30s"}))
+    with pytest.raises(OverflowError):
+        tr.join(60)
+    with Store.open(Path(tmp_path / "runs" / "r1" / "soak.db"), create=False) as s:
+        run = s.get_run("r1")
+    assert run.status == "failed" and run.ended_ts is not None

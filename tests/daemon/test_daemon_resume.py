@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,3 +158,66 @@ def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) 
         assert run.verdict is None and "verdict N/A" in err
         assert s.load_events("r1", kind="stop")[0].detail["reason"] == "SIGTERM"
         assert s.load_events("r1", kind="exit")[-1].message == "SIGTERM"  # the workload's last heartbeat
+
+
+def _heartbeat_steps(path: Path) -> list[tuple[float, int]]:
+    out = []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("event") == "step":
+            out.append((rec["ts"], rec["step"]))
+    return out
+
+
+def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphans_steps(tmp_path) -> None:
+    """Three things a killed daemon left behind: a /tmp/soak-sim-* folder per kill (the
+    simulated fleet), the steps its orphaned workload made while no daemon ran (skipped on
+    resume), and a traceback when logs/ was cleaned up before the resume."""
+    plan = fake_plan(tmp_path, run={"duration": "24s"}, devices={"backend": "sim"}, sim={"chips": 2})
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(dump_plan(plan))
+    run_dir = Path(plan.run.data_dir) / "r1"
+    db = run_dir / "soak.db"
+    tmp = tmp_path / "tmp"  # this test's own TMPDIR: what the daemons leave there is theirs
+    tmp.mkdir()
+    env = {**_env(), "TMPDIR": str(tmp)}
+
+    def stored_steps() -> list[dict]:
+        if not db.exists():
+            return []
+        with Store.open(db, create=False) as s:
+            return s.load_steps("r1")
+
+    first = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(lambda: len(stored_steps()) >= 1 and len(_committed(db)) >= 2)
+        assert (run_dir / "sim" / "npu-smi").is_file()  # the fleet lives in the run folder
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert not list(tmp.glob("soak-sim-*"))
+    stored_at_kill = max(r["step"] for r in stored_steps())
+    time.sleep(2.0)  # the orphan goes on stepping while no daemon runs
+    shutil.rmtree(run_dir / "logs")
+
+    resumed = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert (run_dir / "logs" / "daemon.log").stat().st_size > 0
+    assert not list(tmp.glob("soak-sim-*")) and not (run_dir / "sim").exists()
+    with Store.open(db, create=False) as s:
+        resume_ts = s.load_events("r1", kind="resume")[0].ts
+        rows = s.load_steps("r1")
+    # every step the orphan made before the resume ended it is in the store, including the
+    # ones made after the kill (time scale 1: run time is wall time)
+    orphan_last = max(step for ts, step in _heartbeat_steps(run_dir / "heartbeats" / "lm-rank0.jsonl")
+                      if ts < resume_ts)
+    assert orphan_last > stored_at_kill + 10
+    assert max(r["step"] for r in rows if r["ts"] < resume_ts) == orphan_last
+    # and none twice: the rows of one attempt never go back in steps
+    before = [r["step"] for r in rows if r["ts"] < resume_ts]
+    assert before == sorted(before) and len(set(before)) == len(before)

@@ -120,3 +120,18 @@ def test_a_file_as_data_dir_is_named_as_such(tmp_path, capsys) -> None:
 def test_an_empty_data_dir_has_no_runs(tmp_path, capsys) -> None:
     assert main(["runs", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"no runs ({tmp_path})\n"
+
+
+def test_show_of_a_run_recorded_with_an_infinite_duration(tmp_path, capsys) -> None:
+    """Before plans refused ``run.duration = 1e309`` such a run was recorded, planned to end
+    at infinity; showing it printed an OverflowError."""
+    d = tmp_path / "inf"
+    d.mkdir()
+    with Store.open(d / "soak.db") as s:
+        s.create_run("inf", host="node1", plan={"run": {"duration": float("inf")}}, started_ts=T0,
+                     planned_end_ts=float("inf"), workload="lm", backend="cpu")
+    assert main(["runs", "show", "inf", "--data-dir", str(tmp_path)]) == 0
+    assert "(N/A of N/A)" in capsys.readouterr().out
+    assert main(["runs", "show", "inf", "--data-dir", str(tmp_path), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)  # standard JSON: no Infinity
+    assert shown["planned_end_ts"] is None and shown["plan"]["run"]["duration"] is None

@@ -26,6 +26,7 @@ class FakeGrafanaState:
     folders: dict[str, dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, auth
+    echo_headers: bool = False  # answer writes with 400 and the request's headers in the body
     next_id: int = 1
 
 
@@ -77,6 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return self._send(401, {"message": "invalid API key"})
         st, body = self.state, self._body()
+        if st.echo_headers:  # as some proxies and debug builds do
+            return self._send(400, {"message": f"bad request {self.command} {self.path}; "
+                                               f"headers: {dict(self.headers)}"})
         if self.path == "/api/datasources":
             if body["uid"] in st.datasources or any(d["name"] == body["name"]
                                                     for d in st.datasources.values()):

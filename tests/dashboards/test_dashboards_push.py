@@ -140,3 +140,27 @@ def test_url_without_http_scheme(url, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err == f"soak: error: --prometheus-url {url}: not an http(s) URL, e.g. http://127.0.0.1:9090"
+
+
+def test_server_echoing_the_request_headers_in_its_error_body_does_not_print_the_token(
+        fake_grafana, capsys, monkeypatch, caplog):
+    url, state = fake_grafana
+    state.token, state.echo_headers = TOKEN, True
+    monkeypatch.setenv(d.TOKEN_ENV, TOKEN)
+    caplog.set_level(logging.DEBUG)
+    rc, out, err = _push(capsys, url)
+    assert rc == 2
+    # the body is still shown (it says what Grafana disliked), with the credentials cut out
+    assert err.startswith(f"soak: error: --grafana-url {url}: Grafana rejected a request (400: ")
+    assert "bad request POST /api/datasources" in err
+    assert "'Authorization': '[redacted]'" in err and err.count("\n") == 1
+    for text in (out, err, caplog.text):
+        assert TOKEN not in text and "glsa_" not in text
+
+
+def test_log_lines_carrying_the_token_are_redacted_while_pushing(caplog):
+    caplog.set_level(logging.DEBUG)
+    with d.redacting_logs(TOKEN):
+        logging.getLogger("urllib3.connectionpool").debug("send: headers %s", {"Authorization": f"Bearer {TOKEN}"})
+        logging.getLogger("grafana_client").warning("token %s rejected", TOKEN)
+    assert TOKEN not in caplog.text and caplog.text.count("[redacted]") == 2

@@ -19,6 +19,7 @@ from soak.report.loader import (
     stats_from_arrays,
 )
 from soak.store import Store
+from tests.conftest import skip_unless_ci
 from tests.report.synth import write_run
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
@@ -36,7 +37,7 @@ def store(request, tmp_path):
         s.close()
     else:
         if not PG_URL:
-            pytest.skip("SOAK_TEST_PG_URL is not set")
+            skip_unless_ci("SOAK_TEST_PG_URL is not set")
         from sqlalchemy import create_engine, text
 
         schema = f"soak_r_{uuid.uuid4().hex[:12]}"

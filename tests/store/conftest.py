@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from soak.store import Store
+from tests.conftest import skip_unless_ci
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 
@@ -30,7 +31,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         yield "sqlite://"
     else:
         if not PG_URL:
-            pytest.skip("SOAK_TEST_PG_URL is not set")
+            skip_unless_ci("SOAK_TEST_PG_URL is not set")
         from sqlalchemy import create_engine, text
 
         schema, url = _pg_schema_url(PG_URL)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -11,6 +14,7 @@ from sqlalchemy import text
 from soak.errors import StoreError
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
+from tests.conftest import skip_unless_ci
 
 T0 = 1_764_000_000.0
 
@@ -60,16 +64,34 @@ def test_missing_folder_is_one_clear_error(tmp_path) -> None:
         Store.open(tmp_path / "nope" / "soak.db")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_unwritable_folder_is_one_clear_error(tmp_path) -> None:
+@pytest.fixture
+def unwritable_dir(tmp_path) -> Iterator[Path]:
+    """A folder this process cannot write: mode 0500, or for root (who writes anywhere, and
+    CI runs as root) a read-only bind mount of it."""
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
+    mounted = False
+    if os.geteuid() == 0:
+        for cmd in (["mount", "--bind", str(ro), str(ro)], ["mount", "-o", "remount,bind,ro", str(ro)]):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                if mounted:
+                    subprocess.run(["umount", str(ro)], capture_output=True, timeout=30)
+                skip_unless_ci(f"root, and no read-only bind mount here: {r.stderr.strip()}")
+            mounted = True
     try:
-        with pytest.raises(StoreError, match="is not writable"):
-            Store.open(ro / "soak.db")
+        yield ro
     finally:
+        if mounted:
+            subprocess.run(["umount", str(ro)], capture_output=True, timeout=30)
         ro.chmod(0o700)
+
+
+def test_unwritable_folder_is_one_clear_error(unwritable_dir) -> None:
+    with pytest.raises(StoreError, match="is not writable"):
+        Store.open(unwritable_dir / "soak.db")
+    assert not (unwritable_dir / "soak.db").exists()
 
 
 def test_bad_url_is_one_clear_error() -> None:

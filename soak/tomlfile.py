@@ -1,0 +1,64 @@
+"""Reading a TOML file the user names (a run plan, an acceptance profile).
+
+One reader for all of them, because each way a path can be wrong is a one-line error and not
+a traceback or a hang: a device such as ``/dev/zero`` or a FIFO is refused before it is read
+(reading it would never end), a regular file is read up to ``MAX_BYTES``, and nesting too
+deep for the parser is refused like any other malformed TOML. TOML numbers include ``nan``,
+``inf`` and integers of any length; ``finite`` tells the ones a checker can use.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from soak.errors import UserError
+
+MAX_BYTES = 1 << 20
+"""A plan or profile is a few kilobytes; a megabyte is certainly not one."""
+
+
+def finite(value: float) -> bool:
+    """A number a float holds: not NaN, not infinite, not a 400-digit integer."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def read_toml(path: str | os.PathLike[str], what: str, error: type[UserError] = UserError,
+              max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """The tables of the TOML file ``path``; ``what`` names it in the one-line ``error``
+    (``plan p.toml: no such file``)."""
+    p = Path(path)
+    label = f"{what} {p}"
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise error(f"{label}: no such file") from None
+    except OSError as exc:
+        raise error(f"{label}: cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{label}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(f"{label}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{label}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise error(f"{label}: not valid TOML: arrays or tables nested too deeply") from None
