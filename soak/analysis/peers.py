@@ -84,6 +84,10 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
     n_buckets = int(math.floor((run_end - run_start) / p.bucket_s)) + 1
     if n_buckets * p.bucket_s < p.min_duration_s:
         return []
+    if n_buckets > MAX_BUCKETS:
+        # a span no soak has (decades: a corrupt timestamp); the per-chip detectors still
+        # run, but a time-aligned grid over it would not fit in memory
+        return []
     grid = _Grid(run_start, p.bucket_s, n_buckets)
     skip = grid.phase_mask(profile)
     util = grid.matrix(trace, "util_pct", "median", skip)
@@ -99,6 +103,9 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
         for keys, cap in _groups(trace, list(rows), spec):
             out.extend(_compare(trace, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start))
     return out
+
+
+MAX_BUCKETS = 1_000_000  # ~19 years of 600 s buckets
 
 
 class _Grid:
