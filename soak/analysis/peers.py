@@ -40,6 +40,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,22 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
         for keys, cap in _groups(trace, list(rows), spec):
             out.extend(_compare(trace, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start))
     return out
+
+
+def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any) -> Any:
+    """(valid mask, times, deviations, sign, selection, stretches) of a series that stays out
+    of line with enough confidence; None otherwise. One rule for chips, ranks and nodes."""
+    ok = np.isfinite(dev)
+    if ok.sum() < 2:
+        return None
+    tv, dv = t[ok], dev[ok]
+    f = _finding(spec, tv, dv, limit, p)
+    if f is None:
+        return None
+    sign, sel, stretches = f
+    if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
+        return None
+    return ok, tv, dv, sign, sel, stretches
 
 
 MAX_BUCKETS = 1_000_000  # ~19 years of 600 s buckets
@@ -310,16 +327,10 @@ def _compare(
     limit = max(floor, p.k_sigma * spread)
     t = grid.centres()
     for i, (ref, scope) in refs.items():
-        ok = np.isfinite(dev[i])
-        if ok.sum() < 2:
+        judged = _out_of_line(spec, t, dev[i], limit, p)
+        if judged is None:
             continue
-        tv, dv = t[ok], dev[i, ok]
-        f = _finding(spec, tv, dv, limit, p)
-        if f is None:
-            continue
-        sign, sel, stretches = f
-        if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
-            continue
+        ok, tv, dv, sign, sel, stretches = judged
         base_raw = _raw(spec, ref[ok][sel], rows[keys[i]][ok][sel])
         wide = cluster_refs[i]
         wide_raw = None if wide is None else _raw(spec, wide[ok][sel], rows[keys[i]][ok][sel])
@@ -371,16 +382,10 @@ def _node_stragglers(
     t = grid.centres()
     out = []
     for j, node in enumerate(names):
-        ok = np.isfinite(dev[j])
-        if ok.sum() < 2:
+        judged = _out_of_line(spec, t, dev[j], limit, p)
+        if judged is None:
             continue
-        tv, dv = t[ok], dev[j, ok]
-        f = _finding(spec, tv, dv, limit, p)
-        if f is None:
-            continue
-        sign, sel, stretches = f
-        if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
-            continue
+        ok, tv, dv, sign, sel, stretches = judged
         ref = per_node[j, ok][sel] - dv[sel]
         base_raw = _raw(spec, ref, per_node[j, ok][sel])
         slow_nodes.add(node)
