@@ -232,7 +232,8 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     if pre is not None:
         criteria.append(pre)
     if (rec.nodes or 1) > 1:
-        criteria.append(_nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running, reasons))
+        lost_ever = {e.node for e in events if e.kind == "node_lost" and e.node}
+        criteria.append(_nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running, reasons, lost_ever))
     criteria += _kind_criteria(result.findings, judged=True)
 
     failing = [c for c in criteria if c["met"] is False]
@@ -388,9 +389,12 @@ def _preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list
     return _criterion("preflight", "pass", status, met)
 
 
-def _nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons: list[str]) -> dict[str, Any]:
-    """A cluster run: every node joined and stayed to the end."""
-    bad = [n for n in nodes if n.status in ("lost", "failed")]
+def _nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons: list[str],
+                     lost_ever: set[str] | None = None) -> dict[str, Any]:
+    """A cluster run: every node joined and stayed to the end (a node lost and back later
+    still fails it: the job ran without it)."""
+    lost_ever = lost_ever or set()
+    bad = [n for n in nodes if n.status in ("lost", "failed") or n.name in lost_ever]
     done = [n for n in nodes if n.status == "finished"]
     measured = f"{len(nodes)} of {expected} joined, {len(done)} finished"
     if bad:
@@ -401,7 +405,9 @@ def _nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons
     if met is False:
         missing = expected - len(nodes)
         reasons.append("nodes: " + "; ".join(
-            [f"node {n.name} (rank {n.rank}) {n.status}" for n in bad]
+            [f"node {n.name} (rank {n.rank}) {'lost' if n.name in lost_ever else n.status}"
+             + (" (came back later)" if n.name in lost_ever and n.status not in ("lost", "failed") else "")
+             for n in bad]
             + ([f"{missing} node(s) never joined"] if missing > 0 else [])
             + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])))
     return _criterion("nodes", f"all {expected} to the end", measured, met,

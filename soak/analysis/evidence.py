@@ -264,7 +264,9 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
                 begin = e.ts - float(detail["stalled_s"]) * time_scale  # it hung at its last step
             raw.append(Interruption(begin, back_up(w, e.ts), CRASH if e.kind == "crash" else HANG, w,
                                     injected=armed.pop(w, False), message=e.message))
-        elif e.kind == "gap":
+        elif e.kind == "gap" and not getattr(e, "node", None):
+            # (one node's agent down in a cluster run: the others trained on; its absence is
+            # the cluster's "nodes" criterion)
             end = e.end_ts if e.end_ts is not None else e.ts
             for name in names:
                 raw.append(Interruption(e.ts, max(end, back_up(name, end)), DAEMON_DOWN, name, message=e.message))

@@ -166,17 +166,25 @@ class Daemon:
                 raise StoreError(f"run {run_id} is {run.status}; only a run whose daemon died can be resumed")
             clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
             orphans = runfolder.kill_orphans(run_dir, plan.restart.stop_grace_s)
+            node = None
+            if plan.cluster.nodes > 1:  # a node of a cluster run comes back: it joins again
+                c = plan.cluster
+                self.member = ClusterMember(plan, store, run_id, node_name(c.node_name),
+                                            node_rank(c.node_rank, c.nodes))
+                self.member.join({}, host=socket.gethostname(), listen=plan.exporter.listen)
+                node = self.member.node
             # the daemon was down from its last reading (events such as findings may be
             # stamped later than the data they describe)
-            last = store.last_sample_ts(run_id)
+            last = store.last_sample_ts(run_id, node=node)
             if last is None:
                 last = max((e.end_ts or e.ts for e in store.load_events(run_id)), default=run.started_ts)
             now = clock.now()
-            store.add_event(run_id, "gap", ts=last, end_ts=now,
-                            message=f"daemon down {now - last:.0f} s (run time line)",
+            store.add_event(run_id, "gap", ts=last, end_ts=now, node=node,
+                            message=f"daemon down {now - last:.0f} s (run time line)"
+                            + (f" on node {node}" if node else ""),
                             detail={"start": last, "end": now, "orphans_ended": orphans})
             log.warning("resuming run %s: daemon was down %.0f s (run time line)", run_id, now - last)
-            store.add_event(run_id, "resume", ts=now, message=f"resumed by pid {os.getpid()}",
+            store.add_event(run_id, "resume", ts=now, message=f"resumed by pid {os.getpid()}", node=node,
                             detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
             return StartedRun(run_id, run_dir, plan, profile, store, clock, run.started_ts,
                               run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
@@ -238,6 +246,20 @@ class Daemon:
         if member.rank == 0:
             self.started.store.update_run(self.started.run_id, planned_end_ts=end)
         say(f"all {member.nodes} nodes joined; training across nodes (rendezvous {self.plan.cluster.rendezvous})")
+
+    def _rejoin_cluster(self) -> None:
+        """A resumed node joins the running job: the next generation counts it again."""
+        member = self.member
+        assert member is not None
+        member.touch(force=True, status="running")
+        seen = member.stored_generation()
+        if self.started.store.bump_generation(self.started.run_id, seen):
+            self.started.store.add_event(
+                self.started.run_id, "cluster_restart", ts=self.started.clock.now(), node=member.node,
+                message=f"node {member.node} is back: the job restarts with it (generation {seen + 1})",
+                detail={"node": member.node, "generation": seen + 1, "rejoined": True})
+        self.out.write(f"soak: node {member.node} rejoined cluster run {self.started.run_id}\n")
+        self.out.flush()
 
     def _cluster_tick(self) -> None:
         """Liveness, whole-job restarts and the lost-node policy (cluster runs)."""
@@ -537,7 +559,9 @@ class Daemon:
             labels = None if self.member is None else {"node": self.member.node, "run_id": self.started.run_id}
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
                                                 RunCollector(lambda: self.status), labels=labels)
-            if self.member is not None:
+            if self.member is not None and self.resume_id:
+                self._rejoin_cluster()
+            elif self.member is not None:
                 self._prepare_cluster(manifest, preflight)
             jobs.start()
             self._disk_job()

@@ -490,10 +490,11 @@ class Store:
         this node is the first. ``run`` holds ``create_run``'s values. Refused in one line:
         another plan, another node count, a rank or name another live node holds."""
         def join(conn: Connection) -> None:
-            values = dict(run)
-            values["plan"] = json.dumps(values.get("plan") or {}, default=str)
-            conn.execute(self._insert_ignoring_duplicates(S.runs).values(
-                id=run_id, status="running", nodes=nodes, generation=0, plan_digest=plan_digest, **values))
+            if run:  # a resumed node joins a run that exists: nothing to create
+                values = dict(run)
+                values["plan"] = json.dumps(values.get("plan") or {}, default=str)
+                conn.execute(self._insert_ignoring_duplicates(S.runs).values(
+                    id=run_id, status="running", nodes=nodes, generation=0, plan_digest=plan_digest, **values))
             got = conn.execute(select(S.runs.c.nodes, S.runs.c.plan_digest, S.runs.c.status)
                                .where(S.runs.c.id == run_id)).one()
             if got.plan_digest != plan_digest:
@@ -699,9 +700,13 @@ class Store:
         )
         return int(self._read(stmt)[0][0])
 
-    def last_sample_ts(self, run_id: str) -> float | None:
+    def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
+        """The newest reading of the run (of one node's devices, ``node/…``, when given)."""
         t, ss = S.samples, S.sample_series
-        stmt = select(func.max(t.c.ts)).where(t.c.series_id.in_(select(ss.c.id).where(ss.c.run_id == run_id)))
+        series = select(ss.c.id).where(ss.c.run_id == run_id)
+        if node is not None:
+            series = series.where(ss.c.device.startswith(f"{node}/", autoescape=True))
+        stmt = select(func.max(t.c.ts)).where(t.c.series_id.in_(series))
         return self._read(stmt)[0][0]
 
     def load_samples(

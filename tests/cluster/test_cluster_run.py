@@ -138,7 +138,7 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     assert {e["kind"] for e in data["events"]} >= {"node_joined", "start"}
 
 
-def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_and_named(tmp_path, db_url) -> None:
+def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_back(tmp_path, db_url) -> None:
     port = _free_port()
     extra = ("--hang-timeout", "20s")
     plan = tmp_path / "plan.toml"
@@ -158,7 +158,17 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_and_named(tmp_path, d
             before = store.count_samples("c1")
         killed_at = time.time()
         victim.kill()  # the agent and its workers
+
+        def lost() -> bool:
+            with Store.open(db_url, create=False) as store:
+                return bool(store.load_events("c1", kind="node_lost"))
+        _wait_for(lost, 60, "the leader to find node-1 lost")
+        # the node comes back: its agent resumes the run and the job restarts with it
+        back = subprocess.Popen([sys.executable, "-m", "soak", "run", "--resume", "c1", "--data-dir",
+                                 str(victim.dir), "--db", db_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
         rc = leader.wait()
+        back_out = back.communicate(timeout=120)[0]
     finally:
         for a in agents:
             if a.proc.poll() is None:
@@ -171,11 +181,18 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_and_named(tmp_path, d
     assert lost and lost[0].node == "node-1" and "node-1" in lost[0].message
     # node_silence is 6 s here: detected within it and the leader's next looks
     assert lost[0].ts - killed_at <= 6 + 10, lost[0].ts - killed_at
-    assert nodes["node-1"].status == "lost"
+    assert nodes["node-1"].status == "finished"  # it came back and stayed to the end
     assert after >= before  # nothing committed before the kill is lost
     assert run.verdict == "fail" and rc == 1
+    assert back.returncode == 0, back_out[-1500:]
+    assert "rejoined cluster run c1" in back_out
+    with Store.open(db_url, create=False) as store:
+        restarts = [e.message for e in store.load_events("c1", kind="cluster_restart")]
+        gaps = store.load_events("c1", kind="gap")
+    assert any("node-1 is back" in m for m in restarts), restarts
+    assert gaps and gaps[0].node == "node-1"
     analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
-    assert any("node node-1 (rank 1) lost" in r for r in analysis["reasons"]), analysis["reasons"]
+    assert any("node node-1 (rank 1) lost (came back later)" in r for r in analysis["reasons"]), analysis["reasons"]
 
 
 def test_a_node_with_another_driver_fails_the_cluster_preflight_naming_it(tmp_path, db_url) -> None:
