@@ -115,3 +115,16 @@ def test_iso_timestamp_names_unix_seconds(tmp_path):
         f"soak: error: {p}: line 2: timestamp '2026-11-29T10:00:00Z' is not a number "
         "(unix seconds, e.g. 1795941789.5)"
     ]
+
+
+def test_analyze_a_csv_without_a_known_metric_is_bad_input_not_a_pass(tmp_path, capsys) -> None:
+    """No evidence is never a PASS: a trace of metrics soak does not know gives one line, exit 2."""
+    from soak.cli import main
+
+    csv = tmp_path / "unknown.csv"
+    csv.write_text("timestamp,device,metric,value\n1764000000,npu0-0,fan_rpm,3000\n"
+                   "1764000010,npu0-0,fan_rpm,3010\n", encoding="utf-8")
+    assert main(["analyze", str(csv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no reading of a known metric" in err and "fan_rpm" in err
+    assert "PASS" not in err

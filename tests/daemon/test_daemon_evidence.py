@@ -57,10 +57,11 @@ def _criterion(analysis: dict, name: str) -> dict:
     return next(c for c in analysis["criteria"] if c["name"] == name)
 
 
-@pytest.mark.parametrize("fault,error", [("dcmi", "dcmi module initialize failed"), ("garbage", "")],
-                         ids=["dcmi", "garbage"])
-def test_fleet_unreadable_from_the_start_fails_on_coverage(tmp_path, fault: str, error: str) -> None:
-    r = _run(_sim_plan(tmp_path, fault, "bad"))
+@pytest.mark.parametrize("fault,error,scale", [("dcmi", "dcmi module initialize failed", 900), ("garbage", "", 900),
+                                               ("hang", "", 300)], ids=["dcmi", "garbage", "hang"])
+def test_fleet_unreadable_from_the_start_fails_on_coverage(tmp_path, fault: str, error: str, scale: int) -> None:
+    # a hanging npu-smi is killed at the tool timeout (10 s): that run needs ~25 s of wall time
+    r = _run(_sim_plan(tmp_path, fault, "bad", scale=scale))
     assert r.returncode == 1, r.stderr
     assert "evidence: no chip was read during the run" in r.stderr and error in r.stderr
     analysis = _analysis(tmp_path, "bad")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import stat
 
+import pytest
+
 from soak.cli import main
 from soak.commands.demo import LEAK_CHIP, SIM_HOURS, demo_plan, report
 from soak.config import plan_from_dict
@@ -76,3 +78,35 @@ def test_port_zero(tmp_path, capsys) -> None:
     assert rc == 2
     assert capsys.readouterr().err.strip() == "soak: error: --port 0: must be 1-65535"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp_path) -> None:
+    """The real thing: 8 simulated hours in 2 minutes, a leak on npu3-0 and an injected crash.
+    The verdict fails on the leak (not on the canary crash), and the signed PDF shows
+    coverage, availability and the crash as injected."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "soak", "demo", "--data-dir", str(tmp_path)], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "verdict FAIL" in r.stdout and "memory_creep on npu3-0" in r.stdout, r.stdout
+    run_dir = next(p for p in tmp_path.iterdir() if p.name.startswith("demo-"))
+    analysis = json.loads((run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
+    crit = {c["name"]: c for c in analysis["criteria"]}
+    assert crit["crashes and hangs"]["met"] is True and crit["crashes and hangs"]["injected"] == 1
+    assert crit["evidence coverage"]["met"] is True and crit["availability"]["met"] is True
+    assert crit["no memory_creep (fail)"]["met"] is False
+    fails = [r for r in analysis["reasons"] if not r.startswith("WARN")]
+    assert fails and all("memory_creep" in r for r in fails), analysis["reasons"]
+    if shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils not installed")
+    pdf = next((run_dir / "report").glob("soak-report-*-en.pdf"))
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    for words in ("evidence coverage", "availability", "injected"):
+        assert words in text, words
