@@ -77,10 +77,10 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs ({args.db or args.data_dir})")
         return 0
-    print(f"{'RUN_ID':<32} {'STARTED (UTC)':<20} {'STATUS':<9} {'VERDICT':<8} {'RESTARTS':>8}  WORKLOAD")
+    print(f"{'RUN_ID':<32} {'STARTED (UTC)':<20} {'STATUS':<9} {'VERDICT':<8} {'RESTARTS':>8} {'NODES':>5}  WORKLOAD")
     for d in rows:
-        print(f"{d['id']:<32} {_when(d['started_ts']):<20} {d['status']:<9} {fmt(d['verdict']):<8} "
-              f"{d['restarts']:>8}  {fmt(d['workload'])}")
+        print(f"{d['id']:<32} {fmt(_when(d['started_ts'])):<20} {d['status']:<9} {fmt(d['verdict']):<8} "
+              f"{d['restarts']:>8} {d.get('nodes') or 1:>5}  {fmt(d['workload'])}")
     return 0
 
 
@@ -101,6 +101,7 @@ def _show(args: argparse.Namespace) -> int:
             "last_sample_ts": store.last_sample_ts(run.id),
             "events": [e.as_dict() for e in events],
             "findings": [f.as_dict() for f in findings],
+            "cluster_nodes": [n.as_dict() for n in store.cluster_nodes(run.id)],
         }
     if args.format == "json":
         print_json(out)
@@ -114,6 +115,10 @@ def _show(args: argparse.Namespace) -> int:
           + (f", time scale {run.time_scale:g}" if run.time_scale != 1 else "") + ")")
     print(f"workload  {fmt(run.workload)} on {fmt(run.backend)}; {out['samples']} samples of "
           f"{len(out['devices'])} devices")
+    if run.nodes > 1:
+        nodes = out["cluster_nodes"]
+        print(f"nodes     {len(nodes)} of {run.nodes} joined: "
+              + ", ".join(f"{n['name']} ({n['status']})" for n in nodes) + f"  (soak cluster status {run.id})")
     print(f"findings  {len(findings)}")
     for f in findings:
         print(f"  [{f.severity}] {f.kind} {fmt(f.device)}/{fmt(f.metric)}: {f.summary}")

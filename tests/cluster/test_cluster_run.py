@@ -136,6 +136,9 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     assert data["run_id"] == "c1" and [n["name"] for n in data["nodes"]] == ["node-0", "node-1", "node-2"]
     assert all({"name", "status", "chips", "last_seen", "restarts"} <= n.keys() for n in data["nodes"])
     assert {e["kind"] for e in data["events"]} >= {"node_joined", "start"}
+    listed = subprocess.run([sys.executable, "-m", "soak", "runs", "list", "--db", db_url, "--format", "json"],
+                            capture_output=True, text=True, timeout=60)
+    assert [(r["id"], r["nodes"]) for r in json.loads(listed.stdout)] == [("c1", 3)]
 
 
 def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_back(tmp_path, db_url) -> None:
