@@ -366,6 +366,8 @@ class Daemon:
         # spacing runs at least 50x their own duration apart (the final one always runs).
         if time.monotonic() < self._next_analysis:
             return
+        if self.member is not None and not self.member.leader():
+            return  # a cluster run is judged once, by its leader, over every node's data
         t0 = time.monotonic()
         run = self.started
         now = run.clock.now()
