@@ -1,4 +1,5 @@
-"""A real OpenSSH server on loopback for the launcher tests, with keys made for the test.
+"""A real OpenSSH server on loopback for the launcher tests, with keys made for the test, and a
+fresh PostgreSQL database for each cluster run.
 
 sshd runs in the foreground (``-D -e``) on a free port with its own configuration: host key,
 client key and ``authorized_keys`` in a temporary folder, ``UsePAM no`` and ``StrictModes no``
@@ -14,12 +15,14 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
 SSH = shutil.which("ssh")
 
@@ -98,3 +101,23 @@ PrintMotd no
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def db_url():
+    """A fresh database of its own on the test PostgreSQL server, dropped afterwards."""
+    if not PG_URL:
+        pytest.skip("SOAK_TEST_PG_URL is not set (a cluster run needs PostgreSQL)")
+    from sqlalchemy import create_engine, text
+
+    name = f"soak_cluster_{uuid.uuid4().hex[:10]}"
+    base, _, _ = PG_URL.rpartition("/")
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

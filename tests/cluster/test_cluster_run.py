@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,29 +20,6 @@ from soak.errors import StoreError
 from soak.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
-
-PG_URL = os.environ.get("SOAK_TEST_PG_URL")
-
-
-@pytest.fixture
-def db_url():
-    """A fresh database of its own on the test PostgreSQL server, dropped afterwards."""
-    if not PG_URL:
-        pytest.skip("SOAK_TEST_PG_URL is not set (a cluster run needs PostgreSQL)")
-    from sqlalchemy import create_engine, text
-
-    name = f"soak_cluster_{uuid.uuid4().hex[:10]}"
-    base, _, _ = PG_URL.rpartition("/")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -223,3 +199,4 @@ def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db
     last = alone.text().strip().splitlines()[-1]
     assert last.startswith("soak: error:") and "only 1 of 2 nodes joined within 6 s" in last
     assert "missing rank 1" in last
+
