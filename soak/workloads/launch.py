@@ -61,6 +61,11 @@ def build_command(
         f"--rdzv-id={rendezvous.rdzv_id}",
         f"--rdzv-conf=join_timeout={rendezvous.join_timeout_s:g},is_host={int(rendezvous.is_host)}",
     ]
+    if rendezvous is not None and rendezvous.is_host:
+        # The workers' MASTER_ADDR is the host node's own name (getfqdn), which can be
+        # "localhost" or a name the others cannot resolve; the rendezvous host is the name
+        # every node reaches this one by.
+        where.append(f"--local-addr={rendezvous.endpoint.rpartition(':')[0].strip('[]')}")
     argv = [
         python or sys.executable, "-m", "torch.distributed.run", *where,
         f"--nproc-per-node={int(nproc)}", "--max-restarts=0",

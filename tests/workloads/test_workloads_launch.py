@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from soak.errors import InputError
-from soak.workloads.launch import build_command
+from soak.workloads.launch import Rendezvous, build_command
 
 
 def test_build_command_is_torchrun_standalone_without_restarts(tmp_path):
@@ -18,6 +18,20 @@ def test_build_command_is_torchrun_standalone_without_restarts(tmp_path):
                     "--max-restarts=0", "-m", "soak.workloads.collective",
                     "--run-dir", str(tmp_path / "r"), "--size", "small", "--duration-s", "90.5",
                     "--inject", "comm-delay:1,3", "--ckpt-every", "7"]
+
+
+@pytest.mark.parametrize("endpoint, addr", [("10.213.7.1:29400", "10.213.7.1"), ("[fd00::1]:29400", "fd00::1"),
+                                            ("soak-cluster-0.soak-cluster:29400", "soak-cluster-0.soak-cluster")])
+def test_cluster_host_node_gives_its_workers_the_rendezvous_host_not_its_hostname(tmp_path, endpoint, addr):
+    # getfqdn() of a node can be "localhost": the other nodes' workers then dialled themselves
+    def argv(is_host: bool) -> list[str]:
+        return build_command("lm", tmp_path, 1, rendezvous=Rendezvous(
+            nnodes=2, endpoint=endpoint, rdzv_id="c1-g0", is_host=is_host, join_timeout_s=120))
+
+    host = argv(True)
+    assert host[3:9] == ["--nnodes=2", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-id=c1-g0",
+                         "--rdzv-conf=join_timeout=120,is_host=1", f"--local-addr={addr}"]
+    assert not [a for a in argv(False) if a.startswith("--local-addr")]
 
 
 @pytest.mark.parametrize("kw, words", [
