@@ -177,6 +177,22 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = previous
 
 
+# A store call over a network that went silent ends after this long instead of TCP's
+# ~15 min of retransmissions: the agent's loop, which watches its workload for hangs and
+# kills it, is the loop that makes the call. libpq options in the URL's query win.
+PG_CALL_BOUND_S = 20
+
+
+def _pg_bounds(url: str) -> dict[str, Any]:
+    from sqlalchemy.engine import make_url
+
+    bounds = {"connect_timeout": 10, "tcp_user_timeout": PG_CALL_BOUND_S * 1000, "keepalives": 1,
+              "keepalives_idle": PG_CALL_BOUND_S // 2, "keepalives_interval": PG_CALL_BOUND_S // 4,
+              "keepalives_count": 2}
+    given = make_url(url).query
+    return {k: v for k, v in bounds.items() if k not in given}
+
+
 def _describe(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     return str(orig).splitlines()[0] if str(orig) else type(orig).__name__
@@ -238,6 +254,8 @@ class Store:
                     raise StoreError(f"store {path}: database file is not writable")
                 kwargs = {"connect_args": {"check_same_thread": False, "timeout": 10}}
         try:
+            if norm.startswith("postgresql"):
+                kwargs = {"connect_args": _pg_bounds(norm)}
             engine = create_engine(norm, **kwargs)
         except (ArgumentError, NoSuchModuleError, ValueError) as exc:
             raise StoreError(f"store URL {_safe(norm)!r}: {_describe(exc)}") from None
