@@ -36,7 +36,7 @@ from soak.workloads.inject import Injector, InjectSpec, parse_all
 SIZES = ("tiny", "small", "medium", "large")
 EXIT_CRASH, EXIT_USAGE, EXIT_TIMEOUT = 1, 2, 3
 HEARTBEAT_KEYS = (
-    "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "loss",
+    "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "compute_s", "loss",
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
     "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message",
 )  # fmt: skip
@@ -248,13 +248,21 @@ class Context:
     specs: tuple[InjectSpec, ...] = ()
     distributed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # seconds spent inside ``collective()`` so far: in synchronous data parallelism every
+    # rank's step takes as long as the slowest one's (the others wait in the all-reduce),
+    # so only the time outside the collectives tells a straggler from the ranks it holds up
+    collective_s: float = 0.0
 
     @contextmanager
     def collective(self, op: str, step: int) -> Iterator[None]:
         """Wrap every collective: injected delay, then the watchdog's deadline."""
-        self.injector.before_collective()
-        with self.watchdog.guard(op, step):
-            yield
+        t0 = time.perf_counter()
+        try:
+            self.injector.before_collective()
+            with self.watchdog.guard(op, step):
+                yield
+        finally:
+            self.collective_s += time.perf_counter() - t0
 
 
 def die_with_parent() -> None:
@@ -376,14 +384,16 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
         last_saved = step
         while (args.steps is None or step < args.steps) and not _time_is_up(ctx, deadline, step):
-            t_iter = time.perf_counter()
+            t_iter, in_collectives = time.perf_counter(), ctx.collective_s
             ctx.injector.before_step(step + 1)
             t0 = time.perf_counter()
             fields = wl.step(step + 1)
             ctx.injector.after_step(step + 1, time.perf_counter() - t0)
             step += 1
             hb.last_step = step
-            hb.step(step, step_time_s=time.perf_counter() - t_iter, **fields)
+            step_time_s = time.perf_counter() - t_iter
+            hb.step(step, step_time_s=step_time_s,
+                    compute_s=step_time_s - (ctx.collective_s - in_collectives), **fields)
             if ckpt_every and step % ckpt_every == 0:
                 _checkpoint(ctx, ckpt, wl, step)
                 last_saved = step

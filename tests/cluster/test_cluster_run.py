@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -200,3 +201,29 @@ def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db
     assert last.startswith("soak: error:") and "only 1 of 2 nodes joined within 6 s" in last
     assert "missing rank 1" in last
 
+
+def test_a_straggler_rank_shows_in_its_nodes_compute_time_while_step_times_stay_alike(tmp_path, db_url) -> None:
+    port = _free_port()
+    agents = [Agent(tmp_path, db_url, r, 2, port, "--inject", "slow-rank:1,3", duration="40s") for r in range(2)]
+    try:
+        codes = [a.wait() for a in agents]
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    assert codes == [0, 0], [a.text()[-1500:] for a in agents]
+    with Store.open(db_url, create=False) as store:
+        steps = [s for s in store.load_steps("c1") if s["step_time_s"] is not None]
+    node_of_rank = {s["rank"]: s["node"] for s in steps}
+    assert sorted(node_of_rank) == [0, 1] and len(set(node_of_rank.values())) == 2
+    step_time = {r: statistics.median(s["step_time_s"] for s in steps if s["rank"] == r) for r in (0, 1)}
+    # synchronous data parallelism: the fast rank waits in the all-reduce for the slow one,
+    # so the stored step times of the two nodes alike do not say which node is slow
+    assert 0.6 < step_time[1] / step_time[0] < 1.6, step_time
+    compute = {}
+    for r, node in node_of_rank.items():
+        beats = tmp_path / node / "c1" / "heartbeats" / f"lm-rank{r}.jsonl"
+        lines = [json.loads(x) for x in beats.read_text().splitlines()]
+        compute[r] = statistics.median(x["compute_s"] for x in lines if x["event"] == "step")
+    # the time outside the all-reduce does: rank 1 is 3x slower, the wait moves to rank 0
+    assert compute[1] >= 2 * compute[0], compute
