@@ -1,0 +1,317 @@
+"""What a cluster soak asks of this machine: the shared store's ingest, the start-up, one agent.
+
+    python benchmarks/bench_cluster.py [--pg URL] [--agents 64] [--chips 16] [--seconds 20]
+                                       [--nodes 2,4,8] [--agent-seconds 60] [--skip ingest,start,agent]
+
+Three parts, each against what a cluster needs:
+
+* **ingest**: ``--agents`` forked processes, each a node agent with its own ``Store`` and
+  ``BatchWriter(node=...)``, writing snapshots of ``--chips`` chips plus the host row. Two
+  loads in one run: *paced* (one tick a second and a commit every 5 ticks, as the daemon
+  does: the real load, its p99 commit latency and PostgreSQL's CPU for it) and *flat out*
+  (as fast as they can: the headroom). Need: agents x (chips + 1) rows/s. PostgreSQL's CPU
+  is the user+system time of every ``postgres`` process on this machine over the window, as
+  % of one core (other clients of the same server count too: run it on a quiet server);
+* **start**: N real ``soak run`` agents (``--backend sim --sim-chips 2 --nproc 1
+  --workload lm``, rendezvous on loopback) started together; from the first start to every
+  node's ``start`` event (process group formed) and to every node's first step row in the
+  store (step rows close every 10 s). The load average is printed with it: on a 2-core
+  machine 8 agents with their torchrun and workers compete for the CPU;
+* **agent**: one agent's own CPU (user+system, % of one core) and RSS, its torchrun and
+  workers left out, over ``--agent-seconds`` of a 2-node run after training started.
+
+PostgreSQL comes from ``--pg`` or ``SOAK_TEST_PG_URL``; each part uses a throwaway database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from soak.errors import StoreError  # noqa: E402
+from soak.store import Store  # noqa: E402
+from soak.telemetry.records import DeviceSample, HostSample, Snapshot  # noqa: E402
+
+GIB = 1 << 30
+COMMIT_EVERY_TICKS = 5  # the daemon's default sampling.flush_every = 5 s at 1 s ticks
+
+
+# ---------------------------------------------------------------------- databases
+@contextmanager
+def database(pg: str) -> Iterator[str]:
+    """A fresh database on the server of ``pg``, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    name = f"soak_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{pg.rpartition('/')[0]}/{name}"
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def postgres_cpu_s() -> float:
+    """User+system seconds of every process named postgres (server and backends)."""
+    total = 0.0
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] == "postgres":
+                t = p.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+# ---------------------------------------------------------------------- ingest
+def snapshot(chips: int, ts: float, rnd: random.Random) -> Snapshot:
+    devs = tuple(
+        DeviceSample(device=f"npu{c}-0", backend="npu", npu_id=c, chip_id=0, healthy=True, health="OK",
+                     util_pct=90 + rnd.random() * 10, temp_c=45 + rnd.random() * 5, power_w=300 + rnd.random() * 50,
+                     hbm_used_bytes=int(50 * GIB + rnd.random() * GIB), hbm_total_bytes=64 * GIB,
+                     ecc_single_bit_errors=0, ecc_double_bit_errors=0, link_up=True)
+        for c in range(chips))
+    return Snapshot(ts=ts, host="node", devices=devs,
+                    host_sample=HostSample(mem_used_bytes=200 * GIB, mem_total_bytes=1024 * GIB, cpu_pct=30.0,
+                                           workload_rss_bytes=40 * GIB),
+                    comm_timeouts={"hccl_plog": 0})
+
+
+def ingest_agent(url: str, run_id: str, node: int, chips: int, seconds: float, paced: bool,
+                 ready: mp.Barrier, go: mp.Barrier, read: mp.Event, out: mp.Queue) -> None:
+    rnd = random.Random(node)
+    store = Store.open(url, create=False)
+    w = store.writer(run_id, max_rows=1 << 30, max_delay_s=1e9, node=f"node-{node}")
+    ts = 1_764_000_000.0
+    w.add(snapshot(chips, ts, rnd))  # connect and create the series before the window
+    w.flush()
+    ready.wait()
+    go.wait()
+    latencies: list[float] = []
+    rows = 0
+    lag = 0.0
+    cpu0, t0 = time.process_time(), time.monotonic()
+    end = t0 + seconds
+    # paced agents start spread over the first second, as independent nodes would
+    next_tick = t0 + (node % 64) / 64 if paced else t0
+    while time.monotonic() < end:
+        for _ in range(COMMIT_EVERY_TICKS):
+            if paced:
+                lag = max(lag, time.monotonic() - next_tick)
+                time.sleep(max(0.0, next_tick - time.monotonic()))
+                next_tick += 1.0
+            ts += 1.0
+            w.add(snapshot(chips, ts, rnd))
+        t = time.perf_counter()
+        rows += w.flush()
+        latencies.append(time.perf_counter() - t)
+    out.put((rows, time.monotonic() - t0, latencies, time.process_time() - cpu0, lag))
+    read.wait()
+    store.close()
+
+
+def ingest(pg: str, agents: int, chips: int, seconds: float, paced: bool) -> dict[str, float]:
+    ctx = mp.get_context("fork")  # the children inherit the imports: 64 starts stay cheap
+    with database(pg) as url:
+        with Store.open(url) as s:
+            s.create_run("bench", host="node-0", plan={}, started_ts=1_764_000_000.0)
+        ready, go, read, out = ctx.Barrier(agents + 1), ctx.Barrier(agents + 1), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=ingest_agent, args=(url, "bench", i, chips, seconds, paced, ready, go, read, out))
+                 for i in range(agents)]
+        for p in procs:
+            p.start()
+        try:
+            ready.wait(timeout=300)
+            cpu0, t0 = postgres_cpu_s(), time.monotonic()
+            go.wait(timeout=60)
+            results = [out.get(timeout=seconds + 300) for _ in procs]
+            cpu1, t1 = postgres_cpu_s(), time.monotonic()
+        finally:
+            read.set()
+            for p in procs:
+                p.join(60)
+                if p.is_alive():
+                    p.kill()
+    rows = sum(r[0] for r in results)
+    wall = max(r[1] for r in results)
+    lat = sorted(x for r in results for x in r[2])
+    return {"rows_per_s": rows / wall, "need": agents * (chips + 1), "commits": len(lat),
+            "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+            "max_ms": 1000 * lat[-1], "pg_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+            "agents_cpu_pct": 100 * sum(r[3] for r in results) / wall, "lag_s": max(r[4] for r in results)}
+
+
+# ---------------------------------------------------------------------- real agents
+def start_agents(tmp: Path, db: str, nodes: int, port: int, duration: str) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for r in range(nodes):
+        d = tmp / f"node-{r}"
+        d.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "soak", "run", "--duration", duration, "--workload", "lm", "--backend", "sim",
+                "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "", "--interval", "1s",
+                "--data-dir", str(d), "--db", db, "--run-id", "bench", "--nodes", str(nodes), "--node-rank", str(r),
+                "--node-name", f"node-{r}", "--rendezvous", f"127.0.0.1:{port}", "--progress-every", "10"]
+        with open(d / "agent.log", "wb") as log:
+            procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True))
+    return procs
+
+
+def stop_agents(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    for p in procs:
+        try:
+            p.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the agent's torchrun and workers too
+        except ProcessLookupError:
+            pass
+        p.wait(10)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_to_training(pg: str, nodes: int, bound_s: float) -> dict[str, float | None]:
+    """Seconds from the first agent's start to every node's ``start`` event and first step row."""
+    with database(pg) as db, tempfile.TemporaryDirectory() as tmp:
+        load0 = os.getloadavg()[0]
+        t0 = time.time()
+        procs = start_agents(Path(tmp), db, nodes, free_port(), "10m")
+        started = stepped = None
+        peak_load = load0
+        try:
+            while time.time() - t0 < bound_s and stepped is None:
+                time.sleep(0.5)
+                peak_load = max(peak_load, os.getloadavg()[0])
+                if any(p.poll() is not None for p in procs):
+                    break
+                try:
+                    with Store.open(db, create=False) as s:
+                        ev = [e for e in s.load_events("bench", kind="start") if e.workload == "lm"]
+                        steps = s.load_steps("bench")
+                except StoreError:
+                    continue  # no tables yet
+                if started is None and len({e.node for e in ev}) == nodes:
+                    started = max(min(e.ts for e in ev if e.node == n) for n in {e.node for e in ev}) - t0
+                if len({r["node"] for r in steps}) == nodes:
+                    stepped = time.time() - t0
+        finally:
+            stop_agents(procs)
+    return {"start_s": started, "step_row_s": stepped, "load0": load0, "peak_load": peak_load}
+
+
+def agent_cost(pg: str, seconds: float) -> dict[str, float]:
+    """Rank 0's and rank 1's agent processes alone (not their torchrun) over a steady window."""
+    with database(pg) as db, tempfile.TemporaryDirectory() as tmp:
+        procs = start_agents(Path(tmp), db, 2, free_port(), f"{seconds + 120:.0f}s")
+        try:
+            deadline = time.time() + 180
+            while time.time() < deadline:
+                time.sleep(1)
+                try:
+                    with Store.open(db, create=False) as s:
+                        if len({r["node"] for r in s.load_steps("bench")}) == 2:
+                            break
+                except StoreError:
+                    pass
+            else:
+                raise SystemExit("agent: the 2-node run did not start training within 180 s")
+            me = [psutil.Process(p.pid) for p in procs]
+            c0, t0 = [m.cpu_times() for m in me], time.monotonic()
+            time.sleep(seconds)
+            c1, t1 = [m.cpu_times() for m in me], time.monotonic()
+            rss = [m.memory_info().rss for m in me]
+            tools = [(b.children_user + b.children_system) - (a.children_user + a.children_system)
+                     for a, b in zip(c0, c1, strict=True)]
+        finally:
+            stop_agents(procs)
+    wall = t1 - t0
+    own = [(b.user + b.system) - (a.user + a.system) for a, b in zip(c0, c1, strict=True)]
+    return {"wall": wall, **{f"cpu{r}": 100 * own[r] / wall for r in range(2)},
+            **{f"tools{r}": 100 * tools[r] / wall for r in range(2)}, **{f"rss{r}": rss[r] / 2**20 for r in range(2)}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pg", default=os.environ.get("SOAK_TEST_PG_URL"), help="PostgreSQL URL")
+    ap.add_argument("--agents", type=int, default=64)
+    ap.add_argument("--chips", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=20.0, help="ingest window per load (default: 20)")
+    ap.add_argument("--nodes", default="2,4,8", help="node counts for the start-up part (default: 2,4,8)")
+    ap.add_argument("--start-bound", type=float, default=240.0, help="give up a start-up after this (s)")
+    ap.add_argument("--agent-seconds", type=float, default=60.0)
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: ingest, start, agent")
+    a = ap.parse_args()
+    if not a.pg:
+        print("bench_cluster: a cluster store is PostgreSQL: give --pg or set SOAK_TEST_PG_URL", file=sys.stderr)
+        return 2
+    skip = set(filter(None, a.skip.split(",")))
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    if "ingest" not in skip:
+        need = a.agents * (a.chips + 1)
+        print(f"\ningest: {a.agents} agents x {a.chips} chips (+ host row), need {need} rows/s")
+        print(f"{'load':<10}{'rows/s':>10}{'x need':>8}{'commits':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
+              f"{'PG CPU %':>10}{'agents CPU %':>14}{'late s':>8}")
+        for paced in (True, False):
+            r = ingest(a.pg, a.agents, a.chips, a.seconds, paced)
+            late = f"{r['lag_s']:.2f}" if paced else "N/A"  # flat out has no schedule to be late for
+            print(f"{'paced 1 s' if paced else 'flat out':<10}{r['rows_per_s']:>10.0f}{r['rows_per_s'] / need:>8.1f}"
+                  f"{r['commits']:>9}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['max_ms']:>9.1f}"
+                  f"{r['pg_cpu_pct']:>10.1f}{r['agents_cpu_pct']:>14.1f}{late:>8}")
+        print("(CPU % is of one core; paced = a tick a second and the daemon's commit every 5 ticks, its\n"
+              " rows/s is the need when every agent keeps up: 'late s' is the worst lateness of a tick;\n"
+              " the agents' CPU is what 64 nodes' writers cost here on this machine's cores)")
+    if "start" not in skip:
+        print("\nstart-up: first agent started -> every node's workload start / first step row in the store")
+        print(f"{'nodes':>5}{'start s':>10}{'step row s':>12}{'load before':>13}{'peak load':>11}")
+        for n in (int(x) for x in a.nodes.split(",")):
+            r = time_to_training(a.pg, n, a.start_bound)
+
+            def fmt(v: float | None) -> str:
+                return "N/A" if v is None else f"{v:.1f}"
+            print(f"{n:>5}{fmt(r['start_s']):>10}{fmt(r['step_row_s']):>12}{r['load0']:>13.1f}{r['peak_load']:>11.1f}")
+        print("(step rows close every 10 s of steps, so the row comes up to 10 s after the start)")
+    if "agent" not in skip:
+        r = agent_cost(a.pg, a.agent_seconds)
+        print(f"\none agent, 2-node lm run on the simulated fleet, window {r['wall']:.0f} s after training started")
+        for rank in (0, 1):
+            print(f"rank {rank} agent: CPU {r[f'cpu{rank}']:5.2f} % of one core, RSS {r[f'rss{rank}']:6.1f} MiB, "
+                  f"reaped tools {r[f'tools{rank}']:5.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
