@@ -283,8 +283,9 @@ class ClusterSection:
                             "coming) or stop the run.", _choice_policy)
 
 
-# The keys that differ from node to node: the plan digest every node must agree on leaves them out.
-NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("run", "data_dir"),
+# The keys that differ from node to node: the plan digest every node must agree on leaves them
+# out (the store URL too: a node may reach the one database through its own pgbouncer or name).
+NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("run", "data_dir"), ("run", "db"),
                    ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"),
                    ("sim", "driver_version"))
 
