@@ -22,6 +22,9 @@ DB_NAME = "soak.db"
 PLAN_NAME = "plan.toml"
 HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT = "heartbeats", "checkpoints", "logs", "plog", "report"
 SUBFOLDERS = (HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT)
+PROFILE = "profile"
+"""Profiler captures: the daemon's ``request-<n>.json`` files and the ranks' traces
+(``soak.analysis.captures``); made by the first one that writes there."""
 CHECKPOINT_GLOB = "*/step_*.pt"  # under checkpoints/: <workload>/step_<N>.pt
 CHECKPOINT_TMP_GLOB = "*/.step_*.pt.tmp-*"  # a checkpoint being written (or its writer killed)
 RESERVE = ".disk-reserve"  # space the daemon holds for its last records (soak.daemon.lifecycle)

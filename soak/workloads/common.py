@@ -14,6 +14,7 @@ timed out (the supervisor restarts the ranks, which resume from the last checkpo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -31,6 +32,7 @@ from typing import Any
 from soak.device import Device, host_rss_bytes
 from soak.errors import UserError
 from soak.runfolder import CHECKPOINT_TMP_GLOB, CHECKPOINTS, HEARTBEATS
+from soak.workloads.capture import Capturer
 from soak.workloads.inject import Injector, InjectSpec, parse_all
 
 SIZES = ("tiny", "small", "medium", "large")
@@ -61,6 +63,14 @@ def build_parser(workload: str, description: str) -> argparse.ArgumentParser:
                    help="at most one step line per this many seconds (default: 1)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per rank (default: 1)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--profile-steps", type=int, default=10,
+                   help="steps per profiler capture; 0 = no captures (default: 10)")
+    p.add_argument("--profile-warmup", type=int, default=20,
+                   help="steps before the baseline capture (default: 20)")
+    p.add_argument("--profile-every-s", type=float, default=0.0,
+                   help="a capture every this many seconds; 0 = only baseline and requests (default: 0)")
+    p.add_argument("--profile-max-mb", type=float, default=50.0,
+                   help="largest trace kept on disk, MB; a larger one keeps only its summary (default: 50)")
     p.add_argument("--no-heartbeat", action="store_true", help=argparse.SUPPRESS)  # benchmarks
     return p
 
@@ -72,6 +82,9 @@ def positive(args: argparse.Namespace) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if args.ckpt_every is not None and args.ckpt_every < 0:
         raise UserError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
+    for name in ("profile_steps", "profile_warmup", "profile_every_s", "profile_max_mb"):
+        if getattr(args, name) < 0:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
 
 
 class Heartbeat:
@@ -247,11 +260,24 @@ class Context:
     watchdog: Watchdog
     specs: tuple[InjectSpec, ...] = ()
     distributed: bool = False
+    capturer: Capturer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # seconds spent inside ``collective()`` so far: in synchronous data parallelism every
     # rank's step takes as long as the slowest one's (the others wait in the all-reduce),
     # so only the time outside the collectives tells a straggler from the ranks it holds up
     collective_s: float = 0.0
+
+    def phase(self, name: str) -> Any:
+        """Label a part of a step (data, forward, backward, optimizer, comm) for the profiler;
+        free outside a capture."""
+        return self.capturer.phase(name) if self.capturer is not None else contextlib.nullcontext()
+
+    @contextmanager
+    def data(self, step: int) -> Iterator[None]:
+        """The data phase of a step: where a slow loader (``--inject slow-data``) waits."""
+        with self.phase("data"):
+            self.injector.load_data(step)
+            yield
 
     @contextmanager
     def collective(self, op: str, step: int) -> Iterator[None]:
@@ -356,6 +382,11 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
                   Injector(specs, rank=rank, run_dir=run_dir, workload=workload,
                            emit=lambda ev, st, msg: hb.event(ev, st, msg), allocate=allocate),
                   Watchdog(hb, args.comm_timeout_s), specs, distributed)
+    ctx.capturer = Capturer(
+        run_dir, workload, rank, device_backend.backend, steps=args.profile_steps, warmup=args.profile_warmup,
+        every_s=args.profile_every_s, max_bytes=int(args.profile_max_mb * 1e6),
+        emit=lambda st, msg, summary: hb.event("capture", st, msg, capture=summary))
+    ctx.capturer.enabled = args.profile_steps > 0 and not args.no_heartbeat
     ckpt_every = default_ckpt_every[args.size] if args.ckpt_every is None else args.ckpt_every
     ckpt = Checkpointer(run_dir, workload, args.keep)
     if rank == 0:
@@ -385,6 +416,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         last_saved = step
         while (args.steps is None or step < args.steps) and not _time_is_up(ctx, deadline, step):
             t_iter, in_collectives = time.perf_counter(), ctx.collective_s
+            ctx.capturer.before_step(step + 1)
             ctx.injector.before_step(step + 1)
             t0 = time.perf_counter()
             fields = wl.step(step + 1)
@@ -394,11 +426,13 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
             step_time_s = time.perf_counter() - t_iter
             hb.step(step, step_time_s=step_time_s,
                     compute_s=step_time_s - (ctx.collective_s - in_collectives), **fields)
+            ctx.capturer.after_step(step)  # stopping a capture is not part of the step's time
             if ckpt_every and step % ckpt_every == 0:
                 _checkpoint(ctx, ckpt, wl, step)
                 last_saved = step
         if ckpt_every and step != last_saved:
             _checkpoint(ctx, ckpt, wl, step)
+        ctx.capturer.close()
         hb.event("exit", step, "finished")
         if distributed:
             import torch.distributed as dist

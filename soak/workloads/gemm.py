@@ -105,15 +105,19 @@ class GemmWorkload:
             self.ctx.hb.event("sdc_mismatch", step, "; ".join(problems) + f"; {where}")
 
     def step(self, step: int) -> dict[str, Any]:
+        with self.ctx.data(step):
+            pass  # the inputs stay on the device: only an injected slow loader waits here
         t0 = time.perf_counter()
         c = self.a
-        for _ in range(self.cfg.iters):
-            c = self.a @ self.b
-        self.ctx.device.synchronize()
+        with self.ctx.phase("forward"):
+            for _ in range(self.cfg.iters):
+                c = self.a @ self.b
+            self.ctx.device.synchronize()
         dt = time.perf_counter() - t0
         del c
         if step % self.sdc_every == 0 or self.ctx.injector.corrupt_at(step):
-            self.check(step)
+            with self.ctx.phase("forward"):
+                self.check(step)
         return {"tflops": 2.0 * self.cfg.n**3 * self.cfg.iters / dt / 1e12}
 
 

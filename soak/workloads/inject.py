@@ -15,6 +15,9 @@ spec                      effect
 ``slow-rank:R,FACTOR``    rank R takes FACTOR times as long per step
 ``comm-delay:R,SECONDS``  rank R sleeps SECONDS before each collective
 ``corrupt:AT``            gemm only: corrupt the device result at step AT (SDC check)
+``slow-data:every=N,``    slow data loader: every N-th step's batch takes S seconds longer
+``delay=S[,rank=R]``      to load, inside the step's data phase (``soak.data``), so a
+                          profiler capture names data loading as the cause
 ========================  ==============================================================
 
 Sizes: ``B``, ``KB``/``MB``/``GB`` (10^3 steps) and ``KiB``/``MiB``/``GiB`` (2^10 steps).
@@ -36,7 +39,7 @@ from soak.errors import InputError
 
 _SIZE = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _TIME = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt")
+KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt", "slow-data")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class InjectSpec:
     factor: float | None = None
     delay_s: float | None = None
     always: bool = False
+    every_steps: int | None = None
 
 
 def _bad(raw: str, why: str) -> InputError:
@@ -94,6 +98,8 @@ def parse_inject(raw: str) -> InjectSpec:
             raise _bad(raw, "rate must be positive")
         rank = _int(raw, args[1], "RANK") if n == 2 else None
         return InjectSpec(kind, raw, rate_bytes_per_s=rate, rank=rank)
+    if kind == "slow-data":
+        return _slow_data(raw, args)
     if kind == "stall":
         if n not in (2, 3):
             raise _bad(raw, "expected stall:EVERY,FOR[,RANK] (durations)")
@@ -124,6 +130,24 @@ def parse_inject(raw: str) -> InjectSpec:
             raise _bad(raw, f"FACTOR must be a number >= 1, got {args[1]!r}")
         return InjectSpec(kind, raw, rank=rank, factor=factor)
     return InjectSpec(kind, raw, rank=rank, delay_s=_duration(raw, args[1]))
+
+
+def _slow_data(raw: str, args: list[str]) -> InjectSpec:
+    usage = "expected slow-data:every=N,delay=S[,rank=R]"
+    kv: dict[str, str] = {}
+    for a in args:
+        key, eq, value = a.partition("=")
+        if not eq or key.strip().lower() not in ("every", "delay", "rank") or key.strip().lower() in kv:
+            raise _bad(raw, usage)
+        kv[key.strip().lower()] = value.strip()
+    if "every" not in kv or "delay" not in kv:
+        raise _bad(raw, usage)
+    every = _int(raw, kv["every"], "every (steps)", 1)
+    delay = _duration(raw, kv["delay"])
+    if delay <= 0:
+        raise _bad(raw, "delay must be positive")
+    rank = _int(raw, kv["rank"], "rank") if "rank" in kv else None
+    return InjectSpec("slow-data", raw, rank=rank, every_steps=every, delay_s=delay)
 
 
 def parse_all(raws: Sequence[str], workload: str) -> tuple[InjectSpec, ...]:
@@ -204,6 +228,12 @@ class Injector:
                 n = target - self.leaked_bytes
                 self._leaked.append(self._allocate(n))
                 self.leaked_bytes += n
+
+    def load_data(self, step: int) -> None:
+        """Called inside the data phase of step ``step``: a slow loader sleeps here."""
+        for s in self.of("slow-data"):
+            if step % int(s.every_steps or 1) == 0:
+                self._sleep(float(s.delay_s or 0))
 
     def after_step(self, step: int, compute_s: float) -> None:
         for s in self.of("slow-rank"):

@@ -144,17 +144,20 @@ class LMWorkload:
     def step(self, step: int) -> dict[str, Any]:
         import torch
 
-        x, y = synthetic_batch(self.cfg, self.ctx.args.seed, step, self.ctx.rank)
-        x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
+        ctx = self.ctx
+        with ctx.data(step):
+            x, y = synthetic_batch(self.cfg, ctx.args.seed, step, ctx.rank)
+            x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
         t0 = time.perf_counter()
-        with torch.autocast(self.ctx.device.backend, dtype=self.amp, enabled=self.amp is not None):
+        with ctx.phase("forward"), torch.autocast(ctx.device.backend, dtype=self.amp, enabled=self.amp is not None):
             loss = self.ddp(x, y)
         # DDP all-reduces gradients during backward: that is the collective to guard.
-        with self.ctx.collective("ddp_all_reduce", step):
+        with ctx.phase("backward"), ctx.collective("ddp_all_reduce", step):
             loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        with ctx.phase("optimizer"):
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
         value = float(loss.detach())  # .item() synchronizes the device, so the timing is real
         dt = time.perf_counter() - t0
         tokens = self.cfg.batch_size * self.cfg.seq_len
