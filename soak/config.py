@@ -257,6 +257,18 @@ class JobsSection:
                               parse_size, key="min_free", raw="1GiB")
 
 
+@dataclass(frozen=True)
+class CaptureSection:
+    steps: int = opt(10, "Steps per profiler capture (baseline, cadence, on a finding); 0: no captures.",
+                     _number(0, integer=True))
+    every_s: float = opt(0.0, "A capture on every rank this often (wall); 0: only the baseline and those findings ask for.",
+                         _dur(True), key="every", raw="0s")
+    max_per_hour: int = opt(4, "Captures the daemon asks for at most per hour, on throughput or dropout findings.",
+                            _number(0, integer=True))
+    max_trace_bytes: int = opt(50 * 10**6, "Largest trace kept in the run folder; a larger one keeps only its summary.",
+                               parse_size, key="max_trace", raw="50MB")
+
+
 def _opt_rank(value: Any, key: str) -> int | None:
     return None if value in (None, "") else _number(0, integer=True)(value, key)
 
@@ -305,6 +317,7 @@ class Plan:
     exporter: ExporterSection = field(default_factory=ExporterSection)
     restart: RestartSection = field(default_factory=RestartSection)
     jobs: JobsSection = field(default_factory=JobsSection)
+    capture: CaptureSection = field(default_factory=CaptureSection)
     cluster: ClusterSection = field(default_factory=ClusterSection)
 
     def __post_init__(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from soak.analysis import Analysis, Phase, Profile, Trace, analyze
 from soak.analysis import evidence as ev
+from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.event_phases import event_phases
 from soak.analysis.model import KINDS
 from soak.analysis.verdict import clean_statement
@@ -130,6 +131,7 @@ class Judgement:
     run_id: str | None = None
     status: str | None = None
     simulated: bool = False
+    captures: tuple[Capture, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -150,6 +152,7 @@ class Judgement:
             out["coverage"] = self.coverage.to_dict()
         if self.run_id is not None:
             out.update(run_id=self.run_id, status=self.status)
+            attach(out, self.captures)  # each finding's capture id, and the captures
         out.update(self.extra)
         return out
 
@@ -257,6 +260,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         analysis=result, verdict=verdict, reasons=tuple(all_reasons), criteria=tuple(criteria),
         clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
+        captures=tuple(captures_from_events(events)),
     )
 
 

@@ -256,6 +256,11 @@ def _start(finding: Mapping[str, Any]) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
+def _asked_for(c: Capture, f: Mapping[str, Any]) -> bool:
+    asked = c.detail.get("finding") or {}
+    return asked.get("kind") == f.get("kind") and f.get("device") in (asked.get("devices") or [asked.get("device")])
+
+
 def link(findings: Sequence[Mapping[str, Any]], captures: Sequence[Capture]) -> list[int | None]:
     """For each finding, the id of the capture that explains it, or None.
 
@@ -272,17 +277,40 @@ def link(findings: Sequence[Mapping[str, Any]], captures: Sequence[Capture]) -> 
             continue
         t = _start(f)
         ok = [c for c in captures if c.ok and c.label != "baseline"]
-        asked = [c for c in ok if (c.detail.get("finding") or {}).get("kind") == kind
-                 and (c.detail.get("finding") or {}).get("device") == f.get("device")]
+        asked = [c for c in ok if _asked_for(c, f)]
         later = [c for c in ok if t is None or c.ts >= t]
         best = (asked or later or [None])[0]
         out.append(None if best is None else best.id)
     return out
 
 
-def attach(analysis: dict[str, Any], events: Iterable[Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Explained:
+    """A finding beside the capture taken at it and the same rank's baseline."""
+
+    finding: Mapping[str, Any]
+    capture: Capture | None
+    baseline: Capture | None
+
+
+def explain(findings: Sequence[Mapping[str, Any]], caps: Sequence[Capture]) -> list[Explained]:
+    """Every finding of a ``TRIGGER_KINDS`` kind with its linked capture (None: none taken)
+    and the baseline of the capture's rank (else the first baseline of the run)."""
+    by_id = {c.id: c for c in caps}
+    base = baselines(caps)
+    first_base = next(iter(base.values()), None)
+    out = []
+    for f, cid in zip(findings, link(findings, caps), strict=True):
+        if f.get("kind") not in TRIGGER_KINDS or f.get("severity") == "info":
+            continue
+        cap = by_id.get(cid) if cid is not None else None
+        b = base.get((cap.workload, cap.rank), first_base) if cap is not None else first_base
+        out.append(Explained(f, cap, b))
+    return out
+
+
+def attach(analysis: dict[str, Any], caps: Sequence[Capture]) -> dict[str, Any]:
     """Add ``captures`` and each finding's ``capture`` id to an analysis document (in place)."""
-    caps = captures_from_events(events)
     findings = analysis.get("findings") or []
     for f, cid in zip(findings, link(findings, caps), strict=True):
         f["capture"] = cid
@@ -313,19 +341,24 @@ class CapturePlanner:
         stamp to unix wall seconds)."""
         made = []
         wall_now = float(to_wall(now))
+        new: dict[str, list[Mapping[str, Any]]] = {}  # one request per kind: a global stall drops every chip
         for f in findings:
             key = (str(f.get("kind")), f.get("device"))
-            if key[0] not in TRIGGER_KINDS or f.get("severity") == "info" or key in self._asked:
-                continue
+            if key[0] in TRIGGER_KINDS and f.get("severity") != "info" and key not in self._asked:
+                new.setdefault(key[0], []).append(f)
+        for kind, fs in new.items():
             self._times = [t for t in self._times if wall_now - t < 3600.0]
             if len(self._times) >= self.max_per_hour:
                 break
+            f = fs[0]
             start, end = self.window(f, now, step_time_s)
+            devices = ", ".join(str(x.get("device")) for x in fs)
             req = Request(next_request_number(self.run_dir), float(to_wall(start)), float(to_wall(end)),
-                          reason=f"{key[0]} on {key[1] or 'the run'}",
-                          finding={k: f.get(k) for k in ("kind", "device", "start", "end", "period_s", "severity")})
+                          reason=f"{kind} on {devices}",
+                          finding={**{k: f.get(k) for k in ("kind", "device", "start", "end", "period_s", "severity")},
+                                   "devices": [x.get("device") for x in fs]})
             write_request(self.run_dir, req)
-            self._asked.add(key)
+            self._asked.update((kind, x.get("device")) for x in fs)
             self._times.append(wall_now)
             made.append(req)
         return made

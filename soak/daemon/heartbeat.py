@@ -29,6 +29,7 @@ EVENT_KINDS = {
     "exit": "exit",
     "eval": "phase",
     "sdc_mismatch": "note",
+    "capture": "capture",
 }
 _MAX_WINDOW_LINES = 1000
 _HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
@@ -230,6 +231,8 @@ class StepAggregator:
                 if ev in ("start", "resume") and st.n:
                     rows.append(self._close(st))  # a new attempt: never mix two in one row
                 detail = {k: rec[k] for k in ("step", "phase", "comm_timeouts", "device") if rec.get(k) is not None}
+                if ev == "capture" and isinstance(rec.get("capture"), dict):
+                    detail.update(rec["capture"])  # the capture's summary (soak.analysis.captures)
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,
                     "message": rec.get("message"), "detail": {**detail, "heartbeat_event": ev},

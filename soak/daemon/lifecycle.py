@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from soak import runfolder as layout
+from soak.analysis.captures import CapturePlanner, wall_of
 from soak.clock import ScaledClock
 from soak.cluster.member import ClusterError, ClusterMember
 from soak.cluster.node import node_name, node_rank
@@ -69,10 +70,14 @@ def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> Arg
 
     device = {"sim": "cpu", "cpu": "cpu", "npu": "npu", "cuda": "cuda"}.get(plan.devices.backend, "auto")
 
+    cap = plan.capture
+    profile_args = ("--profile-steps", str(cap.steps), "--profile-every-s", f"{cap.every_s:g}",
+                    "--profile-max-mb", f"{cap.max_trace_bytes / 1e6:g}")
+
     def argv(w: WorkloadSpec, run_dir: Path, attempt: int, wall_left_s: float) -> list[str]:
         return build_command(w.name, run_dir, w.nproc, w.size, duration_s=max(1.0, wall_left_s + 30.0),
                              inject=plan.faults.inject,
-                             extra=("--device-backend", device, *w.extra),
+                             extra=("--device-backend", device, *profile_args, *w.extra),
                              rendezvous=None if rendezvous is None else rendezvous())
 
     return argv
@@ -114,6 +119,7 @@ class Daemon:
         self.passing: bool | None = None
         self._next_analysis = 0.0
         self._seen_findings: set[tuple[str, str | None, str | None]] = set()
+        self._captures: CapturePlanner | None = None
 
     # ------------------------------------------------------------------ signals
     def request_stop(self, reason: str) -> None:
@@ -373,7 +379,8 @@ class Daemon:
         now = run.clock.now()
         judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, now=now, status="running",
                            bucket_s=online_bucket_s(self.plan, now - run.started_ts))
-        self._next_analysis = time.monotonic() + 49 * (time.monotonic() - t0)
+        # the first run pays one-off imports: it does not set the spacing
+        self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
         if judged is None or judged.analysis.start is None:  # no data yet
             return
         findings = judged.findings
@@ -387,6 +394,25 @@ class Daemon:
                                     detail={k: f.get(k) for k in ("kind", "device", "metric", "severity", "start", "end")})
         self.findings = findings
         self.passing = judged.verdict == "pass"
+        self._ask_captures(findings)
+
+    def _ask_captures(self, findings: list[dict[str, Any]]) -> None:
+        """Ask the ranks for a profiler capture on new throughput or dropout findings."""
+        run = self.started
+        if self._captures is None:
+            self._captures = CapturePlanner(run.run_dir, max_per_hour=self.plan.capture.max_per_hour,
+                                            steps=self.plan.capture.steps)
+        if not self.plan.capture.steps or not self.plan.capture.max_per_hour:
+            return
+        times = sorted(s.step_time_s for s in self.agg.ranks.values() if s.step_time_s)
+        try:
+            made = self._captures.decide(findings, now=run.clock.now(), to_wall=wall_of(run.clock),
+                                         step_time_s=times[len(times) // 2] if times else None)
+        except OSError as exc:  # evidence, not the run: a full disk is the disk job's business
+            log.warning("capture request not written: %s", exc.strerror or exc)
+            return
+        for req in made:
+            log.info("capture %d requested: %s", req.n, req.reason)
 
     def _track_outages(self, snapshot: Snapshot) -> None:
         """Reader outages as events (start, end, error) and daemon log lines: a chip that

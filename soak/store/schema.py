@@ -186,6 +186,7 @@ EVENT_KINDS = (
     "node_joined",
     "node_lost",
     "cluster_restart",
+    "capture",  # a profiler capture: detail = its summary and trace path (soak.analysis.captures)
 )
 
 # Upgrades in place, from the version named to the next: columns added with their defaults

@@ -63,8 +63,21 @@ class Capturer:
         self._dir_mtime: float | None = None
         self._seen: set[int] = set()
         self._pending: list[Request] = []
-        self._started_at = clock()
         self.baseline_done = self._has_baseline()
+
+    def warm_up(self) -> None:
+        """Start and stop the profiler once before training: its first start loads the
+        profiling library (~2 s on a CPU), which would otherwise land inside a step."""
+        if not self.enabled:
+            return
+        try:
+            prof = _profiler(self.backend, self.dir / ".warm-up")
+            prof.start()
+            prof.stop()
+        except Exception:  # the capture that needs it reports the error
+            pass
+        finally:
+            shutil.rmtree(self.dir / ".warm-up", ignore_errors=True)
 
     # ------------------------------------------------------------------ the loop's hooks
     @property

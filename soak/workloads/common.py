@@ -387,6 +387,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         every_s=args.profile_every_s, max_bytes=int(args.profile_max_mb * 1e6),
         emit=lambda st, msg, summary: hb.event("capture", st, msg, capture=summary))
     ctx.capturer.enabled = args.profile_steps > 0 and not args.no_heartbeat
+    ctx.capturer.warm_up()
     ckpt_every = default_ckpt_every[args.size] if args.ckpt_every is None else args.ckpt_every
     ckpt = Checkpointer(run_dir, workload, args.keep)
     if rank == 0:
