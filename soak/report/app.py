@@ -23,6 +23,7 @@ import streamlit as st
 
 from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
 from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
+from soak.report.timewent import sections as time_went_sections
 
 if TYPE_CHECKING:
     from soak.store import Store
@@ -217,17 +218,43 @@ def page_findings(data: Any, lang: str) -> None:
     st.subheader(t("findings", lang))
     if not data.findings:
         st.success(t("no_findings", lang))
-        return
     for f in data.findings:
         icon = {"fail": "🔴", "warn": "🟠"}.get(f.severity, "🔵")
         with st.expander(f"{icon} {f.kind} · {f.device or 'N/A'} · {f.summary}", expanded=f.severity == "fail"):
+            linked = "" if f.capture is None else (
+                f" · [{t('capture_link', lang).format(id=f.capture)}](#capture-{f.capture})")
             st.markdown(
-                f"**{t('severity', lang)}**: {f.severity} · **{t('metric', lang)}**: {f.metric or 'N/A'}  \n"
+                f"**{t('severity', lang)}**: {f.severity} · **{t('metric', lang)}**: {f.metric or 'N/A'}{linked}  \n"
                 f"**{t('start', lang)}**: {fmt_ts(f.start)} · **{t('end', lang)}**: {fmt_ts(f.end)}"
             )
             if f.evidence:
                 st.markdown(f"**{t('evidence', lang)}**")
                 st.json(dict(f.evidence), expanded=True)
+    section_time_went(data, lang)
+
+
+def section_time_went(data: Any, lang: str) -> None:
+    """The baseline beside the capture taken at each finding (``soak.report.timewent``)."""
+    st.subheader(t("time_went", lang), anchor="time-went")
+    went = time_went_sections(data, lang)
+    if not went:
+        st.info(t("no_captures", lang))
+        return
+    st.caption(t("time_went_intro", lang))
+    for sec in went:
+        anchor = None if sec.capture is None else f"capture-{sec.capture.id}"
+        st.markdown(f"#### {sec.title}" if anchor is None else f'<h4 id="{anchor}">{_html(sec.title)}</h4>',
+                    unsafe_allow_html=anchor is not None)
+        if sec.note:
+            (st.warning if sec.capture is not None and sec.capture.dominant in ("data", "idle") else st.info)(sec.note)
+        if sec.rows:
+            st.table({h or " ": [r[i] for r in sec.rows] for i, h in enumerate(sec.header)})
+
+
+def _html(text: str) -> str:
+    import html
+
+    return html.escape(text)
 
 
 def page_events(data: Any, lang: str) -> None:

@@ -15,9 +15,12 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from soak.analysis.captures import Capture, captures_from_events, link
 from soak.report.model import (
+    CaptureView,
     ChipSummary,
     Criterion,
     DetectorInfo,
@@ -264,6 +267,12 @@ def load_report_data(
             for f in store.load_findings(run_id)
         )
 
+    all_events = store.load_events(run_id)
+    captures = captures_from_events(all_events)
+    ids = link([{"kind": f.kind, "device": f.device, "start": f.start, "severity": f.severity} for f in findings],
+               captures)
+    findings = tuple(replace(f, capture=i) for f, i in zip(findings, ids, strict=True))
+
     stats = stats_from_arrays(arrays) if arrays is not None else chip_stats(store, run_id)
     info = _device_info(rec.manifest)
     per_dev = defaultdict(int)
@@ -305,7 +314,7 @@ def load_report_data(
             message=e.message,
             severity=(e.detail or {}).get("severity") if isinstance(e.detail, Mapping) else None,
         )
-        for e in store.load_events(run_id)
+        for e in all_events
     )
     verdict = "running" if running else ((analysis or {}).get("verdict") or rec.verdict)
     reasons = tuple(str(r) for r in (analysis or {}).get("reasons", []) or [])
@@ -344,6 +353,7 @@ def load_report_data(
         detectors=detectors,
         manifest=manifest,
         generated_at=time.time(),
+        captures=tuple(_capture_view(c) for c in captures),
     )
 
 
@@ -383,5 +393,22 @@ def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
         end=d.get("end"),
         severity=str(d.get("severity") or "warn"),
         summary=str(d.get("summary") or ""),
-        evidence={k: v for k, v in d.items() if k not in FINDING_KEYS and v is not None},
+        evidence={k: v for k, v in d.items() if k not in FINDING_KEYS and k != "capture" and v is not None},
+    )
+
+
+def _capture_view(c: Capture) -> CaptureView:
+    d = c.detail
+
+    def ops(key: str) -> tuple[tuple[str, float, int], ...] | None:
+        rows = d.get(key)
+        if rows is None:
+            return None
+        return tuple((str(o.get("name")), float(o.get("self_ms") or 0.0), int(o.get("calls") or 0)) for o in rows)
+
+    return CaptureView(
+        id=c.id, label=c.label, workload=c.workload, rank=c.rank, first_step=d.get("first_step"),
+        last_step=d.get("last_step"), steps_per_s=d.get("steps_per_s"), shares=dict(d.get("shares") or {}),
+        dominant=d.get("dominant"), top_ops=ops("top_device_ops") or ops("top_host_ops") or (),
+        cpu_fallbacks=ops("cpu_fallbacks"), trace=d.get("trace"), error=d.get("error"), backend=d.get("backend"),
     )

@@ -124,6 +124,27 @@ class FindingView:
     severity: str
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    capture: int | None = None  # id of the profiler capture that explains it (CaptureView.id)
+
+
+@dataclass(frozen=True)
+class CaptureView:
+    """A profiler capture: where the time of a few steps of one rank went."""
+
+    id: int
+    label: str  # baseline | cadence | request
+    workload: str | None
+    rank: int | None
+    first_step: int | None = None
+    last_step: int | None = None
+    steps_per_s: float | None = None
+    shares: Mapping[str, float | None] = field(default_factory=dict)  # data, forward, ..., idle (0-1)
+    dominant: str | None = None
+    top_ops: tuple[tuple[str, float, int], ...] = ()  # device (the CPU on CPU): name, self ms, calls
+    cpu_fallbacks: tuple[tuple[str, float, int], ...] | None = None  # None: not applicable (CPU)
+    trace: str | None = None  # relative to the run folder
+    error: str | None = None
+    backend: str | None = None  # cpu | cuda | npu
 
 
 @dataclass(frozen=True)
@@ -168,6 +189,7 @@ class ReportData:
     detectors: tuple[DetectorInfo, ...] = ()
     manifest: Mapping[str, Any] = field(default_factory=dict)
     generated_at: float | None = None
+    captures: tuple[CaptureView, ...] = ()
 
     def series_for(self, device: str, metric: str) -> Series | None:
         for s in self.series:

@@ -29,6 +29,7 @@ from soak.report.model import (
     fmt_ts,
     time_scaled,
 )
+from soak.report.timewent import sections as time_went_sections
 
 if TYPE_CHECKING:
     from reportlab.lib.styles import ParagraphStyle
@@ -267,12 +268,31 @@ def render_pdf(
             [t("device", lang), f.device, t("metric", lang), f.metric],
             [t("start", lang), fmt_ts(f.start), t("end", lang), fmt_ts(f.end)],
         ]
+        linked = "" if f.capture is None else f" → {t('capture_link', lang).format(id=f.capture)}"
         block = [
-            st.p(f"{f.kind} · {f.device or 'N/A'}: {f.summary}", st.body.clone("fb", fontName=st.h2.fontName)),
+            st.p(f"{f.kind} · {f.device or 'N/A'}: {f.summary}{linked}", st.body.clone("fb", fontName=st.h2.fontName)),
             _table(st, ["", "", "", ""], rows, [25 * mm, page_w / 2 - 25 * mm, 25 * mm, page_w / 2 - 25 * mm]),
         ]
         if evidence:
             block.append(st.p(f"{t('evidence', lang)}: {evidence}", st.small))
+        block.append(Spacer(1, 3 * mm))
+        story.append(KeepTogether(block))
+
+    # -- where the time went --------------------------------------------------------------
+    story.append(st.p(t("time_went", lang), st.h2))
+    went = time_went_sections(data, lang)
+    if not went:
+        story.append(st.p(t("no_captures", lang)))
+    else:
+        story.append(st.p(t("time_went_intro", lang), st.small))
+    for sec in went:
+        block = [st.p(sec.title, st.body.clone("tw", fontName=st.h2.fontName))]
+        if sec.note:
+            block.append(st.p(sec.note))
+        if sec.rows:
+            first = 40 * mm
+            rest = (page_w - first) / max(1, len(sec.header) - 1)
+            block.append(_table(st, list(sec.header), [list(r) for r in sec.rows], [first] + [rest] * (len(sec.header) - 1)))
         block.append(Spacer(1, 3 * mm))
         story.append(KeepTogether(block))
 

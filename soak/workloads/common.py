@@ -40,7 +40,7 @@ EXIT_CRASH, EXIT_USAGE, EXIT_TIMEOUT = 1, 2, 3
 HEARTBEAT_KEYS = (
     "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "compute_s", "loss",
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
-    "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message",
+    "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture",
 )  # fmt: skip
 
 
