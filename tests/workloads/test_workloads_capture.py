@@ -1,0 +1,99 @@
+"""The rank's side of profiler captures: baseline, requests, size cap, failures."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from soak.analysis.captures import Request, write_request
+from soak.workloads import capture as capture_mod
+from soak.workloads.capture import Capturer
+
+
+def _loop(cap: Capturer, steps: range, slow_every: int = 0) -> None:
+    import torch
+
+    w = torch.randn(32, 32, requires_grad=True)
+    for step in steps:
+        cap.before_step(step)
+        with cap.phase("data"):
+            if slow_every and step % slow_every == 0:
+                time.sleep(0.05)
+            x = torch.randn(16, 32)
+        with cap.phase("forward"):
+            loss = (x @ w).square().mean()
+        with cap.phase("backward"):
+            loss.backward()
+        cap.after_step(step)
+
+
+def _capturer(tmp_path, **kw) -> tuple[Capturer, list]:
+    got: list = []
+    cap = Capturer(tmp_path, "lm", 0, "cpu", emit=lambda step, msg, s: got.append((step, msg, s)), **kw)
+    return cap, got
+
+
+def test_baseline_after_warmup_once_per_run_folder(tmp_path) -> None:
+    cap, got = _capturer(tmp_path, steps=3, warmup=2)
+    _loop(cap, range(1, 10))
+    assert [(s["label"], s["first_step"], s["last_step"]) for _, _, s in got] == [("baseline", 3, 5)]
+    s = got[0][2]
+    assert s["error"] is None and s["trace"] == "profile/lm-rank0-baseline-step3/lm-rank0.pt.trace.json.gz"
+    assert (tmp_path / s["trace"]).stat().st_size == s["trace_bytes"] > 0
+    again, got2 = _capturer(tmp_path, steps=3, warmup=2)  # a restarted rank: the baseline exists
+    _loop(again, range(10, 20))
+    assert got2 == []
+
+
+def test_a_request_for_this_rank_covers_its_window_and_names_the_slow_loader(tmp_path) -> None:
+    cap, got = _capturer(tmp_path, steps=3, warmup=1000)
+    now = time.time()
+    write_request(tmp_path, Request(1, now, now + 0.6, "utilization_dropouts on cpu", ranks=(1,)))
+    write_request(tmp_path, Request(2, now, now + 0.6, "utilization_dropouts on cpu", ranks=(0,),
+                                    finding={"kind": "utilization_dropouts"}))
+    write_request(tmp_path, Request(3, now - 10, now - 5, "stale", ranks=(0,)))
+    _loop(cap, range(1, 200), slow_every=4)
+    assert [s["request"] for _, _, s in got] == [2]
+    s = got[0][2]
+    assert s["label"] == "request" and s["finding"] == {"kind": "utilization_dropouts"}
+    assert s["steps"] >= 3 and s["wall_s"] >= 0.5  # held open to the request's end
+    assert s["dominant"] == "data" and s["shares"]["data"] > 0.5
+
+
+def test_a_trace_over_the_cap_keeps_only_its_summary(tmp_path) -> None:
+    cap, got = _capturer(tmp_path, steps=2, warmup=0, max_bytes=100)
+    _loop(cap, range(1, 4))
+    s = got[0][2]
+    assert s["trace"] is None and s["trace_bytes"] > 100 and "over the cap of 100 bytes" in s["trace_dropped"]
+    assert s["shares"]["forward"] is not None
+    assert not list((tmp_path / "profile").rglob("*.gz"))
+
+
+def test_a_profiler_that_fails_is_an_event_and_training_goes_on(tmp_path, monkeypatch) -> None:
+    def broken(backend, folder):
+        raise RuntimeError("kineto unavailable")
+
+    monkeypatch.setattr(capture_mod, "_profiler", broken)
+    cap, got = _capturer(tmp_path, steps=2, warmup=0)
+    _loop(cap, range(1, 6))
+    assert len(got) == 1  # the baseline is tried once, not on every step
+    step, msg, s = got[0]
+    assert s["error"] == "profiler did not start: RuntimeError: kineto unavailable" and s["label"] == "baseline"
+    assert msg.startswith("capture failed") and not cap.capturing
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("slow-data:every=0,delay=1s", "every (steps) must be an integer >= 1"),
+    ("slow-data:delay=1s", "expected slow-data:every=N,delay=S[,rank=R]"),
+    ("slow-data:every=5,delay=soon", "'soon' is not a duration"),
+])
+def test_slow_data_spec_errors_name_the_input(spec, message) -> None:
+    from soak.errors import InputError
+    from soak.workloads.inject import parse_inject
+
+    with pytest.raises(InputError, match=re.escape(message)):
+        parse_inject(spec)
+    s = parse_inject("slow-data:every=50,delay=2s,rank=1")
+    assert (s.every_steps, s.delay_s, s.rank) == (50, 2.0, 1)
