@@ -98,3 +98,18 @@ def test_app_findings_page_links_the_capture(tmp_path, monkeypatch) -> None:
     assert list(table.columns) == [" ", "Baseline", "At the finding"]
     assert table.set_index(" ").loc["Data loading"].tolist() == ["10%", "68%"]
     assert "Data loading takes 68%" in " ".join(w.value for w in at.warning)
+
+
+def test_soak_profile_lists_captures_and_names_a_missing_run(tmp_path, capsys) -> None:
+    from soak.cli import main
+
+    _run(tmp_path, "slow", True).close()
+    assert main(["profile", "slow", "--data-dir", str(tmp_path), "--capture", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "  2 request   lm/0     21-30           10.1    68% data" in out
+    assert "explains [fail] utilization_dropouts on cpu" in out
+    assert "CPU fallbacks: not applicable on CPU" in out
+    assert main(["profile", "slow", "--data-dir", str(tmp_path), "--capture", "9"]) == 2
+    assert "--capture 9: run slow has captures 1..2" in capsys.readouterr().err
+    assert main(["profile", "nope", "--data-dir", str(tmp_path)]) == 2
+    assert f"run nope: no {tmp_path / 'nope' / 'soak.db'}" in capsys.readouterr().err
