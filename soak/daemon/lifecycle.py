@@ -404,7 +404,8 @@ class Daemon:
                                             steps=self.plan.capture.steps)
         if not self.plan.capture.steps or not self.plan.capture.max_per_hour:
             return
-        times = sorted(s.step_time_s for s in self.agg.ranks.values() if s.step_time_s)
+        agg = getattr(self, "agg", None)  # None until the workloads are started
+        times = sorted(s.step_time_s for s in (agg.ranks.values() if agg else ()) if s.step_time_s)
         try:
             made = self._captures.decide(findings, now=run.clock.now(), to_wall=wall_of(run.clock),
                                          step_time_s=times[len(times) // 2] if times else None)
