@@ -168,6 +168,8 @@ class Capturer:
             self._prof.start()
         except Exception as exc:
             self._fail(f"profiler did not start: {type(exc).__name__}: {exc}")
+            return
+        self._active["t0"] = time.perf_counter()  # the shares are of the steps, not of the start
 
     def _trace_dir(self, label: str, step: int) -> Path:
         return self.dir / f"{self.workload}-rank{self.rank}-{label}-step{step}"
