@@ -38,7 +38,7 @@ CANN_ROOT = "/usr/local/Ascend/ascend-toolkit/latest"
 DRIVER_ROOT = "/usr/local/Ascend/driver"
 FIRMWARE_ROOT = "/usr/local/Ascend/firmware"
 # Not drift: these differ between two healthy nodes of one cluster, or between two runs.
-NOT_DRIFT = frozenset({"collected_at", "host.hostname", "python_executable"})
+NOT_DRIFT = frozenset({"collected_at", "host.hostname", "host.utc_offset_s", "python_executable"})
 
 
 def _read(path: str | Path) -> str | None:
@@ -183,6 +183,22 @@ def _nvidia() -> dict[str, Any] | None:
         q("nvmlShutdown")
 
 
+def local_timezone(localtime: str | Path = "/etc/localtime", tz_file: str | Path = "/etc/timezone") -> str | None:
+    """The host's IANA time zone ("Asia/Shanghai"): ``$TZ``, the ``/etc/localtime`` link, or
+    ``/etc/timezone``; None when the host names none (the report then uses ``utc_offset_s``)."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and "/" in tz and not tz.startswith("/"):
+        return tz
+    try:
+        target = os.readlink(localtime)
+    except OSError:
+        target = ""
+    if "zoneinfo/" in target:
+        return target.split("zoneinfo/", 1)[1]
+    name = (_read(tz_file) or "").strip()
+    return name or None
+
+
 def ascend_files(driver_root: str | Path = DRIVER_ROOT,
                  firmware_root: str | Path = FIRMWARE_ROOT) -> dict[str, Any]:
     """Driver and firmware package versions from their ``version.info`` files."""
@@ -210,7 +226,8 @@ def collect_manifest(*, npu_smi: str = "npu-smi", cann_root: str | Path = CANN_R
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {"hostname": socket.gethostname(), "os": _os_name(), "kernel": platform.release(),
                  "machine": platform.machine(), "cpu_model": _cpu_model(),
-                 "cpu_count": os.cpu_count()},
+                 "cpu_count": os.cpu_count(), "timezone": local_timezone(),
+                 "utc_offset_s": -(time.altzone if time.localtime().tm_isdst > 0 else time.timezone)},
         "python": platform.python_version(),
         "packages": {"torch": _pkg("torch"), "torch_npu": torch_npu["version"],
                      "nvidia-ml-py": _pkg("nvidia-ml-py"), "soak": _pkg("soak")},

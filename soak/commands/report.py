@@ -84,10 +84,25 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         args.lang,
         "--refresh-s",
         str(args.refresh_s),
+        # Beyond loopback anyone who reaches the app could press "build PDF": only the key
+        # holder signs there, from the command line.
+        "--signing",
+        "local" if is_loopback(args.address) else "cli",
     ]
     if args.db:
         cmd += ["--db", args.db]
     return cmd
+
+
+def is_loopback(address: str) -> bool:
+    import ipaddress
+
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_listen(address: str, port: int) -> None:

@@ -21,8 +21,27 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
-from soak.report.model import flatten, fmt, fmt_bytes, fmt_duration, fmt_ts
+from soak.report.i18n import simulation_label, t, verdict_label
+from soak.report.model import fmt, fmt_bytes, fmt_duration
+from soak.report.present import (
+    accounting_rows,
+    coverage_rows,
+    criterion_cells,
+    event_name,
+    event_rows,
+    evidence_rows,
+    finding_text,
+    interruption_rows,
+    kind_name,
+    manifest_rows,
+    metric_name,
+    reason_text,
+    run_zone,
+    severity_name,
+    span,
+    when,
+    zone_label,
+)
 from soak.report.timewent import sections as time_went_sections
 
 if TYPE_CHECKING:
@@ -33,6 +52,8 @@ PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf
 PAGE_KEYS = {"runs": "runs", "overview": "overview", "timelines": "timelines", "findings": "findings",
              "events": "events", "manifest": "manifest", "pdf": "download_pdf"}
 _METRIC_SCALE = {"hbm_used_bytes": 1 / 1024**3}
+_FIXED_RANGE = {"util_pct": [0, 100]}  # the whole range: an autoscaled 92-98 % axis magnifies noise
+_LOOPBACK = ("127.", "::1", "localhost")
 
 
 def _args() -> argparse.Namespace:
@@ -41,6 +62,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", DEFAULT_DATA_DIR))
     p.add_argument("--lang", default=os.environ.get("SOAK_REPORT_LANG", "en"))
     p.add_argument("--refresh-s", type=float, default=float(os.environ.get("SOAK_REPORT_REFRESH_S", "5")))
+    # "local": the app may sign with the data dir's key; "cli": it listens beyond this machine,
+    # where anyone who reaches it could press the button, so only the key holder signs (CLI).
+    p.add_argument("--signing", choices=("local", "cli"), default=os.environ.get("SOAK_REPORT_SIGNING") or None)
     argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith("app.py") else []
     return p.parse_known_args(argv)[0]
 
@@ -88,13 +112,23 @@ def _series(url: str, run_id: str, device: str | None, start: float | None, end:
     return out
 
 
+def _tz(data: Any) -> Any:
+    return run_zone(data.run.timezone, data.run.utc_offset_s)
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    import pandas as pd
+
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
 def _verdict_block(data: Any, lang: str) -> None:
     color = {"pass": "green", "fail": "red", "running": "blue"}.get(data.verdict or "", "gray")
     st.markdown(f"## {t('verdict', lang)}: :{color}[{verdict_label(data.verdict, lang)}]")
     if data.verdict_reasons:
         st.markdown(f"**{t('why', lang)}**")
         for r in data.verdict_reasons:
-            st.markdown(f"- {reason_text(r, lang)}")
+            st.markdown(f"- {reason_text(r, lang, _tz(data))}")
     if data.clean_statement:
         st.success(data.clean_statement)
 
@@ -113,7 +147,7 @@ def page_runs(runs: list[dict[str, Any]], lang: str) -> None:
             t("verdict", lang): verdict_label("running" if r.get("status") == "running" else r.get("verdict"), lang),
             t("host", lang): r.get("host"),
             t("workload", lang): r.get("workload"),
-            t("started", lang): fmt_ts(r.get("started_ts")),
+            t("started", lang): when(r.get("started_ts"), _zone_of(r)),
             t("duration", lang): fmt_duration(
                 None if r.get("ended_ts") is None or r.get("started_ts") is None else r["ended_ts"] - r["started_ts"]
             ),
@@ -124,9 +158,12 @@ def page_runs(runs: list[dict[str, Any]], lang: str) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-def page_overview(data: Any, lang: str) -> None:
-    import pandas as pd
+def _zone_of(r: dict[str, Any]) -> Any:
+    host = (r.get("manifest") or {}).get("host") or {}
+    return run_zone(host.get("timezone"), host.get("utc_offset_s"))
 
+
+def page_overview(data: Any, lang: str) -> None:
     run = data.run
     _verdict_block(data, lang)
     c = st.columns(4)
@@ -134,21 +171,27 @@ def page_overview(data: Any, lang: str) -> None:
     c[1].metric(t("chips", lang), len(data.chips))
     c[2].metric(t("restarts", lang), fmt(run.restarts))
     c[3].metric(t("findings", lang), len(data.findings))
+    tz = _tz(data)
     st.caption(f"{t('run_id', lang)}: {run.run_id} · {t('host', lang)}: {run.host or 'N/A'} · "
-               f"{t('run_window', lang)}: {fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}")
+               f"{t('run_window', lang)}: {span(run.started_at, run.ended_at, tz)} ({zone_label(tz, run.started_at)})")
     st.subheader(t("criteria", lang))
-    met = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
-    st.dataframe(
-        pd.DataFrame(
-            [{t("criterion", lang): criterion_text(k.name, lang), t("required", lang): criterion_text(k.required, lang),
-              t("measured", lang): criterion_text(k.measured, lang), t("met", lang): met[k.met]} for k in data.criteria]
-        ),
-        hide_index=True,
-        width="stretch",
-    )
+    heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
+    _table([dict(zip(heads, criterion_cells(k, lang), strict=True)) for k in data.criteria])
+    acc = accounting_rows(data.accounting, lang)
+    if acc:
+        st.subheader(t("accounting", lang))
+        _table([{t("key", lang): k, t("value", lang): v} for k, v in acc])
+        stops = interruption_rows(data.accounting, tz, lang)
+        if stops:
+            heads = [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)]
+            st.markdown(f"**{t('interruptions', lang)}**")
+            _table([dict(zip(heads, r, strict=True)) for r in stops])
+    cov = coverage_rows(data.coverage, lang)
+    if cov:
+        st.subheader(t("coverage", lang))
+        _table([dict(zip([t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], r, strict=True)) for r in cov])
     st.subheader(t("chip_summary", lang))
-    st.dataframe(
-        pd.DataFrame(
+    _table(
             [
                 {
                     t("device", lang): ch.device,
@@ -163,9 +206,6 @@ def page_overview(data: Any, lang: str) -> None:
                 }
                 for ch in data.chips
             ]
-        ),
-        hide_index=True,
-        width="stretch",
     )
 
 
@@ -185,7 +225,7 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
           "metric": f.metric, "finding": f"{f.kind} {f.device}"} for f in data.findings if f.start and f.end]
     )
     marks = pd.DataFrame(
-        [{"ts": pd.to_datetime(e.ts, unit="s", utc=True), "event": e.kind, "message": e.message or ""}
+        [{"ts": pd.to_datetime(e.ts, unit="s", utc=True), "event": event_name(e.kind, lang), "message": e.message or ""}
          for e in data.events if e.kind in ("crash", "restart", "hang", "exit", "inject", "gap", "stop")]
     )
     for metric in ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s"):
@@ -202,7 +242,10 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
         df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True)
         layers = [
             alt.Chart(df).mark_line(strokeWidth=1).encode(
-                x=alt.X("ts:T", title=None), y=alt.Y("value:Q", title=t(metric, lang)), color="device:N",
+                x=alt.X("ts:T", title=None),
+                y=alt.Y("value:Q", title=t(metric, lang),
+                        scale=alt.Scale(domain=_FIXED_RANGE[metric]) if metric in _FIXED_RANGE else alt.Undefined),
+                color="device:N",
                 tooltip=["device", "ts", "value"],
             )
         ]
@@ -210,26 +253,36 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
         if not sp.empty:
             layers.append(alt.Chart(sp).mark_rect(opacity=0.15, color="orange").encode(x="start:T", x2="end:T", tooltip=["finding"]))
         if not marks.empty:
-            layers.append(alt.Chart(marks).mark_rule(color="gray", strokeDash=[4, 3]).encode(x="ts:T", tooltip=["event", "message"]))
+            # every kind of dashed mark named in the legend
+            layers.append(alt.Chart(marks).mark_rule(color="gray").encode(
+                x="ts:T", strokeDash=alt.StrokeDash("event:N", title=t("legend_event", lang)),
+                tooltip=["event", "message"]))
         st.altair_chart(alt.layer(*layers).properties(height=220), width="stretch")
+    if not spans.empty:
+        st.caption(f"🟧 {t('legend_finding', lang)}")
 
 
 def page_findings(data: Any, lang: str) -> None:
     st.subheader(t("findings", lang))
     if not data.findings:
         st.success(t("no_findings", lang))
+    tz = _tz(data)
     for f in data.findings:
-        icon = {"fail": "🔴", "warn": "🟠"}.get(f.severity, "🔵")
-        with st.expander(f"{icon} {f.kind} · {f.device or 'N/A'} · {f.summary}", expanded=f.severity == "fail"):
+        # Material icons ship with Streamlit; an emoji needs a colour-emoji font the viewer may lack.
+        icon = {"fail": ":material/error:", "warn": ":material/warning:"}.get(f.severity, ":material/info:")
+        label = f"{kind_name(f.kind, lang)} · {f.device or 'N/A'} · {finding_text(f.summary, lang)}"
+        with st.expander(label, expanded=f.severity == "fail", icon=icon):
             linked = "" if f.capture is None else (
                 f" · [{t('capture_link', lang).format(id=f.capture)}](#capture-{f.capture})")
             st.markdown(
-                f"**{t('severity', lang)}**: {f.severity} · **{t('metric', lang)}**: {f.metric or 'N/A'}{linked}  \n"
-                f"**{t('start', lang)}**: {fmt_ts(f.start)} · **{t('end', lang)}**: {fmt_ts(f.end)}"
+                f"**{t('severity', lang)}**: {severity_name(f.severity, lang)} · **{t('metric', lang)}**: "
+                f"{metric_name(f.metric, lang)}{linked}  \n**{t('start', lang)}**: {when(f.start, tz)} · "
+                f"**{t('end', lang)}**: {when(f.end, tz)}"
             )
-            if f.evidence:
+            rows = evidence_rows(f, tz, lang)
+            if rows:
                 st.markdown(f"**{t('evidence', lang)}**")
-                st.json(dict(f.evidence), expanded=True)
+                _table([{t("key", lang): k, t("value", lang): v} for k, v in rows])
     section_time_went(data, lang)
 
 
@@ -258,55 +311,82 @@ def _html(text: str) -> str:
 
 
 def page_events(data: Any, lang: str) -> None:
-    import pandas as pd
-
     st.subheader(t("events", lang))
     st.metric(t("restarts", lang), fmt(data.run.restarts))
-    if not data.events:
+    rows = event_rows(data.events, _tz(data), lang)
+    if not rows:
         st.info(t("no_events", lang))
         return
-    st.dataframe(
-        pd.DataFrame([{t("time", lang): fmt_ts(e.ts), t("event", lang): e.kind, t("device", lang): e.device or "",
-                       t("message", lang): e.message or ""} for e in data.events]),
-        hide_index=True,
-        width="stretch",
-    )
+    heads = [t("time", lang), t("event", lang), t("device", lang), t("message", lang)]
+    _table([dict(zip(heads, r, strict=True)) for r in rows])
 
 
 def page_manifest(data: Any, lang: str) -> None:
-    import pandas as pd
-
     st.subheader(t("manifest", lang))
-    rows = flatten(data.manifest)
-    if not rows:
+    sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
+    if not any(body for _, body in sections):
         st.info("N/A")
         return
-    st.dataframe(pd.DataFrame(rows, columns=[t("key", lang), t("value", lang)]), hide_index=True, width="stretch")
+    for title, body in sections:
+        if body:
+            st.markdown(f"**{title}**")
+            _table([{t("key", lang): k, t("value", lang): v} for k, v in manifest_rows(body)])
 
 
-def page_pdf(url: str, data: Any, lang: str, data_dir: str) -> None:
+def may_sign(signing: str | None) -> bool:
+    """Whether the app may sign with the data dir's key: only when nobody but this machine can
+    reach it (``soak report serve`` on loopback), unless told otherwise."""
+    if signing is not None:
+        return signing == "local"
+    address = st.get_option("server.address") or ""
+    return address.startswith(_LOOPBACK)
+
+
+def _run_pdfs(run_dir: str | None) -> list[Path]:
+    """The PDFs the run already has (``soak demo``, ``soak report pdf -o`` into the run folder)."""
+    from soak.runfolder import REPORT
+
+    if not run_dir:
+        return []
+    folder = Path(run_dir) / REPORT
+    return sorted(folder.glob("*.pdf"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() else []
+
+
+def page_pdf(url: str, data: Any, lang: str, data_dir: str, run_dir: str | None, signing: str | None) -> None:
     from soak.report.build import build_pdf
     from soak.report.signing import default_keypair
 
     st.subheader(t("download_pdf", lang))
+    st.markdown(f"**{t('pdf_in_run', lang)}**")
+    held = _run_pdfs(run_dir)
+    if not held:
+        st.info(t("pdf_none_in_run", lang))
+    for i, path in enumerate(held):
+        st.download_button(f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)", data=path.read_bytes(),
+                           file_name=path.name, mime="application/pdf", key=f"run_pdf_{i}")
     keys = None
-    try:
-        keys = default_keypair(Path(data_dir))
-    except Exception as exc:  # show the one-line reason (e.g. key mode 0644)
-        st.error(str(exc))
-    if keys is None:
-        st.warning(t("pdf_unsigned_hint", lang))
-    if st.button(t("build_pdf", lang), key="build_pdf"):
+    if may_sign(signing):
+        try:
+            keys = default_keypair(Path(data_dir))
+        except Exception as exc:  # show the one-line reason (e.g. key mode 0644)
+            st.error(str(exc))
+        if keys is None:
+            st.warning(t("pdf_unsigned_hint", lang))
+    else:
+        st.warning(t("pdf_remote_no_sign", lang).format(run=data.run.run_id))
+    label = t("build_pdf", lang) if keys is not None else t("pdf_build_draft", lang)
+    if st.button(label, key="build_pdf"):
         with st.spinner("…"), tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / f"soak-report-{data.run.run_id}-{lang}.pdf"
             build_pdf(_store(url), data.run.run_id, out, lang=lang, keys=keys)
-            st.session_state["pdf"] = (data.run.run_id, lang, out.read_bytes())
-    held = st.session_state.get("pdf")
-    if held and held[0] == data.run.run_id:
+            st.session_state["pdf"] = (data.run.run_id, lang, out.read_bytes(), keys is not None)
+    built = st.session_state.get("pdf")
+    if built and built[0] == data.run.run_id:
+        suffix = "" if built[3] else "-unsigned"
         st.download_button(
-            t("download_pdf", lang),
-            data=held[2],
-            file_name=f"soak-report-{held[0]}-{held[1]}.pdf",
+            f"{t('download_pdf', lang) if built[3] else t('pdf_build_draft', lang)} ({t('signed_yes' if built[3] else 'signed_no', lang)})",
+            data=built[2],
+            file_name=f"soak-report-{built[0]}-{built[1]}{suffix}.pdf",
             mime="application/pdf",
             key="download",
         )
@@ -359,7 +439,7 @@ def main() -> None:
         elif page == "manifest":
             page_manifest(data, lang)
         elif page == "pdf":
-            page_pdf(url, data, lang, args.data_dir)
+            page_pdf(url, data, lang, args.data_dir, rec.get("run_dir"), args.signing)
 
     if live and page != "pdf":
         st.fragment(run_every=args.refresh_s)(body)()

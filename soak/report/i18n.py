@@ -42,9 +42,53 @@ STRINGS: dict[str, tuple[str, str]] = {
     "required": ("Required", "要求"),
     "measured": ("Measured", "实测"),
     "met": ("Met", "达标"),
-    "met_yes": ("met", "达标"),
-    "met_no": ("MISSED", "未达标"),
-    "met_na": ("N/A", "N/A"),
+    "met_yes": ("Met", "达标"),
+    "met_no": ("Missed", "未达标"),
+    "met_na": ("Not judged", "未判定"),
+    "profile": ("Profile (whole run)", "验收配置（全局）"),
+    "at_a_glance": ("Acceptance criteria at a glance", "验收标准一览"),
+    "time_zone": ("Time zone", "时区"),
+    "times_in": ("Times in {zone}", "时间均为 {zone}"),
+    "accounting": ("Where the planned time went", "计划时间的去向"),
+    "acc_planned": ("Planned soak", "计划拷机时长"),
+    "acc_ran": ("Ran", "实际运行"),
+    "acc_training": ("Training (share of planned)", "训练时间（占计划）"),
+    "acc_judged": ("Availability as judged (start-up, injected faults excepted)", "判定可用率（不计启动与注入故障）"),
+    "acc_down": ("Down for unexpected reasons", "意外停机"),
+    "acc_longest": ("Longest uninterrupted training", "最长连续训练"),
+    "interruptions": ("Interruptions", "中断"),
+    "from": ("From", "开始"),
+    "how_long": ("How long", "时长"),
+    "int_cause": ("Cause", "原因"),
+    "counted": ("Counted against availability", "是否计入可用率"),
+    "acc_excused": ("no (expected)", "否（预期内）"),
+    "acc_counted": ("yes", "是"),
+    "coverage": ("Evidence coverage per chip", "逐芯片数据覆盖率"),
+    "cov_lowest": ("Lowest", "最低"),
+    "cov_all": ("Every metric", "各项指标"),
+    "cov_note": (
+        "Share of the soak covered by good readings; a reading covers up to two ticks ({tick}).",
+        "良好读数覆盖拷机时长的比例；每个读数最多覆盖两个采样周期（{tick}）。",
+    ),
+    "legend_event": ("crash, restart, injected fault or exit", "崩溃、重启、注入故障或退出"),
+    "legend_finding": ("finding span", "问题时段"),
+    "legend_flagged": ("chip with a finding", "有问题的芯片"),
+    "legend_others": ("other chips", "其他芯片"),
+    "run_time_h": ("hours since start", "自开始起的小时数"),
+    "env_section": ("Environment", "环境"),
+    "plan_section": ("Plan", "计划"),
+    "pdf_in_run": ("Reports already in the run folder", "运行目录中已有的报告"),
+    "pdf_none_in_run": ("No PDF in the run folder yet.", "运行目录中还没有 PDF。"),
+    "pdf_build_draft": ("Build an unsigned draft", "生成未签名草稿"),
+    "pdf_remote_no_sign": (
+        "This app listens beyond this machine, so it does not sign: sign on the machine that holds the key "
+        "with `soak report pdf {run} -o FILE.pdf`, or enter the signing passphrase.",
+        "本应用对外网开放，因此不在此签名：请在持有密钥的机器上用 `soak report pdf {run} -o 文件.pdf` 签名，或输入签名口令。",
+    ),
+    "passphrase": ("Signing passphrase", "签名口令"),
+    "passphrase_wrong": ("Wrong passphrase: the PDF was not built.", "口令错误：未生成 PDF。"),
+    "signed_yes": ("signed", "已签名"),
+    "signed_no": ("unsigned", "未签名"),
     "chip_summary": ("Per-chip summary", "逐芯片汇总"),
     "device": ("Device", "设备"),
     "model": ("Model", "型号"),
@@ -149,11 +193,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "power_w": ("Power W", "功耗 W"),
     "step_time_s": ("Step time s", "步时 s"),
     "na": ("N/A", "N/A"),
-    "crit_runtime": ("Uninterrupted runtime", "持续运行时长"),
-    "crit_no_kind": ("No failing {kind}", "无失败级 {kind}"),
-    "crit_zero_fail": ("0 failing", "0 个失败级"),
-    "crit_findings": ("{n} finding(s)", "{n} 个问题"),
-    "reason_none": ("no failing or warning findings", "无失败级或告警级问题"),
     "sim_fleet": ("simulated fleet", "模拟设备集群"),
     "sim_accelerated": ("accelerated time ×{scale}", "时间加速 ×{scale}"),
     "sim_slowed": ("slowed time ×{scale}", "时间放慢 ×{scale}"),
@@ -179,12 +218,6 @@ def t(key: str, lang: str = "en") -> str:
     return pair[1] if lang == "zh" and pair[1] else pair[0]
 
 
-def reason_text(reason: str, lang: str = "en") -> str:
-    """A verdict reason in ``lang``: the analysis' fixed sentence for a clean run is translated;
-    a finding's own summary stays as the analysis wrote it."""
-    return t("reason_none", lang) if reason == STRINGS["reason_none"][0] else reason
-
-
 def simulation_label(backend: str | None, time_scale: float | None, lang: str = "en") -> str | None:
     """"simulated fleet, accelerated time ×600 — not an acceptance of hardware", or None for a
     run on hardware in real time. The cover, every page's footer and the app header show it."""
@@ -204,18 +237,3 @@ def verdict_label(verdict: str | None, lang: str = "en") -> str:
         verdict or "", "verdict_none"
     )
     return t(key, lang)
-
-
-def criterion_text(text: str | None, lang: str = "en") -> str:
-    """Criterion names and values as the loader writes them, in ``lang``."""
-    if text is None:
-        return "N/A"
-    if text == "runtime":
-        return t("crit_runtime", lang)
-    if text.startswith("no ") and text.endswith(" (fail)"):
-        return t("crit_no_kind", lang).format(kind=text[3:-7])
-    if text == "0 fail":
-        return t("crit_zero_fail", lang)
-    if text.endswith(" finding(s)") and text.split(" ", 1)[0].isdigit():
-        return t("crit_findings", lang).format(n=text.split(" ", 1)[0])
-    return text

@@ -251,6 +251,8 @@ def load_report_data(
         time_scale=rec.time_scale,
         restarts=rec.restarts,
         plan=rec.plan or {},
+        timezone=_host(rec.manifest).get("timezone"),
+        utc_offset_s=_host(rec.manifest).get("utc_offset_s"),
     )
     if analysis is None:
         analysis = read_analysis(rec.run_dir)
@@ -354,7 +356,16 @@ def load_report_data(
         manifest=manifest,
         generated_at=time.time(),
         captures=tuple(_capture_view(c) for c in captures),
+        accounting=(analysis or {}).get("accounting"),
+        coverage=(analysis or {}).get("coverage"),
+        chip_hours=(analysis or {}).get("chip_hours"),
+        chip_unit=(analysis or {}).get("chip_unit"),
     )
+
+
+def _host(manifest: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    host = manifest.get("host") if isinstance(manifest, Mapping) else None
+    return host if isinstance(host, Mapping) else {}
 
 
 def _clean_statement(analysis: Mapping[str, Any] | None, verdict: str | None) -> str | None:

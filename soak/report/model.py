@@ -48,6 +48,8 @@ class RunInfo:
     time_scale: float | None = None  # >1 for an accelerated (simulated) soak
     restarts: int | None = None
     plan: Mapping[str, Any] = field(default_factory=dict)
+    timezone: str | None = None  # the host's IANA zone, from the manifest
+    utc_offset_s: float | None = None  # the host's offset when it names no zone
 
     @property
     def simulated(self) -> bool:
@@ -190,6 +192,10 @@ class ReportData:
     manifest: Mapping[str, Any] = field(default_factory=dict)
     generated_at: float | None = None
     captures: tuple[CaptureView, ...] = ()
+    accounting: Mapping[str, Any] | None = None  # soak.analysis.evidence.Accounting.to_dict()
+    coverage: Mapping[str, Any] | None = None  # soak.analysis.evidence.Coverage.to_dict()
+    chip_hours: float | None = None
+    chip_unit: str | None = None
 
     def series_for(self, device: str, metric: str) -> Series | None:
         for s in self.series:

@@ -10,24 +10,34 @@ of the exported raw data, and a signature slot on the last page whose position i
 from __future__ import annotations
 
 import io
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from soak.report.charts import all_chart_pngs
+from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
-from soak.report.i18n import criterion_text, reason_text, simulation_label, t, verdict_label
-from soak.report.model import (
-    Customer,
-    ReportData,
-    flatten,
-    fmt,
-    fmt_bytes,
-    fmt_duration,
-    fmt_ts,
-    time_scaled,
+from soak.report.i18n import simulation_label, t, verdict_label
+from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration, time_scaled
+from soak.report.present import (
+    accounting_rows,
+    coverage_rows,
+    criterion_cells,
+    dur,
+    event_rows,
+    evidence_rows,
+    finding_text,
+    interruption_rows,
+    kind_name,
+    manifest_rows,
+    metric_name,
+    reason_text,
+    run_zone,
+    severity_name,
+    span,
+    threshold_text,
+    when,
+    zone_label,
 )
 from soak.report.timewent import sections as time_went_sections
 
@@ -75,6 +85,7 @@ class _Styles:
         self.small = ParagraphStyle("s", parent=self.body, fontSize=7, leading=9)
         self.cell = ParagraphStyle("c", parent=self.body, fontSize=7.5, leading=9.5)
         self.head = ParagraphStyle("hc", parent=self.cell, fontName=bold, textColor=colors.white)
+        self.key = ParagraphStyle("k", parent=self.cell, textColor=colors.HexColor("#333333"))
         self.h1 = ParagraphStyle("h1", parent=ss["Title"], fontName=bold, fontSize=20, leading=26)
         self.h2 = ParagraphStyle(
             "h2", parent=ss["Heading2"], fontName=bold, fontSize=13, leading=17, spaceBefore=8
@@ -84,35 +95,45 @@ class _Styles:
             "sim", parent=self.body, fontName=bold, fontSize=12, leading=16, textColor=colors.HexColor("#b22222")
         )
 
-    def p(self, text: object, style: ParagraphStyle | None = None) -> Paragraph:
+    def p(self, text: object, style: ParagraphStyle | None = None, *, markup: bool = False) -> Paragraph:
         """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
         from reportlab.platypus import Paragraph
 
-        s = escape("N/A" if text is None else str(text))
+        s = str(text) if markup else escape("N/A" if text is None else str(text))
         if self.cjk and _has_wide(s) and (style or self.body).fontName != CJK_FONT_NAME:
             s = f'<font name="{CJK_FONT_NAME}">{s}</font>'
         return Paragraph(s, style or self.body)
 
 
-def _table(st: _Styles, header: list[str], rows: list[list[object]], widths: list[float] | None):
+class Markup(str):
+    """Cell text that is already reportlab paragraph markup (escaped by the caller)."""
+
+
+def _table(st: _Styles, header: list[str] | None, rows: list[list[object]], widths: list[float] | None,
+           key_cols: tuple[int, ...] = ()):
     from reportlab.lib import colors
     from reportlab.platypus import LongTable, TableStyle
 
-    data = [[st.p(h, st.head) for h in header]]
-    data += [[st.p(c, st.cell) for c in row] for row in rows]
-    tbl = LongTable(data, colWidths=widths, repeatRows=1)
-    tbl.setStyle(
-        TableStyle(
-            [
-                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4f6f")),
-                ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#b0b0b0")),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f5f8")]),
-                ("TOPPADDING", (0, 0), (-1, -1), 2),
-                ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-            ]
-        )
-    )
+    def cell(c: object, col: int):
+        if isinstance(c, Markup):
+            return st.p(c, st.cell, markup=True)
+        return st.p(c, st.key if col in key_cols else st.cell)
+
+    data = [[st.p(h, st.head) for h in header]] if header else []
+    data += [[cell(c, i) for i, c in enumerate(row)] for row in rows]
+    tbl = LongTable(data, colWidths=widths, repeatRows=1 if header else 0)
+    style = [
+        ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#b0b0b0")),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("TOPPADDING", (0, 0), (-1, -1), 2),
+        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
+    ]
+    if header:
+        style += [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4f6f")),
+                  ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f5f8")])]
+    for col in key_cols:
+        style.append(("BACKGROUND", (col, 0), (col, -1), colors.HexColor("#eef1f4")))
+    tbl.setStyle(TableStyle(style))
     return tbl
 
 
@@ -165,12 +186,15 @@ def render_pdf(
     story: list = []
     page_w = A4[0] - 36 * mm
 
-    # -- cover ---------------------------------------------------------------------------
+    tz = run_zone(run.timezone, run.utc_offset_s)
+    zone = zone_label(tz, run.started_at)
+
+    # -- cover: who, what, the verdict and the criteria at a glance ------------------------
     story.append(st.p(t("title", lang), st.h1))
     sim_label = simulation_label(run.backend, run.time_scale, lang)
     if sim_label:
         story.append(st.p(sim_label, st.banner))
-    story.append(Spacer(1, 6 * mm))
+    story.append(Spacer(1, 3 * mm))
     # On a scaled time line the run's times are not wall-clock times: say so next to them, and
     # keep "generated" on the wall clock, where it is true (and may read before the run's end).
     scaled = time_scaled(run.time_scale)
@@ -180,7 +204,13 @@ def render_pdf(
     if scaled and run.duration_s is not None:
         duration = t("duration_wall", lang).format(run=duration, wall=fmt_duration(run.wall_duration_s))
     serials = ", ".join(dict.fromkeys(c.serial for c in data.chips if c.serial)) or "N/A"
-    cover = [
+    color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
+    vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
+    story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
+    for reason in data.verdict_reasons:
+        story.append(st.p(f"• {reason_text(reason, lang, tz)}"))
+    story.append(Spacer(1, 3 * mm))
+    pairs = [
         (t("customer", lang), customer.customer),
         (t("site", lang), customer.site),
         (t("cluster", lang), customer.cluster),
@@ -190,39 +220,54 @@ def render_pdf(
         (t("workload", lang), run.workload),
         (t("backend", lang), run.backend),
         (t("chips", lang), len(data.chips) or None),
-        (t("serials", lang), serials),
-        (window_key, f"{fmt_ts(run.started_at)} – {fmt_ts(run.ended_at)}"),
-        (t("duration", lang), duration),
-        (t("planned", lang), fmt_duration(run.planned_duration_s)),
         (t("restarts", lang), run.restarts),
+        (t("planned", lang), fmt_duration(run.planned_duration_s)),
+        (t("time_zone", lang), zone),
     ]
     if run.time_scale and run.time_scale != 1:
-        cover.append((t("time_scale", lang), f"×{run.time_scale:g}"))
-    color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
-    vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
-    story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
-    for reason in data.verdict_reasons:
-        story.append(st.p(f"• {reason_text(reason, lang)}"))
-    story.append(Spacer(1, 6 * mm))
-    story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in cover], [45 * mm, page_w - 45 * mm]))
-    story.append(Spacer(1, 4 * mm))
+        pairs.append((t("time_scale", lang), f"×{run.time_scale:g}"))
+    half = (len(pairs) + 1) // 2
+    grid = [[*pairs[i], *(pairs[i + half] if i + half < len(pairs) else ("", ""))] for i in range(half)]
+    kw = 26 * mm
+    story.append(_table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
+    story.append(_table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
+                                   [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
+    story.append(st.p(t("at_a_glance", lang), st.h2))
+    crit_rows = []
+    for c in data.criteria:
+        name, required, measured, met = criterion_cells(c, lang)
+        mark = {True: "#1a7f37", False: "#b22222"}.get(c.met, "#555555")
+        crit_rows.append([name, required, measured, Markup(f'<font color="{mark}"><b>{escape(met)}</b></font>')])
+    if crit_rows:
+        story.append(_table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)],
+                            crit_rows, [40 * mm, 45 * mm, page_w - 106 * mm, 21 * mm]))
+    else:
+        story.append(st.p("N/A"))
+    story.append(Spacer(1, 2 * mm))
     generated = t("generated_wall", lang) if scaled else t("generated", lang)
-    story.append(st.p(f"{generated}: {fmt_ts(data.generated_at or time.time())}", st.small))
+    story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
     if scaled:
         story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
     story.append(PageBreak())
 
-    # -- criteria and chips ----------------------------------------------------------------
-    story.append(st.p(t("criteria", lang), st.h2))
-    met_word = {True: t("met_yes", lang), False: t("met_no", lang), None: t("met_na", lang)}
-    crit_rows = [
-        [criterion_text(c.name, lang), criterion_text(c.required, lang), criterion_text(c.measured, lang), met_word[c.met]]
-        for c in data.criteria
-    ]
-    if crit_rows:
-        story.append(_table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)], crit_rows, [60 * mm, 45 * mm, 45 * mm, page_w - 150 * mm]))
-    else:
-        story.append(st.p("N/A"))
+    # -- where the time went, coverage, chips ------------------------------------------------
+    acc = accounting_rows(data.accounting, lang)
+    if acc:
+        story.append(st.p(t("accounting", lang), st.h2))
+        story.append(_table(st, None, [list(r) for r in acc], [80 * mm, page_w - 80 * mm], key_cols=(0,)))
+        stops = interruption_rows(data.accounting, tz, lang)
+        if stops:
+            story.append(Spacer(1, 2 * mm))
+            story.append(st.p(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName)))
+            story.append(_table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
+                                [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
+    cov = coverage_rows(data.coverage, lang)
+    if cov:
+        story.append(st.p(t("coverage", lang), st.h2))
+        story.append(_table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
+                            [22 * mm, 42 * mm, page_w - 64 * mm]))
+        tick = (data.coverage or {}).get("tick_s")
+        story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
     story.append(st.p(t("chip_summary", lang), st.h2))
     chip_rows = [
@@ -253,7 +298,7 @@ def render_pdf(
         story.append(PageBreak())
         story.append(st.p(t("charts", lang), st.h2))
         for _metric, png in charts:
-            img = Image(io.BytesIO(png), width=page_w, height=page_w * 2.3 / 7.2)
+            img = Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT)
             story.append(img)
             story.append(Spacer(1, 2 * mm))
 
@@ -261,21 +306,22 @@ def render_pdf(
     story.append(st.p(t("findings", lang), st.h2))
     if not data.findings:
         story.append(st.p(t("no_findings", lang)))
+    half_w = page_w / 2
     for f in data.findings:
-        evidence = "; ".join(f"{k}={_short(v)}" for k, v in sorted(f.evidence.items()))
         rows = [
-            [t("kind", lang), f.kind, t("severity", lang), f.severity],
-            [t("device", lang), f.device, t("metric", lang), f.metric],
-            [t("start", lang), fmt_ts(f.start), t("end", lang), fmt_ts(f.end)],
+            [t("kind", lang), kind_name(f.kind, lang), t("severity", lang), severity_name(f.severity, lang)],
+            [t("device", lang), f.device, t("metric", lang), metric_name(f.metric, lang)],
+            [t("start", lang), when(f.start, tz), t("end", lang), when(f.end, tz)],
         ]
         linked = "" if f.capture is None else f" → {t('capture_link', lang).format(id=f.capture)}"
+        ev = evidence_rows(f, tz, lang)
+        rows += [[*ev[i], *(ev[i + 1] if i + 1 < len(ev) else ("", ""))] for i in range(0, len(ev), 2)]
         block = [
-            st.p(f"{f.kind} · {f.device or 'N/A'}: {f.summary}{linked}", st.body.clone("fb", fontName=st.h2.fontName)),
-            _table(st, ["", "", "", ""], rows, [25 * mm, page_w / 2 - 25 * mm, 25 * mm, page_w / 2 - 25 * mm]),
+            st.p(f"{kind_name(f.kind, lang)} · {f.device or 'N/A'}: {finding_text(f.summary, lang)}{linked}",
+                 st.body.clone("fb", fontName=st.h2.fontName)),
+            _table(st, None, rows, [30 * mm, half_w - 30 * mm, 30 * mm, half_w - 30 * mm], key_cols=(0, 2)),
+            Spacer(1, 3 * mm),
         ]
-        if evidence:
-            block.append(st.p(f"{t('evidence', lang)}: {evidence}", st.small))
-        block.append(Spacer(1, 3 * mm))
         story.append(KeepTogether(block))
 
     # -- where the time went --------------------------------------------------------------
@@ -298,34 +344,47 @@ def render_pdf(
 
     # -- events ----------------------------------------------------------------------------
     story.append(st.p(t("events", lang), st.h2))
-    if not data.events:
+    ev_rows = event_rows(data.events, tz, lang)
+    if not ev_rows:
         story.append(st.p(t("no_events", lang)))
     else:
-        ev_rows = [[fmt_ts(e.ts), e.kind, e.device, e.message] for e in data.events[:MAX_EVENTS]]
-        story.append(_table(st, [t("time", lang), t("event", lang), t("device", lang), t("message", lang)], ev_rows, [38 * mm, 30 * mm, 22 * mm, page_w - 90 * mm]))
-        if len(data.events) > MAX_EVENTS:
-            story.append(st.p(f"… +{len(data.events) - MAX_EVENTS} (soak-findings.json)", st.small))
+        story.append(_table(st, [t("time", lang), t("event", lang), t("device", lang), t("message", lang)],
+                            [list(r) for r in ev_rows[:MAX_EVENTS]], [36 * mm, 30 * mm, 22 * mm, page_w - 88 * mm]))
+        if len(ev_rows) > MAX_EVENTS:
+            story.append(st.p(f"… +{len(ev_rows) - MAX_EVENTS} (soak-findings.json)", st.small))
 
     # -- manifest, statement, detectors, integrity ------------------------------------------
     story.append(st.p(t("manifest", lang), st.h2))
-    man = flatten(data.manifest)
-    if man:
-        story.append(_table(st, [t("key", lang), t("value", lang)], [list(r) for r in man[:MAX_MANIFEST_ROWS]], [60 * mm, page_w - 60 * mm]))
-    else:
+    sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
+    if not any(body for _, body in sections):
         story.append(st.p("N/A"))
+    for title, body in sections:
+        if not body:
+            continue
+        man = manifest_rows(body)
+        story.append(st.p(title, st.body.clone("mb", fontName=st.h2.fontName)))
+        story.append(_table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
+        story.append(Spacer(1, 2 * mm))
 
     story.append(st.p(t("clean_statement", lang), st.h2))
     story.append(st.p(data.clean_statement or t("no_clean_statement", lang)))
 
     story.append(st.p(t("detectors", lang), st.h2))
-    det_rows = [[d.name, d.version, json.dumps(dict(d.thresholds), ensure_ascii=False, sort_keys=True, default=str)] for d in data.detectors]
+    det_rows = [
+        [kind_name(d.name, lang) if d.name != "profile" else t("profile", lang),
+         (d.version or "N/A").split("/", 1)[-1],
+         Markup("<br/>".join(escape(line) for line in threshold_text(d.thresholds, lang)) or "N/A")]
+        for d in data.detectors
+    ]
     if det_rows:
-        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows, [36 * mm, 36 * mm, page_w - 72 * mm]))
+        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows,
+                            [40 * mm, 16 * mm, page_w - 56 * mm]))
     else:
         story.append(st.p("N/A"))
 
     story.append(st.p(t("data_integrity", lang), st.h2))
-    story.append(_table(st, [t("key", lang), t("value", lang)], [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]], [60 * mm, page_w - 60 * mm]))
+    story.append(_table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
+                        [60 * mm, page_w - 60 * mm], key_cols=(0,)))
     story.append(Spacer(1, 2 * mm))
     story.append(st.p(t("attachments_note", lang), st.small))
 
@@ -362,10 +421,3 @@ def render_pdf(
     )
     doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
     return buf.getvalue(), slot
-
-
-def _short(value: object, limit: int = 80) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    s = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
-    return s if len(s) <= limit else s[: limit - 1] + "…"

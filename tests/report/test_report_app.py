@@ -31,11 +31,11 @@ def app(recorded, monkeypatch):
 def test_overview_shows_verdict_reasons_criteria_and_chips(app, recorded):
     md = [m.value for m in app.markdown]
     assert any("Verdict" in m and "FAIL" in m for m in md), md
-    assert any("memory_creep" in m and "npu1-1" in m for m in md), md
+    assert any("memory creep on npu1-1" in m and "MB/h" in m for m in md), md
     frames = [d.value for d in app.dataframe]
-    criteria, chips = frames[0], frames[1]
+    criteria, chips = frames[0], frames[-1]
     assert "Criterion" in criteria.columns
-    assert (criteria["Met"].str.contains("MISSED")).any()
+    assert set(criteria["Met"]) <= {"Met", "Missed", "Not judged"} and (criteria["Met"] == "Missed").any()
     assert list(chips["Device"]) == list(recorded["shape"].devices)
     leak = chips.set_index("Device").loc["npu1-1"]
     # the run judged as the PDF judges it: the leak, and the restart's idle time as info
@@ -48,10 +48,10 @@ def test_every_page_renders(app):
     expected = {
         "runs": lambda a: len(a.dataframe) == 1 and a.dataframe[0].value.shape[0] == 1,
         "timelines": lambda a: _charts(a) == 5,
-        "findings": lambda a: len(a.expander) >= 1 and "memory_creep" in a.expander[0].label,
+        "findings": lambda a: len(a.expander) >= 1 and "memory creep" in a.expander[0].label,
         "events": lambda a: any("injected crash" in " ".join(map(str, d.value.values.ravel())) for d in a.dataframe),
         "manifest": lambda a: "24.1.rc2" in " ".join(map(str, a.dataframe[0].value.values.ravel())),
-        "pdf": lambda a: len(a.button) == 1,
+        "pdf": lambda a: len(a.button) == 1 and any("No PDF in the run folder" in i.value for i in a.info),
     }
     for page, check in expected.items():
         app.sidebar.radio(key="page").set_value(page).run()
@@ -67,7 +67,11 @@ def test_timeline_chip_picker_limits_the_series(app):
     assert _charts(app) == 5
 
 
-def test_pdf_page_builds_and_offers_the_download(app, recorded, keys, monkeypatch):
+def test_pdf_page_builds_and_offers_the_download(recorded, keys, monkeypatch):
+    monkeypatch.setenv("SOAK_REPORT_DB", "")
+    monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
+    monkeypatch.setenv("SOAK_REPORT_SIGNING", "local")  # as `soak report serve` on loopback
+    app = AppTest.from_file(APP, default_timeout=60).run()
     app.sidebar.radio(key="page").set_value("pdf").run()
     assert any("soak keys init" in w.value for w in app.warning)  # no key in this data dir yet
     app.button(key="build_pdf").click().run()

@@ -14,8 +14,8 @@ from soak.analysis import DETECTOR_VERSIONS
 from soak.cli import main
 from soak.report import fonts
 from soak.report.build import build_pdf
-from soak.report.i18n import reason_text
 from soak.report.model import Customer
+from soak.report.present import reason_text
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
 
@@ -212,15 +212,21 @@ def test_output_under_a_regular_file(recorded, tmp_path, capsys) -> None:
     assert "\n" not in err
 
 
-# The Chinese report of a clean run gives its verdict reason in Chinese, not the analysis'
-# English sentence; a finding's own summary is left as written.
+# The Chinese report gives every reason of its verdict in Chinese: the clean-run sentence and a
+# finding's own sentence (numbers kept, the time in the run's zone), not the analysis' English.
 
 
-def test_reason_text_translates_only_the_clean_sentence():
+def test_reason_text_says_the_finding_in_chinese():
     assert reason_text("no failing or warning findings", "zh") == "无失败级或告警级问题"
     assert reason_text("no failing or warning findings", "en") == "no failing or warning findings"
-    summary = "FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: creeps 843.8 MB/h"
-    assert reason_text(summary, "zh") == summary
+    reason = ("FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: hbm_used_bytes creeps 843.8 MB/h "
+              "(90% CI 798.0..858.9) since burn-in; +4773 MB over the fit; exhausted in 4 h")
+    assert reason_text(reason, "zh") == (
+        "失败：npu3-0 的内存持续增长，自 2026-11-29 10:48 起：HBM 占用自老化期结束起每小时增长 843.8 MB"
+        "（90% 置信区间 798.0–858.9）；拟合期内共增长 4773 MB；约 4 小时后耗尽")
+    assert reason_text(reason, "en") == (
+        "memory creep on npu3-0 from 2026-11-29 10:48: HBM in use grows 843.8 MB/h (90 % CI 798.0–858.9) "
+        "since the burn-in; +4773 MB over the fit; full in about 4 h")
 
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")

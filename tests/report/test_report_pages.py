@@ -1,0 +1,138 @@
+"""Every page of the English and Chinese PDFs, looked at as a reader would: nothing outside the
+page or over other text, no empty page, no raw JSON or epoch seconds; times in the run's zone,
+routine events condensed, one casing for met/missed, the findings said in the report's language."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from soak.config import plan_from_dict
+from soak.report import fonts
+from soak.report.build import build_pdf
+from soak.store import Store
+from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
+from tests.report.synth import write_run
+
+pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+
+RUN = "r-pages"
+START = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC, 22:13:20 in Shanghai
+
+
+def _plan() -> dict:
+    return plan_from_dict({
+        "run": {"duration": "4h", "preflight": False, "id": RUN},
+        "devices": {"backend": "sim"},
+        "sim": {"chips": 16},
+        "workloads": [{"name": "lm", "size": "tiny", "nproc": 1}],
+        "faults": {"inject": ["crash:200"]},
+        "acceptance": {"thresholds": {"required_runtime_h": 4.0}},
+    }).to_dict()
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory) -> dict[str, Path]:
+    """A 4 h, 16-chip run with a leak, a crash, 4 checkpoints and a plan, in en and zh."""
+    try:
+        fonts.register_cjk_font()
+    except Exception as exc:  # no CJK TrueType font on this machine
+        pytest.skip(f"no CJK font: {exc}")
+    out = tmp_path_factory.mktemp("pages")
+    with Store.open(out / "soak.db") as store:
+        shape = write_run(store, RUN, chips=16, hours=4.0, findings=False)
+        run = store.get_run(RUN)
+        manifest = dict(run.manifest)
+        manifest["host"] = {**manifest["host"], "timezone": "Asia/Shanghai", "utc_offset_s": 28800}
+        manifest["ascend"] = {"driver_version": None, "firmware_version": None}  # npu-smi has them
+        store.update_run(RUN, plan=_plan(), manifest=manifest)
+        store.add_event(RUN, "start", ts=START + 60, workload="lm", rank=0, message='{"size": "tiny", "world_size": 1}')
+        store.add_event(RUN, "start", ts=shape.crash_ts + 150, workload="lm", rank=0, message="resumed")
+        built = {lang: build_pdf(store, RUN, out / f"{lang}.pdf", lang=lang).path for lang in ("en", "zh")}
+    return built
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_pdf_page_reads(pdfs, lang):
+    pages = pdf_pages(pdfs[lang])
+    assert len(pages) >= 5
+    problems = []
+    for page in pages:
+        problems += [f"page {page.number}: {p}" for p in layout_problems(page.words, page.width, page.height, images=page.images)]
+        problems += [f"page {page.number}: {p}" for p in raw_values(page.text)]
+    assert not problems, "\n".join(problems[:30])
+
+
+def test_times_are_in_the_runs_zone(pdfs):
+    text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
+    assert "Asia/Shanghai (UTC+08:00)" in text
+    assert "2026-09-21 22:13" in text  # the run's start, local time
+    assert "UTC" not in text.replace("UTC+08:00", "")
+
+
+def test_checkpoints_are_one_line_with_count_and_cadence(pdfs):
+    text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
+    assert "checkpoint ×4" in text
+    assert "4 times, about every 60 min" in text
+    assert "checkpoint step_" not in text  # not one row per checkpoint
+
+
+def test_met_and_missed_have_one_casing(pdfs):
+    words = [w.text for p in pdf_pages(pdfs["en"]) for w in p.words]
+    assert "MISSED" not in words and "met" not in words
+    assert "Met" in words and "Missed" in words
+
+
+def test_long_keys_stay_whole(pdfs):
+    words = {w.text for p in pdf_pages(pdfs["en"]) for w in p.words}
+    assert "acceptance.thresholds.required_runtime_h" in words
+    assert "required_runtime_h" in words or any(w.startswith("required_runtime_h") for w in words)
+    assert not any(w.startswith("throughput_degradation/") for w in words)
+
+
+def test_driver_version_is_one_field(pdfs):
+    text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
+    assert "npu.driver_version 24.1.rc2" in text
+    assert "ascend.driver_version" not in text
+
+
+def test_accounting_and_coverage_are_shown(pdfs):
+    text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
+    assert "Where the planned time went" in text and "Planned soak 4 h 00 min" in text
+    assert "Evidence coverage per chip" in text and "npu7-1" in text
+
+
+def test_chinese_pdf_says_the_findings_in_chinese(pdfs):
+    text = " ".join(p.text for p in pdf_pages(pdfs["zh"]))
+    assert "HBM 占用自" in text and "每小时增长" in text
+    assert "creeps" not in text and "since burn-in" not in text
+    assert "达标" in text and "未达标" in text
+
+
+def test_utilization_chart_spans_0_to_100_and_its_marks_are_named(recorded, monkeypatch):
+    """92-98 % autoscaled over 8 lines exaggerates noise; dashed lines need a legend."""
+    from matplotlib.figure import Figure
+
+    from soak.report.charts import metric_chart_png
+    from soak.report.loader import load_report_data
+
+    seen = {}
+    real = Figure.savefig
+
+    def spy(fig, *a, **kw):  # noqa: ANN001, ANN002, ANN003
+        ax = fig.axes[0]
+        seen["ylim"] = ax.get_ylim()
+        seen["legend"] = [x.get_text() for x in ax.get_legend().get_texts()] if ax.get_legend() else []
+        return real(fig, *a, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    with Store.open(recorded["db"], create=False) as store:
+        data = load_report_data(store, recorded["run_id"])
+    assert metric_chart_png(data, "util_pct") is not None
+    assert seen["ylim"] == (0.0, 100.0)
+    assert "crash, restart, injected fault or exit" in seen["legend"]
+    assert "other chips" in seen["legend"]
+    assert metric_chart_png(data, "hbm_used_bytes") is not None
+    assert seen["legend"][:2] == ["npu1-1", "other chips"] and "finding span" in seen["legend"]
