@@ -40,9 +40,23 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in text)
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand that ``args`` were parsed by."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse reports a subcommand's unknown flag with the top-level usage; show the
+        # usage of the subcommand the flag was meant for (exits 2).
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

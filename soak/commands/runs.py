@@ -107,11 +107,21 @@ def _show(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     end = run.ended_ts or out["last_sample_ts"]
-    ran = None if end is None else hms(end - run.started_ts)
-    planned = None if run.planned_end_ts is None else hms(run.planned_end_ts - run.started_ts)
+    # The duration asked for is the plan's; the soak counts from the workloads' start, after
+    # the preflight, which is shown on its own.
+    asked = ((run.plan or {}).get("run") or {}).get("duration")  # seconds, as the plan file said
+    if not isinstance(asked, int | float) and run.planned_end_ts is not None:
+        asked = run.planned_end_ts - run.started_ts
+    soak_start = run.started_ts
+    if run.planned_end_ts is not None and asked is not None:
+        soak_start = max(run.started_ts, run.planned_end_ts - asked)
+    pre = max(0.0, soak_start - run.started_ts)
+    ran = None if end is None else hms(end - soak_start)
+    planned = None if asked is None else hms(asked)
     print(f"run       {run.id}  ({run.host})")
     print(f"status    {run.status}, verdict {fmt(run.verdict)}, restarts {run.restarts}")
     print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC ({fmt(ran)} of {fmt(planned)}"
+          + (f", preflight {hms(pre)} before" if pre >= 1 else "")
           + (f", time scale {run.time_scale:g}" if run.time_scale != 1 else "") + ")")
     print(f"workload  {fmt(run.workload)} on {fmt(run.backend)}; {out['samples']} samples of "
           f"{len(out['devices'])} devices")

@@ -23,13 +23,23 @@ def disk_free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
+MIN_ANALYSIS_WALL_S = 5.0  # an accelerated run still leaves the analysis time to finish
+
+
+def analysis_period_s(plan: Plan) -> float:
+    """The online analysis' wall-clock period: ``jobs.analysis_every`` on the run's own time
+    line, so an accelerated run (``soak demo``: 8 h in 2 min) shows its findings while it runs."""
+    scale = plan.run.time_scale if plan.run.time_scale > 0 else 1.0
+    return max(MIN_ANALYSIS_WALL_S, plan.jobs.analysis_every_s / scale) if scale > 1 else plan.jobs.analysis_every_s
+
+
 class Jobs:
     """Owns the scheduler; the daemon hands it one function per job (analysis, WAL
     checkpoint, disk watch, systemd watchdog), each run at the plan's period."""
 
     def __init__(self, plan: Plan, *, analysis: Callable[[], None], wal_checkpoint: Callable[[], None],
                  disk_check: Callable[[], None], watchdog: Callable[[], None] | None = None,
-                 watchdog_every_s: float | None = None) -> None:
+                 watchdog_every_s: float | None = None, analysis_every_s: float | None = None) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -39,7 +49,7 @@ class Jobs:
             timezone="UTC",
         )
         j = plan.jobs
-        self._add("analysis", analysis, j.analysis_every_s)
+        self._add("analysis", analysis, analysis_every_s or j.analysis_every_s)
         self._add("wal_checkpoint", wal_checkpoint, j.wal_checkpoint_every_s)
         self._add("disk_check", disk_check, j.disk_check_every_s)
         if watchdog is not None and watchdog_every_s:

@@ -31,7 +31,7 @@ from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
-from soak.daemon.jobs import Jobs, disk_free_bytes
+from soak.daemon.jobs import Jobs, analysis_period_s, disk_free_bytes
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
@@ -205,7 +205,7 @@ class Daemon:
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
         )
         store.add_event(run_id, "start", ts=started,
-                        message=f"run started: {self._workload_label()} for {plan.run.duration_s:.0f} s",
+                        message=f"run started: {workload_words(plan)} for {_hours(plan.run.duration_s)}",
                         detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
         return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
                           0, False)
@@ -390,6 +390,9 @@ class Daemon:
             key = (f["kind"], f.get("device"), f.get("metric"))
             if key not in self._seen_findings:
                 self._seen_findings.add(key)
+                if f.get("severity") != "info":
+                    self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {f.get('device')}: {f.get('summary')}\n")
+                    self.out.flush()
                 run.store.add_event(run.run_id, "finding", ts=now, message=f.get("summary"),
                                     detail={k: f.get(k) for k in ("kind", "device", "metric", "severity", "start", "end")})
         self.findings = findings
@@ -578,7 +581,7 @@ class Daemon:
 
         pipeline = None
         wd_every = sdnotify.watchdog_interval_s()
-        jobs = Jobs(plan, analysis=self._analysis_job, wal_checkpoint=self.started.store.checkpoint_wal,
+        jobs = Jobs(plan, analysis=self._analysis_job, analysis_every_s=analysis_period_s(plan), wal_checkpoint=self.started.store.checkpoint_wal,
                     disk_check=self._disk_job, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,
                     watchdog_every_s=wd_every)
         self._install_signals()
@@ -598,6 +601,7 @@ class Daemon:
                 s.tick()
             runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
             sdnotify.notify("READY=1", f"STATUS=run {self.started.run_id} started")
+            self._say_started()
             status = self._loop()
         except UserError as exc:  # store unwritable, port taken: end the run cleanly, one line
             self.fatal = exc
@@ -618,6 +622,18 @@ class Daemon:
         if bug is not None:
             raise bug
         return rc
+
+    def _say_started(self) -> None:
+        """Where to look while it runs: the metrics endpoint and the app of this run."""
+        plan, run = self.plan, self.started
+        listen = plan.exporter.listen
+        metrics = f"http://{listen}/metrics" if listen else "not served (exporter.listen is empty)"
+        data_dir = run.run_dir.parent
+        self.out.write(f"soak: run {run.run_id}: {workload_words(plan)} for {_hours(plan.run.duration_s)}"
+                       + (f" (time scale ×{plan.run.time_scale:g})" if plan.run.time_scale != 1 else "") + "\n"
+                       f"  metrics:    {metrics}\n"
+                       f"  report app: soak report serve --data-dir {data_dir}   then open http://127.0.0.1:8501/\n")
+        self.out.flush()
 
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run
@@ -762,6 +778,17 @@ def _hold_reserve(run_dir: Path) -> None:
 
 def _release_reserve(run_dir: Path) -> None:
     (run_dir / layout.RESERVE).unlink(missing_ok=True)
+
+
+def workload_words(plan: Plan) -> str:
+    """"lm on 2 processes, gemm on 1 process": the run's workloads for people."""
+    return ", ".join(f"{w.name} on {w.nproc} process{'es' if w.nproc != 1 else ''}" for w in plan.workloads)
+
+
+def _hours(seconds: float) -> str:
+    h, rem = divmod(int(round(seconds)), 3600)
+    m, s = divmod(rem, 60)
+    return " ".join(p for p in (f"{h} h" if h else "", f"{m} min" if m else "", f"{s} s" if s else "") if p) or "0 s"
 
 
 def _stop_quietly(fn: Callable[[], Any] | None) -> None:

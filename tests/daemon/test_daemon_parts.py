@@ -209,3 +209,31 @@ def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path)
     assert len(events) == 1 and events[0].detail["kind"] == "memory_creep"
     assert d.passing is False and d.findings[0]["kind"] == "memory_creep"
     store.close()
+
+
+def test_online_finding_is_printed_when_found(tmp_path) -> None:
+    import io
+
+    from soak.clock import ScaledClock
+    from soak.config import plan_from_dict
+    from soak.daemon.lifecycle import Daemon, StartedRun
+    from soak.judge import build_profile
+    from soak.store import Store
+    from soak.telemetry.records import DeviceSample, Snapshot
+
+    t0 = 1_764_000_000.0
+    store = Store.open(tmp_path / "soak.db")
+    store.create_run("r", host="h", plan={}, started_ts=t0)
+    for i in range(600):
+        store.add_snapshot("r", Snapshot(ts=t0 + 60 * i, host="h", devices=(
+            DeviceSample(device="npu0-0", backend="npu", up=True, util_pct=95.0, hbm_total_bytes=64 << 30,
+                         hbm_used_bytes=int(30e9 + 1e9 * i / 60) + (i % 7) * 10_000_000),)))
+    plan = plan_from_dict({"sampling": {"interval": "60s"}})
+    out = io.StringIO()
+    d = Daemon(plan, out=out)
+    clock = ScaledClock(scale=1.0, origin=0.0)
+    object.__setattr__(clock, "now", lambda: t0 + 600 * 60)
+    d.started = StartedRun("r", tmp_path, plan, build_profile(plan), store, clock, t0, t0 + 3600.0, 0, False)
+    d._analysis_job()
+    assert out.getvalue().startswith("soak: finding [fail] memory_creep on npu0-0: hbm_used_bytes creeps"), out.getvalue()
+    store.close()

@@ -1,0 +1,32 @@
+"""The terminal: a typo in a subcommand's flag shows that subcommand's usage; `runs show` gives
+the duration the user asked for, the preflight apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from soak.cli import main
+from soak.config import plan_from_dict
+from soak.store import Store
+
+
+def test_flag_typo_shows_the_subcommands_usage(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["runs", "show", "r1", "--formt", "json"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: soak runs show "), err
+    assert err.rstrip().endswith("error: unrecognized arguments: --formt json")
+
+
+def test_runs_show_gives_the_asked_duration_and_the_preflight_apart(tmp_path, capsys) -> None:
+    db = tmp_path / "soak.db"
+    t0 = 1_790_000_000.0
+    plan = plan_from_dict({"run": {"duration": "183s"}}).to_dict()
+    with Store.open(db) as store:
+        # the preflight took 1.4 s; the soak's 183 s count from its end
+        store.create_run("r1", host="h", plan=plan, started_ts=t0, planned_end_ts=t0 + 1.4 + 183)
+        store.finish_run("r1", status="finished", ended_ts=t0 + 1.4 + 183.2, verdict="pass")
+    assert main(["runs", "show", "r1", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "(0:03:03 of 0:03:03, preflight 0:00:01 before)" in out, out
