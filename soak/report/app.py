@@ -116,10 +116,15 @@ def _tz(data: Any) -> Any:
     return run_zone(data.run.timezone, data.run.utc_offset_s)
 
 
-def _table(rows: list[dict[str, Any]]) -> None:
+def _table(rows: list[dict[str, Any]], *, wrap: bool = False) -> None:
+    """A table; ``wrap`` for a short one whose sentences must be read whole (a static table
+    wraps its cells, the interactive grid cuts them)."""
     import pandas as pd
 
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if wrap:
+        st.table(pd.DataFrame(rows).set_index(list(rows[0])[0]) if rows else pd.DataFrame())
+    else:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def _verdict_block(data: Any, lang: str) -> None:
@@ -176,16 +181,16 @@ def page_overview(data: Any, lang: str) -> None:
                f"{t('run_window', lang)}: {span(run.started_at, run.ended_at, tz)} ({zone_label(tz, run.started_at)})")
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
-    _table([dict(zip(heads, criterion_cells(k, lang), strict=True)) for k in data.criteria])
+    _table([dict(zip(heads, criterion_cells(k, lang), strict=True)) for k in data.criteria], wrap=True)
     acc = accounting_rows(data.accounting, lang)
     if acc:
         st.subheader(t("accounting", lang))
-        _table([{t("key", lang): k, t("value", lang): v} for k, v in acc])
+        _table([{t("key", lang): k, t("value", lang): v} for k, v in acc], wrap=True)
         stops = interruption_rows(data.accounting, tz, lang)
         if stops:
             heads = [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)]
             st.markdown(f"**{t('interruptions', lang)}**")
-            _table([dict(zip(heads, r, strict=True)) for r in stops])
+            _table([dict(zip(heads, r, strict=True)) for r in stops], wrap=True)
     cov = coverage_rows(data.coverage, lang)
     if cov:
         st.subheader(t("coverage", lang))
@@ -213,6 +218,13 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
     import altair as alt
     import pandas as pd
 
+    # Times on the run's own clock: naive datetimes, which the browser shows as they are.
+    tz = _tz(data)
+    zone = zone_label(tz, data.run.started_at)
+
+    def local(ts: float) -> Any:
+        return pd.Timestamp(ts, unit="s", tz="UTC").tz_convert(tz).tz_localize(None)
+
     devices = [c.device for c in data.chips]
     # the chips with something to explain first (info findings are already explained)
     flagged = sorted({f.device for f in data.findings if f.device in devices and f.severity != "info"})
@@ -221,11 +233,11 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
     end = data.run.ended_at if data.run.ended_at is not None else last_ts
     series = _series(url, data.run.run_id, None, data.run.started_at, end, last_ts)
     spans = pd.DataFrame(
-        [{"start": pd.to_datetime(f.start, unit="s", utc=True), "end": pd.to_datetime(f.end, unit="s", utc=True),
+        [{"start": local(f.start), "end": local(f.end),
           "metric": f.metric, "finding": f"{f.kind} {f.device}"} for f in data.findings if f.start and f.end]
     )
     marks = pd.DataFrame(
-        [{"ts": pd.to_datetime(e.ts, unit="s", utc=True), "event": event_name(e.kind, lang), "message": e.message or ""}
+        [{"ts": local(e.ts), "event": event_name(e.kind, lang), "message": e.message or ""}
          for e in data.events if e.kind in ("crash", "restart", "hang", "exit", "inject", "gap", "stop")]
     )
     for metric in ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s"):
@@ -239,12 +251,12 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
         if not rows:
             continue
         df = pd.DataFrame(rows)
-        df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True)
+        df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True).dt.tz_convert(tz).dt.tz_localize(None)
         layers = [
             alt.Chart(df).mark_line(strokeWidth=1).encode(
-                x=alt.X("ts:T", title=None),
+                x=alt.X("ts:T", title=zone, axis=alt.Axis(format="%m-%d %H:%M")),
                 y=alt.Y("value:Q", title=t(metric, lang),
-                        scale=alt.Scale(domain=_FIXED_RANGE[metric]) if metric in _FIXED_RANGE else alt.Undefined),
+                        scale=alt.Scale(domain=_FIXED_RANGE[metric]) if metric in _FIXED_RANGE else alt.Scale(zero=False)),
                 color="device:N",
                 tooltip=["device", "ts", "value"],
             )
@@ -259,7 +271,7 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
                 tooltip=["event", "message"]))
         st.altair_chart(alt.layer(*layers).properties(height=220), width="stretch")
     if not spans.empty:
-        st.caption(f"🟧 {t('legend_finding', lang)}")
+        st.caption(f":orange-background[{t('legend_finding', lang)}]: {t('legend_finding_note', lang)}")
 
 
 def page_findings(data: Any, lang: str) -> None:
@@ -282,7 +294,7 @@ def page_findings(data: Any, lang: str) -> None:
             rows = evidence_rows(f, tz, lang)
             if rows:
                 st.markdown(f"**{t('evidence', lang)}**")
-                _table([{t("key", lang): k, t("value", lang): v} for k, v in rows])
+                _table([{t("key", lang): k, t("value", lang): v} for k, v in rows], wrap=True)
     section_time_went(data, lang)
 
 
@@ -394,7 +406,7 @@ def page_pdf(url: str, data: Any, lang: str, data_dir: str, run_dir: str | None,
 
 def main() -> None:
     args = _args()
-    st.set_page_config(page_title="soak report", page_icon="🧪", layout="wide")
+    st.set_page_config(page_title="soak report", page_icon=":material/science:", layout="wide")
     lang = st.sidebar.radio(
         t("language", args.lang) + " / 语言", ("en", "zh"), index=1 if args.lang == "zh" else 0,
         format_func=lambda x: {"en": "English", "zh": "中文"}[x], horizontal=True, key="lang",
@@ -415,7 +427,7 @@ def main() -> None:
     live = rec.get("status") == "running"
     sim_label = simulation_label(rec.get("backend"), rec.get("time_scale"), lang)
     if sim_label:
-        st.warning(sim_label, icon="🧪")
+        st.warning(sim_label, icon=":material/science:")
 
     def body() -> None:
         store = _store(url)
@@ -427,7 +439,7 @@ def main() -> None:
         last_ts = store.last_sample_ts(run_id)
         data = _report(url, run_id, last_ts, status)
         if live:
-            st.caption(f"🔴 {t('live', lang)} · {time.strftime('%H:%M:%S')}")
+            st.caption(f":material/radio_button_checked: {t('live', lang)} · {time.strftime('%H:%M:%S')}")
         if page == "overview":
             page_overview(data, lang)
         elif page == "timelines":

@@ -73,6 +73,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "legend_event": ("crash, restart, injected fault or exit", "崩溃、重启、注入故障或退出"),
     "legend_finding": ("finding span", "问题时段"),
     "legend_flagged": ("chip with a finding", "有问题的芯片"),
+    "legend_finding_note": ("shaded on the charts where a finding applies", "图中阴影为问题所在时段"),
     "legend_others": ("other chips", "其他芯片"),
     "run_time_h": ("hours since start", "自开始起的小时数"),
     "env_section": ("Environment", "环境"),

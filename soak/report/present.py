@@ -743,8 +743,16 @@ def interruption_rows(acc: Mapping[str, Any] | None, tz: tzinfo = UTC, lang: str
         excused = i.get("injected") or i.get("cause") == "startup"
         counted = t("acc_excused", lang) if excused else t("acc_counted", lang)
         out.append((when(i.get("start"), tz), dur(i.get("duration_s")), cause, counted,
-                    f"{i.get('workload') or ''}: {i.get('message') or ''}".strip(": ")))
+                    _who(i.get("workload"), i.get("message"))))
     return out
+
+
+def _who(workload: str | None, message: str | None) -> str:
+    """"lm: crashed (exit 1)", the workload named once."""
+    message = message or ""
+    if not workload or message.startswith(f"{workload}:"):
+        return message
+    return f"{workload}: {message}" if message else workload
 
 
 def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:

@@ -32,9 +32,8 @@ def test_overview_shows_verdict_reasons_criteria_and_chips(app, recorded):
     md = [m.value for m in app.markdown]
     assert any("Verdict" in m and "FAIL" in m for m in md), md
     assert any("memory creep on npu1-1" in m and "MB/h" in m for m in md), md
-    frames = [d.value for d in app.dataframe]
-    criteria, chips = frames[0], frames[-1]
-    assert "Criterion" in criteria.columns
+    criteria, chips = app.table[0].value, app.dataframe[-1].value
+    assert criteria.index.name == "Criterion"
     assert set(criteria["Met"]) <= {"Met", "Missed", "Not judged"} and (criteria["Met"] == "Missed").any()
     assert list(chips["Device"]) == list(recorded["shape"].devices)
     leak = chips.set_index("Device").loc["npu1-1"]
@@ -147,3 +146,69 @@ def test_run_on_hardware_in_real_time_has_no_simulation_header(tmp_path, monkeyp
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception, at.exception
     assert not any("not an acceptance" in w.value for w in at.warning)
+
+
+def test_findings_evidence_reads_without_json(app):
+    app.sidebar.radio(key="page").set_value("findings").run()
+    assert not app.get("json")  # today: st.json of the detector's raw keys
+    leak = next(e for e in app.expander if "memory creep" in e.label)
+    assert leak.proto.icon == ":material/error:"  # an emoji icon is an empty box without an emoji font
+    evidence = app.table[0].value
+    rows = dict(zip(evidence.index, evidence["Value"], strict=True))
+    assert rows["Rate"].endswith("MB/h") or "MB/h (90 % CI" in rows["Rate"], rows
+    assert rows["Onset"].startswith("2026-09-21 "), rows  # a date, not 1.79e+09
+
+
+def _pdf_app(recorded, monkeypatch, signing: str | None) -> AppTest:
+    monkeypatch.setenv("SOAK_REPORT_DB", "")
+    monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
+    if signing:
+        monkeypatch.setenv("SOAK_REPORT_SIGNING", signing)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.sidebar.radio(key="page").set_value("pdf").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_pdf_page_offers_the_pdf_the_run_already_has(recorded, monkeypatch):
+    report = Path(recorded["data_dir"]) / recorded["run_id"] / "report"
+    report.mkdir(exist_ok=True)
+    held = report / f"soak-report-{recorded['run_id']}-en.pdf"
+    held.write_bytes(b"%PDF-1.7 signed by the demo")
+    try:
+        at = _pdf_app(recorded, monkeypatch, "local")
+        offered = [d for d in at.get("download_button") if held.name in d.proto.label]
+        assert len(offered) == 1
+    finally:
+        held.unlink()
+
+
+def test_app_beyond_loopback_does_not_sign_with_the_data_dirs_key(recorded, monkeypatch):
+    from soak.report.signing import create_keys
+
+    keys_dir = Path(recorded["data_dir"]) / "keys"
+    create_keys(keys_dir, common_name="the key holder")
+    try:
+        at = _pdf_app(recorded, monkeypatch, "cli")
+        assert any("soak report pdf" in w.value for w in at.warning)
+        assert at.button(key="build_pdf").label == "Build an unsigned draft"
+        at.button(key="build_pdf").click().run()
+        assert not at.exception, at.exception
+        dl = at.get("download_button")[-1]
+        assert "unsigned" in dl.proto.label
+        # on loopback the same button signs
+        at = _pdf_app(recorded, monkeypatch, "local")
+        assert at.button(key="build_pdf").label == "Build the PDF"
+    finally:
+        for f in keys_dir.iterdir():
+            f.unlink()
+        keys_dir.rmdir()
+
+
+def test_serve_beyond_loopback_tells_the_app_not_to_sign(capsys):
+    from soak.cli import main
+
+    assert main(["report", "serve", "--dry-run", "--address", "0.0.0.0"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--signing cli")
+    assert main(["report", "serve", "--dry-run"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--signing local")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
-import time
+from pathlib import Path
 
 import pytest
 
@@ -15,17 +14,6 @@ from soak.cli import main
 from tests.report.serve_helpers import start_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def chromium(url: str, profile: str, *extra: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
-    # --headless=new waits for the app's websocket updates within the virtual-time budget;
-    # the old headless mode dumps the page before Streamlit has drawn anything.
-    cmd = [
-        CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--window-size=1400,1000", "--virtual-time-budget=15000", *extra, url,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
 
 
 def test_serve_defaults_to_loopback_and_headless(capsys):
@@ -37,36 +25,60 @@ def test_serve_defaults_to_loopback_and_headless(capsys):
     assert main(["report", "serve", "--port", "0", "--dry-run"]) == 2
 
 
+PAGES = {  # sidebar label -> text that shows the page has drawn
+    "en": [("Overview", "Per-chip summary"), ("Timelines", "Utilization"), ("Findings", "Evidence"),
+           ("Event timeline", "Restarts"), ("Environment manifest", "Plan"), ("Download signed PDF", "Reports already")],
+    "zh": [("概览", "逐芯片汇总"), ("时间线", "利用率"), ("发现的问题", "证据"), ("事件时间线", "重启次数"),
+           ("环境清单", "计划"), ("下载已签名 PDF", "运行目录中已有的报告")],
+}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
-def test_served_app_shows_the_verdict_in_chromium(recorded, tmp_path):
+def test_every_app_page_reads_in_a_browser(recorded, tmp_path):
+    """Each page, in English and Chinese, in a real browser: drawn (waited for, however busy the
+    machine), no text outside the page or over other text, no raw JSON; PNGs of every page go
+    to $SOAK_SAVE_SCREENSHOTS when set."""
+    from tests.report.browser import Browser
+    from tests.report.pagecheck import layout_problems, raw_values
+
     server, port, log = start_server(recorded["data_dir"], tmp_path / "serve.log")
+    browser = None
+    save = os.environ.get("SOAK_SAVE_SCREENSHOTS")
     try:
-        url = f"http://127.0.0.1:{port}/"
-        # The first page view runs the script cold (imports, first queries) in real time while
-        # the browser's clock is virtual: on a loaded machine give it a few looks (bounded).
-        for attempt in range(12):
-            dom = chromium(url, str(tmp_path / f"p1-{attempt}"), "--dump-dom").stdout
-            text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
-            if "Verdict" in text:
-                break
-            time.sleep(2.0)  # real time for the server's cold first run (virtual time does not wait)
-        assert "Verdict: FAIL" in text, text[-2000:]
-        assert "memory_creep on npu1-1" in text
+        browser = Browser(tmp_path / "profile")
+        browser.goto(f"http://127.0.0.1:{port}/")
+        browser.wait_text(r"Verdict: FAIL")
+        browser.wait_quiet()
         png = tmp_path / "app.png"
-        for attempt in range(4):  # a page still loading shows no verdict yet
-            chromium(url, str(tmp_path / f"p2-{attempt}"), f"--screenshot={png}")
-            seen = _what_the_screenshot_shows(png)
-            if seen["verdict_red_px"] >= 300:
-                break
-        # any PNG over 20 kB passed before, an error page too: look at what it shows. The
-        # verdict "FAIL" is written in the theme's red (:red[...]), and the page has text and
-        # tables on it, not a blank or a one-colour error box.
+        browser.screenshot(png)
+        # The verdict "FAIL" is written in the theme's red (:red[...]), and the page has text
+        # and tables on it, not a blank or a one-colour error box.
+        seen = _what_the_screenshot_shows(png)
         assert seen["verdict_red_px"] >= 300, seen
         assert seen["ink_fraction"] > 0.02 and seen["colours"] > 50, seen
         if os.environ.get("SOAK_SAVE_SCREENSHOT"):
             shutil.copy(png, os.environ["SOAK_SAVE_SCREENSHOT"])
+        problems = []
+        for lang in ("en", "zh"):
+            if lang == "zh":
+                browser.click_label("中文")
+                browser.wait_text("soak：验收报告")
+            for label, drawn in PAGES[lang]:
+                browser.click_label(label)
+                browser.wait_text(drawn)
+                browser.wait_quiet()
+                boxes, width, text = browser.text_boxes()
+                problems += [f"{lang} {label}: {p}" for p in layout_problems(boxes, width, min_words=5) + raw_values(text)]
+                png = tmp_path / f"app-{lang}-{len(problems)}-{label}.png"
+                browser.screenshot(png)
+                assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                if save:
+                    shutil.copy(png, Path(save) / f"app-{lang}-{PAGES[lang].index((label, drawn))}.png")
+        assert not problems, "\n".join(problems[:20])
     finally:
+        if browser is not None:
+            browser.close()
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=15)
