@@ -46,9 +46,9 @@ def test_accelerated_sim_run_is_labelled_on_the_cover_and_every_page(tmp_path):
     assert "4h 00m 00s on the run time line; 0h 00m 24s wall clock" in cover
     assert "each wall-clock second was recorded as 600 s" in " ".join(cover.split())
     # "Generated" is the wall clock, now, and says so; it reads earlier than the run's end.
-    stamp = re.search(r"Generated \(wall clock\): (\S+ \S+) UTC", cover).group(1)
-    generated = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
-    assert abs(generated - time.time()) < 120
+    stamp = re.search(r"Generated \(wall clock\): (\S+ \S+) · Times in UTC", cover).group(1)
+    generated = datetime.strptime(stamp, "%Y-%m-%d %H:%M").replace(tzinfo=UTC).timestamp()
+    assert abs(generated - time.time()) < 180
 
 
 def test_chinese_pdf_of_an_accelerated_sim_run_says_so_on_every_page(tmp_path):
