@@ -79,7 +79,8 @@ class Browser:
         port = int(port_file.read_text().split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
             page = next(t for t in json.loads(r.read()) if t["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self._conn = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self.ws = self._conn.__enter__()  # closed in close()
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         self._id += 1
@@ -154,7 +155,7 @@ class Browser:
     def close(self) -> None:
         if self.ws is not None:
             try:
-                self.ws.close()
+                self._conn.__exit__(None, None, None)
             except Exception:  # noqa: BLE001 - closing a browser that may be gone already
                 pass
         self.proc.terminate()
