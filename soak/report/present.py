@@ -121,6 +121,8 @@ def mb(nbytes: float | None) -> str:
 
 KIND_NAMES = {
     "memory_creep": ("memory creep", "内存持续增长"),
+    "outlier": ("outlier among peers", "偏离同类"),
+    "straggler": ("straggler", "掉队节点"),
     "utilization_dropouts": ("utilization dropouts", "利用率跌落"),
     "hang": ("hang", "挂起"),
     "comm_timeouts": ("communication timeouts", "通信超时"),
@@ -184,7 +186,8 @@ _N = r"(-?[\d.]+)"
 # (pattern, English, Chinese): the detectors' summary shapes (soak.analysis.*), same numbers.
 _FINDING_SENTENCES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(rf"^(\S+) creeps {_N} (\w+)/h \(90% CI {_N}\.\.{_N}\) since (onset \(change point\)|burn-in); "
-                rf"\+{_N} (\w+) over the fit; (capacity unknown|exhausted in {_N} h)$"),
+                rf"\+{_N} (\w+) over the fit; (capacity unknown|exhausted in {_N} h|at this rate it runs out in {_N} h "
+                rf"\((within|beyond) the required {_N} h\))$"),
      "{m0} grows {1} {2}/h (90 % CI {3}–{4}) since {since}; +{6} {7} over the fit; {left}",
      "{m0}自{since}起每小时增长 {1} {2}（90% 置信区间 {3}–{4}）；拟合期内共增长 {6} {7}；{left}"),
     (re.compile(r"^(\d+) utilization drops during declared (\S+) phases \(expected\)$"),
@@ -240,8 +243,14 @@ def finding_text(summary: str | None, lang: str = "en") -> str:
         if pattern is _FINDING_SENTENCES[0][0]:
             change = g[5].startswith("onset")
             extra["since"] = ("变化点" if change else "老化期结束") if zh else ("its onset (change point)" if change else "the burn-in")
-            extra["left"] = (("容量未知" if zh else "capacity unknown") if g[8].startswith("capacity")
-                             else (f"约 {g[9]} 小时后耗尽" if zh else f"full in about {g[9]} h"))
+            if g[8].startswith("capacity"):
+                extra["left"] = "容量未知" if zh else "capacity unknown"
+            elif g[9]:
+                extra["left"] = f"约 {g[9]} 小时后耗尽" if zh else f"full in about {g[9]} h"
+            else:  # "runs out in N h (within|beyond the required R h)"
+                inside = g[11] == "within"
+                extra["left"] = (f"按此速率约 {g[10]} 小时后耗尽（{'在' if inside else '超出'}要求的 {g[12]} 小时{'内' if inside else ''}）"
+                                 if zh else f"at this rate full in about {g[10]} h ({g[11]} the required {g[12]} h)")
         elif pattern is _FINDING_SENTENCES[1][0]:
             extra["p1"] = event_name(g[1], lang)
         elif pattern is _FINDING_SENTENCES[2][0]:
@@ -321,6 +330,7 @@ _CRIT_NAMES = {
     "crashes and hangs": ("Crashes and hangs", "崩溃与挂起"),
     "evidence coverage": ("Evidence coverage", "数据覆盖率"),
     "preflight": ("Preflight", "预检"),
+    "nodes": ("Nodes", "节点"),
 }
 _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^>= (.+) planned$"), "≥ {0} (planned)", "≥ 计划的 {0}"),
@@ -403,6 +413,8 @@ _EVIDENCE_LABELS = {
     "growth": ("Growth over the fit", "拟合期内增长"),
     "capacity": ("Capacity", "容量"),
     "hours_to_exhaustion": ("Time to exhaustion", "预计耗尽时间"),
+    "exhausted_at": ("Full at", "预计耗尽时刻"),
+    "required_runtime_h": ("Required runtime", "要求运行时长"),
     "onset_method": ("Onset from", "开始时间依据"),
     "regime_start": ("Regime since", "当前阶段开始"),
     "method": ("Method", "方法"),
@@ -451,7 +463,7 @@ _EVIDENCE_LABELS = {
     "coincides_with": ("Coincides with", "同时发生"),
 }
 _SKIP = {"explained_by", "details"}
-_TIME_KEYS = {"onset", "regime_start", "first_seen", "onset_of_periodicity"}
+_TIME_KEYS = {"onset", "regime_start", "first_seen", "onset_of_periodicity", "exhausted_at"}
 _SPAN_KEYS = {"fit_window", "baseline_window"}
 _DURATION_KEYS = {"envelope_window_s", "period_s", "mean_duration_s", "max_duration_s", "duration_s", "threshold_s"}
 _SHARE_KEYS = {"idle_fraction", "share_in_period", "shared_with_other_devices"}
@@ -501,6 +513,8 @@ def _value(key: str, v: Any, f: FindingView, tz: tzinfo, lang: str) -> str | Non
     if key in ("slope_ci90", "quarter_slopes_per_hour") and isinstance(v, Sequence):
         sep = "–" if key == "slope_ci90" else ", "
         return sep.join(num(x / scale) for x in v) + f" {unit}"
+    if key in ("burn_in_h", "required_runtime_h") and isinstance(v, int | float):
+        return dur(v * 3600) if key == "required_runtime_h" else f"{v:.1f} h"
     if key == "burn_in_h":
         return f"{v:.1f} h"
     if key == "hours_to_exhaustion":
@@ -533,6 +547,12 @@ def _value(key: str, v: Any, f: FindingView, tz: tzinfo, lang: str) -> str | Non
         return ("是" if v else "否") if zh else ("yes" if v else "no")
     if isinstance(v, str):
         return _METHOD_ZH.get(v, v) if zh else v
+    if isinstance(v, int | float) and key.endswith(("_at", "_ts", "_time", "start", "end")) and 1e9 < v < 4e9:
+        return when(v, tz)
+    if isinstance(v, int | float) and key.endswith("_h"):
+        return dur(v * 3600)
+    if isinstance(v, int | float) and key.endswith("_s"):
+        return dur(v)
     if isinstance(v, int | float):
         return num(v)
     return plain(v)
