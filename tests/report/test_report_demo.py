@@ -108,5 +108,5 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     pdf = next((run_dir / "report").glob("soak-report-*-en.pdf"))
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
                           check=True).stdout
-    for words in ("evidence coverage", "availability", "injected"):
+    for words in ("Evidence coverage", "Availability", "injected"):
         assert words in text, words
