@@ -382,14 +382,20 @@ def render_pdf(
     else:
         story.append(st.p("N/A"))
 
-    story.append(st.p(t("data_integrity", lang), st.h2))
-    story.append(_table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
-                        [60 * mm, page_w - 60 * mm], key_cols=(0,)))
-    story.append(Spacer(1, 2 * mm))
-    story.append(st.p(t("attachments_note", lang), st.small))
-
-    sig_block = [st.p(t("signature", lang), st.h2), st.p(t("signature_note", lang), st.small), Spacer(1, 2 * mm), _slot_flowable(slot, st, lang, signed)]
-    story.append(KeepTogether(sig_block))
+    # The digest and the signature stay on one page: a signature alone on the last page reads
+    # as an empty page, and the two belong together (what is signed, and by whom).
+    closing = [
+        st.p(t("data_integrity", lang), st.h2),
+        _table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
+               [60 * mm, page_w - 60 * mm], key_cols=(0,)),
+        Spacer(1, 2 * mm),
+        st.p(t("attachments_note", lang), st.small),
+        st.p(t("signature", lang), st.h2),
+        st.p(t("signature_note", lang), st.small),
+        Spacer(1, 2 * mm),
+        _slot_flowable(slot, st, lang, signed),
+    ]
+    story.append(KeepTogether(closing))
 
     def _footer(canvas: Canvas, doc: BaseDocTemplate) -> None:
         canvas.saveState()

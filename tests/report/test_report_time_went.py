@@ -94,7 +94,8 @@ def test_app_findings_page_links_the_capture(tmp_path, monkeypatch) -> None:
     assert not at.exception, at.exception
     md = " ".join(m.value for m in at.markdown)
     assert "[capture #2](#capture-2)" in md and 'id="capture-2"' in md
-    table = at.table[0].value
+    # the capture's table (the finding's evidence table comes before it)
+    table = next(tb.value for tb in at.table if " " in tb.value.columns)
     assert list(table.columns) == [" ", "Baseline", "At the finding"]
     assert table.set_index(" ").loc["Data loading"].tolist() == ["10%", "68%"]
     assert "Data loading takes 68%" in " ".join(w.value for w in at.warning)
