@@ -114,6 +114,7 @@ class Daemon:
         self.member: ClusterMember | None = None  # this node's part of a cluster run
         self._latest_snapshot: Snapshot | None = None  # chips this node reads (cluster status)
         self._attempt_generation: dict[str, int] = {}
+        self._last_cluster_tick = 0.0
         self.status: RunStatus | None = None
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
@@ -271,13 +272,19 @@ class Daemon:
         """Liveness, whole-job restarts and the lost-node policy (cluster runs)."""
         member = self.member
         assert member is not None
+        # The loop turns 4x a second; the store is shared by every node: look once a second
+        # (the liveness bound is node_silence, tens of seconds), one read of the run row.
+        now_mono = time.monotonic()
+        if now_mono - self._last_cluster_tick < 1.0:
+            return
+        self._last_cluster_tick = now_mono
         latest = self._latest_snapshot
         member.touch(restarts=self._restarts(), chips=None if latest is None else len(latest.devices))
-        stored = member.stored_generation()
+        run = self.started.store.get_run(self.started.run_id)
+        stored = member.generation if run is None else run.generation
         for s in self.supervisors:
             if self._attempt_generation.get(s.name, stored) < stored and s.state == "running":
                 s.restart_now(f"the cluster job restarts (generation {stored})")
-        run = self.started.store.get_run(self.started.run_id)
         if run is not None and run.status != "running":
             self.request_stop(f"cluster run {run.status}")
             return
