@@ -64,6 +64,16 @@ class Agent:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
 
+def _wait_all(agents: list[Agent]) -> list[int]:
+    """Every agent's exit status; none is left running whatever happens."""
+    try:
+        return [a.wait() for a in agents]
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+
+
 def _wait_for(cond, timeout_s: float, what: str) -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -76,12 +86,7 @@ def _wait_for(cond, timeout_s: float, what: str) -> None:  # noqa: ANN001
 def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path, db_url) -> None:
     port = _free_port()
     agents = [Agent(tmp_path, db_url, r, 3, port, workload="collective", duration="45s") for r in range(3)]
-    try:
-        codes = [a.wait() for a in agents]
-    finally:
-        for a in agents:
-            if a.proc.poll() is None:
-                a.kill()
+    codes = _wait_all(agents)
     assert codes == [0, 0, 0], [a.text()[-1500:] for a in agents]
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
@@ -205,12 +210,7 @@ def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db
 def test_a_straggler_rank_shows_in_its_nodes_compute_time_while_step_times_stay_alike(tmp_path, db_url) -> None:
     port = _free_port()
     agents = [Agent(tmp_path, db_url, r, 2, port, "--inject", "slow-rank:1,3", duration="40s") for r in range(2)]
-    try:
-        codes = [a.wait() for a in agents]
-    finally:
-        for a in agents:
-            if a.proc.poll() is None:
-                a.kill()
+    codes = _wait_all(agents)
     assert codes == [0, 0], [a.text()[-1500:] for a in agents]
     with Store.open(db_url, create=False) as store:
         steps = [s for s in store.load_steps("c1") if s["step_time_s"] is not None]
