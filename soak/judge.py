@@ -192,6 +192,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
     else:
         trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
+    trace = trace.placed(store.rank_places(run_id))
     result = analyze(trace, profile, phases=all_phases or None, now=now)
 
     time_scale = float(rec.time_scale or 1.0)

@@ -93,7 +93,7 @@ def detect(
 
     progress = [m for m in ("step_time_s", "step") if any(True for _ in trace.series(m))]
     if progress:
-        exclude = ("step_time_s", "step")
+        exclude = ("step_time_s", "compute_s", "step")  # a rank's heartbeat, not telemetry
         alive_all: np.ndarray | None = None
         for metric in progress:
             for s in trace.series(metric):

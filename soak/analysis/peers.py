@@ -11,7 +11,7 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    ``idle_util_pct``) or that overlaps a declared phase window; its temperature is not
    compared where its power is more than ``power_tol_frac`` away from its peers'.
 2. **Peers**: chips of one model (the same ``hbm_total_bytes``); ranks (``step_time_s``,
-   ``busbw_gbps``) are one group. The baseline of a chip in a bucket is the median of the
+   ``compute_s``, ``busbw_gbps``) are one group. The baseline of a chip in a bucket is the median of the
    *other* chips of its group on its node when there are ``min_peers`` of them, else of the
    others in the whole cluster (both baselines are reported).
 3. **Deviation** from the baseline: temperature and utilization in their units; power, step
@@ -28,9 +28,10 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    deviation swings with a daily cycle is not out of line. The finding gives the baseline,
    the deviation (median over the out-of-line buckets), since when, and that confidence.
 
-Stragglers: a rank's step time (or bandwidth) out of line with its peers is a ``straggler``
-on that rank; in a cluster trace each node's median over its ranks is also compared with
-the other nodes (``device`` None: the whole node is slow), and then its ranks are not
+Stragglers: a rank's step time, compute time (outside the collectives) or bandwidth out of
+line with its peers is a ``straggler`` on that rank; in a cluster trace each node's median
+over its ranks is also compared with the other nodes (``device`` None: the whole node is
+slow; its summary and ``details["members"]`` name its ranks), and then its ranks are not
 named again against the cluster. ``warn``, ``fail`` from ``straggler_fail_frac``.
 """
 
@@ -51,7 +52,9 @@ from soak.analysis.trace import Trace
 
 DETECTOR_VERSION = "peers/1.0"
 GIB = 1 << 30
-STEP_METRICS = ("step_time_s",)
+# compute_s, the time outside the collectives: under synchronous data parallelism every rank
+# waits for the slowest in the all-reduce, so step times agree and only this names the slow one
+STEP_METRICS = ("step_time_s", "compute_s")
 BANDWIDTH_METRICS = ("busbw_gbps",)
 
 
@@ -76,6 +79,7 @@ SPECS = (
     _Spec("hbm_used_bytes", "outlier", "growth", 1, "min",
           lambda p, c: p.hbm_growth_min_frac * c if c else math.inf, "MB"),
     _Spec("step_time_s", "straggler", "log", 1, "median", lambda p, c: math.log1p(p.step_min_frac), "s"),
+    _Spec("compute_s", "straggler", "log", 1, "median", lambda p, c: math.log1p(p.step_min_frac), "s"),
     _Spec("busbw_gbps", "straggler", "log", -1, "median", lambda p, c: -math.log1p(-p.bw_min_frac), "GB/s"),
 )
 
@@ -304,7 +308,8 @@ def _compare(
     out: list[Finding] = []
     slow_nodes: set[str] = set()
     if spec.kind == "straggler" and len(nodes) >= p.min_peers + 1 and None not in nodes:
-        out += _node_stragglers(grid, spec, x, nodes, floor, profile, slow_nodes)
+        out += _node_stragglers(grid, spec, x, nodes, floor, profile, slow_nodes,
+                                [trace.place(k)[1] for k in keys])
     # Each chip against its node's other chips when there are enough, else the cluster's.
     refs, cluster_refs = {}, {}
     for i, k in enumerate(keys):
@@ -364,7 +369,7 @@ def _raw(spec: _Spec, ref: np.ndarray, own: np.ndarray) -> float:
 
 def _node_stragglers(
     grid: _Grid, spec: _Spec, x: np.ndarray, nodes: dict[str | None, list[int]], floor: float,
-    profile: Profile, slow_nodes: set[str],
+    profile: Profile, slow_nodes: set[str], keys: list[str],
 ) -> list[Finding]:
     p = profile.peers
     names = sorted(n for n in nodes if n is not None)
@@ -390,14 +395,15 @@ def _node_stragglers(
         base_raw = _raw(spec, ref, per_node[j, ok][sel])
         slow_nodes.add(node)
         out.append(_make(spec, None, node, tv, dv, sel, stretches, sign, base_raw, None, "cluster",
-                         spread, limit, profile, None, n_ranks=len(nodes[node])))
+                         spread, limit, profile, None, members=[keys[i] for i in nodes[node]]))
     return out
 
 
 def _make(
     spec: _Spec, key: str | None, node: str | None, tv: np.ndarray, dv: np.ndarray, sel: np.ndarray,
     stretches: list[tuple[int, int]], sign: int, baseline: float, cluster_baseline: float | None,
-    scope: str, spread: float, limit: float, profile: Profile, cap: float | None, n_ranks: int | None = None,
+    scope: str, spread: float, limit: float, profile: Profile, cap: float | None,
+    members: list[str] | None = None,
 ) -> Finding:
     p = profile.peers
     d = float(np.median(dv[sel]))
@@ -413,6 +419,8 @@ def _make(
                                 dv[stretches[0][0] : stretches[-1][1] + 1], sign)
     z = abs(d) / spread if spread > 0 else math.inf
     who = f"node {node}" if key is None else "it"
+    if members:  # a slow node: name its ranks (a few; else how many)
+        who += f" ({', '.join(members)})" if len(members) <= 4 else f" ({len(members)} ranks)"
     if spec.kind == "straggler":
         frac = abs(math.expm1(d))
         severity = "fail" if frac >= p.straggler_fail_frac else "warn"
@@ -456,7 +464,8 @@ def _make(
             "share_out_of_line": float(sel[stretches[0][0] : stretches[-1][1] + 1].mean()),
             "stretches": [[float(tv[a]) - p.bucket_s / 2, float(tv[b]) + p.bucket_s / 2] for a, b in stretches[:20]],
             "capacity": cap,
-            "ranks": n_ranks,
+            "ranks": None if members is None else len(members),
+            "members": members,
             "method": "median of peers per time bucket, deviation beyond max(floor, k x 1.4826 MAD), persistent",
             "version": DETECTOR_VERSION,
         },
@@ -466,7 +475,7 @@ def _make(
 def _fmt(v: float, spec: _Spec) -> str:
     if spec.unit == "MB":
         return f"{v / 1e6:.0f}"
-    if spec.metric == "step_time_s":
+    if spec.metric in STEP_METRICS:
         return f"{v:.4g}"
     return f"{v:.1f}"
 

@@ -115,6 +115,13 @@ class Trace:
     def __repr__(self) -> str:
         return f"Trace({self.source!r}, series={len(self)}, rows={self.n_rows})"
 
+    def placed(self, places: dict[str, tuple[str, str]]) -> Trace:
+        """This trace with more series keys placed on nodes (``{key: (node, device)}``), e.g.
+        a cluster run's ranks, whose keys do not carry their node."""
+        if not places:
+            return self
+        return Trace(self._series, self.source, {**self._places, **places})
+
     # -- builders -----------------------------------------------------------------------
     @classmethod
     def from_rows(

@@ -166,6 +166,7 @@ class RankState:
     # the current aggregation window
     window_start: float | None = None
     times: list[float] = field(default_factory=list)
+    compute: list[float] = field(default_factory=list)
     pending: dict[str, Any] = field(default_factory=dict)
     n: int = 0
 
@@ -215,6 +216,8 @@ class StepAggregator:
                     st.pending["attempt"] = self.attempt(workload)
                 if rec.get("step_time_s") is not None and len(st.times) < _MAX_WINDOW_LINES:
                     st.times.append(float(rec["step_time_s"]))
+                if rec.get("compute_s") is not None and len(st.compute) < _MAX_WINDOW_LINES:
+                    st.compute.append(float(rec["compute_s"]))
                 st.n += 1
                 for k in ("loss", "tokens_per_s", "tflops", "host_rss_bytes", "comm_timeouts",
                           "mem_allocated_bytes", "mem_reserved_bytes"):
@@ -248,6 +251,7 @@ class StepAggregator:
             "step": int(p.get("step", st.step)),
             "n_steps": st.n,
             "step_time_s": statistics.median(st.times) if st.times else None,
+            "compute_s": statistics.median(st.compute) if st.compute else None,
             "attempt": p.get("attempt"),
             **{k: p.get(k) for k in ("loss", "tokens_per_s", "tflops", "mem_allocated_bytes",
                                      "mem_reserved_bytes", "mem_peak_bytes", "host_rss_bytes",
@@ -255,6 +259,7 @@ class StepAggregator:
         }
         st.window_start = None
         st.times = []
+        st.compute = []
         st.pending = {}
         st.n = 0
         return row

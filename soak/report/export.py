@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from soak.store import STEP_TRACE_METRICS
+
 if TYPE_CHECKING:
     from soak.store import Store
 
@@ -86,19 +88,14 @@ def export_run(store: Store, run_id: str) -> Export:
                 if keep.any():
                     arrays[(dev, m)] = (ts[idx][keep], v[keep])
     step_series: dict[tuple[str, str], tuple[list, list]] = {}
-    for ts_, dev, st, tps in step_rows:
-        if st is not None:
-            out.write(f"{ts_!r},{dev},step_time_s,{float(st)!r}\r\n")
-            n += 1
-            a = step_series.setdefault((dev, "step_time_s"), ([], []))
-            a[0].append(ts_)
-            a[1].append(float(st))
-        if tps is not None:
-            out.write(f"{ts_!r},{dev},tokens_per_s,{float(tps)!r}\r\n")
-            n += 1
-            a = step_series.setdefault((dev, "tokens_per_s"), ([], []))
-            a[0].append(ts_)
-            a[1].append(float(tps))
+    for ts_, dev, *values in step_rows:
+        for m, v in zip(STEP_TRACE_METRICS, values, strict=True):
+            if v is not None:
+                out.write(f"{ts_!r},{dev},{m},{float(v)!r}\r\n")
+                n += 1
+                a = step_series.setdefault((dev, m), ([], []))
+                a[0].append(ts_)
+                a[1].append(float(v))
     for k, (x, y) in step_series.items():
         arrays[k] = (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return Export(out.getvalue().encode("utf-8"), n, arrays)  # type: ignore[arg-type]

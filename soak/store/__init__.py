@@ -5,6 +5,7 @@ from __future__ import annotations
 from soak.store.repo import (
     FINDING_KEYS,
     HOST_DEVICE,
+    STEP_TRACE_METRICS,
     BatchWriter,
     EventRecord,
     ExportRows,
@@ -15,5 +16,5 @@ from soak.store.repo import (
     node_of,
 )
 
-__all__ = ["FINDING_KEYS", "HOST_DEVICE", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
+__all__ = ["FINDING_KEYS", "HOST_DEVICE", "STEP_TRACE_METRICS", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
            "RunRecord", "Store", "node_of"]

@@ -144,7 +144,7 @@ class ExportRows:
     metrics: tuple[str, ...]  # the names of samples[i][2:]
     # (ts, device, *metrics): device by device in series order, each in time order
     samples: list[tuple[Any, ...]]
-    # (ts, rank device, step_time_s, tokens_per_s), in time order
+    # (ts, rank device, step_time_s, tokens_per_s, compute_s), in time order
     steps: list[tuple[Any, ...]]
 
 
@@ -206,6 +206,10 @@ def _is_transient(exc: BaseException) -> bool:
 def node_of(device: str | None) -> str | None:
     """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
     return device.split("/", 1)[0] if device and "/" in device else None
+
+
+# The per-rank metrics the steps table gives a trace, in the order of ExportRows.steps[i][2:].
+STEP_TRACE_METRICS: tuple[str, ...] = ("step_time_s", "tokens_per_s", "compute_s")
 
 
 def _rank_device(workload: str, rank: int) -> str:
@@ -914,7 +918,7 @@ class Store:
         """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
 
         Device metrics come from the samples (None values left out: a gap, not a zero);
-        ``step_time_s`` and ``tokens_per_s`` from the steps, with device ``<workload>-rank<R>``.
+        ``STEP_TRACE_METRICS`` from the steps, with device ``<workload>-rank<R>``.
         Read in chunks so a 72 h run never sits in memory as rows. With ``bucket_s`` the
         device metrics are bucket means computed in SQL (the daemon's online analysis of a
         long run); the steps stay as stored.
@@ -952,16 +956,15 @@ class Store:
                 last_ts = rows[-1][0]
         s = S.steps
         stmt = (
-            select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)
+            select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
             .where(s.c.run_id == run_id)
             .order_by(s.c.ts)
         )
         for r in self._read(stmt):
             dev = _rank_device(r[1], r[2])
-            if r[3] is not None:
-                yield (r[0], dev, "step_time_s", float(r[3]))
-            if r[4] is not None:
-                yield (r[0], dev, "tokens_per_s", float(r[4]))
+            for m, v in zip(STEP_TRACE_METRICS, r[3:], strict=True):
+                if v is not None:
+                    yield (r[0], dev, m, float(v))
 
     def export_rows(self, run_id: str) -> ExportRows:
         """The run's raw rows in two queries, as plain tuples (see ``ExportRows``).
@@ -979,15 +982,30 @@ class Store:
         )
         s = S.steps
         steps = self._read_tuples(
-            select(s.c.ts, s.c.workload, s.c.rank, s.c.step_time_s, s.c.tokens_per_s)
+            select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
             .where(s.c.run_id == run_id)
             .order_by(s.c.ts)
         )
         return ExportRows(
             metrics=metrics,
             samples=samples,
-            steps=[(ts, _rank_device(wl, rank), st, tps) for ts, wl, rank, st, tps in steps],
+            steps=[(r[0], _rank_device(r[1], r[2]), *r[3:]) for r in steps],
         )
+
+    def rank_places(self, run_id: str) -> dict[str, tuple[str, str]]:
+        """``{rank device: (node, rank device)}`` of a cluster run's ranks (empty for one node):
+        the trace's places, so a slow rank is named with its node and nodes are compared."""
+        s = S.steps
+        stmt = (
+            select(s.c.workload, s.c.rank, s.c.node)
+            .where(s.c.run_id == run_id, s.c.node.is_not(None))
+            .group_by(s.c.workload, s.c.rank, s.c.node)
+        )
+        out: dict[str, tuple[str, str]] = {}
+        for wl, rank, node in self._read_tuples(stmt):
+            dev = _rank_device(wl, rank)
+            out[dev] = (node, dev)  # a rank that moved node after a restart: the last one read
+        return out
 
     def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""

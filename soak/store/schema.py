@@ -33,7 +33,9 @@ from soak.telemetry.records import METRICS
 # 3: cluster runs: a ``nodes`` table; runs gain nodes, generation and plan_digest; events,
 #    steps and findings gain ``node``. A version-2 database is upgraded in place (columns
 #    added, nothing rewritten): see ``MIGRATIONS``.
-SCHEMA_VERSION = 3
+# 4: steps gain ``compute_s``, a rank's time outside the collectives (the straggler's tell
+#    under synchronous data parallelism, where every rank's step time is the same).
+SCHEMA_VERSION = 4
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -152,6 +154,9 @@ steps = Table(
     Column("step", BigInteger, nullable=False),
     Column("n_steps", Integer),  # heartbeat step lines folded into this row
     Column("step_time_s", Float),  # median over the window
+    # median over the window of the time outside the collectives: under synchronous data
+    # parallelism the fast ranks wait in the all-reduce, so only this shows the slow rank
+    Column("compute_s", Float),
     Column("loss", Float),
     Column("tokens_per_s", Float),
     Column("tflops", Float),
@@ -200,6 +205,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE steps ADD COLUMN node VARCHAR(255)",
         "ALTER TABLE findings ADD COLUMN node VARCHAR(255)",
     ),
+    3: ("ALTER TABLE steps ADD COLUMN compute_s FLOAT",),
 }
 
 events = Table(

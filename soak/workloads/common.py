@@ -44,6 +44,19 @@ HEARTBEAT_KEYS = (
 )  # fmt: skip
 
 
+# Rates a workload measures around its own compute (a slowed rank must report them slowed).
+RATE_FIELDS = ("tokens_per_s", "tflops")
+
+
+def slowed_rates(fields: dict[str, Any], slowdown: float) -> dict[str, Any]:
+    """A step's fields with its rates divided by an injected ``slowdown``: the injection
+    stretches the rank's compute after the workload timed it, and a rank slowed ``slowdown``
+    times does that much less work per second (it must not look faster than its peers)."""
+    if slowdown == 1.0:
+        return fields
+    return {k: (v / slowdown if k in RATE_FIELDS and v is not None else v) for k, v in fields.items()}
+
+
 def build_parser(workload: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m soak.workloads.{workload}", description=description)
     p.add_argument("--run-dir", required=True, type=Path, help="the run folder")
@@ -422,6 +435,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
             t0 = time.perf_counter()
             fields = wl.step(step + 1)
             ctx.injector.after_step(step + 1, time.perf_counter() - t0)
+            fields = slowed_rates(fields, ctx.injector.slowdown())
             step += 1
             hb.last_step = step
             step_time_s = time.perf_counter() - t_iter

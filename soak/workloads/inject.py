@@ -239,6 +239,15 @@ class Injector:
         for s in self.of("slow-rank"):
             self._sleep(compute_s * (float(s.factor or 1.0) - 1.0))
 
+    def slowdown(self) -> float:
+        """How many times as long this rank's compute takes (1.0: not slowed). A rate the
+        workload measured around its own compute, before ``after_step`` stretched it, is
+        this many times too high: the rank must report it divided, as a slow chip would."""
+        f = 1.0
+        for s in self.of("slow-rank"):
+            f *= float(s.factor or 1.0)
+        return f
+
     def before_collective(self) -> None:
         for s in self.of("comm-delay"):
             self._sleep(float(s.delay_s or 0))

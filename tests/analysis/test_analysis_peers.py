@@ -196,3 +196,32 @@ def test_profile_peers_section_and_severity(tmp_path):
     p.write_text('[peers]\noutlier_severity = "loud"\n')
     with pytest.raises(ConfigError, match="peers.outlier_severity: must be one of info, warn, fail"):
         Profile.from_toml(p)
+
+
+def _ranks_trace(slow: dict[str, float], nodes: int = 4, per_node: int = 1, hours: float = 12.0) -> Trace:
+    """Synchronous data parallelism: every rank's step time is the slowest rank's; only the
+    time outside the all-reduce (``compute_s``) differs. ``slow``: rank key -> factor."""
+    rng = np.random.default_rng(7)
+    t = T0 + np.arange(0, hours * 3600.0, 10.0)
+    keys = [(f"node-{n}", f"lm-rank{n * per_node + r}") for n in range(nodes) for r in range(per_node)]
+    compute = {k: 0.1 * slow.get(k[1], 1.0) * (1 + 0.01 * rng.standard_normal(t.size)) for k in keys}
+    step = np.max(np.vstack(list(compute.values())), axis=0) + 0.02
+    arrays = {}
+    for k in keys:
+        arrays[(*k, "step_time_s")] = (t, step)
+        arrays[(*k, "compute_s")] = (t, compute[k])
+    return Trace.from_arrays(arrays)
+
+
+def test_a_slow_rank_under_data_parallelism_is_found_by_its_compute_time_naming_node_and_rank():
+    # one rank a node, as a cluster test runs it: the whole node is the straggler, named with its rank
+    res = analyze(_ranks_trace({"lm-rank2": 3.0}))
+    (f,) = [x for x in res.findings if x.kind == "straggler"]
+    assert (f.node, f.device, f.metric, f.severity) == ("node-2", None, "compute_s", "fail")
+    assert f.details["members"] == ["lm-rank2"] and "node node-2 (lm-rank2): compute_s" in f.summary
+    assert 150 < f.details["deviation_pct"] < 250  # 3x the compute: +200 %
+    # several ranks a node: the slow rank itself, on its node
+    res = analyze(_ranks_trace({"lm-rank5": 1.3}, nodes=2, per_node=4))
+    (f,) = [x for x in res.findings if x.kind == "straggler"]
+    assert (f.node, f.device, f.metric) == ("node-1", "lm-rank5", "compute_s")
+    assert not [x for x in res.findings if x.metric == "step_time_s"]  # step times agree

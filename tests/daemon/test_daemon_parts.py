@@ -64,7 +64,7 @@ def test_aggregator_folds_a_window_into_one_row_with_the_median() -> None:
     agg = StepAggregator(window_s=10.0, to_ts=lambda t: t * 2, attempt=lambda w: 3)
     recs = [
         {"workload": "lm", "rank": 1, "event": "step", "step": s, "ts": 100.0 + s, "step_time_s": t,
-         "loss": 5.0 - s, "tokens_per_s": 10.0 * s, "mem_peak_bytes": 100 * s}
+         "compute_s": t / 2 + s, "loss": 5.0 - s, "tokens_per_s": 10.0 * s, "mem_peak_bytes": 100 * s}
         for s, t in [(1, 0.1), (2, 0.3), (3, 0.2)]
     ]
     rows, events = agg.feed(recs)
@@ -74,6 +74,7 @@ def test_aggregator_folds_a_window_into_one_row_with_the_median() -> None:
     r = rows[0]
     assert (r["step"], r["n_steps"], r["step_time_s"], r["loss"], r["attempt"]) == (3, 3, 0.2, 2.0, 3)
     assert r["ts"] == 206.0 and r["mem_peak_bytes"] == 300 and r["tokens_per_s"] == 30.0
+    assert r["compute_s"] == 2.15  # the median of 1.05, 2.15, 3.1: the time outside the collective
     assert agg.flush(None)[0]["step"] == 11
     assert agg.rank_state("lm", 1).last_progress_wall == 111.0
 

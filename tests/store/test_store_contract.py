@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import update
 
 from soak.errors import StoreError
-from soak.store import HOST_DEVICE, Store
+from soak.store import HOST_DEVICE, STEP_TRACE_METRICS, Store
 from soak.store import schema as S
 from soak.telemetry.records import DeviceSample, HostSample, Snapshot
 
@@ -78,7 +78,7 @@ def test_load_trace_is_long_format_without_gaps_as_zero(store: Store) -> None:
     store.add_snapshot("r1", _snap(T0, 90.0, 1 << 30))
     store.add_snapshot("r1", _snap(T0 + 1, None, None, up=False, rss=2000))
     store.add_steps("r1", [{"ts": T0 + 5, "workload": "lm", "rank": 1, "step": 40, "step_time_s": 0.25,
-                            "tokens_per_s": 800.0}])
+                            "tokens_per_s": 800.0, "compute_s": 0.125}])
     trace = list(store.load_trace("r1"))
     npu0 = [(ts, m, v) for ts, d, m, v in trace if d == "npu0-0"]
     assert (T0, "util_pct", 90.0) in npu0
@@ -88,7 +88,8 @@ def test_load_trace_is_long_format_without_gaps_as_zero(store: Store) -> None:
     assert (T0 + 1, HOST_DEVICE, "host_rss_bytes", 2000.0) in trace
     assert (T0 + 5, "lm-rank1", "step_time_s", 0.25) in trace
     assert (T0 + 5, "lm-rank1", "tokens_per_s", 800.0) in trace
-    assert all(m in S.SAMPLE_METRIC_COLUMNS + ("step_time_s", "tokens_per_s") for _, _, m, _ in trace)
+    assert (T0 + 5, "lm-rank1", "compute_s", 0.125) in trace
+    assert all(m in S.SAMPLE_METRIC_COLUMNS + ("step_time_s", "tokens_per_s", "compute_s") for _, _, m, _ in trace)
 
 
 def test_load_trace_reads_in_chunks_without_losing_rows(store: Store) -> None:
@@ -211,23 +212,49 @@ def test_older_schema_is_refused_in_one_line_and_left_untouched(store_url: str) 
     engine.dispose()
 
 
+def _downgrade(store_url: str, version: int) -> None:
+    """Make a store as soak wrote it at ``version``: drop what every later migration added."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(store_url)
+    with engine.begin() as conn:
+        for v in sorted(S.MIGRATIONS, reverse=True):
+            if v < version:
+                continue
+            for ddl in S.MIGRATIONS[v]:
+                table, column = ddl.split()[2], ddl.split()[5]
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+            if v == 2:
+                conn.execute(text("DROP TABLE nodes"))
+        conn.execute(text(f"UPDATE soak_meta SET value = '{version}' WHERE key = 'schema_version'"))
+    engine.dispose()
+
+
+def test_a_version_3_store_gains_compute_s_in_place_keeping_its_steps(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    with Store.open(store_url) as first:
+        _new_run(first)
+        first.add_steps("r1", [{"ts": T0, "workload": "lm", "rank": 0, "step": 1, "step_time_s": 0.5}],
+                        node="node-a")
+    _downgrade(store_url, 3)
+    with Store.open(store_url) as upgraded:
+        (old,) = upgraded.load_steps("r1")
+        assert (old["step_time_s"], old["node"], old["compute_s"]) == (0.5, "node-a", None)
+        upgraded.add_steps("r1", [{"ts": T0 + 1, "workload": "lm", "rank": 0, "step": 2, "step_time_s": 0.5,
+                                   "compute_s": 0.2}], node="node-a")
+        assert (T0 + 1, "lm-rank0", "compute_s", 0.2) in list(upgraded.load_trace("r1"))
+        assert upgraded.rank_places("r1") == {"lm-rank0": ("node-a", "lm-rank0")}
+
+
 def test_a_version_2_store_is_upgraded_in_place_keeping_its_runs(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
-    from sqlalchemy import create_engine, text
-
-    # A version-2 store as soak 0.1 wrote it: today's tables less what version 3 added.
+    # A version-2 store as soak 0.1 wrote it: today's tables less what later versions added.
     with Store.open(store_url) as first:
         _new_run(first)
         first.add_event("r1", "note", ts=T0, message="written by 0.1")
-    engine = create_engine(store_url)
-    with engine.begin() as conn:
-        for ddl in S.MIGRATIONS[2]:
-            table, column = ddl.split()[2], ddl.split()[5]
-            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-        conn.execute(text("DROP TABLE nodes"))
-        conn.execute(text("UPDATE soak_meta SET value = '2' WHERE key = 'schema_version'"))
-    engine.dispose()
+    _downgrade(store_url, 2)
     with Store.open(store_url) as upgraded:
         run = upgraded.get_run("r1")
         assert run is not None and (run.nodes, run.generation, run.plan_digest) == (1, 0, None)
@@ -382,7 +409,7 @@ def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
     store.add_snapshot("r1", _snap(T0, 90.0, 1 << 30))
     store.add_snapshot("r1", _snap(T0 + 1, None, None, up=False))
     store.add_steps("r1", [{"ts": T0 + 5, "workload": "lm", "rank": 1, "step": 40, "step_time_s": 0.25,
-                            "tokens_per_s": 800.0},
+                            "tokens_per_s": 800.0, "compute_s": 0.125},
                            {"ts": T0 + 6, "workload": "lm", "rank": 0, "step": 41, "step_time_s": None,
                             "tokens_per_s": 700.0}])
     ex = store.export_rows("r1")
@@ -390,10 +417,10 @@ def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
     # device by device in series order (created sorted within a tick), each in time order
     assert [r[:2] for r in ex.samples] == [(ts, dev) for dev in ("host", "npu0-0", "npu1-0") for ts in (T0, T0 + 1)]
     assert ex.samples[2][2 + ex.metrics.index("hbm_used_bytes")] == 1 << 30  # bytes stay exact
-    assert ex.steps == [(T0 + 5, "lm-rank1", 0.25, 800.0), (T0 + 6, "lm-rank0", None, 700.0)]
+    assert ex.steps == [(T0 + 5, "lm-rank1", 0.25, 800.0, 0.125), (T0 + 6, "lm-rank0", None, 700.0, None)]
     long = [(r[0], r[1], m, float(v)) for r in ex.samples for m, v in zip(ex.metrics, r[2:], strict=True)
             if v is not None]
-    for ts, dev, st, tps in ex.steps:
-        long += [(ts, dev, m, v) for m, v in (("step_time_s", st), ("tokens_per_s", tps)) if v is not None]
+    for ts, dev, *values in ex.steps:
+        long += [(ts, dev, m, v) for m, v in zip(STEP_TRACE_METRICS, values, strict=True) if v is not None]
     assert long == list(store.load_trace("r1"))  # same values, same order
     assert store.export_rows("missing").samples == []

@@ -50,6 +50,17 @@ def test_slow_rank_and_comm_delay_hit_only_their_rank(clock, tmp_path):
     assert clock.slept == [0.2, 2.5]  # factor 3 -> two extra step times
 
 
+def test_a_slowed_rank_reports_its_throughput_slowed_too(clock, tmp_path):
+    from soak.workloads.common import slowed_rates
+
+    # the workload timed its own compute before the injection stretched it three times:
+    # the rank did a third of the work per second and must not look 3x faster than its peers
+    slow, fast = make(["slow-rank:1,3"], 1, clock, tmp_path), make(["slow-rank:1,3"], 0, clock, tmp_path)
+    fields = {"loss": 2.0, "tokens_per_s": 900.0, "tflops": 6.0}
+    assert slowed_rates(fields, slow.slowdown()) == {"loss": 2.0, "tokens_per_s": 300.0, "tflops": 2.0}
+    assert slowed_rates(fields, fast.slowdown()) is fields
+
+
 def test_leak_follows_the_rate_in_chunks(clock, tmp_path):
     allocs: list[int] = []
     i = make(["leak:60MB/min"], 0, clock, tmp_path, allocs=allocs)  # 1 MB/s
