@@ -20,17 +20,18 @@ readings; gaps and the host row never count.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from soak.analysis import Analysis, Phase, Profile, Trace, analyze
+from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
 from soak.analysis import evidence as ev
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.event_phases import event_phases
 from soak.analysis.model import KINDS
-from soak.analysis.verdict import clean_statement
+from soak.analysis.verdict import clean_statement, order, reasons
 from soak.config import Plan, plan_from_dict
 from soak.errors import ConfigError, SoakError
 from soak.tomlfile import read_toml
@@ -188,39 +189,42 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     status = status or rec.status
     events = store.load_events(run_id)
     all_phases = list(phases) + run_phases(events, plan)
-    if arrays is not None:
-        trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
+    planned_start, planned_end = planned_window(rec, plan)
+    if (rec.nodes or 1) > 1 and (status == "running" or store.bucket_mark(run_id) is not None):
+        # a cluster run: its node agents analysed their own chips and stored their findings
+        # and bucket summaries; the leader (and the report) compare and judge from those
+        # alone, never from every node's raw samples
+        result = _cluster_analysis(store, run_id, profile, all_phases, planned_start, now)
+        evidence: _Evidence = _BucketEvidence(store, run_id, profile.peers.bucket_s)
     else:
-        trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
-    trace = trace.placed(store.rank_places(run_id))
-    result = analyze(trace, profile, phases=all_phases or None, now=now)
+        if arrays is not None:
+            trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
+        else:
+            trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
+        trace = trace.placed(store.rank_places(run_id))
+        result = analyze(trace, profile, phases=all_phases or None, now=now)
+        evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()})
 
     time_scale = float(rec.time_scale or 1.0)
-    duration = plan.run.duration_s if plan is not None else None
-    planned_end = rec.planned_end_ts
-    if planned_end is None and duration is not None:
-        planned_end = rec.started_ts + duration
-    planned_start = planned_end - duration if (planned_end is not None and duration is not None) else rec.started_ts
     running = status == "running"
     if ended is None:
         ended = (now if now is not None else time.time()) if running else rec.ended_ts
     if ended is None:
-        ended = trace.end if trace.end is not None else planned_start
+        ended = result.end if result.end is not None else planned_start
     simulated = (rec.backend == "sim") or time_scale != 1.0
 
     accounting = coverage = None
     hours = result.chip_hours
-    series = {(s.device, s.metric): s.t for s in trace.series()}
     if planned_end is not None and plan is not None:
         workloads = [w.name for w in plan.workloads]
         accounting = ev.account(events, workloads, planned_start=planned_start, planned_end=planned_end,
                                 ended=ended, time_scale=time_scale)
         tick = max(plan.sampling.interval_s * time_scale, bucket_s or 0.0)
         outages = [_outage(e) for e in events if e.kind == "outage"]
-        coverage = ev.coverage(series, tick, planned_start, accounting.window_end,
-                               chips_expected=_chips_expected(plan, rec), outages=outages)
-        hours = ev.chip_hours(series, tick, planned_start, accounting.window_end, training=accounting.training)
-    unit = _chip_unit(series, rec.backend)
+        coverage = evidence.coverage(tick, planned_start, accounting.window_end,
+                                     chips_expected=_chips_expected(plan, rec), outages=outages)
+        hours = evidence.chip_hours(tick, planned_start, accounting.window_end, accounting.training)
+    unit = _chip_unit(evidence.keys(), rec.backend)
 
     criteria: list[dict[str, Any]] = []
     reasons: list[str] = []
@@ -263,6 +267,136 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
         captures=tuple(captures_from_events(events)),
     )
+
+
+def planned_window(rec: Any, plan: Plan | None) -> tuple[float, float | None]:
+    """(planned start, planned end) of a recorded run: the soak's window, after the preflight;
+    the start is the run's own without a plan, the end None without either."""
+    duration = plan.run.duration_s if plan is not None else None
+    planned_end = rec.planned_end_ts
+    if planned_end is None and duration is not None:
+        planned_end = rec.started_ts + duration
+    if planned_end is not None and duration is not None:
+        return planned_end - duration, planned_end
+    return rec.started_ts, planned_end
+
+
+# --------------------------------------------------------------------------- a cluster run
+PEER_KINDS = ("outlier", "straggler")
+NODE_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)  # what a node agent finds alone
+
+
+def analyze_node(store: Any, run_id: str, node: str, *, plan: Plan | None, profile: Profile,
+                 now: float | None = None, bucket_s: float | None = None) -> Analysis:
+    """One node agent's analysis of its own chips and ranks in a cluster run: every
+    single-chip detector, no peer comparison (the leader's, over every node's buckets).
+    Its findings name ``node``."""
+    phases = run_phases(store.load_events(run_id), plan)
+    trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s, node=node), source=f"run {run_id} {node}")
+    result = analyze(trace, profile, phases=phases or None, now=now, peer_comparison=False)
+    placed = [replace(f, node=node) for f in result.findings]
+    return replace(result, findings=placed, reasons=reasons(placed))
+
+
+def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profile: Profile, planned_start: float,
+                       planned_end: float, upto: float, final: bool = False) -> int:
+    """Store ``node``'s bucket summaries (``soak.analysis.buckets``) of the buckets that end by
+    ``upto`` (``final``: the one holding ``upto`` too: the run is over) and are not stored
+    yet; returns the rows written. Called again after a crash or a resume it writes what is
+    missing and nothing twice."""
+    from soak.analysis.buckets import node_rows
+
+    rec = store.get_run(run_id)
+    width = profile.peers.bucket_s
+    tick = plan.sampling.interval_s * float(rec.time_scale or 1.0)
+    origin = planned_start
+    mark = store.bucket_mark(run_id, node)
+    if mark is not None:  # continue on the grid already written
+        origin = mark - round((mark - origin) / width) * width
+    start = origin if mark is None else mark + width
+    whole = (upto - origin) / width
+    stop = origin + (math.ceil(whole - 1e-9) if final else math.floor(whole + 1e-9)) * width
+    if stop <= start:
+        return 0
+    trace = Trace.from_rows(store.load_trace(run_id, node=node, start=start - 2 * tick), source=f"run {run_id} {node}")
+    return store.add_buckets(run_id, node, node_rows(trace, origin, width, tick, start, stop, planned_end))
+
+
+def _cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequence[Phase], origin: float,
+                      now: float | None) -> Analysis:
+    """The leader's cluster step: the node agents' findings, and the peer comparison over
+    their bucket summaries, one metric at a time."""
+    from soak.analysis.buckets import ANY
+
+    if phases:
+        profile = profile.with_phases(tuple(phases))
+    width = profile.peers.bucket_s
+    totals = store.bucket_totals(run_id, ANY, -math.inf, math.inf, width)
+    findings = [Finding.from_dict(f.as_dict()) for f in store.load_findings(run_id) if f.kind in NODE_KINDS]
+    if totals:
+        start, end = totals[0][0], totals[-1][0] + width
+        grid = peers.grid_for(profile, origin, end if now is None else max(end, now))
+        if grid is not None:
+            src = peers.StoredBuckets(lambda metric: store.load_buckets(run_id, metric), grid)
+            findings += peers.compare(src, profile, origin)
+    else:
+        start = end = None
+    return judged(order(findings), profile, start, end, ev.chip_hours_of_buckets(totals, width, -math.inf, math.inf))
+
+
+class _Evidence:
+    """Where coverage and chip-hours come from: a trace's readings or a cluster's buckets."""
+
+    def keys(self) -> Iterable[tuple[str, str]]:
+        raise NotImplementedError
+
+    def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
+                 outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
+        raise NotImplementedError
+
+    def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _TraceEvidence(_Evidence):
+    series: Mapping[tuple[str, str], Any]
+
+    def keys(self) -> Iterable[tuple[str, str]]:
+        return self.series.keys()
+
+    def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
+                 outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
+        return ev.coverage(self.series, tick, start, end, chips_expected=chips_expected, outages=outages)
+
+    def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
+        return ev.chip_hours(self.series, tick, start, end, training=training)
+
+
+class _BucketEvidence(_Evidence):
+    """A cluster run's evidence, summed by the store over the node agents' buckets."""
+
+    def __init__(self, store: Any, run_id: str, width_s: float) -> None:
+        self.store, self.run_id, self.width_s = store, run_id, width_s
+        self._seconds: dict[tuple[float, float], dict[tuple[str, str], float]] = {}
+
+    def _covered(self, start: float, end: float) -> dict[tuple[str, str], float]:
+        if (start, end) not in self._seconds:
+            self._seconds[(start, end)] = self.store.bucket_coverage(self.run_id, start, end, self.width_s)
+        return self._seconds[(start, end)]
+
+    def keys(self) -> Iterable[tuple[str, str]]:
+        return next(iter(self._seconds.values()), None) or self._covered(-math.inf, math.inf)
+
+    def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
+                 outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
+        return ev.coverage_of(self._covered(start, end), tick, start, end, chips_expected, outages)
+
+    def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
+        from soak.analysis.buckets import ANY
+
+        totals = self.store.bucket_totals(self.run_id, ANY, start, end, self.width_s)
+        return ev.chip_hours_of_buckets(totals, self.width_s, start, end, training)
 
 
 # --------------------------------------------------------------------------- criteria
@@ -447,7 +581,7 @@ def _chips_expected(plan: Plan, rec: Any) -> int:
     return max(want, 1) * max(1, int(rec.nodes or 1))
 
 
-def _chip_unit(series: Mapping[tuple[str, str], Any], backend: str | None) -> str:
+def _chip_unit(series: Iterable[tuple[str, str]], backend: str | None) -> str:
     chips = {d.rsplit("/", 1)[-1] for d, m in series if not ev.is_host(d) and m in ev.CHIP_METRICS}
     if chips and all(d.startswith("cpu") for d in chips):
         return "CPU device-hours (host CPU, no accelerator)"

@@ -43,6 +43,7 @@ __all__ = [
     "Series",
     "Trace",
     "analyze",
+    "judged",
     "thresholds",
 ]
 
@@ -57,12 +58,15 @@ def analyze(
     profile: Profile | None = None,
     phases: Iterable[Phase] | None = None,
     now: float | None = None,
+    *,
+    peer_comparison: bool = True,
 ) -> Analysis:
     """Run every detector on ``trace`` and decide the verdict.
 
     ``phases`` adds expected phases (periodic, or explicit windows from the run's events) to
     the profile's. ``now`` is the current time for a run in progress (a hang still going is
-    measured up to it); default: the end of the data.
+    measured up to it); default: the end of the data. ``peer_comparison`` False leaves the
+    peers out: a cluster node agent analyses its own chips, its leader compares them.
     """
     profile = profile or Profile.default()
     if phases:
@@ -84,18 +88,23 @@ def analyze(
     findings += memory.detect(trace, profile, t0, t1)
     findings += throughput.detect(trace, profile, t0, t1)
     findings += utilization.detect(trace, profile, t0, t1)
-    findings += peers.detect(trace, profile, t0, t1)
-    findings = order(place(attribute(findings), trace))
+    if peer_comparison:
+        findings += peers.detect(trace, profile, t0, t1)
+    return judged(order(place(attribute(findings), trace)), profile, t0, t1, chip_hours(trace))
+
+
+def judged(findings: list[Finding], profile: Profile, start: float | None, end: float | None,
+           hours: float) -> Analysis:
+    """The analysis of ``findings`` (in report order): verdict, reasons, clean statement."""
     n_fail = sum(1 for f in findings if f.severity == "fail")
-    hours = chip_hours(trace)
     return Analysis(
         findings=findings,
         verdict="fail" if n_fail else "pass",
         reasons=reasons(findings),
         clean_statement=clean_statement(hours, n_fail),
         chip_hours=hours,
-        start=t0,
-        end=t1,
+        start=start,
+        end=end,
         profile=profile.name,
         detector_versions=dict(DETECTOR_VERSIONS),
         thresholds=thresholds(profile),

@@ -177,8 +177,17 @@ def within(lo: np.ndarray, hi: np.ndarray, segments: Sequence[tuple[float, float
 def coverage(series: Mapping[tuple[str, str], np.ndarray], tick_s: float, start: float, end: float,
              chips_expected: int = 0, outages: Sequence[Mapping[str, Any]] = ()) -> Coverage:
     """Coverage of every (chip, metric) the backend provided, from reading times."""
+    seconds = {k: covered_s(t, tick_s, start, end) for k, t in series.items()
+               if not is_host(k[0]) and k[1] in CHIP_METRICS}
+    return coverage_of(seconds, tick_s, start, end, chips_expected, outages)
+
+
+def coverage_of(seconds: Mapping[tuple[str, str], float], tick_s: float, start: float, end: float,
+                chips_expected: int = 0, outages: Sequence[Mapping[str, Any]] = ()) -> Coverage:
+    """Coverage from the seconds of the window each (chip, metric) has readings for (a
+    cluster's: summed by the store over its nodes' buckets)."""
     metrics_of: dict[str, set[str]] = {}
-    for dev, metric in series:
+    for dev, metric in seconds:
         metrics_of.setdefault(dev, set()).add(metric)
     chips = chip_devices(metrics_of, metrics_of)
     provided = tuple(m for m in CHIP_METRICS if any(m in metrics_of[c] for c in chips))
@@ -187,8 +196,7 @@ def coverage(series: Mapping[tuple[str, str], np.ndarray], tick_s: float, start:
     for chip in chips:
         ratios[chip] = {}
         for m in provided:
-            t = series.get((chip, m))
-            got = 0.0 if t is None or window <= 0 else covered_s(t, tick_s, start, end) / window
+            got = 0.0 if window <= 0 else seconds.get((chip, m), 0.0) / window
             ratios[chip][m] = round(min(1.0, got), 6)
     return Coverage(window_s=window, tick_s=tick_s, chips_expected=max(chips_expected, len(chips)),
                     ratios=ratios, metrics=provided, outages=tuple(outages))
@@ -316,4 +324,36 @@ def chip_hours(series: Mapping[tuple[str, str], np.ndarray], tick_s: float | Non
             tick = float(np.median(np.diff(t[: 100_000]))) if t.size > 1 else 0.0
         lo, hi = covered_spans(t, tick, start, end)
         total += within(lo, hi, training) if training is not None else float(np.sum(hi - lo))
+    return total / 3600.0
+
+
+def covered_per_bucket(t: np.ndarray, tick_s: float, edges: np.ndarray, end: float) -> np.ndarray:
+    """Seconds of each bucket ``[edges[i], edges[i+1])`` that readings at times ``t`` cover
+    (the rule of :func:`covered_spans`, from ``edges[0]`` to ``end``): summed over buckets,
+    what :func:`covered_s` gives over the whole span."""
+    lo, hi = covered_spans(t, tick_s, float(edges[0]), min(float(edges[-1]), end))
+    if lo.size == 0:
+        return np.zeros(edges.size - 1)
+    # F(x) = covered time up to x, piecewise linear over the disjoint sorted spans
+    xs = np.column_stack((lo, hi)).ravel()
+    ys = np.concatenate(([0.0], np.cumsum(hi - lo))).repeat(2)[1:-1]
+    return np.diff(np.interp(edges, xs, ys))
+
+
+def chip_hours_of_buckets(totals: Sequence[tuple[float, float, int]], width_s: float, start: float, end: float,
+                          training: Sequence[tuple[float, float]] | None = None) -> float:
+    """Chip-hours from per-bucket sums ``(bucket start, covered seconds of all chips, chips)``
+    (a cluster's, summed by the store). Inside a bucket the store no longer knows which
+    seconds a chip was read, so the time read *while training* is bounded from below: a chip
+    read ``c`` of a bucket's ``L`` seconds, ``w`` of which trained, was read at least
+    ``c + w - L`` of them. Exact for a bucket trained throughout or not at all; otherwise
+    understated, never overstated."""
+    total = 0.0
+    for ts, covered, n in totals:
+        a, b = max(ts, start), min(ts + width_s, end)
+        span = b - a
+        if span <= 0 or n <= 0:
+            continue
+        trained = span if training is None else within(np.array([a]), np.array([b]), training)
+        total += max(0.0, min(covered, n * span) + n * (trained - span))
     return total / 3600.0

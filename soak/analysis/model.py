@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,14 @@ class Finding:
             raise ValueError(f"unknown finding kind {self.kind!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Finding:
+        """A finding back from its ``to_dict`` form (as the store keeps it)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in names}
+        values["details"] = dict(values.get("details") or {})
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

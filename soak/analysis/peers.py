@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from soak.analysis._stats import block_reduce
+from soak.analysis.evidence import is_host
 from soak.analysis.model import Finding
 from soak.analysis.profile import PeersParams, Profile
 from soak.analysis.trace import Trace
@@ -84,30 +85,153 @@ SPECS = (
 )
 
 
-def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
+BUCKET_METRICS: dict[str, str] = {
+    **{spec.metric: spec.how for spec in SPECS},
+    "hbm_total_bytes": "median",  # the chip's model (its peers): capacity to the GiB
+}
+
+
+def grid_for(profile: Profile, origin: float, end: float) -> _Grid | None:
+    """The time-aligned buckets from ``origin`` to ``end``; None when the span is too short to
+    compare anything, or longer than any soak (a corrupt timestamp)."""
     p = profile.peers
-    n_buckets = int(math.floor((run_end - run_start) / p.bucket_s)) + 1
-    if n_buckets * p.bucket_s < p.min_duration_s:
+    n_buckets = int(math.floor((end - origin) / p.bucket_s)) + 1
+    if n_buckets * p.bucket_s < p.min_duration_s or n_buckets > MAX_BUCKETS:
+        # (the per-chip detectors still run; a grid over decades would not fit in memory)
+        return None
+    return _Grid(origin, p.bucket_s, n_buckets)
+
+
+def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
+    """Peer findings of a trace (one node, or a cluster trace with nodes)."""
+    grid = grid_for(profile, run_start, run_end)
+    if grid is None:
         return []
-    if n_buckets > MAX_BUCKETS:
-        # a span no soak has (decades: a corrupt timestamp); the per-chip detectors still
-        # run, but a time-aligned grid over it would not fit in memory
-        return []
-    grid = _Grid(run_start, p.bucket_s, n_buckets)
+    return compare(TraceBuckets(trace, grid), profile, run_start)
+
+
+def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
+    """The peer comparison over bucketed matrices, whichever source made them: a raw trace
+    (:class:`TraceBuckets`) or the buckets the node agents of a cluster run stored
+    (:class:`StoredBuckets`)."""
+    p = profile.peers
+    grid = src.grid
     skip = grid.phase_mask(profile)
-    util = grid.matrix(trace, "util_pct", "median", skip)
+    util = src.matrix("util_pct", skip)
     idle = {k: row < p.idle_util_pct for k, row in util.items()}
     out: list[Finding] = []
     for spec in SPECS:
-        rows = grid.matrix(trace, spec.metric, spec.how, skip)
+        rows = src.matrix(spec.metric, skip)
         for k in rows:
             if k in idle:
                 rows[k] = np.where(idle[k], np.nan, rows[k])
         if spec.metric == "temp_c":
-            _comparable_power(trace, grid, skip, rows, p)
-        for keys, cap in _groups(trace, list(rows), spec):
-            out.extend(_compare(trace, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start))
+            _comparable_power(src, skip, rows, p)
+        for keys, cap in _groups(src, list(rows), spec):
+            out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start))
     return out
+
+
+class Buckets:
+    """Bucket statistics as matrices (one row per chip or rank, one column per bucket)."""
+
+    grid: _Grid
+
+    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+        """(key, bucket starts, statistic, readings) of every series of ``metric``."""
+        raise NotImplementedError
+
+    def place(self, key: str) -> tuple[str | None, str]:
+        raise NotImplementedError
+
+    def matrix(self, metric: str, skip: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        for key, ts, y, n in self.series(metric):
+            if ts.size == 0:
+                continue
+            ok = n >= max(2, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
+            idx = np.floor((ts[ok] - self.grid.origin) / self.grid.width + 0.5).astype(np.int64)
+            row = np.full(self.grid.n, np.nan)
+            inside = (idx >= 0) & (idx < self.grid.n)
+            row[idx[inside]] = y[ok][inside]
+            row[skip] = np.nan
+            out[key] = row
+        return out
+
+    def capacity(self, key: str) -> float | None:
+        """HBM capacity to the GiB (the chip's model), None where not read."""
+        if not hasattr(self, "_capacity"):
+            self._capacity = {k: float(round(float(np.median(y)) / GIB) * GIB)
+                              for k, _, y, _ in self.series("hbm_total_bytes") if y.size}
+        return self._capacity.get(key)
+
+
+class TraceBuckets(Buckets):
+    """Buckets computed from a trace's raw samples (``soak analyze``, a single-node run)."""
+
+    def __init__(self, trace: Trace, grid: _Grid) -> None:
+        self.trace, self.grid = trace, grid
+
+    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+        for dev, _m, ts, y, n in bucket_stats(self.trace, self.grid.origin, self.grid.width, (metric,)):
+            yield dev, ts, y, n
+
+    def place(self, key: str) -> tuple[str | None, str]:
+        return self.trace.place(key)
+
+
+class StoredBuckets(Buckets):
+    """Buckets the node agents of a cluster run wrote (``Store.load_buckets``), read one
+    metric at a time: the leader never holds every node's raw samples, nor every metric's
+    buckets at once."""
+
+    def __init__(self, load: Callable[[str], list[tuple[Any, ...]]], grid: _Grid) -> None:
+        self._load, self.grid = load, grid
+        self._places: dict[str, tuple[str | None, str]] = {}
+        self._cache: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+        if metric not in self._cache:
+            self._cache[metric] = list(self._read(metric))
+        yield from self._cache[metric]
+
+    def _read(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+        rows = self._load(metric)  # (node, device, metric, ts, value, n), sorted by node, device, ts
+        i = 0
+        while i < len(rows):
+            node, dev = rows[i][0], rows[i][1]
+            j = i
+            while j < len(rows) and rows[j][0] == node and rows[j][1] == dev:
+                j += 1
+            block = rows[i:j]
+            key = f"{node}/{dev}"
+            self._places[key] = (node, dev)
+            yield (key, np.fromiter((r[3] for r in block), np.float64, len(block)),
+                   np.fromiter((r[4] for r in block), np.float64, len(block)),
+                   np.fromiter((r[5] for r in block), np.float64, len(block)))
+            i = j
+
+    def place(self, key: str) -> tuple[str | None, str]:
+        return self._places.get(key, (None, key))
+
+
+def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[str] = tuple(BUCKET_METRICS),
+                 start: float | None = None) -> Iterator[tuple[str, str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(device, metric, bucket starts, statistic, readings) of every chip and rank series of
+    ``metrics`` (the host row is no chip): what the comparison reads, and what a cluster
+    node agent stores for its leader. ``start`` leaves out the buckets before it."""
+    for metric in metrics:
+        how = BUCKET_METRICS[metric]
+        for s in trace.series(metric):
+            if is_host(s.device):
+                continue
+            t, v = s.t, s.v
+            if start is not None:
+                keep = t >= start
+                t, v = t[keep], v[keep]
+            tc, y, n = block_reduce(t, v, width, how, origin=origin)
+            if tc.size:
+                yield s.device, metric, tc - width / 2, y, n
 
 
 def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any) -> Any:
@@ -145,27 +269,10 @@ class _Grid:
                 mask |= (lo < b) & (lo + self.width > a)
         return mask
 
-    def matrix(self, trace: Trace, metric: str, how: str, skip: np.ndarray) -> dict[str, np.ndarray]:
-        out = {}
-        for s in trace.series(metric):
-            tc, y, n = block_reduce(s.t, s.v, self.width, how, origin=self.origin)
-            if tc.size == 0:
-                continue
-            ok = n >= max(2, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
-            idx = np.floor((tc[ok] - self.origin) / self.width).astype(np.int64)
-            row = np.full(self.n, np.nan)
-            inside = (idx >= 0) & (idx < self.n)
-            row[idx[inside]] = y[ok][inside]
-            row[skip] = np.nan
-            out[s.device] = row
-        return out
 
-
-def _comparable_power(
-    trace: Trace, grid: _Grid, skip: np.ndarray, temps: dict[str, np.ndarray], p: PeersParams
-) -> None:
+def _comparable_power(src: Buckets, skip: np.ndarray, temps: dict[str, np.ndarray], p: PeersParams) -> None:
     """Blank each chip's temperature where its power is not comparable with its peers'."""
-    power = grid.matrix(trace, "power_w", "median", skip)
+    power = src.matrix("power_w", skip)
     if len(power) < p.min_peers + 1:
         return
     keys = list(power)
@@ -179,15 +286,13 @@ def _comparable_power(
             temps[k] = np.where(off, np.nan, temps[k])
 
 
-def _groups(trace: Trace, keys: list[str], spec: _Spec) -> list[tuple[list[str], float | None]]:
+def _groups(src: Buckets, keys: list[str], spec: _Spec) -> list[tuple[list[str], float | None]]:
     """Peers: chips of one model (HBM capacity, to the GiB); ranks are one group."""
     if spec.kind == "straggler":
         return [(sorted(keys), None)]
     by: dict[float | None, list[str]] = defaultdict(list)
     for k in keys:
-        tot = trace.get(k, "hbm_total_bytes")
-        cap = None if tot is None or not tot.v.size else float(round(float(np.median(tot.v)) / GIB) * GIB)
-        by[cap].append(k)
+        by[src.capacity(k)].append(k)
     return [(sorted(v), c) for c, v in by.items()]
 
 
@@ -292,7 +397,7 @@ def _confidence_of(tv: np.ndarray, dv: np.ndarray, stretches: list[tuple[int, in
 
 
 def _compare(
-    trace: Trace, grid: _Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
+    src: Buckets, grid: _Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
     profile: Profile, run_start: float,
 ) -> list[Finding]:
     p = profile.peers
@@ -302,18 +407,18 @@ def _compare(
     x = _transform(spec, np.vstack([rows[k] for k in keys]), profile, run_start, grid)
     nodes: dict[str | None, list[int]] = defaultdict(list)
     for i, k in enumerate(keys):
-        nodes[trace.place(k)[0]].append(i)
+        nodes[src.place(k)[0]].append(i)
     everyone = list(range(len(keys)))
     floor = spec.floor(p, cap)
     out: list[Finding] = []
     slow_nodes: set[str] = set()
     if spec.kind == "straggler" and len(nodes) >= p.min_peers + 1 and None not in nodes:
         out += _node_stragglers(grid, spec, x, nodes, floor, profile, slow_nodes,
-                                [trace.place(k)[1] for k in keys])
+                                [src.place(k)[1] for k in keys])
     # Each chip against its node's other chips when there are enough, else the cluster's.
     refs, cluster_refs = {}, {}
     for i, k in enumerate(keys):
-        node = trace.place(k)[0]
+        node = src.place(k)[0]
         local = _reference(x, nodes[node], i, p.min_peers)
         wide = _reference(x, everyone, i, p.min_peers)
         cluster_refs[i] = wide
@@ -339,7 +444,8 @@ def _compare(
         base_raw = _raw(spec, ref[ok][sel], rows[keys[i]][ok][sel])
         wide = cluster_refs[i]
         wide_raw = None if wide is None else _raw(spec, wide[ok][sel], rows[keys[i]][ok][sel])
-        out.append(_make(spec, keys[i], None, tv, dv, sel, stretches, sign, base_raw, wide_raw,
+        node, device = src.place(keys[i])
+        out.append(_make(spec, device, node, tv, dv, sel, stretches, sign, base_raw, wide_raw,
                          scope, spread, limit, profile, cap))
     return out
 

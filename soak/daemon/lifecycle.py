@@ -37,7 +37,15 @@ from soak.daemon.metrics import RunCollector
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import StoreError, UserError
-from soak.judge import build_profile, judge_run, online_bucket_s
+from soak.judge import (
+    NODE_KINDS,
+    PEER_KINDS,
+    analyze_node,
+    build_profile,
+    judge_run,
+    online_bucket_s,
+    write_node_buckets,
+)
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 
@@ -119,7 +127,7 @@ class Daemon:
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
         self._next_analysis = 0.0
-        self._seen_findings: set[tuple[str, str | None, str | None]] = set()
+        self._seen_findings: set[tuple[str, str | None, str | None, str | None]] = set()
         self._captures: CapturePlanner | None = None
 
     # ------------------------------------------------------------------ signals
@@ -379,10 +387,19 @@ class Daemon:
         # spacing runs at least 50x their own duration apart (the final one always runs).
         if time.monotonic() < self._next_analysis:
             return
-        if self.member is not None and not self.member.leader():
-            return  # a cluster run is judged once, by its leader, over every node's data
         t0 = time.monotonic()
         run = self.started
+        own: list[dict[str, Any]] = []
+        if self.member is not None:
+            # every node agent analyses its own chips and leaves its findings and bucket
+            # summaries in the store; the leader compares and judges from those
+            own = self._node_step(final=False)
+            if not self.member.leader():
+                self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
+                self._announce(own)
+                self.findings = own
+                self._ask_captures(own)
+                return
         now = run.clock.now()
         judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, now=now, status="running",
                            bucket_s=online_bucket_s(self.plan, now - run.started_ts))
@@ -391,20 +408,52 @@ class Daemon:
         if judged is None or judged.analysis.start is None:  # no data yet
             return
         findings = judged.findings
-        run.store.replace_findings(run.run_id, findings)
-        now = run.clock.now()
-        for f in findings:
-            key = (f["kind"], f.get("device"), f.get("metric"))
-            if key not in self._seen_findings:
-                self._seen_findings.add(key)
-                if f.get("severity") != "info":
-                    self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {f.get('device')}: {f.get('summary')}\n")
-                    self.out.flush()
-                run.store.add_event(run.run_id, "finding", ts=now, message=f.get("summary"),
-                                    detail={k: f.get(k) for k in ("kind", "device", "metric", "severity", "start", "end")})
+        if self.member is None:
+            run.store.replace_findings(run.run_id, findings)
+            self._announce(findings)
+        else:  # the leader writes the comparison's findings; each node its own
+            peer = [f for f in findings if f["kind"] in PEER_KINDS]
+            run.store.replace_findings(run.run_id, peer, kinds=PEER_KINDS)
+            self._announce(own + peer)
         self.findings = findings
         self.passing = judged.verdict == "pass"
-        self._ask_captures(findings)
+        self._ask_captures(own if self.member is not None else findings)
+
+    def _node_step(self, final: bool) -> list[dict[str, Any]]:
+        """This node's part of a cluster run's analysis: its own chips' findings and its
+        bucket summaries up to now (``final``: to the end), into the shared store."""
+        run, member = self.started, self.member
+        assert member is not None
+        now = run.clock.now()
+        result = analyze_node(run.store, run.run_id, member.node, plan=self.plan, profile=run.profile,
+                              now=None if final else now,
+                              bucket_s=None if final else online_bucket_s(self.plan, now - run.started_ts))
+        findings = [f.to_dict() for f in result.findings]
+        run.store.replace_findings(run.run_id, findings, node=member.node, kinds=NODE_KINDS)
+        # samples reach the store every flush, step rows every step window: a bucket is
+        # summarised once both have surely landed
+        lag = (self.plan.sampling.flush_every_s + self.step_window_s + 5.0) * run.clock.scale
+        write_node_buckets(run.store, run.run_id, member.node, plan=self.plan, profile=run.profile,
+                           planned_start=run.planned_end_ts - self.plan.run.duration_s,
+                           planned_end=run.planned_end_ts,
+                           upto=min(now, run.planned_end_ts) if final else now - lag, final=final)
+        return findings
+
+    def _announce(self, findings: list[dict[str, Any]]) -> None:
+        """A finding seen for the first time: a line on the terminal and an event."""
+        run = self.started
+        now = run.clock.now()
+        for f in findings:
+            key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
+            if key not in self._seen_findings:
+                self._seen_findings.add(key)
+                where = f.get("device") if f.get("node") is None else f"{f.get('node')}/{f.get('device')}"
+                if f.get("severity") != "info":
+                    self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
+                    self.out.flush()
+                run.store.add_event(run.run_id, "finding", ts=now, message=f.get("summary"), node=self._node(),
+                                    detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
+                                                                  "start", "end")})
 
     def _ask_captures(self, findings: list[dict[str, Any]]) -> None:
         """Ask the ranks for a profiler capture on new throughput or dropout findings."""
@@ -721,6 +770,13 @@ class Daemon:
             judged = None
             if self.member is not None:
                 member = self.member
+                if not isinstance(fatal, ClusterError):
+                    try:  # this node's last word on its own chips, before it says it is done
+                        self._node_step(final=True)
+                    except StoreError:
+                        raise
+                    except Exception:
+                        log.exception("final analysis of this node's chips")
                 member.touch(force=True, status=status, ended_ts=end, restarts=self._restarts())
                 if isinstance(fatal, ClusterError):  # the cluster never started: nothing to judge
                     raise StoreError(str(fatal))

@@ -597,8 +597,13 @@ class Store:
             )
         )
 
-    def replace_findings(self, run_id: str, findings: Iterable[Mapping[str, Any]]) -> int:
-        """Replace the run's findings with ``findings`` (analysis dicts), atomically."""
+    def replace_findings(self, run_id: str, findings: Iterable[Mapping[str, Any]], *, node: str | None = None,
+                         kinds: Sequence[str] | None = None) -> int:
+        """Replace the run's findings with ``findings`` (analysis dicts), atomically.
+
+        ``node`` and ``kinds`` narrow what is replaced: a cluster node agent replaces its own
+        chips' findings (``node``, the single-chip kinds), the leader the peer comparison's
+        (``kinds``), neither touching the other's."""
         rows = []
         for f in findings:
             rows.append(
@@ -618,13 +623,68 @@ class Store:
                 }
             )
 
+        f = S.findings
+        scope = [f.c.run_id == run_id]
+        if node is not None:
+            scope.append(f.c.node == node)
+        if kinds is not None:
+            scope.append(f.c.kind.in_(list(kinds)))
+
         def replace(conn: Connection) -> None:
-            conn.execute(delete(S.findings).where(S.findings.c.run_id == run_id))
+            conn.execute(delete(f).where(*scope))
             if rows:
                 conn.execute(insert(S.findings), rows)
 
         self._retry(replace)
         return len(rows)
+
+    # ------------------------------------------------------------------ chip buckets
+    def add_buckets(self, run_id: str, node: str, rows: Iterable[Sequence[Any]]) -> int:
+        """A node's bucket rows ``(device, metric, ts, value, n, covered_s)`` (``chip_buckets``);
+        a bucket already stored is kept as it is (an agent resumed writes it again)."""
+        out = [{"run_id": run_id, "node": node, "device": d, "metric": m, "ts": float(ts),
+                "value": None if v is None else float(v), "n": int(n), "covered_s": float(c)}
+               for d, m, ts, v, n, c in rows]
+        if out:
+            self._write(self._insert_ignoring_duplicates(S.chip_buckets), out)
+        return len(out)
+
+    def bucket_mark(self, run_id: str, node: str | None = None) -> float | None:
+        """The start of the newest bucket ``node`` (any node) has written; None before the first."""
+        b = S.chip_buckets
+        where = [b.c.run_id == run_id, *([b.c.node == node] if node is not None else [])]
+        return self._read(select(func.max(b.c.ts)).where(*where))[0][0]
+
+    def load_buckets(self, run_id: str, metric: str | None = None) -> list[tuple[Any, ...]]:
+        """Every node's bucket rows ``(node, device, metric, ts, value, n)`` with a value (of
+        one ``metric``), as plain tuples ordered by node, device, metric and time: what the
+        leader compares, read a metric at a time."""
+        b = S.chip_buckets
+        where = [b.c.run_id == run_id, b.c.value.is_not(None)]
+        if metric is not None:
+            where.append(b.c.metric == metric)
+        return self._read_tuples(select(b.c.node, b.c.device, b.c.metric, b.c.ts, b.c.value, b.c.n)
+                                 .where(*where).order_by(b.c.node, b.c.device, b.c.metric, b.c.ts))
+
+    def bucket_coverage(self, run_id: str, start: float, end: float, width_s: float) -> dict[tuple[str, str], float]:
+        """Seconds the readings of each ``(node/device, metric)`` cover in the buckets that
+        overlap ``[start, end)``, summed in one GROUP BY (the agents clip what a bucket
+        covers to the run's planned window)."""
+        b = S.chip_buckets
+        stmt = (select(b.c.node, b.c.device, b.c.metric, func.sum(b.c.covered_s))
+                .where(b.c.run_id == run_id, b.c.ts < end, b.c.ts + width_s > start)
+                .group_by(b.c.node, b.c.device, b.c.metric))
+        return {(f"{n}/{d}", m): float(s or 0.0) for n, d, m, s in self._read(stmt)}
+
+    def bucket_totals(self, run_id: str, metric: str, start: float, end: float,
+                      width_s: float) -> list[tuple[float, float, int]]:
+        """Per bucket overlapping ``[start, end)``: ``(ts, covered seconds summed over
+        devices, devices)`` of ``metric``'s rows, in one GROUP BY over the buckets."""
+        b = S.chip_buckets
+        stmt = (select(b.c.ts, func.sum(b.c.covered_s), func.count())
+                .where(b.c.run_id == run_id, b.c.metric == metric, b.c.ts < end, b.c.ts + width_s > start)
+                .group_by(b.c.ts).order_by(b.c.ts))
+        return [(float(ts), float(c or 0.0), int(n)) for ts, c, n in self._read(stmt)]
 
     def checkpoint_wal(self) -> None:
         """Fold the SQLite WAL back into the database so it cannot grow without bound."""
@@ -913,7 +973,8 @@ class Store:
         ]
 
     def load_trace(
-        self, run_id: str, chunk_rows: int = 20000, bucket_s: float | None = None
+        self, run_id: str, chunk_rows: int = 20000, bucket_s: float | None = None, *,
+        node: str | None = None, start: float | None = None,
     ) -> Iterator[tuple[float, str, str, float]]:
         """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
 
@@ -922,23 +983,30 @@ class Store:
         Read in chunks so a 72 h run never sits in memory as rows. With ``bucket_s`` the
         device metrics are bucket means computed in SQL (the daemon's online analysis of a
         long run); the steps stay as stored.
+
+        ``node`` (a cluster run) reads that node's chips and ranks alone, devices named as
+        on the node (``npu0-0``, not ``node/npu0-0``); ``start`` the rows from then on.
         """
         t = S.samples
         metrics = S.SAMPLE_METRIC_COLUMNS
+        prefix = "" if node is None else f"{node}/"
+        series = [(sid, dev[len(prefix):]) for sid, dev in self._run_series(run_id) if dev.startswith(prefix)]
         if bucket_s:
-            for dev in self.devices(run_id):
-                for r in self.load_samples(run_id, device=dev, bucket_s=bucket_s):
+            for _sid, dev in series:
+                for r in self.load_samples(run_id, device=prefix + dev, bucket_s=bucket_s, start=start):
                     for m in metrics:
                         if r[m] is not None:
                             yield (r["ts"], dev, m, float(r[m]))
         # Device by device (series id order), each in time order: the primary key's order,
         # read in chunks from the last timestamp seen.
-        for sid, dev in [] if bucket_s else self._run_series(run_id):
+        for sid, dev in [] if bucket_s else series:
             last_ts: float | None = None
             while True:
                 where = [t.c.series_id == sid]
                 if last_ts is not None:
                     where.append(t.c.ts > last_ts)
+                elif start is not None:
+                    where.append(t.c.ts >= start)
                 stmt = (
                     select(t.c.ts, *[t.c[m] for m in metrics])
                     .where(and_(*where))
@@ -955,9 +1023,14 @@ class Store:
                     break
                 last_ts = rows[-1][0]
         s = S.steps
+        where = [s.c.run_id == run_id]
+        if node is not None:
+            where.append(s.c.node == node)
+        if start is not None:
+            where.append(s.c.ts >= start)
         stmt = (
             select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
-            .where(s.c.run_id == run_id)
+            .where(*where)
             .order_by(s.c.ts)
         )
         for r in self._read(stmt):

@@ -35,7 +35,9 @@ from soak.telemetry.records import METRICS
 #    added, nothing rewritten): see ``MIGRATIONS``.
 # 4: steps gain ``compute_s``, a rank's time outside the collectives (the straggler's tell
 #    under synchronous data parallelism, where every rank's step time is the same).
-SCHEMA_VERSION = 4
+# 5: ``chip_buckets``: each node agent's per-chip bucket statistics, what the leader of a
+#    cluster run compares (a version-4 database gains the table in place).
+SCHEMA_VERSION = 5
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -206,6 +208,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE findings ADD COLUMN node VARCHAR(255)",
     ),
     3: ("ALTER TABLE steps ADD COLUMN compute_s FLOAT",),
+    4: (),  # chip_buckets is a new table: create_all makes it
 }
 
 events = Table(
@@ -240,6 +243,26 @@ findings = Table(
     Column("node", String(255)),
 )
 Index("ix_findings_run", findings.c.run_id)
+
+# A cluster run's per-chip summaries, written by each node agent for its own chips and ranks
+# as the run goes (``soak.analysis.peers.bucket_rows``): per time bucket of the peer
+# comparison, the bucket statistic of a metric (median; HBM: minimum), the readings it came
+# from, and the seconds of the bucket those readings cover (``soak.analysis.evidence``). The
+# leader compares and judges the whole cluster from these rows, never from every node's raw
+# samples. ``metric`` "any" is a chip's readings of any chip metric (chip-hours). The key
+# makes a rewrite of a bucket (an agent resumed) a no-op.
+chip_buckets = Table(
+    "chip_buckets",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("node", String(255), primary_key=True),
+    Column("device", String(64), primary_key=True),
+    Column("metric", String(32), primary_key=True),
+    Column("ts", Float, primary_key=True),  # the bucket's start, run time line
+    Column("value", Float),  # None: no reading in the bucket (coverage only)
+    Column("n", Integer, nullable=False),
+    Column("covered_s", Float, nullable=False),
+)
 
 # Sample columns that carry canonical metrics: every records.METRICS name but step_time_s,
 # which lives in the steps table (a new metric needs its column in `samples` above).

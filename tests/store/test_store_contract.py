@@ -226,6 +226,8 @@ def _downgrade(store_url: str, version: int) -> None:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             if v == 2:
                 conn.execute(text("DROP TABLE nodes"))
+            if v == 4:
+                conn.execute(text("DROP TABLE chip_buckets"))
         conn.execute(text(f"UPDATE soak_meta SET value = '{version}' WHERE key = 'schema_version'"))
     engine.dispose()
 
@@ -424,3 +426,78 @@ def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
         long += [(ts, dev, m, v) for m, v in zip(STEP_TRACE_METRICS, values, strict=True) if v is not None]
     assert long == list(store.load_trace("r1"))  # same values, same order
     assert store.export_rows("missing").samples == []
+
+
+def test_chip_buckets_are_written_once_and_summed_per_chip_and_per_bucket(store: Store) -> None:
+    _new_run(store)
+    rows = [("npu0-0", "temp_c", T0, 50.0, 60, 600.0), ("npu0-0", "temp_c", T0 + 600, 51.5, 30, 300.0),
+            ("npu0-0", "any", T0, None, 60, 600.0), ("npu0-0", "any", T0 + 600, None, 30, 300.0),
+            ("lm-rank0", "step_time_s", T0, 0.25, 60, 600.0)]
+    assert store.bucket_mark("r1") is None and store.bucket_mark("r1", "n1") is None
+    assert store.add_buckets("r1", "n1", rows) == 5
+    # an agent resumed writes its last bucket again: kept as first written, nothing twice
+    store.add_buckets("r1", "n1", [("npu0-0", "temp_c", T0 + 600, 99.0, 60, 600.0)])
+    store.add_buckets("r1", "n2", [("npu0-0", "temp_c", T0, 49.0, 60, 600.0), ("npu0-0", "any", T0, None, 60, 590.0)])
+    assert store.bucket_mark("r1", "n1") == T0 + 600 and store.bucket_mark("r1", "n2") == T0
+    assert store.bucket_mark("r1") == T0 + 600 and store.bucket_mark("r2") is None
+    assert store.load_buckets("r1", "temp_c") == [("n1", "npu0-0", "temp_c", T0, 50.0, 60),
+                                                 ("n1", "npu0-0", "temp_c", T0 + 600, 51.5, 30),
+                                                 ("n2", "npu0-0", "temp_c", T0, 49.0, 60)]
+    # rows without a value (coverage only) are not compared
+    assert {r[2] for r in store.load_buckets("r1")} == {"temp_c", "step_time_s"}
+    assert store.bucket_coverage("r1", T0, T0 + 1200, 600) == {
+        ("n1/npu0-0", "temp_c"): 900.0, ("n1/npu0-0", "any"): 900.0, ("n1/lm-rank0", "step_time_s"): 600.0,
+        ("n2/npu0-0", "temp_c"): 600.0, ("n2/npu0-0", "any"): 590.0}
+    # a window that holds the second bucket only
+    assert store.bucket_coverage("r1", T0 + 600, T0 + 1200, 600)[("n1/npu0-0", "any")] == 300.0
+    assert store.bucket_totals("r1", "any", T0, T0 + 1200, 600) == [(T0, 1190.0, 2), (T0 + 600, 300.0, 1)]
+
+
+def test_findings_replaced_for_one_node_or_some_kinds_leave_the_others(store: Store) -> None:
+    _new_run(store)
+
+    def f(kind: str, node: str | None, device: str | None) -> dict:
+        return {"kind": kind, "node": node, "device": device, "metric": "temp_c", "start": T0, "end": T0 + 1,
+                "severity": "warn", "summary": f"{kind} {node} {device}"}
+
+    store.replace_findings("r1", [f("thermal", "n1", "npu0-0"), f("thermal", "n2", "npu0-0"),
+                                  f("outlier", "n1", "npu1-0"), f("straggler", "n2", None)])
+    store.replace_findings("r1", [f("memory_creep", "n1", "npu0-0")], node="n1", kinds=("thermal", "memory_creep"))
+    store.replace_findings("r1", [f("outlier", "n2", "npu3-0")], kinds=("outlier", "straggler"))
+    got = sorted((r.kind, r.detail.get("node"), r.device) for r in store.load_findings("r1"))
+    assert got == [("memory_creep", "n1", "npu0-0"), ("outlier", "n2", "npu3-0"), ("thermal", "n2", "npu0-0")]
+
+
+def test_load_trace_of_one_node_names_its_devices_as_on_the_node(store: Store) -> None:
+    _new_run(store)
+    for node in ("n1", "n2"):
+        w = store.writer("r1", node=node)
+        for i in range(4):
+            w.add(_snap(T0 + i, 10.0 * i, 100))
+        w.flush()
+        store.add_steps("r1", [{"ts": T0 + 2, "workload": "lm", "rank": int(node[1]), "step": 1,
+                                "step_time_s": 0.5}], node=node)
+    rows = list(store.load_trace("r1", node="n2", start=T0 + 2))
+    assert {d for _, d, _, _ in rows} == {"npu0-0", "npu1-0", HOST_DEVICE, "lm-rank2"}
+    assert min(ts for ts, _, _, _ in rows) == T0 + 2
+    assert sorted(v for ts, d, m, v in rows if d == "npu0-0" and m == "util_pct") == [20.0, 30.0]
+    everything = list(store.load_trace("r1"))
+    assert {d for _, d, _, _ in everything} >= {"n1/npu0-0", "n2/npu0-0", "lm-rank1", "lm-rank2"}
+
+
+def test_a_version_4_store_gains_the_chip_buckets_table_in_place(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from sqlalchemy import create_engine, inspect
+
+    with Store.open(store_url) as first:
+        _new_run(first)
+    _downgrade(store_url, 4)
+    engine = create_engine(store_url)
+    assert not inspect(engine).has_table("chip_buckets")
+    with Store.open(store_url) as upgraded:
+        assert upgraded.get_run("r1") is not None
+        upgraded.add_buckets("r1", "n1", [("npu0-0", "any", T0, None, 1, 5.0)])
+        assert upgraded.bucket_mark("r1", "n1") == T0
+    assert inspect(engine).has_table("chip_buckets")
+    engine.dispose()
