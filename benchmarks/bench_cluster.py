@@ -35,9 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import psutil
@@ -48,27 +46,16 @@ sys.path.insert(0, str(ROOT))
 from soak.errors import StoreError  # noqa: E402
 from soak.store import Store  # noqa: E402
 from soak.telemetry.records import DeviceSample, HostSample, Snapshot  # noqa: E402
+from tests.pgdb import fresh_database  # noqa: E402
 
 GIB = 1 << 30
 COMMIT_EVERY_TICKS = 5  # the daemon's default sampling.flush_every = 5 s at 1 s ticks
 
 
 # ---------------------------------------------------------------------- databases
-@contextmanager
-def database(pg: str) -> Iterator[str]:
+def database(pg: str) -> AbstractContextManager[str]:
     """A fresh database on the server of ``pg``, dropped afterwards."""
-    from sqlalchemy import create_engine, text
-
-    name = f"soak_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{pg.rpartition('/')[0]}/{name}"
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    return fresh_database(pg, "soak_bench")
 
 
 def postgres_cpu_s() -> float:

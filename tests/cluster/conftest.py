@@ -15,12 +15,13 @@ import shutil
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.pgdb import fresh_database
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
@@ -108,16 +109,5 @@ def db_url():
     """A fresh database of its own on the test PostgreSQL server, dropped afterwards."""
     if not PG_URL:
         pytest.skip("SOAK_TEST_PG_URL is not set (a cluster run needs PostgreSQL)")
-    from sqlalchemy import create_engine, text
-
-    name = f"soak_cluster_{uuid.uuid4().hex[:10]}"
-    base, _, _ = PG_URL.rpartition("/")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database(PG_URL, "soak_cluster") as url:
+        yield url
