@@ -37,7 +37,9 @@ named again against the cluster. ``warn``, ``fail`` from ``straggler_fail_frac``
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -197,19 +199,11 @@ class StoredBuckets(Buckets):
 
     def _read(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
         rows = self._load(metric)  # (node, device, metric, ts, value, n), sorted by node, device, ts
-        i = 0
-        while i < len(rows):
-            node, dev = rows[i][0], rows[i][1]
-            j = i
-            while j < len(rows) and rows[j][0] == node and rows[j][1] == dev:
-                j += 1
-            block = rows[i:j]
+        for (node, dev), block in itertools.groupby(rows, key=operator.itemgetter(0, 1)):
+            values = np.array([r[3:6] for r in block], dtype=np.float64)
             key = f"{node}/{dev}"
             self._places[key] = (node, dev)
-            yield (key, np.fromiter((r[3] for r in block), np.float64, len(block)),
-                   np.fromiter((r[4] for r in block), np.float64, len(block)),
-                   np.fromiter((r[5] for r in block), np.float64, len(block)))
-            i = j
+            yield key, values[:, 0], values[:, 1], values[:, 2]
 
     def place(self, key: str) -> tuple[str | None, str]:
         return self._places.get(key, (None, key))

@@ -657,14 +657,14 @@ class Store:
 
     def load_buckets(self, run_id: str, metric: str | None = None) -> list[tuple[Any, ...]]:
         """Every node's bucket rows ``(node, device, metric, ts, value, n)`` with a value (of
-        one ``metric``), as plain tuples ordered by node, device, metric and time: what the
+        one ``metric``), as plain tuples ordered by metric, node, device and time: what the
         leader compares, read a metric at a time."""
         b = S.chip_buckets
         where = [b.c.run_id == run_id, b.c.value.is_not(None)]
         if metric is not None:
             where.append(b.c.metric == metric)
         return self._read_tuples(select(b.c.node, b.c.device, b.c.metric, b.c.ts, b.c.value, b.c.n)
-                                 .where(*where).order_by(b.c.node, b.c.device, b.c.metric, b.c.ts))
+                                 .where(*where).order_by(b.c.metric, b.c.node, b.c.device, b.c.ts))
 
     def bucket_coverage(self, run_id: str, start: float, end: float, width_s: float) -> dict[tuple[str, str], float]:
         """Seconds the readings of each ``(node/device, metric)`` cover in the buckets that

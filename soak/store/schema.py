@@ -254,15 +254,17 @@ Index("ix_findings_run", findings.c.run_id)
 chip_buckets = Table(
     "chip_buckets",
     metadata,
+    # key in this order: the leader reads one metric of every chip at a time, in key order
     Column("run_id", String(64), primary_key=True),
+    Column("metric", String(32), primary_key=True),
     Column("node", String(255), primary_key=True),
     Column("device", String(64), primary_key=True),
-    Column("metric", String(32), primary_key=True),
     Column("ts", Float, primary_key=True),  # the bucket's start, run time line
     Column("value", Float),  # None: no reading in the bucket (coverage only)
     Column("n", Integer, nullable=False),
     Column("covered_s", Float, nullable=False),
 )
+Index("ix_chip_buckets_node_ts", chip_buckets.c.run_id, chip_buckets.c.node, chip_buckets.c.ts)  # where a node is
 
 # Sample columns that carry canonical metrics: every records.METRICS name but step_time_s,
 # which lives in the steps table (a new metric needs its column in `samples` above).
