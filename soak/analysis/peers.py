@@ -28,6 +28,10 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    deviation swings with a daily cycle is not out of line. The finding gives the baseline,
    the deviation (median over the out-of-line buckets), since when, and that confidence.
 
+The comparison runs on bucket matrices from either source: a raw trace (``soak analyze``, a
+single-node run), reduced here by :func:`bucket_stats`, or the same statistics the node
+agents of a cluster run computed with it and stored (``soak.analysis.buckets``).
+
 Stragglers: a rank's step time, compute time (outside the collectives) or bandwidth out of
 line with its peers is a ``straggler`` on that rank; in a cluster trace each node's median
 over its ranks is also compared with the other nodes (``device`` None: the whole node is
@@ -184,8 +188,8 @@ class TraceBuckets(Buckets):
 
 class StoredBuckets(Buckets):
     """Buckets the node agents of a cluster run wrote (``Store.load_buckets``), read one
-    metric at a time: the leader never holds every node's raw samples, nor every metric's
-    buckets at once."""
+    metric at a time: the leader never holds every node's raw samples, nor more than one
+    metric's rows (what it keeps is a few MB of arrays a metric)."""
 
     def __init__(self, load: Callable[[str], list[tuple[Any, ...]]], grid: _Grid) -> None:
         self._load, self.grid = load, grid
