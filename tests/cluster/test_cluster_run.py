@@ -112,6 +112,13 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
     nodes_crit = next(c for c in analysis["criteria"] if c["name"] == "nodes")
     assert nodes_crit["met"] is True and analysis["coverage"]["chips_expected"] == 6
+    # each agent summarised its own chips and ranks for the leader, which judged from those
+    with Store.open(db_url, create=False) as store:
+        summarised = {(r[0], r[1]) for r in store.load_buckets("c1", "temp_c")}
+        ranks = {r[0] for r in store.load_buckets("c1", "step_time_s")}
+    assert summarised == {(f"node-{r}", f"npu{c}-0") for r in range(3) for c in range(2)}
+    assert ranks == {"node-0", "node-1", "node-2"}
+    assert analysis["coverage"]["chips_seen"] == 6 and analysis["coverage"]["min_ratio"] > 0.5
     status = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", db_url,
                              "--format", "json"], capture_output=True, text=True, timeout=60)
     data = json.loads(status.stdout)
