@@ -34,6 +34,7 @@ from soak.analysis.model import KINDS
 from soak.analysis.verdict import clean_statement, order, reasons
 from soak.config import Plan, plan_from_dict
 from soak.errors import ConfigError, SoakError
+from soak.provenance import simulated_run
 from soak.tomlfile import read_toml
 
 log = logging.getLogger("soak.judge")
@@ -211,7 +212,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         ended = (now if now is not None else time.time()) if running else rec.ended_ts
     if ended is None:
         ended = result.end if result.end is not None else planned_start
-    simulated = (rec.backend == "sim") or time_scale != 1.0
+    simulated = simulated_run(rec.backend, time_scale)
 
     accounting = coverage = None
     hours = result.chip_hours

@@ -6,7 +6,7 @@ never breaks the zh report; ``tests/report`` checks both columns are complete.
 
 from __future__ import annotations
 
-from soak.report.model import simulated_fleet, time_scaled
+from soak.provenance import simulated_fleet, time_scaled
 
 LANGS: tuple[str, ...] = ("en", "zh")
 

@@ -16,21 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from soak.provenance import simulated_run, time_scaled
 from soak.tomlfile import finite
 
 # Chart order and labels of the per-chip series the report draws (canonical metric names).
 SERIES_METRICS: tuple[str, ...] = ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s")
-
-
-def simulated_fleet(backend: str | None) -> bool:
-    """The readings came from the simulated fleet (``backend = "sim"``), not from hardware."""
-    return backend == "sim"
-
-
-def time_scaled(time_scale: float | None) -> bool:
-    """The run's clock ran at another speed than the wall (``soak.clock.ScaledClock``): its
-    timestamps are on a scaled time line and its hours are not hours of load."""
-    return time_scale is not None and time_scale != 1
 
 
 @dataclass(frozen=True)
@@ -54,7 +44,7 @@ class RunInfo:
     @property
     def simulated(self) -> bool:
         """Not an acceptance of hardware: a simulated fleet or a scaled time line (or both)."""
-        return simulated_fleet(self.backend) or time_scaled(self.time_scale)
+        return simulated_run(self.backend, self.time_scale)
 
     @property
     def wall_duration_s(self) -> float | None:

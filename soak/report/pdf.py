@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from soak.provenance import time_scaled
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
-from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration, time_scaled
+from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
 from soak.report.present import (
     accounting_rows,
     coverage_rows,
