@@ -291,6 +291,10 @@ class ClusterSection:
                                 key="join_timeout", raw="10m")
     node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost.", _dur(),
                                 key="node_silence", raw="60s")
+    link_test_every_s: float = opt(3600.0, "Pairwise link test between the nodes before the first step, then this often "
+                                   "(run time line); 0: at the start only.", _dur(True), key="link_test_every", raw="1h")
+    link_test_bytes: int = opt(0, "All-reduce size of the link test; 0: by the workload's preset (1 MiB tiny, "
+                               "16 MiB small, 256 MiB medium, 1 GiB large).", parse_size, key="link_test_bytes", raw="0")
     on_node_lost: str = opt("continue", "When a node is lost: continue (the others go on training: evidence keeps "
                             "coming) or stop the run.", _choice_policy)
 

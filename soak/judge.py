@@ -11,7 +11,11 @@ A verdict is bound to evidence. Besides the detectors' findings a run must show:
 - **runtime and availability**: the run reached its planned end, and the time it did not
   train for a reason the plan did not expect stays under ``1 - evidence.min_availability``;
 - **restarts**: no crash or hang that was not injected (``evidence.max_uninjected_restarts``);
-- **preflight**: the node passed its self-check, when the plan ran one.
+- **preflight**: the node passed its self-check, when the plan ran one;
+- **links** (several nodes): the pairwise link test between nodes found no pair or node below
+  the profile's floor or more than ``links.max_below_median_frac`` below the others
+  (``soak.analysis.links``); a run or trace of several nodes without a link test is not judged
+  on its links (the criterion says so), and a single node has no such criterion.
 
 Chip-hours in the clean-run statement count accelerator chips only, while training, with
 readings; gaps and the host row never count.
@@ -28,6 +32,7 @@ from typing import Any
 
 from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
 from soak.analysis import evidence as ev
+from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.event_phases import event_phases
 from soak.analysis.model import KINDS
@@ -163,11 +168,18 @@ def judge_trace(trace: Trace, profile: Profile | None = None, phases: Iterable[P
                 now: float | None = None) -> Judgement:
     """A trace without a run (``soak analyze TRACE.csv``): the detectors' verdict, and
     chip-hours from the readings (host row and gaps excluded)."""
-    result = analyze(trace, profile, phases=list(phases) or None, now=now)
-    criteria = tuple(_kind_criteria(result.findings, judged=True))
+    tests = lk.from_trace(trace)
+    result = analyze(trace, profile, phases=list(phases) or None, now=now, link_tests=tests)
+    criteria: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    if len(trace.nodes) > 1 or tests.results:
+        verdict = lk.evaluate(tests, profile or Profile.default())
+        criteria.append(_links_criterion(verdict, running=False))
+        extra["links"] = verdict.to_dict()
+    criteria += _kind_criteria(result.findings, judged=True)
     return Judgement(analysis=result, verdict=result.verdict, reasons=tuple(result.reasons),
-                     criteria=criteria, clean_statement=result.clean_statement if result.verdict == "pass" else None,
-                     chip_hours=result.chip_hours)
+                     criteria=tuple(criteria), clean_statement=result.clean_statement if result.verdict == "pass" else None,
+                     chip_hours=result.chip_hours, extra=extra)
 
 
 def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases: Iterable[Phase] = (),
@@ -191,11 +203,12 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     events = store.load_events(run_id)
     all_phases = list(phases) + run_phases(events, plan)
     planned_start, planned_end = planned_window(rec, plan)
+    tests = lk.from_events(events)
     if (rec.nodes or 1) > 1 and (status == "running" or store.bucket_mark(run_id) is not None):
         # a cluster run: its node agents analysed their own chips and stored their findings
         # and bucket summaries; the leader (and the report) compare and judge from those
         # alone, never from every node's raw samples
-        result = _cluster_analysis(store, run_id, profile, all_phases, planned_start, now)
+        result = _cluster_analysis(store, run_id, profile, all_phases, planned_start, now, tests)
         evidence: _Evidence = _BucketEvidence(store, run_id, profile.peers.bucket_s)
     else:
         if arrays is not None:
@@ -203,7 +216,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         else:
             trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
         trace = trace.placed(store.rank_places(run_id))
-        result = analyze(trace, profile, phases=all_phases or None, now=now)
+        result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
         evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()})
 
     time_scale = float(rec.time_scale or 1.0)
@@ -240,9 +253,13 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     pre = _preflight_criterion(events, plan, reasons)
     if pre is not None:
         criteria.append(pre)
+    extra: dict[str, Any] = {}
     if (rec.nodes or 1) > 1:
         lost_ever = {e.node for e in events if e.kind == "node_lost" and e.node}
         criteria.append(_nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running, reasons, lost_ever))
+        links = lk.evaluate(tests, profile)
+        criteria.append(_links_criterion(links, running))
+        extra["links"] = links.to_dict()
     criteria += _kind_criteria(result.findings, judged=True)
 
     failing = [c for c in criteria if c["met"] is False]
@@ -266,7 +283,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         analysis=result, verdict=verdict, reasons=tuple(all_reasons), criteria=tuple(criteria),
         clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
-        captures=tuple(captures_from_events(events)),
+        captures=tuple(captures_from_events(events)), extra=extra,
     )
 
 
@@ -324,9 +341,9 @@ def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profil
 
 
 def _cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequence[Phase], origin: float,
-                      now: float | None) -> Analysis:
-    """The leader's cluster step: the node agents' findings, and the peer comparison over
-    their bucket summaries, one metric at a time."""
+                      now: float | None, link_tests: lk.LinkTests) -> Analysis:
+    """The leader's cluster step: the node agents' findings, the peer comparison over
+    their bucket summaries, one metric at a time, and the pairwise link tests."""
     from soak.analysis.buckets import ANY
 
     if phases:
@@ -342,6 +359,7 @@ def _cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequenc
             findings += peers.compare(src, profile, origin)
     else:
         start = end = None
+    findings += lk.evaluate(link_tests, profile).findings
     return judged(order(findings), profile, start, end, ev.chip_hours_of_buckets(totals, width, -math.inf, math.inf))
 
 
@@ -552,6 +570,32 @@ def _nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons
             + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])))
     return _criterion("nodes", f"all {expected} to the end", measured, met,
                       lost=[n.name for n in bad if n.status == "lost"])
+
+
+def _links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
+    """Several nodes: the pairwise link test. No test recorded is not judged (met None), never
+    a pass: the criterion says so and the verdict says nothing about the links."""
+    x = f"{100 * v.max_below_median_frac:g}%"
+    required = f"no node or pair more than {x} below the others"
+    if v.floor_gbps is not None:
+        required += f"; every pair >= {v.floor_gbps:.3g} GB/s ({v.chip}: expected {v.expected_gbps:g} GB/s)"
+    elif v.chip:
+        required += f" ({v.chip}: no expected figure, relative rule only)"
+    values = [p.busbw_gbps for p in v.pairs if p.busbw_gbps is not None]
+    if not v.tests or not values:
+        measured = "no link test recorded: links not judged" + (" yet" if running else "")
+        return _criterion("links", required, measured, None, tests=v.tests)
+    low = min((p for p in v.pairs if p.busbw_gbps is not None), key=lambda p: p.busbw_gbps or 0.0)
+    measured = (f"{len(v.pairs)} pair(s) of {len(v.nodes)} nodes in {v.tests} test(s): median {v.median_gbps:.3g} GB/s, "
+                f"lowest {low.a}-{low.b} {low.busbw_gbps:.3g} GB/s")
+    if len(v.nodes) < 3:
+        measured += " (two nodes: no other pair to compare with)"
+    bad = [f for f in v.findings if f.severity == "fail"]
+    if bad:
+        measured += "; " + ", ".join(("node " + f.node) if f.device is None else f"{f.node}-{f.device[len(lk.LINK_PREFIX):]}"
+                                     for f in bad[:6]) + (" ..." if len(bad) > 6 else "")
+    return _criterion("links", required, measured, not bad, tests=v.tests, median_gbps=v.median_gbps,
+                      floor_gbps=v.floor_gbps)
 
 
 def _kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soak.analysis import comm, hang, memory, peers, thermal, throughput, utilization
+from soak.analysis import comm, hang, links, memory, peers, thermal, throughput, utilization
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
 from soak.analysis.trace import Series, Trace
@@ -27,6 +27,7 @@ DETECTOR_VERSIONS: dict[str, str] = {
     "thermal": thermal.DETECTOR_VERSION,
     "throughput_degradation": throughput.DETECTOR_VERSION,
     "peers": peers.DETECTOR_VERSION,
+    "links": links.DETECTOR_VERSION,
 }
 DETECTOR_VERSION = f"soak-analysis/{ANALYSIS_VERSION}"
 
@@ -60,13 +61,16 @@ def analyze(
     now: float | None = None,
     *,
     peer_comparison: bool = True,
+    link_tests: links.LinkTests | None = None,
 ) -> Analysis:
     """Run every detector on ``trace`` and decide the verdict.
 
     ``phases`` adds expected phases (periodic, or explicit windows from the run's events) to
     the profile's. ``now`` is the current time for a run in progress (a hang still going is
     measured up to it); default: the end of the data. ``peer_comparison`` False leaves the
-    peers out: a cluster node agent analyses its own chips, its leader compares them.
+    peers out: a cluster node agent analyses its own chips, its leader compares them (and the
+    links). ``link_tests``: the run's pairwise link tests (its ``link_test`` events); default:
+    the trace's ``pair_busbw_gbps`` rows.
     """
     profile = profile or Profile.default()
     if phases:
@@ -90,6 +94,7 @@ def analyze(
     findings += utilization.detect(trace, profile, t0, t1)
     if peer_comparison:
         findings += peers.detect(trace, profile, t0, t1)
+        findings += links.evaluate(links.from_trace(trace) if link_tests is None else link_tests, profile).findings
     return judged(order(place(attribute(findings), trace)), profile, t0, t1, chip_hours(trace))
 
 

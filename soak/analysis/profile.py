@@ -147,6 +147,72 @@ class PeersParams:
 
 
 @dataclass(frozen=True)
+class LinksParams:
+    """The pairwise link test between nodes (``links`` criterion, docs/cluster.md)."""
+
+    min_expected_frac: float = 0.75  # absolute floor: a pair below this share of its chip model's figure fails
+    max_below_median_frac: float = 0.15  # relative rule: a node or pair this far below the cluster's fails
+
+
+@dataclass(frozen=True)
+class ChipExpectation:
+    """What one chip model should reach, each figure with where it comes from.
+
+    ``pair_busbw_gbps`` is the link test's measure: an all-reduce between one rank on each of
+    two nodes, busbw as nccl-tests defines it (= algbw for two ranks). None: no fixed figure,
+    only the relative rule judges. ``tflops_16bit``: dense FP16/BF16 peak of one chip (as
+    ``npu-smi``/``nvidia-smi`` lists chips), for the compute checks.
+    """
+
+    pair_busbw_gbps: float | None = None
+    pair_busbw_source: str = ""
+    tflops_16bit: float | None = None
+    tflops_source: str = ""
+
+
+# Figures are understated where uncertain, and say so: the absolute floor must never fail a
+# healthy machine because of a figure we could not verify.
+DEFAULT_CHIPS: dict[str, ChipExpectation] = {
+    "910B": ChipExpectation(
+        20.0, "Atlas 800T A2: one 200GE RoCE port per NPU (25 GB/s line rate); 80 % of line rate, "
+        "not verified on hardware here: understated",
+        256.0, "FP16 dense; published figures for the 910B bins range from 256 to about 376 TFLOPS "
+        "(third-party listings, no Huawei datasheet per bin): the lowest is used"),
+    "910_93": ChipExpectation(
+        20.0, "Atlas A3 (910_93, each die one chip): across SuperPoDs the dies talk over RoCE; "
+        "Huawei publishes no per-die figure we could verify: the 910B's understated figure is used",
+        256.0, "FP16 dense per die; no verified per-die datasheet figure: the 910B's lowest is used"),
+    "310P": ChipExpectation(
+        None, "inference card without a chip-to-network RDMA port: nodes talk over the host NIC, "
+        "no fixed figure (relative rule only)",
+        70.0, "Atlas 300I Pro (one 310P3): FP16 70 TFLOPS, INT8 140 TOPS (Huawei product page); "
+        "no BF16"),
+    "H100": ChipExpectation(
+        40.0, "HGX/DGX H100: one 400 Gb/s ConnectX-7 NIC per GPU (50 GB/s line rate); nccl-tests "
+        "busbw approaches line rate for large messages (nccl-tests doc/PERFORMANCE.md); 80 % used",
+        989.0, "NVIDIA H100 SXM datasheet: BF16 1,979 TFLOPS with sparsity, half without"),
+    "H200": ChipExpectation(
+        40.0, "HGX H200: one 400 Gb/s ConnectX-7 NIC per GPU (50 GB/s line rate), as H100; 80 % used",
+        989.0, "NVIDIA H200 SXM datasheet: BF16 1,979 TFLOPS with sparsity, half without (H100's compute)"),
+    "CPU": ChipExpectation(
+        None, "gloo over the host network: no fixed figure (relative rule only)",
+        None, "host CPU: no fixed figure"),
+}
+
+
+def chip_model(name: str | None, backend: str | None = None) -> str | None:
+    """The profile's chip model of a device name (``Ascend910B2``, ``NVIDIA H100 80GB HBM3``,
+    ``Ascend910_9391``) or backend (``cpu``); None when unknown."""
+    if (backend or "").lower() == "cpu":
+        return "CPU"
+    text = (name or "").upper().replace(" ", "")
+    for key in ("910_93", "910B", "310P", "H200", "H100"):
+        if key in text:
+            return key
+    return None
+
+
+@dataclass(frozen=True)
 class EvidenceParams:
     """What a run must show before its findings can mean anything (docs/report.md)."""
 
@@ -173,6 +239,8 @@ class Profile:
     throughput: ThroughputParams = ThroughputParams()
     peers: PeersParams = PeersParams()
     evidence: EvidenceParams = EvidenceParams()
+    links: LinksParams = LinksParams()
+    chips: dict[str, ChipExpectation] = field(default_factory=lambda: dict(DEFAULT_CHIPS))
 
     @classmethod
     def default(cls) -> Profile:
@@ -195,6 +263,7 @@ class Profile:
             "throughput": ThroughputParams,
             "peers": PeersParams,
             "evidence": EvidenceParams,
+            "links": LinksParams,
         }
         for key, value in data.items():
             if key in sections:
@@ -218,6 +287,8 @@ class Profile:
                         )
                     sev[kind] = level
                 kwargs["severity"] = sev
+            elif key == "chips":
+                kwargs["chips"] = _chips(value, f"{source}: chips")
             elif key == "phases":
                 if not isinstance(value, list):
                     raise ConfigError(f"{source}: phases must be an array of tables")
@@ -266,6 +337,28 @@ def _section(cls: type, values: dict[str, Any], where: str) -> Any:
         else:
             kwargs[key] = _number(value, f"{where}.{key}")
     return cls(**kwargs)
+
+
+def _chips(value: Any, where: str) -> dict[str, ChipExpectation]:
+    """``[chips.MODEL]`` tables laid over the defaults; a figure given needs its source."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a table of chip models")
+    out = dict(DEFAULT_CHIPS)
+    known = {f.name for f in dataclasses.fields(ChipExpectation)}
+    for model, table in value.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}.{model} must be a table")
+        kw: dict[str, Any] = {}
+        for key, v in table.items():
+            if key not in known:
+                raise ConfigError(f"{where}.{model}.{key}: unknown key")
+            kw[key] = str(v) if key.endswith("_source") else _number(v, f"{where}.{model}.{key}")
+        for figure, src in (("pair_busbw_gbps", "pair_busbw_source"), ("tflops_16bit", "tflops_source")):
+            if figure in kw and not kw.get(src):
+                raise ConfigError(f"{where}.{model}.{src}: a figure needs its source")
+        base = out.get(str(model), ChipExpectation())
+        out[str(model)] = dataclasses.replace(base, **kw)
+    return out
 
 
 def _phase(value: Any, where: str) -> Phase:

@@ -266,3 +266,27 @@ def _inject(f: Fault, sig: dict[str, np.ndarray], t_rel: np.ndarray, rng: np.ran
             sig["step"] *= np.where(after, 1 + f.magnitude / 100, 1.0)
     else:  # pragma: no cover - programming error
         raise ValueError(f.kind)
+
+
+def link_rows(nodes: int, tests: int = 6, *, busbw_gbps: float = 20.0, spread: float = 0.04,
+              slow_pairs: dict[tuple[int, int], float] | None = None, slow_nodes: dict[int, float] | None = None,
+              every_s: float = 3600.0, seed: int = 0) -> list[tuple[float, str, str, str, float]]:
+    """Five-column rows of pairwise link tests (``node`` one end, ``device`` ``link:OTHER``,
+    metric ``pair_busbw_gbps``): every pair of ``nodes`` (``n00`` ...) in ``tests`` tests.
+
+    Healthy pairs differ by ``spread`` (a fixed share per pair, as cables and switch ports
+    differ, plus half of it per test); ``slow_pairs``/``slow_nodes`` take a fraction off.
+    """
+    rng = np.random.default_rng(seed)
+    slow_pairs, slow_nodes = dict(slow_pairs or {}), dict(slow_nodes or {})
+    rows = []
+    pairs = [(a, b) for a in range(nodes) for b in range(a + 1, nodes)]
+    own = {p: 1.0 + rng.normal(0.0, spread) for p in pairs}
+    for k in range(tests):
+        ts = T0 + k * every_s
+        for a, b in pairs:
+            v = busbw_gbps * own[(a, b)] * (1.0 + rng.normal(0.0, spread / 2))
+            v *= 1.0 - slow_pairs.get((a, b), 0.0)
+            v *= 1.0 - max(slow_nodes.get(a, 0.0), slow_nodes.get(b, 0.0))
+            rows.append((ts, f"n{a:02d}", f"link:n{b:02d}", "pair_busbw_gbps", float(v)))
+    return rows

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from soak.analysis.verdict import where
 from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError, StoreError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, run_dir
@@ -97,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _require_evidence(trace: Any, source: str) -> None:
     """No evidence is never a pass: a trace without one reading of a known metric is bad input."""
+    from soak.analysis.links import METRIC as LINK_METRIC
     from soak.telemetry.records import METRICS
 
-    known = (*METRICS, "tokens_per_s")
+    known = (*METRICS, "tokens_per_s", LINK_METRIC)
     if not any(m in known for m in trace.metrics):
         seen = ", ".join(trace.metrics[:5]) or "none"
         raise InputError(f"{source}: no reading of a known metric ({', '.join(known)}); metrics found: {seen}")
@@ -129,7 +131,7 @@ def _print_table(judged: Any) -> None:
         slope = fmt(None if f.slope_per_hour is None else f"{f.slope_per_hour:.4g}")
         period = fmt(None if f.period_s is None else round(f.period_s))
         out.write(
-            f"{f.severity:<8} {f.kind:<23} {f.device:<14} {f.metric:<15} {_when(f.start):<19}  "
+            f"{f.severity:<8} {f.kind:<23} {where(f):<14} {f.metric:<15} {_when(f.start):<19}  "
             f"{_when(f.end):<19}  {slope:>10} {period:>8} {fmt(f.count):>5}  {f.summary}\n"
         )
     if judged.clean_statement:

@@ -30,6 +30,7 @@ EVENT_KINDS = {
     "eval": "phase",
     "sdc_mismatch": "note",
     "capture": "capture",
+    "link_test": "link_test",
 }
 _MAX_WINDOW_LINES = 1000
 _HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
@@ -236,6 +237,8 @@ class StepAggregator:
                 detail = {k: rec[k] for k in ("step", "phase", "comm_timeouts", "device") if rec.get(k) is not None}
                 if ev == "capture" and isinstance(rec.get("capture"), dict):
                     detail.update(rec["capture"])  # the capture's summary (soak.analysis.captures)
+                if ev == "link_test" and isinstance(rec.get("link_test"), dict):
+                    detail.update(rec["link_test"])  # the pairs (soak.analysis.links)
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,
                     "message": rec.get("message"), "detail": {**detail, "heartbeat_event": ev},

@@ -48,6 +48,7 @@ from soak.judge import (
 )
 from soak.store import Store
 from soak.telemetry.records import Snapshot
+from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger("soak.daemon")
 
@@ -82,10 +83,16 @@ def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> Arg
     profile_args = ("--profile-steps", str(cap.steps), "--profile-every-s", f"{cap.every_s:g}",
                     "--profile-max-mb", f"{cap.max_trace_bytes / 1e6:g}")
 
+    link_args: tuple[str, ...] = ()
+    if plan.cluster.nodes > 1:  # the pairwise link test: wall seconds, as the workers count
+        scale = plan.run.time_scale if plan.run.time_scale > 0 else 1.0
+        link_args = ("--link-test-every-s", f"{plan.cluster.link_test_every_s / scale:g}",
+                     "--link-test-bytes", str(plan.cluster.link_test_bytes))
+
     def argv(w: WorkloadSpec, run_dir: Path, attempt: int, wall_left_s: float) -> list[str]:
         return build_command(w.name, run_dir, w.nproc, w.size, duration_s=max(1.0, wall_left_s + 30.0),
                              inject=plan.faults.inject,
-                             extra=("--device-backend", device, *profile_args, *w.extra),
+                             extra=("--device-backend", device, *profile_args, *link_args, *w.extra),
                              rendezvous=None if rendezvous is None else rendezvous())
 
     return argv
@@ -622,6 +629,8 @@ class Daemon:
         argv_factory = self.argv_factory or default_argv(plan, rendezvous)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
+        if self.member is not None:  # the link test names the nodes as the store does
+            env[NODE_NAME_ENV], env[NODE_RANK_ENV] = self.member.node, str(self.member.rank)
         per_workload_restart_budget = self.started.restarts0
         for w in plan.workloads:
             def argv_for(attempt: int, w: WorkloadSpec = w) -> list[str]:

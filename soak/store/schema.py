@@ -194,6 +194,7 @@ EVENT_KINDS = (
     "node_lost",
     "cluster_restart",
     "capture",  # a profiler capture: detail = its summary and trace path (soak.analysis.captures)
+    "link_test",  # the pairwise link test between nodes: detail.pairs (soak.analysis.links)
 )
 
 # Upgrades in place, from the version named to the next: columns added with their defaults

@@ -34,13 +34,15 @@ from soak.errors import UserError
 from soak.runfolder import CHECKPOINT_TMP_GLOB, CHECKPOINTS, HEARTBEATS
 from soak.workloads.capture import Capturer
 from soak.workloads.inject import Injector, InjectSpec, parse_all
+from soak.workloads.linktest import DEFAULT_BYTES as DEFAULT_LINK_BYTES
+from soak.workloads.linktest import NODE_RANK_ENV, LinkTester
 
 SIZES = ("tiny", "small", "medium", "large")
 EXIT_CRASH, EXIT_USAGE, EXIT_TIMEOUT = 1, 2, 3
 HEARTBEAT_KEYS = (
     "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "compute_s", "loss",
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
-    "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture",
+    "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture", "link_test",
 )  # fmt: skip
 
 
@@ -84,6 +86,11 @@ def build_parser(workload: str, description: str) -> argparse.ArgumentParser:
                    help="a capture every this many seconds; 0 = only baseline and requests (default: 0)")
     p.add_argument("--profile-max-mb", type=float, default=50.0,
                    help="largest trace kept on disk, MB; a larger one keeps only its summary (default: 50)")
+    p.add_argument("--link-test-every-s", type=float, default=None,
+                   help="pairwise link test between nodes before the first step and then this often "
+                        "(wall); 0 = at the start only; absent = none (docs/cluster.md)")
+    p.add_argument("--link-test-bytes", type=int, default=0,
+                   help="all-reduce size of the link test, bytes (default: per preset, 1 MiB for tiny)")
     p.add_argument("--no-heartbeat", action="store_true", help=argparse.SUPPRESS)  # benchmarks
     return p
 
@@ -93,9 +100,11 @@ def positive(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value <= 0 and name != "heartbeat_interval_s":
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if args.link_test_every_s is not None and args.link_test_every_s < 0:
+        raise UserError(f"--link-test-every-s must be >= 0, got {args.link_test_every_s}")
     if args.ckpt_every is not None and args.ckpt_every < 0:
         raise UserError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
-    for name in ("profile_steps", "profile_warmup", "profile_every_s", "profile_max_mb"):
+    for name in ("profile_steps", "profile_warmup", "profile_every_s", "profile_max_mb", "link_test_bytes"):
         if getattr(args, name) < 0:
             raise UserError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
 
@@ -391,9 +400,11 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         # filled, not empty: untouched pages would not count as used memory
         return torch.ones(nbytes, dtype=torch.uint8, device=device_backend.name)
 
+    node_rank = os.environ.get(NODE_RANK_ENV, "")
     ctx = Context(args, workload, device_backend, rank, world, local, hb,
                   Injector(specs, rank=rank, run_dir=run_dir, workload=workload,
-                           emit=lambda ev, st, msg: hb.event(ev, st, msg), allocate=allocate),
+                           emit=lambda ev, st, msg: hb.event(ev, st, msg), allocate=allocate,
+                           node_rank=int(node_rank) if node_rank.isdigit() else None),
                   Watchdog(hb, args.comm_timeout_s), specs, distributed)
     ctx.capturer = Capturer(
         run_dir, workload, rank, device_backend.backend, steps=args.profile_steps, warmup=args.profile_warmup,
@@ -426,9 +437,15 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         hb.event("start", step, json.dumps({"size": args.size, "world_size": world,
                                             "inject": list(args.inject)}))
         ctx.injector.announce(step)
+        links = _link_tester(ctx, step)
         deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
         last_saved = step
-        while (args.steps is None or step < args.steps) and not _time_is_up(ctx, deadline, step):
+        while args.steps is None or step < args.steps:
+            stop, link_due = _agree(ctx, deadline, links, step)
+            if stop:
+                break
+            if link_due and links is not None:
+                links.run(step, "interval")
             t_iter, in_collectives = time.perf_counter(), ctx.collective_s
             ctx.capturer.before_step(step + 1)
             ctx.injector.before_step(step + 1)
@@ -470,24 +487,39 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
 STOP_VOTE_EVERY = 10  # steps between stop votes of a --duration-s run
 
 
-def _time_is_up(ctx: Context, deadline: float | None, step: int) -> bool:
-    """Whether to stop for --duration-s. Ranks must agree, or one would wait forever in a
-    collective the others never join: every STOP_VOTE_EVERY steps they all-reduce (max)
-    their own verdicts, so all stop at the same step, at most that many steps late."""
-    if deadline is None:
-        return False
-    mine = time.monotonic() >= deadline
+def _agree(ctx: Context, deadline: float | None, links: LinkTester | None, step: int) -> tuple[bool, bool]:
+    """(stop for --duration-s, a link test is due). Ranks must agree, or one would wait
+    forever in a collective the others never join: every STOP_VOTE_EVERY steps they
+    all-reduce (max) their own verdicts, so all act at the same step, at most that many
+    steps late."""
+    now = time.monotonic()
+    stop = deadline is not None and now >= deadline
+    due = links is not None and links.due(now)
     if not ctx.distributed:
-        return mine
-    if step % STOP_VOTE_EVERY:
-        return False
+        return stop, False
+    if step % STOP_VOTE_EVERY or (deadline is None and links is None):
+        return False, False
     import torch
     import torch.distributed as dist
 
-    flag = torch.tensor([1.0 if mine else 0.0], device=ctx.device.name)
+    flags = torch.tensor([1.0 if stop else 0.0, 1.0 if due else 0.0], device=ctx.device.name)
     with ctx.watchdog.guard("stop_vote", step):
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item() > 0)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0].item() > 0), bool(flags[1].item() > 0)
+
+
+def _link_tester(ctx: Context, step: int) -> LinkTester | None:
+    """The cluster's link test, run once now (before the first step of this job); None when
+    not asked for or the job has one node."""
+    every = ctx.args.link_test_every_s
+    if every is None or not ctx.distributed:
+        return None
+    size = ctx.args.link_test_bytes or DEFAULT_LINK_BYTES[ctx.args.size]
+    tester = LinkTester(ctx, size, every_s=every, delay=ctx.injector.link_delay if ctx.injector.of("slow-link") else None)
+    if not tester.enabled:
+        return None
+    tester.run(step, "preflight" if step == 0 else "restart")
+    return tester
 
 
 def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:

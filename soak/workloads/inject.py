@@ -18,6 +18,8 @@ spec                      effect
 ``slow-data:every=N,``    slow data loader: every N-th step's batch takes S seconds longer
 ``delay=S[,rank=R]``      to load, inside the step's data phase (``soak.data``), so a
                           profiler capture names data loading as the cause
+``slow-link:NODE[,FRAC]`` cluster link test: node rank NODE's pair transfers take longer,
+                          so its pairs' busbw is FRAC lower (default 0.3)
 ========================  ==============================================================
 
 Sizes: ``B``, ``KB``/``MB``/``GB`` (10^3 steps) and ``KiB``/``MiB``/``GiB`` (2^10 steps).
@@ -39,7 +41,7 @@ from soak.errors import InputError
 
 _SIZE = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _TIME = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt", "slow-data")
+KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt", "slow-data", "slow-link")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class InjectSpec:
     delay_s: float | None = None
     always: bool = False
     every_steps: int | None = None
+    node_rank: int | None = None  # slow-link: the node (soak's node rank), not a process rank
 
 
 def _bad(raw: str, why: str) -> InputError:
@@ -100,6 +103,17 @@ def parse_inject(raw: str) -> InjectSpec:
         return InjectSpec(kind, raw, rate_bytes_per_s=rate, rank=rank)
     if kind == "slow-data":
         return _slow_data(raw, args)
+    if kind == "slow-link":
+        if n > 2:
+            raise _bad(raw, "expected slow-link:NODE[,FRACTION] (NODE a node rank, FRACTION of busbw lost)")
+        node = _int(raw, args[0], "NODE (a node rank)")
+        try:
+            frac = float(args[1]) if n == 2 else 0.3
+        except ValueError:
+            frac = -1.0
+        if not 0.0 < frac < 1.0:
+            raise _bad(raw, f"FRACTION must be a number between 0 and 1, got {args[1]!r}")
+        return InjectSpec(kind, raw, node_rank=node, factor=frac)
     if kind == "stall":
         if n not in (2, 3):
             raise _bad(raw, "expected stall:EVERY,FOR[,RANK] (durations)")
@@ -171,8 +185,10 @@ class Injector:
         emit: Callable[..., None],
         allocate: Callable[[int], Any],
         sleep: Callable[[float], None] = time.sleep,
+        node_rank: int | None = None,
     ) -> None:
-        self.specs = tuple(s for s in specs if s.rank is None or s.rank == rank)
+        self.specs = tuple(s for s in specs if (s.rank is None or s.rank == rank)
+                           and (s.node_rank is None or s.node_rank == node_rank))
         self.rank = rank
         self.run_dir = run_dir
         self.workload = workload
@@ -251,6 +267,11 @@ class Injector:
     def before_collective(self) -> None:
         for s in self.of("comm-delay"):
             self._sleep(float(s.delay_s or 0))
+
+    def link_delay(self, took_s: float) -> float:
+        """Extra seconds a link-test transfer of this node waits, so that one which took
+        ``took_s`` ends FRAC slower in busbw: t / (1 - FRAC) in all."""
+        return sum(took_s * float(s.factor or 0.0) / (1.0 - float(s.factor or 0.0)) for s in self.of("slow-link"))
 
     def corrupt_at(self, step: int) -> bool:
         return any(s.at_step == step for s in self.of("corrupt"))

@@ -85,9 +85,15 @@ def _wait_for(cond, timeout_s: float, what: str) -> None:  # noqa: ANN001
 
 def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path, db_url) -> None:
     port = _free_port()
-    agents = [Agent(tmp_path, db_url, r, 3, port, workload="collective", duration="45s") for r in range(3)]
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nlink_test_every = "10s"\nlink_test_bytes = "4MiB"\n', encoding="utf-8")
+    # node-1's link-test transfers take twice as long: the pairwise link test must name it
+    agents = [Agent(tmp_path, db_url, r, 3, port, str(plan), "--inject", "slow-link:1,0.5", workload="collective",
+                    duration="45s") for r in range(3)]
     codes = _wait_all(agents)
-    assert codes == [0, 0, 0], [a.text()[-1500:] for a in agents]
+    # the leader judges the whole run: the injected slow link fails it (exit 1)
+    assert codes == [1, 0, 0], [a.text()[-1500:] for a in agents]
+    assert "FAIL straggler on node node-1" in agents[0].text()
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
         nodes = store.cluster_nodes("c1")
@@ -128,6 +134,19 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     listed = subprocess.run([sys.executable, "-m", "soak", "runs", "list", "--db", db_url, "--format", "json"],
                             capture_output=True, text=True, timeout=60)
     assert [(r["id"], r["nodes"]) for r in json.loads(listed.stdout)] == [("c1", 3)]
+    # the pairwise link test ran before the first step and every 10 s, inside the training job
+    tests = [e for e in events if e.kind == "link_test"]
+    assert len(tests) >= 2 and tests[0].detail["when"] == "preflight", [e.message for e in tests]
+    for e in tests:
+        assert [(p["a"], p["b"], p["size_bytes"]) for p in e.detail["pairs"]] == [
+            ("node-0", "node-1", 4 << 20), ("node-0", "node-2", 4 << 20), ("node-1", "node-2", 4 << 20)]
+        assert all(p["busbw_gbps"] > 0 for p in e.detail["pairs"])
+    links = next(c for c in analysis["criteria"] if c["name"] == "links")
+    assert links["met"] is False and "node node-1" in links["measured"], links
+    (slow,) = [f for f in analysis["findings"] if f["metric"] == "pair_busbw_gbps"]
+    assert (slow["kind"], slow["node"], slow["device"]) == ("straggler", "node-1", None), slow
+    assert slow["details"]["injected"] and "slow-link:1,0.5" in slow["summary"]
+    assert [n["status"] for n in analysis["links"]["nodes"]] == ["ok", "slow", "ok"]
 
 
 def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_back(tmp_path, db_url) -> None:
