@@ -50,10 +50,10 @@ def rounds_of(n: int) -> list[list[tuple[int, int]]]:
         return []
     if n > MAX_ALL_PAIRS_NODES:
         out: list[list[tuple[int, int]]] = [[], [], []]
-        for a, b in pairs_of(n):
-            i = 2 if (a, b) == (0, n - 1) and n % 2 else min(a, b) % 2
-            out[i].append((a, b))
-        return [r for r in out if r]
+        for i in range(n):  # edge i joins i and i + 1 (the last closes the ring)
+            j = (i + 1) % n
+            out[2 if (i == n - 1 and n % 2) else i % 2].append((min(i, j), max(i, j)))
+        return [sorted(r) for r in out if r]
     m = n + (n % 2)  # a phantom node makes an odd count even; its partner sits out
     ring = list(range(m))
     rounds = []
