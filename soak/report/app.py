@@ -33,6 +33,9 @@ from soak.report.present import (
     finding_text,
     interruption_rows,
     kind_name,
+    link_node_rows,
+    link_pair_rows,
+    links_intro,
     manifest_rows,
     metric_name,
     reason_text,
@@ -195,6 +198,7 @@ def page_overview(data: Any, lang: str) -> None:
     if cov:
         st.subheader(t("coverage", lang))
         _table([dict(zip([t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], r, strict=True)) for r in cov])
+    section_links(data, lang)
     st.subheader(t("chip_summary", lang))
     _table(
             [
@@ -296,6 +300,20 @@ def page_findings(data: Any, lang: str) -> None:
                 st.markdown(f"**{t('evidence', lang)}**")
                 _table([{t("key", lang): k, t("value", lang): v} for k, v in rows], wrap=True)
     section_time_went(data, lang)
+
+
+def section_links(data: Any, lang: str) -> None:
+    """The busbw table per pair and per node (a run of several nodes with a link test)."""
+    pairs = link_pair_rows(data.links, lang)
+    if not pairs:
+        return
+    st.subheader(t("links", lang))
+    st.caption(links_intro(data.links, lang))
+    tail = [t("link_vs_median", lang), t("link_vs_expected", lang), t("status", lang)]
+    _table([dict(zip([t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), *tail], r, strict=True))
+            for r in pairs])
+    _table([dict(zip([t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), *tail], r, strict=True))
+            for r in link_node_rows(data.links, lang)])
 
 
 def section_time_went(data: Any, lang: str) -> None:

@@ -360,6 +360,7 @@ def load_report_data(
         coverage=(analysis or {}).get("coverage"),
         chip_hours=(analysis or {}).get("chip_hours"),
         chip_unit=(analysis or {}).get("chip_unit"),
+        links=(analysis or {}).get("links"),
     )
 
 

@@ -186,6 +186,7 @@ class ReportData:
     coverage: Mapping[str, Any] | None = None  # soak.analysis.evidence.Coverage.to_dict()
     chip_hours: float | None = None
     chip_unit: str | None = None
+    links: Mapping[str, Any] | None = None  # soak.analysis.links.LinkVerdict.to_dict(): the busbw tables
 
     def series_for(self, device: str, metric: str) -> Series | None:
         for s in self.series:

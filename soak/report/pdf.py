@@ -30,6 +30,9 @@ from soak.report.present import (
     finding_text,
     interruption_rows,
     kind_name,
+    link_node_rows,
+    link_pair_rows,
+    links_intro,
     manifest_rows,
     metric_name,
     reason_text,
@@ -270,6 +273,8 @@ def render_pdf(
         tick = (data.coverage or {}).get("tick_s")
         story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
+    story += _links_section(st, data, lang, page_w)
+
     story.append(st.p(t("chip_summary", lang), st.h2))
     chip_rows = [
         [
@@ -428,3 +433,24 @@ def render_pdf(
     )
     doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
     return buf.getvalue(), slot
+
+
+def _links_section(st: _Styles, data: ReportData, lang: str, page_w: float) -> list:
+    """The busbw table per pair and per node against expected and the cluster median (a run
+    of several nodes with a link test)."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer
+
+    pairs = link_pair_rows(data.links, lang)
+    if not pairs:
+        return []
+    out = [st.p(t("links", lang), st.h2), st.p(links_intro(data.links, lang), st.small), Spacer(1, 1 * mm)]
+    w = (page_w - 40 * mm) / 5
+    out.append(_table(st, [t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), t("link_vs_median", lang),
+                           t("link_vs_expected", lang), t("status", lang)], [list(r) for r in pairs],
+                      [40 * mm, w, w, w, w, w]))
+    out.append(Spacer(1, 2 * mm))
+    out.append(_table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
+                           t("link_vs_expected", lang), t("status", lang)],
+                      [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
+    return out

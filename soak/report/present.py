@@ -140,6 +140,7 @@ METRIC_NAMES = {
     "comm_timeouts_total": ("communication timeouts", "通信超时"),
     "comm_fatal_timeouts_total": ("fatal communication timeouts", "致命通信超时"),
     "throttle_reasons": ("clock throttling", "降频"),
+    "pair_busbw_gbps": ("busbw between nodes", "节点间总线带宽"),
 }
 SEVERITY_NAMES = {"fail": ("fail", "失败"), "warn": ("warning", "告警"), "info": ("info", "提示")}
 EVENT_NAMES = {
@@ -148,6 +149,7 @@ EVENT_NAMES = {
     "finding": ("finding", "发现问题"), "stop": ("stop", "停止"), "gap": ("gap", "中断"),
     "outage": ("reader outage", "读数中断"), "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
+    "link_test": ("link test", "链路测试"),
 }
 CAUSE_NAMES = {
     "startup": ("start-up", "启动"), "crash": ("crash", "崩溃"), "hang": ("hang", "挂起"),
@@ -181,6 +183,42 @@ def event_name(kind: str | None, lang: str = "en") -> str:
 
 
 # -- sentences -------------------------------------------------------------------------------
+
+# The links criterion and findings (soak.judge._links_criterion, soak.analysis.links).
+_LINK_CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
+    (re.compile(r"^no node or pair more than (\S+) below the others; every pair >= (\S+) GB/s \((\S+): expected (\S+) GB/s\)$"),
+     "no node or pair more than {0} below the others; every pair ≥ {1} GB/s ({2}: expected {3} GB/s)",
+     "没有节点或节点对低于其他的 {0} 以上；每对 ≥ {1} GB/s（{2}：预期 {3} GB/s）"),
+    (re.compile(r"^no node or pair more than (\S+) below the others \((\S+): no expected figure, relative rule only\)$"),
+     "no node or pair more than {0} below the others ({1}: no expected figure, relative rule only)",
+     "没有节点或节点对低于其他的 {0} 以上（{1}：无预期值，仅作相对比较）"),
+    (re.compile(r"^no node or pair more than (\S+) below the others$"),
+     "no node or pair more than {0} below the others", "没有节点或节点对低于其他的 {0} 以上"),
+    (re.compile(r"^no link test recorded: links not judged( yet)?$"),
+     "no link test recorded: links not judged{0}", "没有链路测试记录：链路不作判定"),
+    (re.compile(r"^(\d+) pair\(s\) of (\d+) nodes in (\d+) test\(s\): median (\S+) GB/s, lowest (\S+) (\S+) GB/s(.*)$"),
+     "{0} pair(s) of {1} nodes in {2} test(s): median {3} GB/s, lowest {4} {5} GB/s{tail}",
+     "{1} 个节点的 {0} 对，共 {2} 次测试：中位数 {3} GB/s，最低 {4} {5} GB/s{tail}"),
+]
+_LINK_SENTENCES: list[tuple[re.Pattern[str], str, str]] = [
+    (re.compile(r"^node (\S+): its links' all-reduce busbw (\S+) GB/s \(upper median of its (\d+) pair\(s\), "
+                r"median of (\d+) test\(s\)\), (\d+)% below the pairs without it, test by test "
+                r"\(their median over all tests (\S+) GB/s\)(.*)$"),
+     "node {0}: all-reduce busbw of its links {1} GB/s (upper median of its {2} pair(s), median of {3} test(s)), "
+     "{4} % below the pairs without it, test by test (their median over all tests {5} GB/s){tail}",
+     "节点 {0}：其链路的 all-reduce 总线带宽 {1} GB/s（其 {2} 对的上中位数，{3} 次测试的中位数），"
+     "逐次测试比不含它的节点对低 {4}%（这些节点对所有测试的中位数 {5} GB/s）{tail}"),
+    (re.compile(r"^link (\S+) - (\S+): all-reduce busbw (\S+) GB/s \(median of (\d+) test\(s\)\), (\d+)% below "
+                r"the other pairs, test by test \(their median over all tests (\S+) GB/s\)(.*)$"),
+     "link {0} – {1}: all-reduce busbw {2} GB/s (median of {3} test(s)), {4} % below the other pairs, "
+     "test by test (their median over all tests {5} GB/s){tail}",
+     "链路 {0} – {1}：all-reduce 总线带宽 {2} GB/s（{3} 次测试的中位数），逐次测试比其他节点对低 {4}%"
+     "（其他节点对所有测试的中位数 {5} GB/s）{tail}"),
+    (re.compile(r"^(node (\S+): its links'|link (\S+) - (\S+):) all-reduce busbw (\S+) GB/s \((.*)\), below the floor "
+                r"(\S+) GB/s \((\d+)% of the expected (\S+) GB/s for (\S+)\)(.*)$"),
+     "{0} all-reduce busbw {4} GB/s ({5}), below the floor {6} GB/s ({7} % of the expected {8} GB/s for {9}){tail}",
+     "{who}all-reduce 总线带宽 {4} GB/s，低于下限 {6} GB/s（{9} 预期 {8} GB/s 的 {7}%）{tail}"),
+]
 
 _N = r"(-?[\d.]+)"
 # (pattern, English, Chinese): the detectors' summary shapes (soak.analysis.*), same numbers.
@@ -218,6 +256,7 @@ _FINDING_SENTENCES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(rf"^step time up {_N}% \(90% CI {_N}\.\.{_N}\) (abruptly|gradually \({_N} %/h\)): {_N} -> {_N} ms$"),
      "step time up {0} % (90 % CI {1}–{2}) {how}: {5} → {6} ms",
      "步时增加 {0}%（90% 置信区间 {1}–{2}），{how}：{5} → {6} ms"),
+    *_LINK_SENTENCES,
 ]
 
 _HANG_WHAT = {
@@ -227,6 +266,15 @@ _HANG_WHAT = {
                                                               "训练心跳停止而遥测仍在继续"),
     "no progress (idle chip and no heartbeats)": ("idle chip and no heartbeats", "芯片空闲且无心跳"),
 }
+
+
+def _link_tail(text: str, lang: str) -> str:
+    """The end of a links sentence (who is named, an injected fault, two nodes) in ``lang``."""
+    if lang != "zh" or not text:
+        return text
+    text = text.replace(" (two nodes: no other pair to compare with)", "（两个节点：没有可比较的其他节点对）")
+    text = re.sub(r" \(injected: (.+)\)$", r"（注入：\1）", text)
+    return re.sub(r"^; ", "；", text).replace("node ", "节点 ")
 
 
 def finding_text(summary: str | None, lang: str = "en") -> str:
@@ -263,6 +311,10 @@ def finding_text(summary: str | None, lang: str = "en") -> str:
             extra["ongoing"] = ("（仍在持续）" if zh else " (ongoing)") if g[1] else ""
             pair = _HANG_WHAT.get(g[2])
             extra["what"] = g[2] if pair is None else pair[1 if zh else 0]
+        elif any(pattern is p for p, _, _ in _LINK_SENTENCES):
+            extra["tail"] = _link_tail(g[-1], lang)
+            if pattern is _LINK_SENTENCES[2][0]:
+                extra["who"] = f"节点 {g[1]}：其链路的 " if g[1] else f"链路 {g[2]} – {g[3]}："
         elif pattern is _FINDING_SENTENCES[9][0]:
             extra["how"] = (("突然上升" if zh else "abruptly") if g[3] == "abruptly"
                             else (f"逐渐上升（每小时 {g[4]}%）" if zh else f"gradually ({g[4]} %/h)"))
@@ -331,6 +383,7 @@ _CRIT_NAMES = {
     "evidence coverage": ("Evidence coverage", "数据覆盖率"),
     "preflight": ("Preflight", "预检"),
     "nodes": ("Nodes", "节点"),
+    "links": ("Links between nodes", "节点间链路"),
 }
 _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^>= (.+) planned$"), "≥ {0} (planned)", "≥ 计划的 {0}"),
@@ -358,6 +411,7 @@ _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
      "lowest {0} ({1} {m2}); {3} chips × {4} metrics", "最低 {0}（{1} {m2}）；{3} 颗芯片 × {4} 项指标"),
     (re.compile(r"^(\d+) of (\d+) chips read$"), "{0} of {1} chips read", "读到 {0} / {1} 颗芯片"),
     (re.compile(r"^no chip readings at all$"), "no chip readings at all", "没有任何芯片读数"),
+    *_LINK_CRIT_TEXTS,
 ]
 
 
@@ -378,13 +432,15 @@ def criterion_value(text: str | None, lang: str = "en") -> str:
         if not m:
             continue
         g = [x or "" for x in m.groups()]
-        extra = {"c5": "", "inj": "", "m2": ""}
+        extra = {"c5": "", "inj": "", "m2": "", "tail": ""}
         if "{c5}" in en_tpl and g[5]:
             extra["c5"] = f"（{_causes(g[5], lang)}）" if zh else f" ({g[5]})"
         if "{inj}" in en_tpl and g[1]:
             extra["inj"] = f"，注入的 {g[1]} 次（预期的演练故障）" if zh else f", {g[1]} injected (expected canary)"
         if "{m2}" in en_tpl:
             extra["m2"] = metric_name(g[2], lang)
+        if "{tail}" in en_tpl:
+            extra["tail"] = _link_tail(g[-1], lang)
         return (zh_tpl if zh else en_tpl).format(*g, **extra)
     return text
 
@@ -784,4 +840,68 @@ def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple
         low_m = min(metrics, key=lambda m: metrics[m])
         out.append((chip, f"{pct(metrics[low_m])} ({metric_name(low_m, lang)})",
                     ", ".join(f"{metric_name(m, lang)} {pct(r)}" for m, r in sorted(metrics.items()))))
+    return out
+
+
+# -- links between nodes (the pairwise link test: soak.analysis.links) --------------------------
+
+_LINK_STATUS = {"ok": ("ok", "正常"), "slow": ("slow", "偏慢"), "slow node": ("slow node", "所属节点偏慢"),
+                "below floor": ("below floor", "低于下限")}
+
+
+def link_status(status: str | None, lang: str = "en") -> str:
+    return _pick(_LINK_STATUS, status, lang)
+
+
+def links_intro(links: Mapping[str, Any] | None, lang: str = "en") -> str:
+    """What the busbw tables compare with: the chip model's figure and its source, the floor,
+    the relative rule."""
+    if not links:
+        return ""
+    zh = lang == "zh"
+    x = pct(links.get("max_below_median_frac"), 0)
+    n = int(links.get("tests") or 0)
+    if zh:
+        text = (f"每对节点各出一个进程做 all-reduce，总线带宽按 nccl-tests 定义（两进程时等于 algbw）；共 {n} 次测试，"
+                f"每对取中位数。相对规则：逐次测试，节点或节点对比其他的低 {x} 以上即未通过。")
+    else:
+        text = (f"One rank on each node of a pair all-reduces; busbw as nccl-tests defines it (equal to algbw for "
+                f"two ranks); {n} test(s), each pair's median. Relative rule: a node or pair more than {x} below "
+                f"the others, test by test, fails.")
+    chip, exp, floor = links.get("chip"), links.get("expected_gbps"), links.get("floor_gbps")
+    source = links.get("expected_source") or ""
+    if exp is not None:
+        text += (f" 绝对下限：{chip} 预期 {num(exp)} GB/s（来源：{source}），下限 {num(floor)} GB/s。" if zh
+                 else f" Absolute floor: {chip} expected {num(exp)} GB/s (source: {source}), floor {num(floor)} GB/s.")
+    elif chip:
+        text += (f" {chip} 无固定预期值（{source}），仅作相对比较。" if zh
+                 else f" {chip}: no fixed expected figure ({source}); relative rule only.")
+    return text
+
+
+def _vs(ratio: float | None) -> str:
+    return "N/A" if ratio is None else f"{100 * ratio:.0f}%"
+
+
+def _vs_expected(busbw: float | None, links: Mapping[str, Any]) -> str:
+    exp = links.get("expected_gbps")
+    return "N/A" if busbw is None or not exp else f"{100 * busbw / exp:.0f}%"
+
+
+def link_pair_rows(links: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str, str, str, str]]:
+    """(pair, busbw GB/s, tests, vs the cluster median, vs expected, status) per tested pair."""
+    out = []
+    for p in (links or {}).get("pairs") or []:
+        out.append((f"{p.get('a')} – {p.get('b')}", num(p.get("busbw_gbps")), str(p.get("tests") or 0),
+                    _vs(p.get("vs_median")), _vs_expected(p.get("busbw_gbps"), links or {}),
+                    link_status(p.get("status"), lang)))
+    return out
+
+
+def link_node_rows(links: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str, str, str, str]]:
+    """(node, busbw GB/s: upper median of its pairs, pairs, vs the median, vs expected, status)."""
+    out = []
+    for n in (links or {}).get("nodes") or []:
+        out.append((str(n.get("node")), num(n.get("busbw_gbps")), str(n.get("pairs") or 0), _vs(n.get("vs_median")),
+                    _vs_expected(n.get("busbw_gbps"), links or {}), link_status(n.get("status"), lang)))
     return out

@@ -1,0 +1,48 @@
+"""The busbw tables of a run of several nodes, in the PDF (en and zh) and the app's words."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from soak.analysis import links as lk
+from soak.report.model import ReportData, RunInfo
+from soak.report.pdf import render_pdf
+from soak.report.present import link_node_rows, link_pair_rows, links_intro
+
+
+def _links() -> dict:
+    pairs = [("n0", "n1", 14.0), ("n0", "n2", 20.0), ("n1", "n2", 14.2)]
+    ev = [SimpleNamespace(kind="link_test", ts=float(i), detail={
+        "pairs": [{"a": a, "b": b, "busbw_gbps": v} for a, b, v in pairs],
+        "backend": "npu", "device_name": "Ascend910B3", "injected": {}}) for i in range(3)]
+    return lk.evaluate(lk.from_events(ev)).to_dict()
+
+
+def test_pair_and_node_rows_against_the_median_and_the_chip_models_figure():
+    links = _links()
+    assert link_pair_rows(links) == [
+        ("n0 – n1", "14.0", "3", "99%", "70%", "slow node"),
+        ("n0 – n2", "20.0", "3", "141%", "100%", "ok"),
+        ("n1 – n2", "14.2", "3", "100%", "71%", "slow node")]
+    assert [r[0] for r in link_node_rows(links) if r[-1] == "slow"] == ["n1"]
+    assert [r[-1] for r in link_node_rows(links, "zh")] == ["正常", "偏慢", "正常"]
+    intro = links_intro(links)
+    assert "910B expected 20.0 GB/s (source: Atlas 800T A2" in intro and "floor 15.0 GB/s" in intro
+    assert "more than 15 % below" in intro and "绝对下限：910B 预期 20.0 GB/s" in links_intro(links, "zh")
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+@pytest.mark.parametrize("lang, title", [("en", "Links between nodes"), ("zh", "节点间链路")])
+def test_the_pdf_shows_the_busbw_tables(tmp_path, lang, title):
+    data = ReportData(run=RunInfo("c1", status="finished", backend="npu", started_at=0.0, ended_at=3600.0),
+                      links=_links(), verdict="fail")
+    pdf, _ = render_pdf(data, lang=lang)
+    path = tmp_path / "r.pdf"
+    path.write_bytes(pdf)
+    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    assert title in text and "n0 – n2" in text and "141%" in text
+    assert ("slow node" if lang == "en" else "所属节点偏慢") in text
