@@ -151,7 +151,7 @@ class LinksParams:
     """The pairwise link test between nodes (``links`` criterion, docs/cluster.md)."""
 
     min_expected_frac: float = 0.75  # absolute floor: a pair below this share of its chip model's figure fails
-    max_below_median_frac: float = 0.15  # relative rule: a node or pair this far below the cluster's fails
+    max_below_median_frac: float = 0.20  # relative rule: a node or pair this far below the others fails
 
 
 @dataclass(frozen=True)
