@@ -81,15 +81,16 @@ class LinkTester:
         names: list[Any] = [None] * ctx.world_size
         with ctx.watchdog.guard("link_test_setup", 0):
             dist.all_gather_object(names, (me, node_rank))
-        # a node is the set of ranks with its name; its lowest rank speaks for it
-        self.nodes: list[str] = []
+        # a node is the set of ranks with its name; its lowest rank speaks for it. The nodes
+        # in soak's node-rank order (torchrun numbers the processes in rendezvous order)
         self.leader: dict[str, int] = {}
         rank_of: dict[str, str] = {}
         for r, (name, nrank) in enumerate(names):
             if name not in self.leader:
                 self.leader[name] = r
-                self.nodes.append(name)
                 rank_of[name] = nrank
+        self.nodes: list[str] = sorted(self.leader, key=lambda n: (int(rank_of[n]) if rank_of[n].isdigit() else 1 << 30,
+                                                                   self.leader[n]))
         # the slow-link faults of the job, by the node they slow (every rank has every spec)
         self.injected = {name: s.raw for s in getattr(ctx, "specs", ()) if s.kind == "slow-link"
                          for name, nrank in rank_of.items() if nrank == str(s.node_rank)}
