@@ -157,6 +157,7 @@ class LinkTester:
                 dist.barrier()  # rounds do not overlap: one pair's traffic never meets the next's
             gathered: list[Any] = [None] * self.ctx.world_size
             dist.all_gather_object(gathered, mine)
+        self._buf = None  # up to 1 GiB: the training gets it back between tests
         if me != 0:
             return []
         slowest: dict[tuple[int, int], float] = {}

@@ -1,9 +1,13 @@
-"""The link test's pair schedule and the slow-link fault, in-process."""
+"""The link test's pair schedule, the slow-link fault and the way to the store, in-process."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from soak.analysis import links as lk
+from soak.daemon.heartbeat import StepAggregator
 from soak.errors import InputError
 from soak.workloads.inject import Injector, parse_inject
 from soak.workloads.linktest import pairs_of, rounds_of
@@ -46,3 +50,14 @@ def test_slow_link_delays_only_the_named_nodes_transfers_by_its_fraction(tmp_pat
     extra = inj(1).link_delay(took)
     assert took / (took + extra) == pytest.approx(0.7)  # busbw 30 % lower
     assert inj(0).link_delay(took) == 0.0 and inj(None).link_delay(took) == 0.0
+
+
+def test_a_link_test_heartbeat_becomes_a_link_test_event_with_its_pairs_on_the_run_time_line():
+    pairs = [{"a": "node-0", "b": "node-1", "busbw_gbps": 9.5, "size_bytes": 1 << 20, "time_s": 1e-4}]
+    rec = {"ts": 100.0, "workload": "lm", "rank": 0, "event": "link_test", "step": 0, "message": "link test",
+           "link_test": {"when": "preflight", "pairs": pairs, "backend": "cuda", "device_name": "NVIDIA H200",
+                         "injected": {}}}
+    _, (ev,) = StepAggregator(to_ts=lambda t: t * 2).feed([rec])
+    assert (ev["kind"], ev["ts"], ev["detail"]["pairs"], ev["detail"]["when"]) == ("link_test", 200.0, pairs, "preflight")
+    tests = lk.from_events([SimpleNamespace(kind=ev["kind"], ts=ev["ts"], detail=ev["detail"])])
+    assert tests.chip == "H200" and tests.results == (lk.LinkResult(200.0, "node-0", "node-1", 9.5, 1 << 20),)
