@@ -387,9 +387,13 @@ class Plan:
 
         for i, w in enumerate(self.workloads):
             try:
-                parse_all(self.faults.inject, w.name)
+                specs = parse_all(self.faults.inject, w.name)
             except UserError as exc:
                 raise ConfigError("faults.inject " + str(exc).removeprefix("--inject ")) from None
+            for s in specs:  # it slows the link test between nodes: nothing to slow otherwise
+                if s.kind == "slow-link" and (self.cluster.nodes < 2 or (s.node_rank or 0) >= self.cluster.nodes):
+                    raise ConfigError(f"faults.inject {s.raw!r}: slow-link needs a cluster run with node rank "
+                                      f"{s.node_rank} (cluster.nodes is {self.cluster.nodes})")
             try:
                 check_args(w.name, ["--run-dir", ".", "--size", w.size, *w.extra])
             except UserError as exc:

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from soak.analysis import links as lk
+from soak.config import plan_from_dict
 from soak.daemon.heartbeat import StepAggregator
-from soak.errors import InputError
+from soak.errors import ConfigError, InputError
 from soak.workloads.inject import Injector, parse_inject
 from soak.workloads.linktest import pairs_of, rounds_of
 
@@ -61,3 +62,15 @@ def test_a_link_test_heartbeat_becomes_a_link_test_event_with_its_pairs_on_the_r
     assert (ev["kind"], ev["ts"], ev["detail"]["pairs"], ev["detail"]["when"]) == ("link_test", 200.0, pairs, "preflight")
     tests = lk.from_events([SimpleNamespace(kind=ev["kind"], ts=ev["ts"], detail=ev["detail"])])
     assert tests.chip == "H200" and tests.results == (lk.LinkResult(200.0, "node-0", "node-1", 9.5, 1 << 20),)
+
+
+def test_a_plan_refuses_a_slow_link_with_no_such_node_in_one_line():
+    with pytest.raises(ConfigError, match=r"^faults.inject 'slow-link:1': slow-link needs a cluster run with node "
+                                          r"rank 1 \(cluster.nodes is 1\)$"):
+        plan_from_dict({"faults": {"inject": ["slow-link:1"]}})
+    cluster = {"nodes": 2, "rendezvous": "h:29400"}
+    run = {"db": "postgresql+psycopg://u@h/db", "id": "r1"}
+    with pytest.raises(ConfigError, match="cluster.nodes is 2"):
+        plan_from_dict({"faults": {"inject": ["slow-link:2"]}, "cluster": cluster, "run": run})
+    plan = plan_from_dict({"faults": {"inject": ["slow-link:1,0.5"]}, "cluster": cluster, "run": run})
+    assert plan.faults.inject == ("slow-link:1,0.5",)
