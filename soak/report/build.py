@@ -65,6 +65,7 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
         ],
         "events": [asdict(e) for e in data.events],
         "detectors": [asdict(d) for d in data.detectors],
+        "links": data.links,  # every pair and node of the link test (the PDF may show fewer)
     }
 
 

@@ -72,6 +72,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "link_pairs": ("Pairs", "对数"),
     "link_vs_median": ("vs cluster median", "相对集群中位数"),
     "link_vs_expected": ("vs expected", "相对预期"),
+    "links_more": ("{n} more pairs, all ok, are left out here: every pair is in the attached findings JSON (links).",
+                   "另有 {n} 对均正常，此处从略：每一对都在所附问题 JSON 的 links 中。"),
     "cov_lowest": ("Lowest", "最低"),
     "cov_all": ("Every metric", "各项指标"),
     "cov_note": (

@@ -33,6 +33,7 @@ from soak.report.present import (
     link_node_rows,
     link_pair_rows,
     links_intro,
+    links_shown,
     manifest_rows,
     metric_name,
     reason_text,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
+MAX_LINK_PAIRS = 40  # every pair not ok is shown; the rest are in the attached JSON
 SIGNATURE_BOX_H = 80.0
 
 
@@ -441,7 +443,8 @@ def _links_section(st: _Styles, data: ReportData, lang: str, page_w: float) -> l
     from reportlab.lib.units import mm
     from reportlab.platypus import Spacer
 
-    pairs = link_pair_rows(data.links, lang)
+    shown, omitted = links_shown(data.links, MAX_LINK_PAIRS)
+    pairs = link_pair_rows(shown, lang)
     if not pairs:
         return []
     out = [st.p(t("links", lang), st.h2), st.p(links_intro(data.links, lang), st.small), Spacer(1, 1 * mm)]
@@ -449,6 +452,8 @@ def _links_section(st: _Styles, data: ReportData, lang: str, page_w: float) -> l
     out.append(_table(st, [t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), t("link_vs_median", lang),
                            t("link_vs_expected", lang), t("status", lang)], [list(r) for r in pairs],
                       [40 * mm, w, w, w, w, w]))
+    if omitted:
+        out.append(st.p(t("links_more", lang).format(n=omitted), st.small))
     out.append(Spacer(1, 2 * mm))
     out.append(_table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
                            t("link_vs_expected", lang), t("status", lang)],

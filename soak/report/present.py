@@ -905,3 +905,17 @@ def link_node_rows(links: Mapping[str, Any] | None, lang: str = "en") -> list[tu
         out.append((str(n.get("node")), num(n.get("busbw_gbps")), str(n.get("pairs") or 0), _vs(n.get("vs_median")),
                     _vs_expected(n.get("busbw_gbps"), links or {}), link_status(n.get("status"), lang)))
     return out
+
+
+def links_shown(links: Mapping[str, Any] | None, max_pairs: int) -> tuple[Mapping[str, Any] | None, int]:
+    """``links`` with at most ``max_pairs`` pairs for a page: every pair not ok, then the
+    lowest of the others; and how many were left out (all ok). 16 nodes have 120 pairs."""
+    pairs = list((links or {}).get("pairs") or [])
+    if links is None or len(pairs) <= max_pairs:
+        return links, 0
+    bad = [p for p in pairs if p.get("status") != "ok"]
+    ok = sorted((p for p in pairs if p.get("status") == "ok"), key=lambda p: p.get("busbw_gbps") or 0.0)
+    keep = bad + ok[: max(0, max_pairs - len(bad))]
+    order = {id(p): i for i, p in enumerate(pairs)}
+    keep.sort(key=lambda p: order[id(p)])
+    return {**links, "pairs": keep}, len(pairs) - len(keep)

@@ -9,9 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from soak.analysis import links as lk
+from soak.analysis.synth import link_rows
+from soak.analysis.trace import Trace
 from soak.report.model import ReportData, RunInfo
 from soak.report.pdf import render_pdf
-from soak.report.present import link_node_rows, link_pair_rows, links_intro
+from soak.report.present import link_node_rows, link_pair_rows, links_intro, links_shown
 
 
 def _links() -> dict:
@@ -46,3 +48,12 @@ def test_the_pdf_shows_the_busbw_tables(tmp_path, lang, title):
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
     assert title in text and "n0 – n2" in text and "141%" in text
     assert ("slow node" if lang == "en" else "所属节点偏慢") in text
+
+
+def test_sixteen_nodes_show_every_pair_not_ok_and_say_how_many_ok_ones_are_left_out():
+    rows = link_rows(16, 3, slow_pairs={(2, 9): 0.4}, seed=1)
+    links = lk.evaluate(lk.from_trace(Trace.from_rows(rows))).to_dict()
+    shown, omitted = links_shown(links, 40)
+    assert len(links["pairs"]) == 120 and len(shown["pairs"]) == 40 and omitted == 80
+    assert [(p["a"], p["b"]) for p in shown["pairs"] if p["status"] != "ok"] == [("n02", "n09")]
+    assert links_shown(links, 200) == (links, 0)
