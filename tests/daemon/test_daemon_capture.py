@@ -19,7 +19,9 @@ from soak.store import Store
 from soak.telemetry import host as host_telemetry
 from tests.daemon.conftest import ThreadRun
 
-pytestmark = pytest.mark.slow
+# The dropout and the capture window are predicted from step timing: other tests sharing the CPU
+# would move them, so these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 ROOT = Path(__file__).resolve().parents[2]
 
 
