@@ -56,15 +56,22 @@ def _locked(key: str) -> bool:
     return last.endswith("version") or key.startswith("packages.") or key == "python"
 
 
-def version_drift(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
-    """One line per locked field whose value differs between nodes, naming nodes and values."""
+def locked_versions(manifests: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, str | None]]:
+    """``{locked field: {node: value}}`` over every node's manifest (a node without the field
+    is absent from its mapping): the version check's table, and the report's."""
     flat = {node: dict(flatten(m or {})) for node, m in manifests.items()}
     keys = sorted({k for f in flat.values() for k in f if _locked(k)})
+    return {key: {node: (None if f.get(key) is None else str(f.get(key))) for node, f in flat.items() if key in f}
+            for key in keys}
+
+
+def version_drift(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """One line per locked field whose value differs between nodes, naming nodes and values."""
     lines = []
-    for key in keys:
+    for key, per in locked_versions(manifests).items():
         values: dict[str, list[str]] = {}
-        for node, f in sorted(flat.items()):
-            values.setdefault(str(f.get(key)), []).append(node)
+        for node in sorted(manifests):
+            values.setdefault(str(per.get(node)), []).append(node)
         if len(values) > 1:
             said = "; ".join(f"{', '.join(nodes)}: {value}" for value, nodes in sorted(values.items()))
             lines.append(f"version lock: {key} differs between nodes ({said})")

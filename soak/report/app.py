@@ -171,9 +171,14 @@ def _zone_of(r: dict[str, Any]) -> Any:
     return run_zone(host.get("timezone"), host.get("utc_offset_s"))
 
 
-def page_overview(data: Any, lang: str) -> None:
+def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float | None = None) -> None:
     run = data.run
     _verdict_block(data, lang)
+    if data.cluster is not None and url is not None:
+        from soak.report.app_cluster import section_cluster
+
+        end = run.ended_at if run.ended_at is not None else last_ts
+        section_cluster(data, lang, _tz(data), lambda dev: _series(url, run.run_id, dev, run.started_at, end, last_ts))
     c = st.columns(4)
     c[0].metric(t("duration", lang), fmt_duration(run.duration_s))
     c[1].metric(t("chips", lang), len(data.chips))
@@ -459,7 +464,7 @@ def main() -> None:
         if live:
             st.caption(f":material/radio_button_checked: {t('live', lang)} · {time.strftime('%H:%M:%S')}")
         if page == "overview":
-            page_overview(data, lang)
+            page_overview(data, lang, url, last_ts)
         elif page == "timelines":
             page_timelines(url, data, lang, last_ts)
         elif page == "findings":

@@ -69,6 +69,20 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
     }
 
 
+def _cluster_attachments(data: ReportData, doc: dict[str, Any]) -> list[Attachment]:
+    """A cluster run's full per-chip table as CSV; its digest goes into the findings document
+    (which the signature covers) so ``soak verify`` can check it like the raw data."""
+    if data.cluster is None:
+        return []
+    from soak.report.cluster import CHIPS_CSV_NAME, chips_csv
+
+    table = chips_csv(data.cluster)
+    doc["chips_csv_sha256"] = hashlib.sha256(table).hexdigest()
+    doc["chips_csv_rows"] = len(data.cluster.cells)
+    return [Attachment(CHIPS_CSV_NAME, table, "text/csv",
+                       "every chip of the cluster: node, chip, verdict, coverage, key figures, findings")]
+
+
 def _check_output(out: Path) -> None:
     """The PDF's path must name a file whose folder exists or can be made."""
     if out.is_dir():
@@ -104,6 +118,7 @@ def build_pdf(
     raw_bytes, rows = export.csv, export.rows
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
+    extra = _cluster_attachments(data, doc)
     pdf, slot = render_pdf(
         data,
         customer=customer,
@@ -122,6 +137,7 @@ def build_pdf(
                 "application/json",
                 "findings, verdict, criteria and events",
             ),
+            *extra,
         ],
         keys=keys,
         slot_page=slot.page,

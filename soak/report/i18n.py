@@ -248,3 +248,75 @@ def verdict_label(verdict: str | None, lang: str = "en") -> str:
         verdict or "", "verdict_none"
     )
     return t(key, lang)
+
+
+# The cluster view (soak.report.cluster, soak.report.cluster_text): kept apart for readability.
+CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
+    "cluster_view": ("Cluster view", "集群视图"),
+    "cluster_verdict": ("Cluster verdict", "集群结论"),
+    "cluster_counts": (
+        "{nodes} nodes, {chips} chips: {fail} fail, {warn} with warnings, {ok} pass, {nodata} without data",
+        "{nodes} 个节点，{chips} 颗芯片：失败 {fail}，告警 {warn}，通过 {ok}，无数据 {nodata}",
+    ),
+    "cluster_matrix": ("Every chip of every node", "各节点的全部芯片"),
+    "cluster_legend": (
+        "F fail · W warning · P pass · – no data (never read). A chip fails on a failing finding "
+        "about it or on readings covering less than {cov} of the soak; findings about a rank or a "
+        "whole node (stragglers) count for the node.",
+        "F 失败 · W 告警 · P 通过 · – 无数据（从未读到）。芯片有失败级问题，或其读数覆盖不足拷机时长的 "
+        "{cov}，即判为失败；关于 rank 或整个节点的问题（掉队者）计入节点。",
+    ),
+    "chip_v_fail": ("fail", "失败"),
+    "chip_v_warn": ("warning", "告警"),
+    "chip_v_pass": ("pass", "通过"),
+    "chip_v_nodata": ("no data", "无数据"),
+    "node_verdicts": ("Verdict per node", "各节点结论"),
+    "node_col": ("Node", "节点"),
+    "rank_col": ("Rank", "Rank"),
+    "node_status": ("Status", "状态"),
+    "node_chips": ("Chips", "芯片"),
+    "reasons_col": ("Why", "原因"),
+    "node_ok": ("no finding; every chip read and passed", "无问题；所有芯片均已读到并通过"),
+    "peers_title": ("Stragglers and outliers", "掉队者与离群芯片"),
+    "no_peers": (
+        "No straggler or outlier: every chip, rank and node stayed in line with its peers.",
+        "无掉队者或离群芯片：所有芯片、rank 与节点均与同类保持一致。",
+    ),
+    "where_col": ("Where", "位置"),
+    "deviation": ("Deviation", "偏差"),
+    "versions_title": ("Versions across nodes", "各节点版本核对"),
+    "versions_agree": ("All {n} version fields agree on every node.", "全部 {n} 个版本字段在各节点一致。"),
+    "versions_differ": ("{n} of {m} version fields differ between nodes (marked *, listed first).",
+                        "{m} 个版本字段中有 {n} 个在节点间不一致（以 * 标出，排在最前）。"),
+    "version_field": ("Field", "字段"),
+    "version_value": ("Value on most nodes", "多数节点的取值"),
+    "version_other": ("Other values", "其他取值"),
+    "version_none": ("No node recorded a version manifest.", "没有节点记录版本清单。"),
+    "cluster_statement": ("Clean-run statement for the cluster", "集群无故障运行声明"),
+    "cluster_hours": (
+        "{nodes} nodes, {chips} accelerator chips: {hours} {unit} in all. Chip-hours count "
+        "accelerator chips (not ranks, hosts or CPUs), only while training and read; an hour "
+        "without readings never counts, so the figure understates what the cluster carried.",
+        "{nodes} 个节点，{chips} 颗加速芯片：共 {hours} {unit}。芯片小时只计加速芯片（不计 rank、主机或 "
+        "CPU），且只计训练中并有读数的时间；没有读数的时间一律不计，因此该数字低估集群实际承载的负荷。",
+    ),
+    "cluster_no_statement": ("No clean-run statement: the cluster did not pass.",
+                             "无无故障运行声明：集群未通过验收。"),
+    "chips_flagged": ("Chips with findings", "有问题的芯片"),
+    "chips_flagged_none": ("Every chip passed.", "所有芯片均通过。"),
+    "chips_csv_note": (
+        "The full per-chip table ({n} chips: node, chip, verdict, coverage, key figures, findings) "
+        "is attached as {name}, covered by the signature like the raw data.",
+        "完整的逐芯片表（{n} 颗芯片：节点、芯片、结论、覆盖率、关键数值、问题数）作为附件 {name}，"
+        "与原始数据一样受签名保护。",
+    ),
+    "chip_detail": ("Chip detail", "芯片详情"),
+    "chip_pick": ("Open a chip (or click its cell)", "打开芯片（或点击矩阵单元格）"),
+    "r_status": ("node {status}", "节点{status}"),
+    "r_back": (" (came back later)", "（后来恢复）"),
+    "r_preflight": ("preflight {status}", "预检{status}"),
+    "r_coverage": ("readings cover {got} < {min}", "读数覆盖 {got} < {min}"),
+    "r_unread": ("{n} of {m} chips never read", "{m} 颗芯片中有 {n} 颗从未读到"),
+    "r_chips": ("{fail} chip(s) fail, {warn} with warnings: {names}", "芯片失败 {fail} 颗、告警 {warn} 颗：{names}"),
+}
+STRINGS.update(CLUSTER_STRINGS)

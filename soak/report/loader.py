@@ -280,7 +280,8 @@ def load_report_data(
     per_dev = defaultdict(int)
     for f in findings:
         if f.device:
-            per_dev[f.device] += 1
+            node = f.evidence.get("node")  # a cluster finding the analysis placed on its node
+            per_dev[f"{node}/{f.device}" if node and "/" not in f.device else f.device] += 1
     chips = tuple(
         ChipSummary(
             device=dev,
@@ -336,7 +337,7 @@ def load_report_data(
         manifest["environment"] = rec.manifest
     if rec.plan:
         manifest["plan"] = rec.plan
-    return ReportData(
+    data = ReportData(
         run=run,
         chips=chips,
         series=series,
@@ -362,6 +363,19 @@ def load_report_data(
         chip_unit=(analysis or {}).get("chip_unit"),
         links=(analysis or {}).get("links"),
     )
+    if (rec.nodes or 1) > 1:
+        data = replace(data, cluster=_cluster(store, run_id, data, analysis, all_events))
+    return data
+
+
+def _cluster(store: Store, run_id: str, data: ReportData, analysis: Mapping[str, Any] | None,
+             events: list[Any]) -> Any:
+    """The cluster view of a run over several nodes (``soak.report.cluster``)."""
+    from soak.report.cluster import cluster_view
+
+    evidence = ((analysis or {}).get("thresholds") or {}).get("evidence") or {}
+    lost = {e.node for e in events if e.kind == "node_lost" and e.node}
+    return cluster_view(data, store.cluster_nodes(run_id), min_coverage=evidence.get("min_coverage"), lost_ever=lost)
 
 
 def _host(manifest: Mapping[str, Any] | None) -> Mapping[str, Any]:

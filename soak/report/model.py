@@ -187,6 +187,8 @@ class ReportData:
     chip_hours: float | None = None
     chip_unit: str | None = None
     links: Mapping[str, Any] | None = None  # soak.analysis.links.LinkVerdict.to_dict(): the busbw tables
+    # a run over several nodes: soak.report.cluster.ClusterView (None for one node)
+    cluster: Any = None
 
     def series_for(self, device: str, metric: str) -> Series | None:
         for s in self.series:

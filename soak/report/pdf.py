@@ -143,6 +143,15 @@ def _table(st: _Styles, header: list[str] | None, rows: list[list[object]], widt
     return tbl
 
 
+def _serials(data: ReportData, most: int = 16) -> str:
+    """The chips' serial numbers; a cluster's many in the chips CSV, not on the cover."""
+    found = list(dict.fromkeys(c.serial for c in data.chips if c.serial))
+    if not found:
+        return "N/A"
+    more = f" … (+{len(found) - most})" if len(found) > most else ""
+    return ", ".join(found[:most]) + more
+
+
 def _slot_flowable(slot: SignatureSlot, st: _Styles, lang: str, signed: bool):
     from reportlab.lib import colors
     from reportlab.platypus import Flowable
@@ -209,7 +218,7 @@ def render_pdf(
     duration = fmt_duration(run.duration_s)
     if scaled and run.duration_s is not None:
         duration = t("duration_wall", lang).format(run=duration, wall=fmt_duration(run.wall_duration_s))
-    serials = ", ".join(dict.fromkeys(c.serial for c in data.chips if c.serial)) or "N/A"
+    serials = _serials(data)
     color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
     vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
     story.append(st.p(f"{t('verdict', lang)}: {verdict_label(data.verdict, lang)}", vstyle))
@@ -255,6 +264,11 @@ def render_pdf(
     if scaled:
         story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
     story.append(PageBreak())
+    if data.cluster is not None:
+        from soak.report.pdf_cluster import cluster_story
+
+        story += cluster_story(data, st, lang, page_w, tz)
+        story.append(PageBreak())
 
     # -- where the time went, coverage, chips ------------------------------------------------
     acc = accounting_rows(data.accounting, lang)
@@ -268,16 +282,24 @@ def render_pdf(
             story.append(_table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
                                 [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
     cov = coverage_rows(data.coverage, lang)
+    if data.cluster is not None:  # a cluster's chips: those read too little here, all in the CSV
+        low = {c.device for c in data.cluster.cells if c.low_coverage}
+        cov = [r for r in cov if r[0] in low]
     if cov:
         story.append(st.p(t("coverage", lang), st.h2))
+        dev_w = 22 * mm if data.cluster is None else 32 * mm  # a cluster's chips are node/chip
         story.append(_table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
-                            [22 * mm, 42 * mm, page_w - 64 * mm]))
+                            [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
         tick = (data.coverage or {}).get("tick_s")
         story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
     story += _links_section(st, data, lang, page_w)
 
     story.append(st.p(t("chip_summary", lang), st.h2))
+    chips = data.chips
+    if data.cluster is not None:  # every chip is in the matrix and the CSV; the details of these
+        named = {c.device for c in data.cluster.flagged()}
+        chips = tuple(c for c in chips if c.device in named)
     chip_rows = [
         [
             c.device,
@@ -291,14 +313,17 @@ def render_pdf(
             fmt(c.step_time_median_s, digits=3),
             c.findings,
         ]
-        for c in data.chips
+        for c in chips
     ]
     hdr = ["device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak", "step_median", "findings"]
     if all(c.step_time_median_s is None for c in data.chips):
         # Step time is per rank, not per chip, unless the run mapped ranks to chips.
         hdr.remove("step_median")
         chip_rows = [r[:8] + r[9:] for r in chip_rows]
-    story.append(_table(st, [t(h, lang) for h in hdr], chip_rows, None))
+    if chip_rows:
+        story.append(_table(st, [t(h, lang) for h in hdr], chip_rows, None))
+    else:
+        story.append(st.p(t("chips_flagged_none", lang)))
 
     # -- charts ----------------------------------------------------------------------------
     charts = all_chart_pngs(data, lang=lang, font=cjk)

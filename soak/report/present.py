@@ -137,6 +137,7 @@ METRIC_NAMES = {
     "temp_c": ("temperature", "温度"),
     "power_w": ("power", "功耗"),
     "step_time_s": ("step time", "步时"),
+    "compute_s": ("compute time (outside collectives)", "计算时间（集合通信之外）"),
     "comm_timeouts_total": ("communication timeouts", "通信超时"),
     "comm_fatal_timeouts_total": ("fatal communication timeouts", "致命通信超时"),
     "throttle_reasons": ("clock throttling", "降频"),
@@ -277,11 +278,59 @@ def _link_tail(text: str, lang: str) -> str:
     return re.sub(r"^; ", "；", text).replace("node ", "节点 ")
 
 
+# The peer detector's sentences (soak.analysis.peers._make): a straggler, an outlier.
+_STRAGGLER = re.compile(r"^(?:node (\S+)(?: \((.+?)\))?: )?(\w+) ([\d.]+)% (slower|lower) than its (node|cluster) "
+                        r"peers' (\S+) (\S+) for ([\d.]+) h; (inf|[\d.]+) x the natural spread, confidence ([\d.]+)$")
+_OUTLIER = re.compile(r"^(\w+)( growth)? ([+-]?[\d.]+) (\S+) off its (node|cluster) peers' (-?[\d.]+) (\S+)"
+                      r"(?: \(([+-][\d.]+)%\))? for ([\d.]+) h( at comparable power)?; (inf|[\d.]+) x the natural "
+                      r"spread, confidence ([\d.]+)$")
+_SCOPE = {"node": ("on its node", "同节点"), "cluster": ("in the cluster", "集群内")}
+
+
+def _unit(u: str) -> str:
+    return "°C" if u == "C" else u
+
+
+def peer_text(summary: str, lang: str = "en") -> str | None:
+    """A straggler's or outlier's summary in ``lang`` (same numbers); None for another shape."""
+    zh = lang == "zh"
+    m = _STRAGGLER.match(summary)
+    if m:
+        node, members, metric, pct_, how, scope, base, unit, hours, z, conf = m.groups()
+        z = "∞" if z == "inf" else z
+        who = ""
+        if node:
+            who = (f"节点 {node}" + (f"（{members}）" if members else "") + "：") if zh else (
+                f"node {node}" + (f" ({members})" if members else "") + ": ")
+        if zh:
+            word = "慢" if how == "slower" else "低"
+            return (f"{who}{metric_name(metric, lang)}比{_pick(_SCOPE, scope, lang)}同类的 {base} {_unit(unit)} "
+                    f"{word} {pct_}%，持续 {hours} 小时（自然离散度的 {z} 倍，置信度 {conf}）")
+        return (f"{who}{metric_name(metric, lang)} {pct_} % {how} than its peers {_pick(_SCOPE, scope, lang)} "
+                f"({base} {_unit(unit)}) for {hours} h ({z}× the natural spread, confidence {conf})")
+    m = _OUTLIER.match(summary)
+    if m:
+        metric, growth, dev, unit, scope, base, _u2, pct_, hours, power, z, conf = m.groups()
+        z = "∞" if z == "inf" else z
+        share = f" ({pct_} %)" if pct_ else ""
+        if zh:
+            return (f"{metric_name(metric, lang)}{'增长' if growth else ''}偏离{_pick(_SCOPE, scope, lang)}同类的 "
+                    f"{base} {_unit(unit)}，偏差 {dev} {_unit(unit)}{share.replace(' (', '（').replace(')', '）')}，"
+                    f"持续 {hours} 小时{'（功耗相当）' if power else ''}（自然离散度的 {z} 倍，置信度 {conf}）")
+        return (f"{metric_name(metric, lang)}{' growth' if growth else ''} {dev} {_unit(unit)} off its peers "
+                f"{_pick(_SCOPE, scope, lang)} ({base} {_unit(unit)}){share} for {hours} h"
+                f"{' at comparable power' if power else ''} ({z}× the natural spread, confidence {conf})")
+    return None
+
+
 def finding_text(summary: str | None, lang: str = "en") -> str:
     """A finding's summary re-said in ``lang`` with readable names and units."""
     if not summary:
         return "N/A"
     zh = lang == "zh"
+    peer = peer_text(summary, lang)
+    if peer is not None:
+        return peer
     for pattern, en_tpl, zh_tpl in _FINDING_SENTENCES:
         m = pattern.match(summary)
         if not m:
@@ -322,7 +371,7 @@ def finding_text(summary: str | None, lang: str = "en") -> str:
     return summary
 
 
-_REASON_FINDING = re.compile(r"^(FAIL|WARN) (\w+) on (\S+) from (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)Z: (.*)$")
+_REASON_FINDING = re.compile(r"^(FAIL|WARN) (\w+) on (node \S+|\S+) from (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)Z: (.*)$")
 _REASONS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^no failing or warning findings$"), "无失败级或告警级问题"),
     (re.compile(r"^runtime: the run ended after (.+) of its planned (.+)$"), "运行时长：运行 {0} 后即结束，计划为 {1}"),
@@ -363,16 +412,54 @@ def reason_text(reason: str, lang: str = "en", tz: tzinfo = UTC) -> str:
         sev, kind, dev, at, summary = m.groups()
         ts = datetime.strptime(at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
         if lang == "zh":
+            dev = f"节点 {dev[5:]}" if dev.startswith("node ") else dev
             return f"{severity_name(sev.lower(), lang)}：{dev} 的{kind_name(kind, lang)}，自 {when(ts, tz)} 起：{finding_text(summary, lang)}"
         return f"{kind_name(kind, lang)} on {dev} from {when(ts, tz)}: {finding_text(summary, lang)}"
     if lang != "zh":
         return reason
+    if reason.startswith("nodes: "):
+        return "节点：" + "；".join(_node_part(p) for p in reason[7:].split("; "))
     for pattern, zh in _REASONS:
         m = pattern.match(reason)
         if m:
             g = list(m.groups())
             return zh.format(*g, c1=_causes(g[1], lang) if len(g) > 1 else "")
     return reason
+
+
+NODE_STATUS_NAMES = {
+    "joined": ("joined", "已加入"), "running": ("running", "运行中"), "finished": ("finished", "已完成"),
+    "failed": ("failed", "失败"), "lost": ("lost", "失联"), "stopped": ("stopped", "已停止"),
+}
+_NODE_PARTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^node (\S+) \(rank (\d+)\) (\w+)( \(came back later\))?$"), "节点 {0}（rank {1}）{s2}{back}"),
+    (re.compile(r"^(\d+) node\(s\) never joined$"), "{0} 个节点未加入"),
+    (re.compile(r"^(\d+) node\(s\) did not finish$"), "{0} 个节点未运行到结束"),
+]
+
+
+def node_status_name(status: str | None, lang: str = "en") -> str:
+    return _pick(NODE_STATUS_NAMES, status, lang)
+
+
+def _node_part(part: str) -> str:
+    """One part of the judge's "nodes: ..." reason in Chinese."""
+    for pattern, zh in _NODE_PARTS:
+        m = pattern.match(part)
+        if m:
+            g = [x or "" for x in m.groups()]
+            s2 = _pick(NODE_STATUS_NAMES, g[2], "zh") if len(g) > 2 else ""
+            return zh.format(*g, s2=s2, back="（后来恢复）" if len(g) > 3 and g[3] else "")
+    return part
+
+
+def _node_statuses(text: str) -> str:
+    """"node-1 lost, node-2 failed" in Chinese."""
+    out = []
+    for part in text.split(", "):
+        name, _, status = part.rpartition(" ")
+        out.append(f"{name} {_pick(NODE_STATUS_NAMES, status, 'zh')}" if name else part)
+    return "，".join(out)
 
 
 _CRIT_NAMES = {
@@ -412,6 +499,9 @@ _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^(\d+) of (\d+) chips read$"), "{0} of {1} chips read", "读到 {0} / {1} 颗芯片"),
     (re.compile(r"^no chip readings at all$"), "no chip readings at all", "没有任何芯片读数"),
     *_LINK_CRIT_TEXTS,
+    (re.compile(r"^all (\d+) to the end$"), "all {0} to the end", "全部 {0} 个节点运行到结束"),
+    (re.compile(r"^(\d+) of (\d+) joined, (\d+) finished(?:; (.+))?$"),
+     "{0} of {1} joined, {2} finished{st}", "已加入 {0} / {1}，完成 {2}{st}"),
 ]
 
 
@@ -432,7 +522,9 @@ def criterion_value(text: str | None, lang: str = "en") -> str:
         if not m:
             continue
         g = [x or "" for x in m.groups()]
-        extra = {"c5": "", "inj": "", "m2": "", "tail": ""}
+        extra = {"c5": "", "inj": "", "m2": "", "tail": "", "st": ""}
+        if "{st}" in en_tpl and g[3]:
+            extra["st"] = f"；{_node_statuses(g[3])}" if zh else f"; {g[3]}"
         if "{c5}" in en_tpl and g[5]:
             extra["c5"] = f"（{_causes(g[5], lang)}）" if zh else f" ({g[5]})"
         if "{inj}" in en_tpl and g[1]:

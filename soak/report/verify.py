@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 RAW_NAME = "soak-raw.csv"
 FINDINGS_NAME = "soak-findings.json"
+CHIPS_NAME = "soak-chips.csv"  # a cluster report's per-chip table (soak.report.cluster)
 _DIGEST_RE = re.compile(r"soak-data-sha256:([0-9a-f]{64}|N/A)")
 _RUN_RE = re.compile(r"soak-run-id:(\S+)")
 
@@ -224,6 +225,7 @@ def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
         res.fail(ATTACHMENTS_UNREADABLE, "the attachments cannot be read (damaged file)")
         return
     res.attachments = sorted(atts)
+    meta: Any = None
     if FINDINGS_NAME in atts:
         try:
             meta = json.loads(atts[FINDINGS_NAME])
@@ -236,6 +238,17 @@ def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
         res.data_sha256_attached = hashlib.sha256(atts[RAW_NAME]).hexdigest()
         if res.data_sha256 and res.data_sha256 != res.data_sha256_attached:
             res.fail(DATA_MISMATCH, "the attached raw data does not match the digest printed in the report")
+    _check_chips_table(atts, meta, res)
+
+
+def _check_chips_table(atts: dict[str, bytes], meta: Any, res: VerifyResult) -> None:
+    """A cluster report's per-chip CSV must be the one whose digest its findings document holds."""
+    want = meta.get("chips_csv_sha256") if isinstance(meta, dict) else None
+    if want is None and CHIPS_NAME not in atts:
+        return
+    got = hashlib.sha256(atts[CHIPS_NAME]).hexdigest() if CHIPS_NAME in atts else None
+    if got != want:
+        res.fail(DATA_MISMATCH, f"the attached {CHIPS_NAME} does not match the digest in {FINDINGS_NAME}")
 
 
 def _embedded_signature(reader: PdfFileReader, fields: list, res: VerifyResult) -> EmbeddedPdfSignature | None:

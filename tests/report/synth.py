@@ -166,3 +166,76 @@ def write_run(
     if finished:
         store.finish_run(run_id, status="finished", ended_ts=end, verdict="fail" if found else "pass")
     return SynthRun(run_id, start, end, devs, creep_dev, crash_ts, total)
+
+
+def write_cluster_run(
+    store: Store,
+    run_id: str = "c-synth",
+    *,
+    nodes: int = 64,
+    chips: int = 16,
+    hours: float = 1.0,
+    interval_s: float = 60.0,
+    start: float = 1_790_000_000.0,
+    unread: tuple[str, ...] = (),
+    half_read: tuple[str, ...] = (),
+    other_driver: str | None = None,
+    seed: int = 11,
+) -> SynthRun:
+    """A finished cluster run: ``nodes`` x ``chips`` chips keyed ``node/chip`` as the agents
+    store them, one node row each (with its manifest), one rank per node with compute time.
+    ``unread`` chips (``node/chip``) have no readings, ``half_read`` ones the first half only;
+    ``other_driver`` is a node whose driver differs from the others'."""
+    rng = random.Random(seed)
+    names = [f"node-{i:02d}" for i in range(nodes)]
+    devs = devices(chips)
+    n = int(hours * 3600 / interval_s)
+    end = start + n * interval_s
+
+    def manifest(node: str) -> dict:
+        driver = "24.1.rc9" if node == other_driver else "24.1.rc2"
+        return {"host": {"hostname": node}, "packages": {"torch": "2.1.0", "torch_npu": "2.1.0.post6"},
+                "npu": {"driver_version": driver, "firmware_version": "7.3.0.1.231",
+                        "cards": [{"npu_id": c, "name": "Ascend910B3", "chips": 2, "serial_number": f"{node}-{c:02d}"}
+                                  for c in range((chips + 1) // 2)]}}
+
+    from soak.config import plan_from_dict
+
+    plan = plan_from_dict({"run": {"duration": f"{hours * 3600:.0f}s", "preflight": False},
+                           "devices": {"backend": "sim"}, "sim": {"chips": chips},
+                           "sampling": {"interval": f"{interval_s:g}s"},
+                           "workloads": [{"name": "lm", "size": "tiny", "nproc": 1}]}).to_dict()
+    store.create_run(run_id, host=names[0], plan=plan, started_ts=start,
+                     planned_end_ts=end, manifest=manifest(names[0]), workload="lm", backend="sim")
+    store.update_run(run_id, nodes=nodes)
+    for rank, node in enumerate(names):
+        store.join_cluster(run_id, node=node, rank=rank, nodes=nodes, plan_digest=None, joined_ts=start, run={},
+                           host=node, chips=chips, manifest=manifest(node))
+        store.update_node(run_id, node, status="finished", ended_ts=end, last_seen=end)
+    rows: list[dict] = []
+    total = 0
+    for i in range(n):
+        ts = start + i * interval_s
+        for node in names:
+            for k, d in enumerate(devs):
+                key = f"{node}/{d}"
+                if key in unread or (key in half_read and i >= n // 2):
+                    continue
+                util = 96.0 + rng.uniform(-2.0, 2.0)
+                power = 180.0 + util * 1.9 + rng.uniform(-6, 6)
+                rows.append({"run_id": run_id, "ts": ts, "device": key, "up": True, "healthy": True, "health": "OK",
+                             "util_pct": round(util, 1), "hbm_used_bytes": 48 * GIB, "hbm_total_bytes": 64 * GIB,
+                             "temp_c": round(38.0 + power * 0.09 + 0.2 * (k % 3), 1), "power_w": round(power, 1)})
+        if len(rows) >= 50_000:
+            store.add_sample_rows(rows)
+            total += len(rows)
+            rows = []
+    store.add_sample_rows(rows)
+    total += len(rows)
+    for rank, node in enumerate(names):
+        store.add_steps(run_id, [{"ts": start + i * interval_s, "workload": "lm", "rank": rank, "step": 10 * i,
+                                  "n_steps": 10, "step_time_s": 0.5, "compute_s": 0.4, "attempt": 1}
+                                 for i in range(n)], node=node)
+    store.add_event(run_id, "start", ts=start, workload="lm", rank=0, message=f"lm on {nodes} nodes")
+    store.finish_run(run_id, status="finished", ended_ts=end, verdict="pass")
+    return SynthRun(run_id, start, end, tuple(f"{node}/{d}" for node in names for d in devs), None, None, total)

@@ -1,0 +1,159 @@
+"""The cluster view in the report app (``soak.report.app`` shows it on the overview of a run
+over several nodes): the node x chip matrix, where a click on a cell opens that chip, the
+verdict per node, stragglers and outliers, the versions across nodes and the statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from soak.report.cluster import VERDICTS, ClusterView
+from soak.report.cluster_text import (
+    COLOURS,
+    chip_row,
+    counts_line,
+    node_row,
+    peer_rows,
+    statement_lines,
+    verdict_word,
+    version_table,
+)
+from soak.report.i18n import t
+from soak.report.present import evidence_rows, finding_text, kind_name, severity_name
+
+CHIP_KEY = "cluster_chip"
+
+
+def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str], list[Any]]) -> None:
+    """The whole cluster view; ``series_of(device)`` gives a chip's chart series."""
+    import pandas as pd
+
+    view: ClusterView = data.cluster
+    st.subheader(t("cluster_view", lang))
+    st.markdown(counts_line(view, lang))
+    picked = _matrix(view, lang)
+    # the chart keeps its selection over reruns: a click opens the chip once, and the picker
+    # below may choose another one after it
+    if picked and picked != st.session_state.get("cluster_clicked"):
+        st.session_state[CHIP_KEY] = picked
+    st.session_state["cluster_clicked"] = picked
+    options = [c.device or f"{c.node}/{c.chip}" for c in view.cells]
+    flagged = [c.device or f"{c.node}/{c.chip}" for c in view.flagged()]
+    if st.session_state.get(CHIP_KEY) not in options:
+        st.session_state[CHIP_KEY] = (flagged or options or [None])[0]
+    chosen = st.selectbox(t("chip_pick", lang), options, key=CHIP_KEY)
+    if chosen:
+        _chip_detail(data, view, chosen, lang, tz, series_of)
+
+    st.markdown(f"**{t('node_verdicts', lang)}**")
+    heads = [t("node_col", lang), t("rank_col", lang), t("node_status", lang), t("node_chips", lang),
+             t("verdict", lang), t("reasons_col", lang)]
+    st.dataframe(pd.DataFrame([dict(zip(heads, node_row(n, view, lang), strict=True)) for n in view.nodes]),
+                 hide_index=True, width="stretch")
+    st.markdown(f"**{t('peers_title', lang)}**")
+    peers = peer_rows(view, lang)
+    if peers:
+        heads = [t("kind", lang), t("severity", lang), t("where_col", lang), t("metric", lang), t("deviation", lang),
+                 t("findings", lang)]
+        st.table(pd.DataFrame([dict(zip(heads, r, strict=True)) for r in peers]).set_index(heads[0]))
+    else:
+        st.success(t("no_peers", lang))
+    st.markdown(f"**{t('versions_title', lang)}**")
+    _versions(view, lang)
+    st.markdown(f"**{t('cluster_statement', lang)}**")
+    for line in statement_lines(data, view, lang):
+        st.markdown(line)
+
+
+def _matrix(view: ClusterView, lang: str) -> str | None:
+    """The matrix as a chart whose cells can be clicked; the clicked chip (``node/chip``) or None."""
+    import altair as alt
+    import pandas as pd
+
+    rows = [{"node": c.node, "chip": c.chip, "verdict": verdict_word(c.verdict, lang), "key": c.verdict,
+             "findings": len(c.findings), "coverage": "N/A" if c.coverage is None else f"{100 * c.coverage:.1f} %"}
+            for c in view.cells]
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    pick = alt.selection_point(name="chip", fields=["node", "chip"], on="click")
+    order = [n.name for n in view.nodes]
+    chart = (
+        alt.Chart(df)
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            x=alt.X("chip:O", sort=list(view.columns), title=None, axis=alt.Axis(orient="top", labelAngle=-45)),
+            y=alt.Y("node:O", sort=order, title=None),
+            color=alt.Color("key:N", title=t("verdict", lang),
+                            scale=alt.Scale(domain=list(VERDICTS), range=[COLOURS[v] for v in VERDICTS]),
+                            legend=alt.Legend(labelExpr=_label_expr(lang))),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.55)),
+            tooltip=["node", "chip", "verdict", "coverage", "findings"],
+        )
+        .add_params(pick)
+        .properties(height=max(120, 14 * len(order)))
+    )
+    event = st.altair_chart(chart, on_select="rerun", key="cluster_matrix", width="stretch")
+    points = ((event or {}).get("selection") or {}).get("chip") or []
+    if points:
+        p = points[0]
+        return f"{p.get('node')}/{p.get('chip')}"
+    return None
+
+
+def _label_expr(lang: str) -> str:
+    """The legend's labels in the report's language (the data carries the verdict codes)."""
+    cases = " : ".join(f"datum.label == '{v}' ? '{verdict_word(v, lang)}'" for v in VERDICTS)
+    return f"{cases} : datum.label"
+
+
+def _chip_detail(data: Any, view: ClusterView, key: str, lang: str, tz: Any,
+                 series_of: Callable[[str], list[Any]]) -> None:
+    import pandas as pd
+
+    node, _, chip = key.partition("/")
+    cell = view.grid().get((node, chip))
+    if cell is None:
+        return
+    st.markdown(f"#### {t('chip_detail', lang)}: {key} · {verdict_word(cell.verdict, lang)}")
+    heads = [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang), t("util_mean", lang),
+             t("temp_max", lang), t("power_mean", lang), t("findings", lang)]
+    st.table(pd.DataFrame([dict(zip(heads, chip_row(cell, view.min_coverage, lang), strict=True))]).set_index(heads[0]))
+    mine = [f for f in data.findings if f.device == cell.device
+            or (f.device == chip and f.evidence.get("node") == node)]
+    for f in mine:
+        st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {finding_text(f.summary, lang)}")
+        rows = evidence_rows(f, tz, lang)
+        if rows:
+            st.table(pd.DataFrame([{t("key", lang): k, t("value", lang): v} for k, v in rows]).set_index(t("key", lang)))
+    if cell.device is None:
+        return
+    for s in series_of(cell.device):
+        if s.metric in ("util_pct", "temp_c", "power_w"):
+            frame = pd.DataFrame({"ts": pd.to_datetime(list(s.ts), unit="s", utc=True), t(s.metric, lang): list(s.values)})
+            st.line_chart(frame.set_index("ts"), height=140)
+
+
+def _versions(view: ClusterView, lang: str) -> None:
+    """Nodes x version fields, the fields that differ first, each differing value marked."""
+    import pandas as pd
+
+    head, _rows = version_table(view, lang)
+    st.markdown(head)
+    rows = list(view.versions)
+    if not rows:
+        return
+    differ = [r for r in rows if r.differs]
+    shown = differ + [r for r in rows if not r.differs]
+    frame = pd.DataFrame({r.key: ["N/A" if v is None else v for v in r.values] for r in shown},
+                         index=[n.name for n in view.nodes])
+    common = {r.key: r.common()[0] for r in shown}
+
+    def mark(col: Any) -> list[str]:
+        want = common[col.name]
+        return ["background-color: #f8d7da; font-weight: bold" if (None if v == "N/A" else v) != want else ""
+                for v in col]
+
+    st.dataframe(frame.style.apply(mark), width="stretch")

@@ -1,0 +1,182 @@
+"""The cluster view of the report: a 64-node x 16-chip run's matrix on one page, every page
+readable, per-chip detail only for the chips with findings, the full per-chip table attached
+as CSV and checked by ``soak verify``; chip and node verdicts; the app's chip detail; the
+peer and node sentences in Chinese."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from soak.report.cluster import CHIPS_CSV_NAME, chip_verdict, cluster_view
+from soak.report.model import ChipSummary, FindingView, ReportData, RunInfo
+from soak.report.present import criterion_value, finding_text, reason_text
+from soak.store import Store
+from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
+from tests.report.synth import write_cluster_run
+
+RUN = "c-64x16"
+STRAGGLER = ("node node-40 (lm-rank40): compute_s 30.0% slower than its cluster peers' 0.4 s for 5.0 h; "
+             "12.0 x the natural spread, confidence 0.99")
+OUTLIER = ("temp_c +6.1 C off its node peers' 55.2 C for 18.0 h at comparable power; 8.1 x the natural spread, "
+           "confidence 1.00")
+
+
+def _with_peer_findings(analysis: dict, start: float, end: float) -> dict:
+    """The judged run plus what the peer detector reports on a long run (a 1 h run is too
+    short for it): a hot chip on node-12 and a slow node-40, as the analysis writes them."""
+    out = dict(analysis)
+    out["findings"] = [*analysis["findings"],
+                       {"kind": "outlier", "node": "node-12", "device": "npu2-1", "metric": "temp_c", "start": start,
+                        "end": end, "severity": "warn", "summary": OUTLIER, "deviation_pct": 11.0},
+                       {"kind": "straggler", "node": "node-40", "device": None, "metric": "compute_s", "start": start,
+                        "end": end, "severity": "fail", "summary": STRAGGLER, "deviation_pct": 30.0}]
+    out["verdict"] = "fail"
+    out["reasons"] = [*analysis["reasons"], f"FAIL straggler on node node-40 from 2026-09-21 14:13:20Z: {STRAGGLER}"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory, keys) -> dict:
+    if shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils not installed")
+    from soak.judge import judge_run
+    from soak.report.build import build_pdf
+    from soak.report.loader import load_report_data
+
+    out = tmp_path_factory.mktemp("cluster")
+    with Store.open(out / "soak.db") as store:
+        shape = write_cluster_run(store, RUN, nodes=64, chips=16, unread=("node-05/npu3-1",),
+                                  half_read=("node-09/npu0-0",), other_driver="node-33")
+        analysis = _with_peer_findings(judge_run(store, RUN).to_dict(), shape.start, shape.end)
+        data = load_report_data(store, RUN, analysis=analysis)
+        built = build_pdf(store, RUN, out / "en.pdf", keys=keys, data=data)
+    return {"pdf": built.path, "pages": pdf_pages(built.path), "data": data}
+
+
+def test_64_nodes_x_16_chips_fit_one_page_and_every_page_reads(big):
+    pages = big["pages"]
+    (matrix,) = [p for p in pages if "Every chip of every node" in p.text]
+    words = [w.text for w in matrix.words]
+    assert all(f"node-{i:02d}" in words for i in range(64))
+    # 1024 chips and 64 node verdicts, each one letter (the legend's letters come on top)
+    assert sum(words.count(x) for x in ("P", "F", "W", "–")) >= 1024 + 64
+    assert words.count("–") >= 1 and words.count("W") >= 2
+    nxt = pages[matrix.number]  # the page after the matrix: the verdict per node
+    assert nxt.text.startswith("Verdict per node") and "node-00" not in matrix.text.split("node-63")[-1]
+    problems = []
+    for page in pages:
+        problems += [f"page {page.number}: {p}" for p in layout_problems(page.words, page.width, page.height,
+                                                                          images=page.images)]
+        problems += [f"page {page.number}: {p}" for p in raw_values(page.text)]
+    assert not problems, "\n".join(problems[:30])
+
+
+def test_cluster_pages_name_the_bad_nodes_chips_straggler_and_versions(big):
+    text = " ".join(p.text for p in big["pages"])
+    assert "64 nodes, 1024 chips: 1 fail, 1 with warnings, 1021 pass, 1 without data" in text
+    assert "node-05 5 finished 15/16 fail 1 of 16 chips never read" in text
+    assert "node-40 40 finished 16/16 fail straggler" in text and "node node-40 (lm-rank40)" in text
+    assert "node-12/npu2-1" in text and "+11.0 %" in text
+    assert "* npu.driver_version 24.1.rc2 (63/64) 24.1.rc9: node-33" in text
+    assert "1023 accelerator chips" in text and "understates" in text
+    # detail only for the chips with something to say: every other chip is in the CSV
+    assert "node-09/npu0-0" in text and "node-00/npu0-0" not in text
+    assert f"attached as {CHIPS_CSV_NAME}" in text
+
+
+def test_the_per_chip_csv_is_attached_and_verify_checks_it(big, keys, tmp_path):
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    from soak.report.verify import read_attachments, verify_pdf
+
+    res = verify_pdf(big["pdf"], keys.cert_path)
+    assert res.ok, res.problems
+    assert CHIPS_CSV_NAME in res.attachments
+    atts = read_attachments(PdfFileReader(io.BytesIO(Path(big["pdf"]).read_bytes()), strict=False))
+    rows = list(csv.DictReader(io.StringIO(atts[CHIPS_CSV_NAME].decode())))
+    assert len(rows) == 1024
+    by = {(r["node"], r["chip"]): r for r in rows}
+    assert by[("node-05", "npu3-1")]["verdict"] == "nodata" and by[("node-05", "npu3-1")]["util_mean_pct"] == ""
+    assert by[("node-09", "npu0-0")]["verdict"] == "fail" and float(by[("node-09", "npu0-0")]["coverage_min"]) < 0.6
+    assert by[("node-12", "npu2-1")]["finding_kinds"] == "outlier"
+    doc = json.loads(atts["soak-findings.json"])
+    assert doc["chips_csv_sha256"] == hashlib.sha256(atts[CHIPS_CSV_NAME]).hexdigest()
+
+
+def _data(chips: list[str], findings: list[FindingView], ratios: dict | None = None) -> ReportData:
+    return ReportData(run=RunInfo("c"), chips=tuple(ChipSummary(device=c) for c in chips), findings=tuple(findings),
+                      coverage={"ratios": ratios or {}})
+
+
+class _Node:
+    def __init__(self, name: str, rank: int, status: str = "finished", preflight: str | None = "pass",
+                 chips: int = 2, manifest: dict | None = None) -> None:
+        self.name, self.rank, self.status, self.preflight, self.chips = name, rank, status, preflight, chips
+        self.host, self.restarts, self.manifest = name, 0, manifest
+
+
+def test_chip_verdict_is_fail_warn_pass_or_no_data():
+    assert chip_verdict([], None, 0.95, read=False) == "nodata"
+    assert chip_verdict(["warn", "fail"], 1.0, 0.95, read=True) == "fail"
+    assert chip_verdict([], 0.9, 0.95, read=True) == "fail"  # the judge fails the run for it too
+    assert chip_verdict(["warn", "info"], 0.99, 0.95, read=True) == "warn"
+    assert chip_verdict(["info"], None, 0.95, read=True) == "pass"
+
+
+def test_node_verdicts_follow_their_chips_ranks_status_and_preflight():
+    chips = ["a/npu0", "a/npu1", "b/npu0", "b/npu1", "c/npu0", "d/npu0", "d/npu1"]
+    findings = [FindingView("memory_creep", "a/npu1", "hbm_used_bytes", 0, 1, "warn", "x"),
+                FindingView("straggler", "lm-rank1", "compute_s", 0, 1, "fail", "y", {"node": "b"}),
+                FindingView("thermal", "d/npu0", "temp_c", 0, 1, "info", "explained")]
+    nodes = [_Node("a", 0), _Node("b", 1), _Node("c", 2), _Node("d", 3, preflight="fail"), _Node("e", 4, "lost")]
+    view = cluster_view(_data(chips, findings), nodes, lost_ever={"e"})
+    verdicts = {n.name: n.verdict for n in view.nodes}
+    assert verdicts == {"a": "warn", "b": "fail", "c": "fail", "d": "fail", "e": "fail"}
+    grid = view.grid()
+    assert grid[("a", "npu1")].verdict == "warn" and grid[("b", "npu0")].verdict == "pass"  # a rank is no chip
+    assert grid[("c", "npu1")].verdict == "nodata" and grid[("d", "npu0")].verdict == "pass"  # info is explained
+    assert [c.verdict for c in view.cells if c.node == "e"] == ["nodata", "nodata"]
+    reasons = {n.name: [r.code for r in n.reasons] for n in view.nodes}
+    assert reasons["b"] == ["finding"] and reasons["c"] == ["unread"] and reasons["d"] == ["preflight"]
+    assert reasons["e"] == ["status", "unread"]
+
+
+def test_peer_and_node_sentences_are_said_in_chinese_with_the_same_numbers():
+    zh = finding_text(STRAGGLER, "zh")
+    assert zh.startswith("节点 node-40（lm-rank40）：计算时间") and "30.0%" in zh and "0.4 s" in zh and "0.99" in zh
+    assert "slower" not in zh and "peers" not in zh
+    zh = finding_text(OUTLIER, "zh")
+    assert "温度偏离同节点同类的 55.2 °C，偏差 +6.1 °C" in zh and "功耗相当" in zh and "8.1 倍" in zh
+    assert finding_text(OUTLIER, "en").startswith("temperature +6.1 °C off its peers on its node (55.2 °C)")
+    reason = reason_text(f"FAIL straggler on node node-40 from 2026-09-21 14:13:20Z: {STRAGGLER}", "zh")
+    assert reason.startswith("失败：节点 node-40 的掉队节点") and "English" not in reason
+    assert reason_text("nodes: node node-1 (rank 1) lost (came back later)", "zh") == "节点：节点 node-1（rank 1）失联（后来恢复）"
+    assert criterion_value("3 of 3 joined, 2 finished; node-1 lost", "zh") == "已加入 3 / 3，完成 2；node-1 失联"
+    assert criterion_value("all 3 to the end", "zh") == "全部 3 个节点运行到结束"
+
+
+def test_the_app_shows_the_cluster_and_opens_a_chip(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.report.test_report_app import APP
+
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        write_cluster_run(store, "c-small", nodes=3, chips=4, unread=("node-01/npu1-1",), other_driver="node-02")
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception, at.exception
+    assert any("3 nodes, 12 chips" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    assert at.selectbox(key="cluster_chip").value == "node-01/npu1-1"  # the chip with something to say first
+    at.selectbox(key="cluster_chip").set_value("node-02/npu0-1").run()
+    assert not at.exception, at.exception
+    assert any("Chip detail: node-02/npu0-1" in m.value for m in at.markdown)
+    nodes = at.dataframe[0].value
+    assert list(nodes["Node"]) == ["node-00", "node-01", "node-02"] and list(nodes["Verdict"])[1] == "fail"
