@@ -18,7 +18,9 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    time and bandwidth as a ratio (log); HBM as growth since the burn-in of the memory
    detector beyond the peers' growth, in bytes.
 4. **Natural spread**: per bucket 1.4826 x MAD of the deviations across the group, median
-   over buckets. Out of line: deviation beyond max(metric floor, ``k_sigma`` x spread) in
+   over buckets (nodes, when fewer than ``SMALL_GROUP``: of the other nodes' values, so a
+   straggler among three does not widen the spread it is judged by).
+   Out of line: deviation beyond max(metric floor, ``k_sigma`` x spread) in
    the direction that matters (hotter, more HBM growth, slower step time, lower bandwidth;
    both ways for power and utilization).
 5. **Stays out of line**: stretches of out-of-line buckets (one bucket of respite
@@ -377,6 +379,20 @@ def _spread(dev: np.ndarray) -> float:
     return float(np.nanmedian(1.4826 * mad))
 
 
+SMALL_GROUP = 8  # fewer nodes than this: each is judged against the spread of the others
+
+
+def _spread_of(values: np.ndarray) -> float:
+    """Natural spread of values themselves: median over buckets of 1.4826 x MAD across rows
+    (at least two rows valid in a bucket)."""
+    ok = _valid_count(values) >= 2
+    if not ok.any():
+        return math.nan
+    v = values[:, ok]
+    med = _nanmedian(v)
+    return float(np.nanmedian(1.4826 * _nanmedian(np.abs(v - med))))
+
+
 def _stretches(t: np.ndarray, bad: np.ndarray, p: PeersParams) -> list[tuple[int, int]]:
     """(first, last) indices into ``t`` of stretches that stay out of line."""
     idx = np.flatnonzero(bad)
@@ -517,6 +533,14 @@ def _node_stragglers(
     t = grid.centres()
     out = []
     for j, node in enumerate(names):
+        if len(names) < SMALL_GROUP:
+            # A few nodes: one straggler is a third of the deviations whose MAD is the natural
+            # spread, and each peer's deviation is half its lead. Measure the spread among the
+            # others alone (their values around their median) for judging this one.
+            spread = _spread_of(np.delete(per_node, j, axis=0))
+            if not math.isfinite(spread):
+                continue
+            limit = max(floor, p.k_sigma * spread)
         judged = _out_of_line(spec, t, dev[j], limit, p)
         if judged is None:
             continue

@@ -98,6 +98,13 @@ def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> Arg
     return argv
 
 
+def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
+    """The step rows' window, wall seconds: ``base_s``, but on an accelerated time line no
+    wider than the sampling interval. There 10 s of wall are hours of run time, and the
+    per-rank statistics (stragglers) need several rows where the chips have many samples."""
+    return base_s if time_scale <= 1 else min(base_s, interval_s)
+
+
 class Daemon:
     def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
@@ -603,7 +610,8 @@ class Daemon:
                 self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
                 if self.member is None:
                     self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
-        self.agg = StepAggregator(self.step_window_s, to_ts=self.started.clock.to_scaled,
+        self.agg = StepAggregator(step_window_s(self.step_window_s, plan.run.time_scale, plan.sampling.interval_s),
+                                  to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from soak.analysis.evidence import is_host
 from soak.report.model import ChipSummary, FindingView, ReportData
 from soak.report.verify import CHIPS_NAME
 
@@ -170,6 +171,8 @@ def cluster_view(
 
     read: dict[str, dict[str, ChipSummary]] = {}
     for c in data.chips:
+        if is_host(c.device):  # the node's host row is no chip
+            continue
         node, chip = split_device(c.device)
         if node is not None:
             read.setdefault(node, {})[chip] = c

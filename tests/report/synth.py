@@ -217,6 +217,10 @@ def write_cluster_run(
     for i in range(n):
         ts = start + i * interval_s
         for node in names:
+            # the node's host row, as the agents store it: never a chip
+            rows.append({"run_id": run_id, "ts": ts, "device": f"{node}/host", "up": True, "healthy": None,
+                         "health": None, "util_pct": None, "hbm_used_bytes": None, "hbm_total_bytes": None,
+                         "temp_c": None, "power_w": None, "host_rss_bytes": 1 << 30})
             for k, d in enumerate(devs):
                 key = f"{node}/{d}"
                 if key in unread or (key in half_read and i >= n // 2):
@@ -225,7 +229,8 @@ def write_cluster_run(
                 power = 180.0 + util * 1.9 + rng.uniform(-6, 6)
                 rows.append({"run_id": run_id, "ts": ts, "device": key, "up": True, "healthy": True, "health": "OK",
                              "util_pct": round(util, 1), "hbm_used_bytes": 48 * GIB, "hbm_total_bytes": 64 * GIB,
-                             "temp_c": round(38.0 + power * 0.09 + 0.2 * (k % 3), 1), "power_w": round(power, 1)})
+                             "temp_c": round(38.0 + power * 0.09 + 0.2 * (k % 3), 1), "power_w": round(power, 1),
+                             "host_rss_bytes": None})
         if len(rows) >= 50_000:
             store.add_sample_rows(rows)
             total += len(rows)
