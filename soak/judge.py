@@ -16,6 +16,9 @@ A verdict is bound to evidence. Besides the detectors' findings a run must show:
   the profile's floor or more than ``links.max_below_median_frac`` below the others
   (``soak.analysis.links``); a run or trace of several nodes without a link test is not judged
   on its links (the criterion says so), and a single node has no such criterion.
+- **compute** (a run with the ``gemm`` workload): every rank reaches ``compute.min_expected_frac``
+  of its chip model's dense 16-bit peak, and no node is more than ``compute.max_below_median_frac``
+  below the other nodes (``soak.analysis.compute``).
 
 Chip-hours in the clean-run statement count accelerator chips only, while training, with
 readings; gaps and the host row never count.
@@ -25,12 +28,14 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
+from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
@@ -260,6 +265,11 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         links = lk.evaluate(tests, profile)
         criteria.append(_links_criterion(links, running))
         extra["links"] = links.to_dict()
+    rates = [cp.RankRate(*row) for row in store.rank_rates(run_id)]
+    if rates:
+        compute = cp.evaluate(rates, cp.chip_of(rec.manifest, rec.backend), profile)
+        criteria.append(_compute_criterion(compute, reasons))
+        extra["compute"] = compute.to_dict()
     criteria += _kind_criteria(result.findings, judged=True)
 
     failing = [c for c in criteria if c["met"] is False]
@@ -596,6 +606,29 @@ def _links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
                                      for f in bad[:6]) + (" ..." if len(bad) > 6 else "")
     return _criterion("links", required, measured, not bad, tests=v.tests, median_gbps=v.median_gbps,
                       floor_gbps=v.floor_gbps)
+
+
+def _compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any]:
+    """The GEMM workload's rate per rank against its chip's peak, and per node against the others."""
+    x = f"{100 * v.max_below_median_frac:g}%"
+    required = f"no node more than {x} below the other nodes"
+    if v.floor_tflops is not None:
+        required += (f"; every chip >= {v.floor_tflops:.3g} TFLOP/s ({v.chip}: dense 16-bit peak "
+                     f"{v.expected_tflops:g}, {v.expected_source})")
+    else:
+        required += f" ({v.chip or 'chip model unknown'}: no expected figure, relative rule only)"
+    rates = [r.tflops for r in v.ranks if r.tflops is not None]
+    measured = (f"{len(v.ranks)} rank(s) on {len(v.nodes)} node(s): median {statistics.median(rates):.3g} TFLOP/s, "
+                f"lowest {min(rates):.3g}")
+    if len(v.nodes) < 2:
+        measured += " (one node: no other node to compare with)"
+    bad = [f for f in v.findings if f.severity == "fail"]
+    if bad:
+        named = [("node " + (f.node or "?")) if f.device is None else f"{f.node + '/' if f.node else ''}{f.device}"
+                 for f in bad]
+        measured += "; " + ", ".join(named[:6]) + (" ..." if len(named) > 6 else "")
+        reasons.append("compute: " + "; ".join(f.summary for f in bad[:3]) + (" ..." if len(bad) > 3 else ""))
+    return _criterion("compute", required, measured, not bad, floor_tflops=v.floor_tflops)
 
 
 def _kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:

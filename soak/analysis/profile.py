@@ -155,6 +155,14 @@ class LinksParams:
 
 
 @dataclass(frozen=True)
+class ComputeParams:
+    """The GEMM rate per chip and node (``compute`` criterion, soak.analysis.compute)."""
+
+    min_expected_frac: float = 0.5  # absolute floor: a rank below this share of its chip's 16-bit peak fails
+    max_below_median_frac: float = 0.10  # relative rule: a node this far below the other nodes fails
+
+
+@dataclass(frozen=True)
 class ChipExpectation:
     """What one chip model should reach, each figure with where it comes from.
 
@@ -240,6 +248,7 @@ class Profile:
     peers: PeersParams = PeersParams()
     evidence: EvidenceParams = EvidenceParams()
     links: LinksParams = LinksParams()
+    compute: ComputeParams = ComputeParams()
     chips: dict[str, ChipExpectation] = field(default_factory=lambda: dict(DEFAULT_CHIPS))
 
     @classmethod
@@ -264,6 +273,7 @@ class Profile:
             "peers": PeersParams,
             "evidence": EvidenceParams,
             "links": LinksParams,
+            "compute": ComputeParams,
         }
         for key, value in data.items():
             if key in sections:

@@ -274,6 +274,7 @@ def _link_tail(text: str, lang: str) -> str:
     if lang != "zh" or not text:
         return text
     text = text.replace(" (two nodes: no other pair to compare with)", "（两个节点：没有可比较的其他节点对）")
+    text = text.replace(" (one node: no other node to compare with)", "（单节点：没有可比较的其他节点）")
     text = re.sub(r" \(injected: (.+)\)$", r"（注入：\1）", text)
     return re.sub(r"^; ", "；", text).replace("node ", "节点 ")
 
@@ -471,6 +472,7 @@ _CRIT_NAMES = {
     "preflight": ("Preflight", "预检"),
     "nodes": ("Nodes", "节点"),
     "links": ("Links between nodes", "节点间链路"),
+    "compute": ("Compute (GEMM rate)", "算力（GEMM 速率）"),
 }
 _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^>= (.+) planned$"), "≥ {0} (planned)", "≥ 计划的 {0}"),
@@ -499,6 +501,16 @@ _CRIT_TEXTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^(\d+) of (\d+) chips read$"), "{0} of {1} chips read", "读到 {0} / {1} 颗芯片"),
     (re.compile(r"^no chip readings at all$"), "no chip readings at all", "没有任何芯片读数"),
     *_LINK_CRIT_TEXTS,
+    (re.compile(r"^no node more than (\S+) below the other nodes; every chip >= (\S+) TFLOP/s \((\S+): dense 16-bit "
+                r"peak (\S+), (.+)\)$"),
+     "no node more than {0} below the other nodes; every chip ≥ {1} TFLOP/s ({2}: dense 16-bit peak {3}, {4})",
+     "没有节点低于其他节点 {0} 以上；每颗芯片 ≥ {1} TFLOP/s（{2}：16 位稠密峰值 {3}，{4}）"),
+    (re.compile(r"^no node more than (\S+) below the other nodes \((.+): no expected figure, relative rule only\)$"),
+     "no node more than {0} below the other nodes ({1}: no expected figure, relative rule only)",
+     "没有节点低于其他节点 {0} 以上（{1}：无预期值，仅作相对比较）"),
+    (re.compile(r"^(\d+) rank\(s\) on (\d+) node\(s\): median (\S+) TFLOP/s, lowest ([^;\s]+)(.*)$"),
+     "{0} rank(s) on {1} node(s): median {2} TFLOP/s, lowest {3}{tail}",
+     "{1} 个节点上 {0} 个进程：中位数 {2} TFLOP/s，最低 {3}{tail}"),
     (re.compile(r"^all (\d+) to the end$"), "all {0} to the end", "全部 {0} 个节点运行到结束"),
     (re.compile(r"^(\d+) of (\d+) joined, (\d+) finished(?:; (.+))?$"),
      "{0} of {1} joined, {2} finished{st}", "已加入 {0} / {1}，完成 {2}{st}"),

@@ -1080,6 +1080,20 @@ class Store:
             out[dev] = (node, dev)  # a rank that moved node after a restart: the last one read
         return out
 
+    def rank_rates(self, run_id: str) -> list[tuple[str | None, str, int, float, int, float, float]]:
+        """``(node, workload, rank, mean tflops, rows, first ts, last ts)`` of every rank that
+        reported a GEMM rate, in one GROUP BY: the compute check reads no step row in Python."""
+        s = S.steps
+        stmt = (
+            select(s.c.node, s.c.workload, s.c.rank, func.avg(s.c.tflops), func.count(s.c.tflops),
+                   func.min(s.c.ts), func.max(s.c.ts))
+            .where(s.c.run_id == run_id, s.c.tflops.is_not(None))
+            .group_by(s.c.node, s.c.workload, s.c.rank)
+            .order_by(s.c.node, s.c.workload, s.c.rank)
+        )
+        return [(node, wl, int(rank), float(v), int(n), float(a), float(b))
+                for node, wl, rank, v, n, a, b in self._read_tuples(stmt)]
+
     def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""
         n = 0

@@ -191,6 +191,16 @@ def test_load_trace_bucketed_averages_device_metrics_but_keeps_steps(store: Stor
     assert (T0 + 1, "lm-rank0", "step_time_s", 0.5) in trace
 
 
+def test_rank_rates_are_the_mean_gemm_rate_per_node_and_rank(store: Store) -> None:
+    _new_run(store)
+    store.add_steps("r1", [{"ts": T0 + i, "workload": "gemm", "rank": 0, "step": i, "tflops": 10.0 + i}
+                           for i in range(4)], node="a")
+    store.add_steps("r1", [{"ts": T0 + 2, "workload": "gemm", "rank": 1, "step": 1, "tflops": 4.0},
+                           {"ts": T0 + 3, "workload": "gemm", "rank": 1, "step": 2, "tflops": None}], node="b")
+    store.add_steps("r1", [{"ts": T0, "workload": "lm", "rank": 0, "step": 1, "step_time_s": 0.5}], node="a")
+    assert store.rank_rates("r1") == [("a", "gemm", 0, 11.5, 4, T0, T0 + 3), ("b", "gemm", 1, 4.0, 1, T0 + 2, T0 + 2)]
+
+
 def test_older_schema_is_refused_in_one_line_and_left_untouched(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
