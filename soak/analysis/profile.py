@@ -77,6 +77,9 @@ class UtilizationParams:
     max_cv: float = 0.15
     share_tol: float = 0.25
     min_share: float = 0.60
+    # Periodic only if random dips at the same rate look this periodic less often: at 1e-4
+    # about 1 chip in 30,000 with 11 random dips a day still passes, at 1e-5 none in 200,000.
+    max_p: float = 1e-5
     max_idle_fraction: float = 0.02  # non-periodic drops fail above this share of time
     global_min_share: float = 0.8  # share of devices dropping together = global stall
 
