@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from soak.analysis._stats import sorted_union
+
 CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
 HOST_DEVICE = "host"
 
@@ -316,7 +318,7 @@ def chip_hours(series: Mapping[tuple[str, str], np.ndarray], tick_s: float | Non
             times.setdefault(dev, []).append(np.asarray(t, dtype=np.float64))
     total = 0.0
     for arrays in times.values():
-        t = np.unique(np.concatenate(arrays))
+        t = sorted_union(arrays)
         if t.size == 0:
             continue
         tick = tick_s

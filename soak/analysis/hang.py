@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from soak.analysis._stats import episodes
+from soak.analysis._stats import episodes, sorted_union
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Trace
@@ -44,7 +44,7 @@ def _alive_bins(trace: Trace, exclude: tuple[str, ...], device: str | None = Non
         parts.append(b[np.concatenate(([True], np.diff(b) != 0))])
     if not parts:
         return np.empty(0, dtype=np.int64)
-    return np.unique(np.concatenate(parts))
+    return sorted_union(parts)
 
 
 def effective_threshold(threshold_s: float, dt_s: float) -> float:
