@@ -1,6 +1,6 @@
 """Benchmark: full analysis of a 72 h x 1 Hz x 16 chip x 8 metric trace, against textbook baselines.
 
-    python benchmarks/bench_analysis.py [--hours 72] [--chips 16] [--keep DIR]
+    python benchmarks/bench_analysis.py [--hours 72] [--chips 16] [--keep DIR] [--repeat N]
 
 1. Generates the trace (synthetic, healthy background; one HBM leak, one chip with periodic
    stalls), writes it as long-format CSV (about 33 M rows).
@@ -8,6 +8,7 @@
    time and the child's peak RSS.
 3. References on the same data, in the same run:
    - CSV: ``pandas.read_csv`` (C engine, default dtypes) in a fresh child: time, peak RSS;
+     soak's read + analyze over this plain columnar read is the figure to hold <= 1.5x;
    - detection: Mann-Kendall (``scipy.stats.kendalltau``) on raw 1 Hz memory points
      subsampled to every 10th, with an OLS slope extrapolated to the run (p < 0.01 and
      slope > 0 = alarm), the textbook trend test; it alarms on every healthy chip because
@@ -34,9 +35,11 @@ t0 = time.perf_counter()
 from soak.analysis import Trace, analyze
 tr = Trace.from_csv(sys.argv[1])
 t1 = time.perf_counter()
+c1 = time.process_time()
 res = analyze(tr)
 t2 = time.perf_counter()
-print(json.dumps({"read_s": t1 - t0, "analyze_s": t2 - t1, "rows": tr.n_rows,
+print(json.dumps({"read_s": t1 - t0, "analyze_s": t2 - t1, "analyze_cpu_s": time.process_time() - c1,
+                  "rows": tr.n_rows,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "findings": [(f.kind, f.device, f.metric, f.severity) for f in res.findings
                                if f.severity != "info"]}))
@@ -131,6 +134,8 @@ def main() -> int:
     ap.add_argument("--chips", type=int, default=16)
     ap.add_argument("--keep", help="write the CSV here and keep it")
     ap.add_argument("--skip-pandas", action="store_true", help="skip the pandas.read_csv reference")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run both fresh processes N times, alternating, and keep each one's fastest")
     args = ap.parse_args()
 
     from soak.analysis import analyze
@@ -160,8 +165,14 @@ def main() -> int:
     print(f"wrote {rows:,} rows, {size_mb:.0f} MB CSV in {time.perf_counter() - t:.1f} s")
     del trace
 
-    ours = child(CHILD_OURS, csv_path)
-    ref = None if args.skip_pandas else child(CHILD_PANDAS, csv_path)
+    # On a shared machine other jobs slow one run or the other: alternate, keep the fastest.
+    runs_ours, runs_ref = [], []
+    for _ in range(max(1, args.repeat)):
+        runs_ours.append(child(CHILD_OURS, csv_path))
+        if not args.skip_pandas:
+            runs_ref.append(child(CHILD_PANDAS, csv_path))
+    ours = min(runs_ours, key=lambda r: r["read_s"] + r["analyze_s"])
+    ref = min(runs_ref, key=lambda r: r["read_s"]) if runs_ref else None
     if not args.keep:
         csv_path.unlink()
         tmp.rmdir()
@@ -170,12 +181,17 @@ def main() -> int:
     print(f"\n{args.hours:g} h x 1 Hz x {args.chips} chips x 8 metrics = {rows:,} rows, {size_mb:.0f} MB CSV")
     print(f"{'':<44} {'time s':>8} {'peak RSS MB':>12}")
     print(f"{'soak: Trace.from_csv (pyarrow, threaded)':<44} {ours['read_s']:>8.2f} {'':>12}")
-    print(f"{'soak: analyze (all detectors)':<44} {ours['analyze_s']:>8.2f} {'':>12}")
+    print(f"{'soak: analyze (all detectors)':<44} {ours['analyze_s']:>8.2f} {'':>12}"
+          f"  ({ours['analyze_cpu_s']:.2f} s CPU)")
     print(f"{'soak: read + analyze, fresh process':<44} {ours['read_s'] + ours['analyze_s']:>8.2f} "
           f"{ours['peak_rss_mb']:>12.0f}")
     print(f"{'soak: analyze on an in-memory trace':<44} {in_mem:>8.2f}")
     if ref:
         print(f"{'reference: pandas.read_csv (C engine)':<44} {ref['read_s']:>8.2f} {ref['peak_rss_mb']:>12.0f}")
+    if ref:
+        ratio = (ours["read_s"] + ours["analyze_s"]) / ref["read_s"]
+        print(f"{'soak read + analyze / pandas.read_csv':<44} {ratio:>7.2f}x  (target <= 1.5x; "
+              f"fastest of {len(runs_ours)} alternating run(s) each)")
     print(f"{'reference: Mann-Kendall on raw/10 memory':<44} {mk_s:>8.2f}")
     print(f"{'reference: textbook MK + Sen on raw points':<44} {tb_s:>8.0f}  (extrapolated from "
           + ", ".join(f"n={n}: {sec:.2f} s" for n, sec in tb_timings)

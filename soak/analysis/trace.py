@@ -244,19 +244,26 @@ class Trace:
         small = keys if keys.dtype == np.uint16 else keys.astype(
             np.uint16 if n_keys < 65_536 else np.int64)
         del keys
-        # A stable sort on 16-bit keys is a radix sort in numpy: linear time on 33 M rows,
-        # and it keeps each series' rows in file order (usually already time order).
-        order = np.argsort(small, kind="stable")
         counts = np.bincount(small, minlength=n_keys)
+        if bool(np.all(small[1:] >= small[:-1])):
+            # A file written series by series is already grouped: no sort, no copies (on
+            # 33 M rows this saves a second of gathering and 0.8 GB); rows keep their index.
+            order = None
+            tsort, vsort = cols.pop("t"), cols.pop("v")
+        else:
+            # A stable sort on 16-bit keys is a radix sort in numpy: linear time on 33 M
+            # rows, and it keeps each series' rows in file order (usually time order).
+            order = np.argsort(small, kind="stable")
+            tsort = cols.pop("t")[order]
+            vsort = cols.pop("v")[order]
         del small
-        tsort = cols.pop("t")[order]
-        vsort = cols.pop("v")[order]
         ends = np.cumsum(counts)
         out: dict[tuple[str, str], Series] = {}
         for code in np.flatnonzero(counts).tolist():
             e = int(ends[code])
             b = e - int(counts[code])
-            t_g, v_g, o_g = tsort[b:e], vsort[b:e], order[b:e]
+            t_g, v_g = tsort[b:e], vsort[b:e]
+            o_g = np.arange(b, e) if order is None else order[b:e]
             d = np.diff(t_g)
             if np.any(d < 0):  # rows in any order are allowed
                 sub = np.argsort(t_g, kind="stable")
