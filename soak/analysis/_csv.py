@@ -37,6 +37,21 @@ def _release_freed_memory() -> None:
         pass
 
 
+def _fresh(n: int, dtype: type) -> np.ndarray:
+    """An uninitialised array in its own anonymous mapping, for the big per-row columns.
+
+    numpy asks the kernel for huge pages on large arrays (madvise); where transparent huge
+    pages are defragmented on demand, the first write then compacts memory: 3 s of CPU per
+    1.6 GB on our test machine against 1 s with ordinary pages, a third of the time this
+    reader spends beyond parsing. The columns are written once, in order: huge pages buy
+    nothing here. The mapping is freed with the last array that views it.
+    """
+    import mmap
+
+    dt = np.dtype(dtype)
+    return np.frombuffer(mmap.mmap(-1, max(1, n * dt.itemsize)), dtype=dt, count=n)
+
+
 def node_key(node: str, device: str) -> str:
     """The series key of ``device`` on ``node`` in a cluster trace."""
     return f"{node}/{device}"
@@ -152,9 +167,9 @@ def read_long_csv(
             memory_pool=pa.system_memory_pool(),
         )
         total = table.num_rows
-        ts = np.empty(total, dtype=np.float64)
-        vals = np.empty(total, dtype=np.float64)
-        keys = np.empty(total, dtype=np.uint16)
+        ts = _fresh(total, np.float64)
+        vals = _fresh(total, np.float64)
+        keys = _fresh(total, np.uint16)
         for batch in table.to_batches():
             n = batch.num_rows
             if n == 0:
