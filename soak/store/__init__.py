@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from soak.store.cluster import NodeRecord
 from soak.store.repo import (
     FINDING_KEYS,
     HOST_DEVICE,
@@ -10,7 +11,6 @@ from soak.store.repo import (
     EventRecord,
     ExportRows,
     FindingRecord,
-    NodeRecord,
     RunRecord,
     Store,
     node_of,

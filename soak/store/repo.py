@@ -39,6 +39,7 @@ from sqlalchemy.pool import StaticPool
 
 from soak.errors import StoreError
 from soak.store import schema as S
+from soak.store.cluster import ClusterStore
 from soak.telemetry.records import Snapshot
 
 log = logging.getLogger("soak.store")
@@ -75,28 +76,6 @@ class RunRecord:
     nodes: int = 1
     generation: int = 0
     plan_digest: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    """One node of a cluster run, as it joined and as last seen (unix seconds)."""
-
-    run_id: str
-    name: str
-    rank: int
-    host: str | None
-    chips: int | None
-    manifest: dict[str, Any] | None
-    preflight: str | None
-    status: str
-    joined_ts: float
-    last_seen: float
-    ended_ts: float | None
-    restarts: int
-    listen: str | None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -217,7 +196,7 @@ def _rank_device(workload: str, rank: int) -> str:
     return f"{workload}-rank{rank}"
 
 
-class Store:
+class Store(ClusterStore):
     """A handle on one soak database. Thread-safe; cheap to keep open for a whole run."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -504,64 +483,6 @@ class Store:
         node stay apart in one run; ``node_of`` reads it back."""
         return BatchWriter(self, run_id, max_rows=max_rows, max_delay_s=max_delay_s, node=node)
 
-    # ------------------------------------------------------------------ cluster runs
-    def join_cluster(self, run_id: str, *, node: str, rank: int, nodes: int, plan_digest: str, joined_ts: float,
-                     run: Mapping[str, Any], host: str | None = None, chips: int | None = None,
-                     manifest: Mapping[str, Any] | None = None, listen: str | None = None) -> RunRecord:
-        """Join node ``node`` (rank ``rank``) to cluster run ``run_id``, creating the run if
-        this node is the first. ``run`` holds ``create_run``'s values. Refused in one line:
-        another plan, another node count, a rank or name another live node holds."""
-        def join(conn: Connection) -> None:
-            if run:  # a resumed node joins a run that exists: nothing to create
-                values = dict(run)
-                values["plan"] = json.dumps(values.get("plan") or {}, default=str)
-                conn.execute(self._insert_ignoring_duplicates(S.runs).values(
-                    id=run_id, status="running", nodes=nodes, generation=0, plan_digest=plan_digest, **values))
-            got = conn.execute(select(S.runs.c.nodes, S.runs.c.plan_digest, S.runs.c.status)
-                               .where(S.runs.c.id == run_id)).one()
-            if got.plan_digest != plan_digest:
-                raise StoreError(f"node {node}: its plan differs from cluster run {run_id}'s "
-                                 f"(digest {plan_digest[:12]} vs {str(got.plan_digest)[:12]}): every node must run the same plan")
-            if got.nodes != nodes:
-                raise StoreError(f"node {node}: --nodes {nodes}, but cluster run {run_id} has {got.nodes} nodes")
-            n = S.nodes
-            mine = conn.execute(select(n.c.name, n.c.status).where(n.c.run_id == run_id, n.c.rank == rank,
-                                                                  n.c.name != node)).first()
-            if mine is not None:
-                raise StoreError(f"node {node}: rank {rank} of cluster run {run_id} is already node {mine.name}")
-            row = dict(rank=rank, host=host, chips=chips, status="joined", joined_ts=joined_ts, last_seen=joined_ts,
-                       manifest=None if manifest is None else json.dumps(manifest, default=str), listen=listen)
-            if conn.execute(select(n.c.name).where(n.c.run_id == run_id, n.c.name == node)).first() is None:
-                conn.execute(insert(n).values(run_id=run_id, name=node, restarts=0, **row))
-            else:  # the same node again (its agent resumed): take its place
-                conn.execute(update(n).where(n.c.run_id == run_id, n.c.name == node).values(**row))
-
-        self._retry(join)
-        rec = self.get_run(run_id)
-        assert rec is not None
-        return rec
-
-    def cluster_nodes(self, run_id: str) -> list[NodeRecord]:
-        n = S.nodes
-        rows = self._read(select(n).where(n.c.run_id == run_id).order_by(n.c.rank, n.c.name))
-        return [NodeRecord(**{**dict(r._mapping), "manifest": json.loads(r.manifest) if r.manifest else None})
-                for r in rows]
-
-    def update_node(self, run_id: str, node: str, **values: Any) -> None:
-        """Change a node's columns (last_seen, status, preflight, restarts, ended_ts, ...)."""
-        if values.get("status") is not None and values["status"] not in S.NODE_STATUSES:
-            raise ValueError(f"node status must be one of {S.NODE_STATUSES}")
-        if "manifest" in values and values["manifest"] is not None:
-            values["manifest"] = json.dumps(values["manifest"], default=str)
-        self._write(update(S.nodes).where(S.nodes.c.run_id == run_id, S.nodes.c.name == node).values(**values))
-
-    def bump_generation(self, run_id: str, seen: int) -> bool:
-        """Start the cluster job's next generation if it is still ``seen`` (compare and set:
-        of several nodes that see the same failure, exactly one moves it)."""
-        r = S.runs
-        res = self._write(update(r).where(r.c.id == run_id, r.c.generation == seen).values(generation=seen + 1))
-        return bool(res.rowcount)
-
     def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]], node: str | None = None) -> None:
         """Aggregated step rows (keys as the ``steps`` table; run_id and node are filled in)."""
         cols = set(S.steps.c.keys()) - {"id"}
@@ -637,54 +558,6 @@ class Store:
 
         self._retry(replace)
         return len(rows)
-
-    # ------------------------------------------------------------------ chip buckets
-    def add_buckets(self, run_id: str, node: str, rows: Iterable[Sequence[Any]]) -> int:
-        """A node's bucket rows ``(device, metric, ts, value, n, covered_s)`` (``chip_buckets``);
-        a bucket already stored is kept as it is (an agent resumed writes it again)."""
-        out = [{"run_id": run_id, "node": node, "device": d, "metric": m, "ts": float(ts),
-                "value": None if v is None else float(v), "n": int(n), "covered_s": float(c)}
-               for d, m, ts, v, n, c in rows]
-        if out:
-            self._write(self._insert_ignoring_duplicates(S.chip_buckets), out)
-        return len(out)
-
-    def bucket_mark(self, run_id: str, node: str | None = None) -> float | None:
-        """The start of the newest bucket ``node`` (any node) has written; None before the first."""
-        b = S.chip_buckets
-        where = [b.c.run_id == run_id, *([b.c.node == node] if node is not None else [])]
-        return self._read(select(func.max(b.c.ts)).where(*where))[0][0]
-
-    def load_buckets(self, run_id: str, metric: str | None = None) -> list[tuple[Any, ...]]:
-        """Every node's bucket rows ``(node, device, metric, ts, value, n)`` with a value (of
-        one ``metric``), as plain tuples ordered by metric, node, device and time: what the
-        leader compares, read a metric at a time."""
-        b = S.chip_buckets
-        where = [b.c.run_id == run_id, b.c.value.is_not(None)]
-        if metric is not None:
-            where.append(b.c.metric == metric)
-        return self._read_tuples(select(b.c.node, b.c.device, b.c.metric, b.c.ts, b.c.value, b.c.n)
-                                 .where(*where).order_by(b.c.metric, b.c.node, b.c.device, b.c.ts))
-
-    def bucket_coverage(self, run_id: str, start: float, end: float, width_s: float) -> dict[tuple[str, str], float]:
-        """Seconds the readings of each ``(node/device, metric)`` cover in the buckets that
-        overlap ``[start, end)``, summed in one GROUP BY (the agents clip what a bucket
-        covers to the run's planned window)."""
-        b = S.chip_buckets
-        stmt = (select(b.c.node, b.c.device, b.c.metric, func.sum(b.c.covered_s))
-                .where(b.c.run_id == run_id, b.c.ts < end, b.c.ts + width_s > start)
-                .group_by(b.c.node, b.c.device, b.c.metric))
-        return {(f"{n}/{d}", m): float(s or 0.0) for n, d, m, s in self._read(stmt)}
-
-    def bucket_totals(self, run_id: str, metric: str, start: float, end: float,
-                      width_s: float) -> list[tuple[float, float, int]]:
-        """Per bucket overlapping ``[start, end)``: ``(ts, covered seconds summed over
-        devices, devices)`` of ``metric``'s rows, in one GROUP BY over the buckets."""
-        b = S.chip_buckets
-        stmt = (select(b.c.ts, func.sum(b.c.covered_s), func.count())
-                .where(b.c.run_id == run_id, b.c.metric == metric, b.c.ts < end, b.c.ts + width_s > start)
-                .group_by(b.c.ts).order_by(b.c.ts))
-        return [(float(ts), float(c or 0.0), int(n)) for ts, c, n in self._read(stmt)]
 
     def checkpoint_wal(self) -> None:
         """Fold the SQLite WAL back into the database so it cannot grow without bound."""
