@@ -22,7 +22,8 @@ import pytest
 from soak.errors import StoreError
 from soak.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg]
+# A bound on how long a cut-off node keeps its torchrun: it runs alone, away from other load.
+pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
 
 HANG_TIMEOUT_S = 30.0  # above a start-up (torch import, rendezvous, first step) on a loaded 2-core machine
 STOP_GRACE_S = 5.0

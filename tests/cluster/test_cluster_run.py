@@ -20,7 +20,9 @@ import pytest
 from soak.errors import StoreError
 from soak.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg]
+# Bounds on silence, coverage of every tick and per-rank compute times: other tests sharing the
+# CPU would move them, so these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -16,7 +16,9 @@ import pytest
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
 
-pytestmark = pytest.mark.slow
+# Coverage of every sampling tick is judged: other tests sharing the CPU would make the daemon
+# miss ticks, so these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def _sim_plan(tmp_path: Path, fault: str, run_id: str, scale: int = 900) -> Path:
