@@ -536,4 +536,12 @@ def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:
 def run_cli(workload: str, description: str, factory: Callable[[Context], Any],
             default_ckpt_every: dict[str, int],
             add_args: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
-    sys.exit(main(workload, description, factory, default_ckpt_every, None, add_args))
+    code = main(workload, description, factory, default_ckpt_every, None, add_args)
+    # A rank that finished leaves without the interpreter's teardown: torch's C++ threads (gloo,
+    # the profiler) can abort at static destruction on a loaded host ("terminate called without
+    # an active exception", SIGABRT), which would turn a finished run into a crash. Everything
+    # the rank keeps is written by now: heartbeat lines are flushed one by one, checkpoints
+    # and profiler traces are closed files. An exception still takes the normal way out.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
