@@ -15,7 +15,9 @@ from soak.errors import StoreError
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
 
-pytestmark = pytest.mark.slow
+# The disk fills on a timer and the daemon must see it between two checks: other tests sharing
+# the CPU would delay the check, so these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 CKPT = 1_500_000
 
 

@@ -18,7 +18,8 @@ import pytest
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
 
-pytestmark = pytest.mark.slow
+# Every tick is recorded and the run is judged on its step times: these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 ROOT = Path(__file__).resolve().parents[2]
 
 

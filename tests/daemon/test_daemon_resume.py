@@ -19,7 +19,8 @@ from soak.errors import StoreError
 from soak.store import Store
 from tests.daemon.conftest import HERE, fake_plan
 
-pytestmark = pytest.mark.slow
+# Kills and resumes timed against the workload's steps: these run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 DRIVER = HERE / "drive_daemon.py"
 ROOT = HERE.parent.parent
 
