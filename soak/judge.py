@@ -41,6 +41,7 @@ from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.event_phases import event_phases
 from soak.analysis.model import KINDS
+from soak.analysis.profile import chip_of
 from soak.analysis.verdict import clean_statement, order, reasons
 from soak.config import Plan, plan_from_dict
 from soak.errors import ConfigError, SoakError
@@ -267,7 +268,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         extra["links"] = links.to_dict()
     rates = [cp.RankRate(*row) for row in store.rank_rates(run_id)]
     if rates:
-        compute = cp.evaluate(rates, cp.chip_of(rec.manifest, rec.backend), profile)
+        compute = cp.evaluate(rates, chip_of(rec.manifest, rec.backend), profile)
         criteria.append(_compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
     criteria += _kind_criteria(result.findings, judged=True)
@@ -602,10 +603,15 @@ def _links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
         measured += " (two nodes: no other pair to compare with)"
     bad = [f for f in v.findings if f.severity == "fail"]
     if bad:
-        measured += "; " + ", ".join(("node " + f.node) if f.device is None else f"{f.node}-{f.device[len(lk.LINK_PREFIX):]}"
-                                     for f in bad[:6]) + (" ..." if len(bad) > 6 else "")
+        measured += "; " + _first_names([("node " + f.node) if f.device is None
+                                         else f"{f.node}-{f.device[len(lk.LINK_PREFIX):]}" for f in bad])
     return _criterion("links", required, measured, not bad, tests=v.tests, median_gbps=v.median_gbps,
                       floor_gbps=v.floor_gbps)
+
+
+def _first_names(names: Sequence[str], most: int = 6) -> str:
+    """Who a criterion's measured line names: the first ``most``, then "..."."""
+    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
 
 
 def _compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any]:
@@ -626,7 +632,7 @@ def _compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, An
     if bad:
         named = [("node " + (f.node or "?")) if f.device is None else f"{f.node + '/' if f.node else ''}{f.device}"
                  for f in bad]
-        measured += "; " + ", ".join(named[:6]) + (" ..." if len(named) > 6 else "")
+        measured += "; " + _first_names(named)
         reasons.append("compute: " + "; ".join(f.summary for f in bad[:3]) + (" ..." if len(bad) > 3 else ""))
     return _criterion("compute", required, measured, not bad, floor_tflops=v.floor_tflops)
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from soak.analysis.model import Finding
-from soak.analysis.profile import Profile, chip_model
+from soak.analysis.profile import Profile
 
 DETECTOR_VERSION = "compute/1.0"
 METRIC = "tflops"
@@ -79,18 +79,6 @@ class ComputeVerdict:
             "findings": [f.to_dict() for f in self.findings],
             "version": DETECTOR_VERSION,
         }
-
-
-def chip_of(manifest: Mapping[str, Any] | None, backend: str | None) -> str | None:
-    """The profile's chip model of a run from its manifest (the first named NPU card or GPU)."""
-    if (backend or "").lower() == "cpu":
-        return "CPU"
-    m = manifest or {}
-    for section, key in (("npu", "cards"), ("nvidia", "gpus")):
-        for item in (m.get(section) or {}).get(key) or []:
-            if isinstance(item, Mapping) and chip_model(str(item.get("name") or "")):
-                return chip_model(str(item.get("name")))
-    return None
 
 
 def evaluate(rates: Iterable[RankRate], chip: str | None, profile: Profile | None = None) -> ComputeVerdict:

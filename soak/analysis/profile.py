@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,6 +221,19 @@ def chip_model(name: str | None, backend: str | None = None) -> str | None:
     for key in ("910_93", "910B", "310P", "H200", "H100"):
         if key in text:
             return key
+    return None
+
+
+def chip_of(manifest: Mapping[str, Any] | None, backend: str | None) -> str | None:
+    """The profile's chip model of a run from its manifest (the first named NPU card or GPU)."""
+    if (backend or "").lower() == "cpu":
+        return chip_model(None, backend)
+    m = manifest or {}
+    for section, key in (("npu", "cards"), ("nvidia", "gpus")):
+        for item in (m.get(section) or {}).get(key) or []:
+            model = chip_model(str(item.get("name") or "")) if isinstance(item, Mapping) else None
+            if model:
+                return model
     return None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from soak.analysis import compute as cp
-from soak.analysis.profile import Profile
+from soak.analysis.profile import Profile, chip_of
 
 
 def _rates(per_node: dict[str, list[float]]) -> list[cp.RankRate]:
@@ -46,9 +46,9 @@ def test_profile_sets_the_compute_rules() -> None:
 
 
 def test_chip_model_comes_from_the_manifest() -> None:
-    assert cp.chip_of({"nvidia": {"gpus": [{"name": "NVIDIA H200"}]}}, "cuda") == "H200"
-    assert cp.chip_of({"npu": {"cards": [{"name": "910B3"}]}}, "npu") == "910B"
-    assert cp.chip_of(None, "cpu") == "CPU" and cp.chip_of({}, "npu") is None
+    assert chip_of({"nvidia": {"gpus": [{"name": "NVIDIA H200"}]}}, "cuda") == "H200"
+    assert chip_of({"npu": {"cards": [{"name": "910B3"}]}}, "npu") == "910B"
+    assert chip_of(None, "cpu") == "CPU" and chip_of({}, "npu") is None
 
 
 def test_compute_criterion_reads_in_chinese_with_the_same_numbers() -> None:
