@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,8 @@ import pytest
 
 from soak.config import Plan, plan_from_dict
 from soak.daemon.lifecycle import Daemon
+from soak.runfolder import run_dir
+from tests.procs import daemon_log, wait_until
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_workload.py"
@@ -60,18 +62,28 @@ class ThreadRun:
         self.thread.start()
         return self
 
-    def wait_for(self, cond: Callable[[], bool], timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if cond():
-                    return
-            except (AttributeError, IndexError):  # the daemon has not built that part yet
-                pass
-            if not self.thread.is_alive():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"condition not met (daemon alive: {self.thread.is_alive()}, error: {self.error})")
+    def wait_for(self, cond: Callable[[], object], timeout_s: float = 30.0) -> None:
+        """Poll ``cond``; fail at once when the daemon thread ends first (with its error and the
+        tail of the run's daemon.log), or after ``timeout_s`` with the same."""
+        wait_until(cond, self, timeout_s, logs=[daemon_log(self.run_dir())], interval_s=0.05,
+                   retry_on=(AttributeError, IndexError))  # the daemon has not built that part yet
+
+    def run_dir(self) -> Path:
+        started = self.daemon.started
+        if started is not None:
+            return started.run_dir
+        return run_dir(self.daemon.plan.run.data_dir, self.daemon.resume_id or self.daemon.plan.run.id or "")
+
+    def ended(self) -> bool:
+        return not self.thread.is_alive()
+
+    def report(self) -> str:
+        if self.thread.is_alive():
+            return "daemon thread running"
+        if self.error is None:
+            return f"daemon thread ended: run() returned {self.rc}"
+        lines = "".join(traceback.format_exception(self.error)).splitlines()
+        return "daemon thread ended by an exception:\n" + "\n".join(lines[-30:])
 
     def join(self, timeout_s: float = 60.0) -> int:
         self.thread.join(timeout_s)
