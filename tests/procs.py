@@ -162,6 +162,7 @@ class Proc:
     def wait_exit(self, timeout_s: float, *, logs: Iterable[str | os.PathLike[str]] = ()) -> int:
         """Its exit status; still running after ``timeout_s``, its group is killed and the test
         fails with the tails of its output and of ``logs``."""
+        __tracebackhide__ = True  # pytest shows the test's line, not this one
         self.ending = True
         try:
             return self.popen.wait(timeout_s)
@@ -175,6 +176,7 @@ class Proc:
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """(stdout, stderr) once it has exited (the same text twice when merged); past the
         timeout it is killed and the test fails with their tails."""
+        __tracebackhide__ = True
         if timeout is None:
             self.wait()
         else:
@@ -227,6 +229,7 @@ def run(argv: Sequence[str | os.PathLike[str]], folder: str | os.PathLike[str], 
     """Run ``argv`` to its end, as ``subprocess.run(capture_output=True, text=True)`` does, but
     with its output in files: past ``timeout_s`` its whole group is killed and the test fails
     with the tails of its output and of ``logs``."""
+    __tracebackhide__ = True
     proc = start(argv, folder, name, merge_output=merge_output, env=env, cwd=cwd)
     rc = proc.wait_exit(timeout_s, logs=logs)
     return subprocess.CompletedProcess(proc.popen.args, rc, proc.stdout_text(), proc.stderr_text())
@@ -243,6 +246,7 @@ def wait_until(cond: Callable[[], T], watched: Watched | Iterable[Watched] = (),
     with the same. An exception of a type in ``retry_on`` counts as "not yet" (the last one is
     shown on failure); any other propagates. ``context`` adds a line of the test's own (the
     page text, the rows seen) to a failure."""
+    __tracebackhide__ = True
     items: list[Watched] = [watched] if hasattr(watched, "ended") else list(watched)  # type: ignore[arg-type]
     log_paths = list(logs)
     what = what or _describe(cond)

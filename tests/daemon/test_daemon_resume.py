@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from soak.config import dump_plan
 from soak.errors import StoreError
 from soak.store import Store
+from tests import procs
 from tests.daemon.conftest import HERE, fake_plan
 
 # Kills and resumes timed against the workload's steps: these run alone.
@@ -29,18 +29,12 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _wait(cond, timeout_s: float = 150.0) -> None:
+def _wait(cond, daemon: procs.Proc, run_dir: Path, what: str, timeout_s: float = 150.0) -> None:
     # Generous: a loaded machine (the suite runs in parallel workers) can take a minute to start
-    # torch in the workload and write its first step row; a pass never waits this long.
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return
-        except StoreError:
-            pass  # the daemon is still creating the database (schema half made, or locked)
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+    # torch in the workload and write its first step row; a pass never waits this long, and a
+    # daemon that dies fails the wait at once.
+    procs.wait_until(cond, daemon, timeout_s, what=what, logs=[procs.daemon_log(run_dir)],
+                     retry_on=(StoreError,))  # the daemon is still creating the database (schema half made, or locked)
 
 
 def _committed(db: Path) -> list[tuple[float, str]]:
@@ -56,13 +50,12 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     plan_file.write_text(dump_plan(plan))
     run_dir = Path(plan.run.data_dir) / "r1"
     db = run_dir / "soak.db"
-    first = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=_env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = procs.start([sys.executable, DRIVER, plan_file], tmp_path, "daemon", env=_env())
     try:
-        _wait(lambda: len({ts for ts, _ in _committed(db)}) >= 4)
+        _wait(lambda: len({ts for ts, _ in _committed(db)}) >= 4, first, run_dir, "4 stored ticks")
         # a second daemon on the same run is refused with one line, exit 2
-        second = subprocess.run([sys.executable, "-m", "soak", "run", "--resume", "r1", "--data-dir",
-                                 plan.run.data_dir], env=_env(), capture_output=True, text=True, timeout=60)
+        second = procs.run([sys.executable, "-m", "soak", "run", "--resume", "r1", "--data-dir", plan.run.data_dir],
+                           tmp_path, "second", env=_env(), timeout_s=60)
         assert second.returncode == 2
         assert second.stderr.strip().count("\n") == 0
         assert "in use by another soak daemon" in second.stderr and f"pid {first.pid}" in second.stderr
@@ -78,8 +71,8 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     assert set(before) <= set(committed)
     time.sleep(1.0)  # the daemon is down for a while
 
-    resumed = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=_env(),
-                             capture_output=True, text=True, timeout=90)
+    resumed = procs.run([sys.executable, DRIVER, plan_file, "--resume", "r1"], tmp_path, "resumed", env=_env(),
+                        timeout_s=90, logs=[procs.daemon_log(run_dir)])
     # the daemon's downtime is time the chips did not train: the acceptance fails on it
     assert resumed.returncode == 1, resumed.stderr
     assert "availability:" in resumed.stderr and "daemon down" in resumed.stderr
@@ -109,8 +102,8 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     with pytest.raises(ProcessLookupError):
         os.killpg(workload_pid, 0)
     # a finished run cannot be resumed again
-    again = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=_env(),
-                           capture_output=True, text=True, timeout=60)
+    again = procs.run([sys.executable, DRIVER, plan_file, "--resume", "r1"], tmp_path, "again", env=_env(),
+                      timeout_s=60)
     assert again.returncode == 2 and "only a run whose daemon died can be resumed" in again.stderr
 
 
@@ -122,9 +115,9 @@ def test_unwritable_db_path_is_one_line_and_exit_2(tmp_path) -> None:
         (["--data-dir", str(blocker / "runs")], "Not a directory"),
     ]
     for extra, why in cases:
-        r = subprocess.run([sys.executable, "-m", "soak", "run", "--duration", "10s", "--backend", "cpu",
-                            "--listen", "", "--no-preflight", "--data-dir", str(tmp_path / "d"), *extra],
-                           env=_env(), capture_output=True, text=True, timeout=60)
+        r = procs.run([sys.executable, "-m", "soak", "run", "--duration", "10s", "--backend", "cpu",
+                       "--listen", "", "--no-preflight", "--data-dir", str(tmp_path / "d"), *extra],
+                      tmp_path, env=_env(), timeout_s=60)
         assert r.returncode == 2, r.stderr
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("soak: error: "), r.stderr
@@ -136,12 +129,12 @@ def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) 
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text(dump_plan(plan))
     run_dir = Path(plan.run.data_dir) / "r1"
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = procs.start([sys.executable, DRIVER, plan_file], tmp_path, "daemon", env=_env())
     try:
         # steps reach the store only through the daemon: wait for the workload to be going
         _wait(lambda: (run_dir / "heartbeats" / "lm-rank0.jsonl").exists()
-              and (run_dir / "heartbeats" / "lm-rank0.jsonl").stat().st_size > 2000)
+              and (run_dir / "heartbeats" / "lm-rank0.jsonl").stat().st_size > 2000,
+              proc, run_dir, "2 kB of the workload's heartbeats")
         workload_pid = json.loads((run_dir / "daemon.json").read_text())["workload_pgids"][0]
         assert _committed(run_dir / "soak.db") == []  # nothing flushed yet (30 s batches)
         proc.send_signal(signal.SIGTERM)
@@ -191,10 +184,10 @@ def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphan
         with Store.open(db, create=False) as s:
             return s.load_steps("r1")
 
-    first = subprocess.Popen([sys.executable, str(DRIVER), str(plan_file)], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = procs.start([sys.executable, DRIVER, plan_file], tmp_path, "daemon", env=env)
     try:
-        _wait(lambda: len(stored_steps()) >= 1 and len(_committed(db)) >= 2)
+        _wait(lambda: len(stored_steps()) >= 1 and len(_committed(db)) >= 2, first, run_dir,
+              "a stored step and 2 stored ticks")
         assert (run_dir / "sim" / "npu-smi").is_file()  # the fleet lives in the run folder
         first.send_signal(signal.SIGKILL)
         first.wait(10)
@@ -206,8 +199,8 @@ def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphan
     time.sleep(2.0)  # the orphan goes on stepping while no daemon runs
     shutil.rmtree(run_dir / "logs")
 
-    resumed = subprocess.run([sys.executable, str(DRIVER), str(plan_file), "--resume", "r1"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    resumed = procs.run([sys.executable, DRIVER, plan_file, "--resume", "r1"], tmp_path, "resumed", env=env,
+                        timeout_s=120, logs=[procs.daemon_log(run_dir)])
     assert resumed.returncode in (0, 1), resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert (run_dir / "logs" / "daemon.log").stat().st_size > 0
