@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from soak.store import Store
+from tests import procs
 from tests.daemon.conftest import fake_plan
 
 # Every tick is recorded and the run is judged on its step times: these run alone.
@@ -43,26 +42,25 @@ def _scrape(port: int) -> str:
 
 def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
     port = _free_port()
-    proc = subprocess.Popen(
+    proc = procs.start(
         [sys.executable, "-m", "soak", "run", "--duration", "1m", "--workload", "lm", "--backend", "cpu",
          "--data-dir", str(tmp_path), "--run-id", "e2e", "--listen", f"127.0.0.1:{port}", "--interval", "1s",
-         "--no-preflight"],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+         "--no-preflight"], tmp_path / "procs", env=_env())
+    logs = [procs.daemon_log(tmp_path / "e2e")]
     try:
-        text = ""
-        deadline = time.monotonic() + 55
-        while time.monotonic() < deadline and "soak_run_step{" not in text:
-            time.sleep(1)
+        def stepping() -> str:
             text = _scrape(port)
+            return text if "soak_run_step{" in text else ""
+
+        text = procs.wait_until(stepping, proc, 55, logs=logs, interval_s=1.0)
         assert 'soak_run_info{run_id="e2e",verdict="running",workload="lmx1"} 1.0' in text
         assert 'soak_run_step{rank="0",run_id="e2e",workload="lm"}' in text
         assert 'soak_run_remaining_seconds{run_id="e2e"}' in text
         assert 'soak_device_utilization_ratio{' in text and 'device="cpu"' in text
-        out, err = proc.communicate(timeout=120)
+        proc.wait_exit(120, logs=logs)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        proc.close()
+    err = proc.stderr_text()
     assert proc.returncode == 0, err
     assert "run e2e finished, verdict pass" in err
     assert "elapsed" in err and "left" in err  # progress lines
@@ -121,8 +119,8 @@ thresholds = {{ "memory.envelope_window_s" = 1800, "memory.burn_in_h" = 0.5, "me
 [jobs]
 analysis_every = "10s"
 """)
-    r = subprocess.run([sys.executable, "-m", "soak", "run", str(plan), "--progress-every", "10"],
-                       env=_env(), capture_output=True, text=True, timeout=240)
+    r = procs.run([sys.executable, "-m", "soak", "run", str(plan), "--progress-every", "10"], tmp_path / "procs",
+                  env=_env(), timeout_s=240, logs=[procs.daemon_log(tmp_path / "runs" / "accel")])
     assert r.returncode == 1, r.stderr  # the creep fails the run
     assert "crashed (exit 1)" in r.stderr
     with Store.open(tmp_path / "runs" / "accel" / "soak.db", create=False) as s:

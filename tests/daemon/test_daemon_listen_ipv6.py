@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests import procs
 
 
 def _ipv6_port() -> int:
@@ -34,25 +34,20 @@ def _scrape(url: str) -> str:
 
 def test_run_serves_metrics_on_ipv6_loopback(tmp_path: Path) -> None:
     port = _ipv6_port()
-    proc = subprocess.Popen(
+    proc = procs.start(
         [sys.executable, "-m", "soak", "run", "--duration", "1m", "--workload", "lm", "--backend", "cpu",
          "--no-preflight", "--data-dir", str(tmp_path), "--run-id", "v6", "--listen", f"[::1]:{port}",
-         "--interval", "1s"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+         "--interval", "1s"], tmp_path / "procs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        text = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and 'device="cpu"' not in text:
-            time.sleep(0.5)
+        def with_a_device() -> str:
             text = _scrape(f"http://[::1]:{port}/metrics")
+            return text if 'device="cpu"' in text else ""
+
+        text = procs.wait_until(with_a_device, proc, 60, logs=[procs.daemon_log(tmp_path / "v6")], interval_s=0.5)
         assert 'soak_run_info{run_id="v6"' in text
         assert 'soak_device_up{' in text and 'device="cpu"' in text
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        proc.close()
     assert "cannot listen" not in err
