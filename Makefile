@@ -1,6 +1,7 @@
 # Two commands on a fresh Linux machine: `make demo` sets everything up and runs the demo,
-# `make test` runs the tests. The work is in scripts/ so CI runs exactly the same thing.
-.PHONY: demo test setup clean
+# `make test` runs the tests (`make check` only the fast ones, in about two minutes).
+# The work is in scripts/ so CI runs exactly the same thing.
+.PHONY: demo test check setup clean
 
 setup: .venv/.ready
 
@@ -13,6 +14,9 @@ demo: setup
 
 test: setup
 	scripts/test.sh
+
+check: setup
+	scripts/test.sh --check
 
 clean:
 	rm -rf .venv

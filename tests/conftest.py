@@ -10,6 +10,14 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 IN_CI = os.environ.get("CI") == "true"
 
+# The only skips CI accepts: cases that cannot apply to one backend or machine, whatever is
+# installed. Every other skip means something CI installs on purpose was missing or broken
+# (PostgreSQL, a font, a browser, root), so in CI it fails the run instead of hiding a test.
+ALLOWED_SKIPS: tuple[str, ...] = (
+    "a memory database does not outlive its handle",
+    "an NVIDIA driver is installed",
+)
+
 
 def skip_unless_ci(reason: str) -> None:
     """Skip a test whose prerequisite (a PostgreSQL server, root) is missing here; in CI
@@ -23,3 +31,34 @@ def skip_unless_ci(reason: str) -> None:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+_unexpected_skips: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Runs in the controller under xdist too: every worker's reports pass through it.
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report)
+        if not any(allowed in reason for allowed in ALLOWED_SKIPS):
+            _unexpected_skips.append((report.nodeid, reason))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int) -> None:  # noqa: ANN001
+    if IN_CI and _unexpected_skips:
+        terminalreporter.section("skips CI does not accept")
+        for nodeid, reason in _unexpected_skips:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    worker = hasattr(session.config, "workerinput")  # an xdist worker: the controller decides
+    if IN_CI and _unexpected_skips and exitstatus == 0 and not worker:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
