@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from soak.workloads.launch import build_command
+from tests import procs
 
 FAST = ["--heartbeat-interval-s", "0.05", "--comm-timeout-s", "20"]
 
@@ -35,44 +34,33 @@ def read_heartbeats(run_dir: Path, workload: str, rank: int = 0) -> list[dict[st
 class Launcher:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[procs.Proc] = []
 
     def command(self, workload: str, *, steps: int | None = None, duration_s: float | None = None,
                 inject: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> list[str]:
         return build_command(workload, self.run_dir, 2, "tiny", steps=steps, duration_s=duration_s,
                              inject=inject, extra=[*FAST, *extra])
 
-    def start(self, workload: str, **kw: Any) -> subprocess.Popen[bytes]:
+    def start(self, workload: str, **kw: Any) -> procs.Proc:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        log = open(self.run_dir / f"torchrun-{len(self.procs)}.log", "wb")
-        proc = subprocess.Popen(["nice", *self.command(workload, **kw)], stdout=log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        n = len(self.procs)
+        proc = procs.start(["nice", *self.command(workload, **kw)], self.run_dir, f"torchrun-{n}",
+                           out=self.run_dir / f"torchrun-{n}.log", merge_output=True, env=env)
         self.procs.append(proc)
         return proc
 
     def run(self, workload: str, timeout: float = 60, **kw: Any) -> int:
-        proc = self.start(workload, **kw)
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(proc)
-            raise
+        """Its exit status; past ``timeout`` torchrun and its ranks are killed and the test fails
+        with the end of its log."""
+        return self.start(workload, **kw).wait_exit(timeout)
 
-    def wait_for(self, cond: Callable[[], bool], timeout: float = 60) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return
-            time.sleep(0.05)
-        raise AssertionError("condition not reached in time")
+    def wait_for(self, cond: Callable[[], object], timeout: float = 60) -> None:
+        """Poll ``cond``; fail at once when a started torchrun ends that the test did not end."""
+        procs.wait_until(cond, self.procs, timeout, interval_s=0.05)
 
     @staticmethod
-    def kill(proc: subprocess.Popen[bytes]) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and every rank: a node losing power
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+    def kill(proc: procs.Proc) -> None:
+        proc.kill_group(timeout_s=30)  # torchrun and every rank: a node losing power
 
     def log(self, i: int = -1) -> str:
         n = len(self.procs) + i if i < 0 else i
@@ -82,8 +70,6 @@ class Launcher:
         for p in self.procs:
             if p.poll() is None:
                 self.kill(p)
-
-
 
 
 def run_module(args: list[str], env: dict[str, str] | None = None, timeout: float = 60):
