@@ -1,19 +1,22 @@
-"""Helpers of the exporter tests: free loopback ports, bounded HTTP polling, process cleanup."""
+"""Helpers of the exporter tests: free loopback ports, bounded HTTP polling, started processes.
+
+The processes a test starts through its ``spawn`` fixture are watched by every ``wait_for`` of
+that test: one that ends unasked fails the wait at once, with its stderr."""
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from tests import procs
+
 ROOT = Path(__file__).resolve().parents[2]
+_spawned: list[procs.Proc] = []  # the running test's processes, watched by wait_for
 
 
 def free_port() -> int:
@@ -28,18 +31,10 @@ def http_get(url: str, timeout_s: float = 5.0) -> str:
 
 
 def wait_for(fn: Callable[[], object], timeout_s: float, what: str) -> object:
-    """Call ``fn`` until it returns something truthy (exceptions count as not yet)."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s} s (last: {last!r})")
+    """Call ``fn`` until it returns something truthy (a failed request counts as not yet); fail
+    at once when a process the test spawned has ended unasked."""
+    return procs.wait_until(fn, _spawned, timeout_s, what=what, interval_s=0.2,
+                            retry_on=(OSError, urllib.error.URLError, ValueError, KeyError))
 
 
 def scrape_when(url: str, needle: str, timeout_s: float) -> str:
@@ -51,21 +46,20 @@ def scrape_when(url: str, needle: str, timeout_s: float) -> str:
     return str(wait_for(has, timeout_s, f"{url} showing {needle}"))
 
 
-def spawner() -> tuple[Callable[..., subprocess.Popen[str]], Callable[[], None]]:
-    procs: list[subprocess.Popen[str]] = []
+def spawner(folder: Path) -> tuple[Callable[..., procs.Proc], Callable[[], None]]:
+    """(spawn, cleanup): spawn starts a process in its own group, output in files in ``folder``;
+    cleanup kills whatever of them is left."""
+    _spawned.clear()
 
-    def _spawn(argv: list[str], **kw: object) -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             start_new_session=True, **kw)  # type: ignore[call-overload]
-        procs.append(p)
+    def _spawn(argv: list[str], **kw: object) -> procs.Proc:
+        p = procs.start(argv, folder, env=dict(os.environ, PYTHONPATH=str(ROOT)), **kw)
+        _spawned.append(p)
         return p
 
     def _cleanup() -> None:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+        for p in _spawned:
+            p.close()
+        _spawned.clear()
 
     return _spawn, _cleanup
 
