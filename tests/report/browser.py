@@ -8,12 +8,12 @@ import base64
 import json
 import re
 import shutil
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests import procs
 from tests.report.pagecheck import Box
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -53,12 +53,12 @@ class Browser:
 
         profile.mkdir(parents=True, exist_ok=True)
         (profile / "DevToolsActivePort").unlink(missing_ok=True)  # a previous browser's port
-        self.proc = subprocess.Popen(
+        self.proc = procs.start(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={profile}",
              f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            profile.parent, "chromium",
         )
         self.ws = None
         try:
@@ -71,11 +71,8 @@ class Browser:
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
 
     def _connect(self, port_file: Path, connect: Any) -> None:
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("chromium did not open its DevTools port")
-            time.sleep(0.1)
+        procs.wait_until(lambda: port_file.exists() and port_file.read_text().strip(), self.proc, 60,
+                         what="chromium's DevTools port")
         port = int(port_file.read_text().split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
             page = next(t for t in json.loads(r.read()) if t["type"] == "page")
@@ -107,15 +104,16 @@ class Browser:
 
     def wait_text(self, pattern: str, timeout_s: float = 120.0, gone: str | None = None) -> float:
         """Wait until the page's text matches ``pattern`` (and no longer ``gone``); returns when."""
-        deadline = time.monotonic() + timeout_s
         rx, rg = re.compile(pattern), re.compile(gone) if gone else None
-        while True:
+        text = ""
+
+        def shown() -> float:
+            nonlocal text
             text = self.text()
-            if rx.search(text) and not (rg and rg.search(text)):
-                return time.monotonic()
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {pattern!r} after {timeout_s:g} s; page text: {text[-1500:]!r}")
-            time.sleep(0.1)
+            return time.monotonic() if rx.search(text) and not (rg and rg.search(text)) else 0.0
+
+        return procs.wait_until(shown, self.proc, timeout_s, what=f"{pattern!r} on the page",
+                                context=lambda: f"page text: {text[-1500:]!r}")
 
     def wait_quiet(self, timeout_s: float = 60.0) -> None:
         """Wait until Streamlit's "running" indicator is gone and the page text stops changing."""
@@ -158,9 +156,5 @@ class Browser:
                 self._conn.__exit__(None, None, None)
             except Exception:  # noqa: BLE001 - closing a browser that may be gone already
                 pass
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        self.proc.stop(grace_s=10)
+        self.proc.close()  # what is left of its group (renderers, zygote)

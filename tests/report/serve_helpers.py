@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import IO
+
+from tests import procs
 
 
 def free_port() -> int:
@@ -17,24 +17,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(data_dir: Path, log_path: Path, timeout_s: float = 60) -> tuple[subprocess.Popen, int, IO[str]]:
-    """(server, port, open log): the caller stops the server and closes the log in a finally."""
+def start_server(data_dir: Path, log_path: Path, timeout_s: float = 60) -> tuple[procs.Proc, int, IO[str]]:
+    """(server, port, its log open for reading): the caller stops the server and closes the log
+    in a finally. A server that dies before it answers fails at once, with its log."""
     port = free_port()
-    log = open(log_path, "w")  # the caller closes it
-    server = subprocess.Popen(
+    server = procs.start(
         [sys.executable, "-m", "soak", "report", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        log_path.parent, "report-serve", out=log_path, merge_output=True,
     )
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.read() == b"ok":
-                    return server, port, log
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() >= deadline:
-            server.kill()
-            log.close()
-            raise AssertionError(f"server did not come up in {timeout_s:g} s:\n{log_path.read_text()}")
-        time.sleep(0.5)
+
+    def healthy() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+            return r.read() == b"ok"
+
+    try:
+        procs.wait_until(healthy, server, timeout_s, what="the server's health check", retry_on=(OSError,),
+                         interval_s=0.5)
+    except BaseException:
+        server.close()
+        raise
+    return server, port, open(log_path, encoding="utf-8", errors="replace")
