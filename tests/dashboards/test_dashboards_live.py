@@ -21,18 +21,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from soak import dashboards as d
+from tests import procs
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 PROMETHEUS = shutil.which("prometheus")
@@ -60,17 +60,9 @@ def _get(url: str, timeout_s: float = 5.0) -> str:
         return resp.read().decode()
 
 
-def _wait(what: str, check: Callable[[], bool], limit_s: float, logs: list[Path]) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in logs)
-    pytest.fail(f"timed out after {limit_s:.0f} s waiting for {what}\n{tails}")
+def _wait(what: str, check: Callable[[], bool], limit_s: float, started: list[procs.Proc], logs: list[Path]) -> None:
+    """Fails at once when Prometheus or a soak process has died, with its output."""
+    procs.wait_until(check, started, limit_s, what=what, logs=logs, retry_on=(OSError,), interval_s=0.5)
 
 
 def _count(prom: str, expr: str) -> int:
@@ -78,7 +70,7 @@ def _count(prom: str, expr: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[dict[str, str]]:
+def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("live")
     p_exp, p_run, p_prom = _free_port(), _free_port(), _free_port()
     (tmp / "plan.toml").write_text(PLAN)
@@ -108,42 +100,31 @@ scrape_configs:
         "run": soak + ["run", str(tmp / "plan.toml"), "--backend", "sim", "--duration", "10h",
                        "--time-scale", "60", "--workload", "lm", "--size", "tiny", "--nproc", "1",
                        "--interval", "1s", "--listen", f"127.0.0.1:{p_run}", "--no-preflight",
-                       "--data-dir", str(tmp / "runs"), "--sim-chips", "2", "--sim-scenario",
+                       "--data-dir", str(tmp / "runs"), "--run-id", "live", "--sim-chips", "2", "--sim-scenario",
                        "thermal:start_h=0,duration_h=0.3,peak_c=99,chips=0"],
         "prometheus": [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
                        f"--storage.tsdb.path={tmp / 'tsdb'}",
                        f"--web.listen-address=127.0.0.1:{p_prom}", "--log.level=warn"],
     }
-    procs: list[subprocess.Popen] = []
-    logs: list[Path] = []
+    started: list[procs.Proc] = []
+    logs = [procs.daemon_log(tmp / "runs" / "live")]
     try:
         for name, cmd in commands.items():
-            log = tmp / f"{name}.log"
-            logs.append(log)
-            procs.append(subprocess.Popen(cmd, cwd=tmp, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            started.append(procs.start(cmd, tmp, name, out=tmp / f"{name}.log", merge_output=True, env=env, cwd=tmp))
         prom = f"http://127.0.0.1:{p_prom}"
-        _wait("Prometheus ready", lambda: "Ready" in _get(prom + "/-/ready"), 40, logs)
+        _wait("Prometheus ready", lambda: "Ready" in _get(prom + "/-/ready"), 40, started, logs)
         _wait("both soak targets scraped",
-              lambda: _count(prom, 'up{job=~"soak.*"} == 1') == 2, 40, logs)
+              lambda: _count(prom, 'up{job=~"soak.*"} == 1') == 2, 40, started, logs)
         # The run needs its workload stepping (torch start-up) and its first finding.
         _wait("run metrics with steps and a finding",
               lambda: _count(prom, "soak_run_step") > 0 and _count(prom, "soak_run_findings") > 0,
-              40, logs)
+              40, started, logs)
         time.sleep(3)  # a few more scrapes, so every range function has two points
         yield {"prom": prom, "exporter": f"http://127.0.0.1:{p_exp}/metrics",
-               "run": f"http://127.0.0.1:{p_run}/metrics"}
+               "run": f"http://127.0.0.1:{p_run}/metrics", "procs": started}
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
+        for p in reversed(started):
+            p.stop(grace_s=20)
 
 
 def _exposed_names(text: str) -> set[str]:
@@ -181,15 +162,18 @@ def test_every_metric_named_is_exposed_by_soak(stack):
 
 
 def test_prometheus_evaluates_every_alert_rule_without_error(stack):
-    deadline = time.monotonic() + 20
-    while True:
+    flat: list[dict[str, Any]] = []
+
+    def every_rule_evaluated() -> list[dict[str, Any]]:
+        nonlocal flat
         rules = json.loads(_get(stack["prom"] + "/api/v1/rules?type=alert"))["data"]["groups"]
         flat = [r for g in rules for r in g["rules"]]
-        if all(r.get("lastEvaluation", "").startswith("2") and
-               not r["lastEvaluation"].startswith("0001") for r in flat) or \
-                time.monotonic() > deadline:
-            break
-        time.sleep(1)
+        done = all(r.get("lastEvaluation", "").startswith("2") and
+                   not r["lastEvaluation"].startswith("0001") for r in flat)
+        return flat if done else []
+
+    procs.wait_until(every_rule_evaluated, stack["procs"], 20, retry_on=(OSError,), interval_s=1.0,
+                     context=lambda: f"rules: {[(r['name'], r.get('lastEvaluation')) for r in flat]}")
     assert len(flat) == 16
     assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
             if r["health"] != "ok"] == []
