@@ -19,6 +19,7 @@ from soak.telemetry.runner import (
     check_result,
     run_tool,
 )
+from tests.procs import wait_until
 
 
 def _script(tmp_path: Path, name: str, body: str) -> Path:
@@ -72,10 +73,8 @@ def test_hanging_tool_is_killed_with_its_grandchildren(tmp_path):
     assert info.value.tool == "npu-smi"
     assert "1 s" in str(info.value)
     grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(grandchild)
+    wait_until(lambda: not _alive(grandchild), (), 5, what=f"the grandchild (pid {grandchild}) to be killed",
+               interval_s=0.05)
 
 
 def test_missing_executable(tmp_path):
