@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -250,36 +251,89 @@ class Store(ClusterStore):
         store = cls(engine, _safe(norm))
         try:
             store._init_schema(create)
+        except StoreError:
+            engine.dispose()
+            raise
         except DBAPIError as exc:
             engine.dispose()
             raise StoreError(f"store {_safe(norm)}: {_describe(exc)}") from None
         return store
 
+    # A reader (``create=False``: ``soak runs``, the app, ``soak cluster status``) may open a
+    # store while its daemon is still creating it. It never creates the schema: until the
+    # version row is there it is refused with one line. It does upgrade an older schema in
+    # place, as a creator would: the report of an old run's store needs the new columns, and
+    # the upgrade is one transaction, so no other opener ever sees it half done. A store
+    # already at this version was made whole in one transaction: opening it writes nothing.
     def _init_schema(self, create: bool) -> None:
-        with self._lock, self.engine.begin() as conn:
-            if self.engine.dialect.name == "postgresql":
-                # the agents of a cluster run open one database at once: one creates the
-                # tables, the others wait for it (a transaction-scoped advisory lock)
-                conn.execute(text("SELECT pg_advisory_xact_lock(7150001)"))
-            # Check the version before creating anything: a database of another version must
-            # not gain this version's tables on the way to being refused.
-            row = None
-            if inspect(conn).has_table(S.meta.name):
-                row = conn.execute(
-                    select(S.meta.c.value).where(S.meta.c.key == "schema_version")
-                ).first()
-            if row is not None and str(row[0]).isdigit() and int(row[0]) in S.MIGRATIONS:
-                self._migrate(conn, int(row[0]))
-                row = (str(S.SCHEMA_VERSION),)
-            if row is not None and str(row[0]) != str(S.SCHEMA_VERSION):
-                raise StoreError(
-                    f"store {self.url}: schema version {row[0]}, this soak reads version "
-                    f"{S.SCHEMA_VERSION} (open it with the soak release that wrote it, or use a new database)"
-                )
-            if create:
-                S.metadata.create_all(conn, checkfirst=True)
-            if row is None:
-                conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+        with self._lock:
+            with self._schema_transaction(write=False) as conn:
+                version = self._version(conn)
+            if version == str(S.SCHEMA_VERSION):
+                return
+            self._check_version(version, create)
+            with self._schema_transaction(write=True) as conn:
+                # again, holding the write lock: another opener may have finished meanwhile
+                version = self._version(conn)
+                self._check_version(version, create)
+                if version is None:
+                    S.metadata.create_all(conn, checkfirst=True)
+                    conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+                elif version != str(S.SCHEMA_VERSION):
+                    self._migrate(conn, int(version))
+
+    @contextmanager
+    def _schema_transaction(self, *, write: bool) -> Iterator[Connection]:
+        """One transaction over the whole schema: the version row and every table appear at once.
+
+        PostgreSQL has transactional DDL; its writers also take an advisory lock, so the agents
+        of a cluster run opening one database at once create it once. pysqlite (legacy
+        transaction control) commits before each CREATE or ALTER, which let a reader see
+        ``soak_meta`` without its version row; so SQLite runs in autocommit here with our own
+        BEGIN and COMMIT. ``BEGIN IMMEDIATE`` takes the write lock before reading the version:
+        concurrent creators queue on it (the busy timeout) and the later ones find the schema
+        made. A reader's plain BEGIN reads one snapshot and takes no write lock.
+        """
+        if not self.is_sqlite:
+            with self.engine.begin() as conn:
+                if write and self.engine.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(7150001)"))
+                yield conn
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                # SQLite ends the transaction itself on some errors (a full disk)
+                dbapi = conn.connection.dbapi_connection
+                if dbapi is not None and dbapi.in_transaction:
+                    conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+
+    @staticmethod
+    def _version(conn: Connection) -> str | None:
+        """The schema version row's value; None where there is no row (or no ``soak_meta``)."""
+        if not inspect(conn).has_table(S.meta.name):
+            return None
+        row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
+        return None if row is None else str(row[0])
+
+    def _check_version(self, version: str | None, create: bool) -> None:
+        """Refuse what this opener must not make or read; pass what it may create or upgrade."""
+        if version is None:
+            if not create:
+                raise StoreError(f"store {self.url}: no soak schema yet (being created, or not a soak database)")
+            return
+        if version == str(S.SCHEMA_VERSION) or (version.isdigit() and int(version) in S.MIGRATIONS):
+            return
+        # Checked before anything is created: a database of another version must not gain this
+        # version's tables on the way to being refused.
+        raise StoreError(
+            f"store {self.url}: schema version {version}, this soak reads version "
+            f"{S.SCHEMA_VERSION} (open it with the soak release that wrote it, or use a new database)"
+        )
 
     def _migrate(self, conn: Connection, version: int) -> None:
         """Upgrade a database in place, one version at a time, in the caller's transaction."""

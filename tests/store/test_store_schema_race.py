@@ -1,0 +1,95 @@
+"""Many processes create one new store at once while a reader polls it.
+
+The daemon creates its store while ``soak runs``, the app or a test's poll opens it with
+``create=False``. pysqlite commits each CREATE TABLE on its own, so a reader once found
+``soak_meta`` without its version row, inserted the row itself, and the creator then died on
+``UNIQUE constraint failed: soak_meta.key``; two creators collided on ``table soak_meta
+already exists``. A reader never writes the schema, and the schema appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from soak.errors import StoreError
+from soak.store import Store
+from soak.store import schema as S
+from tests.store.store_poller import poll
+
+N_CREATORS = 20
+NOT_YET = "no soak schema yet (being created, or not a soak database)"
+
+
+def _create(url: str, go: Any, results: Any) -> None:
+    go.wait()
+    try:
+        Store.open(url).close()
+        results.put(None)
+    except StoreError as exc:
+        results.put(str(exc))
+
+
+def _version_rows(db: Path) -> list[tuple[str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT value FROM soak_meta WHERE key = 'schema_version'").fetchall()
+
+
+def test_twenty_creators_and_a_polling_reader_on_one_new_store(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    ctx = multiprocessing.get_context("fork")  # soak is imported once: the creators start together
+    go, polling, stop, polled, created = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    target = store_url.removeprefix("sqlite:///")  # the SQLite file as the poller globs it
+    reader = ctx.Process(target=poll, args=(target, polling, stop, polled))
+    creators = [ctx.Process(target=_create, args=(store_url, go, created)) for _ in range(N_CREATORS)]
+    for p in (reader, *creators):
+        p.start()
+    try:
+        assert polling.wait(30)
+        go.set()
+        errors = [created.get(timeout=60) for _ in creators]
+        stop.set()
+        result = polled.get(timeout=60)
+    finally:
+        for p in (reader, *creators):
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+
+    assert [e for e in errors if e is not None] == []
+    assert result.writes == []
+    # what a reader may be told while the store is being made: nothing else
+    assert [r for r in result.refusals if not r.endswith(("no such database", NOT_YET))] == []
+    assert result.complete == [target]
+    with Store.open(store_url, create=False) as store, store.engine.connect() as conn:
+        rows = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).all()
+    assert [tuple(r) for r in rows] == [(str(S.SCHEMA_VERSION),)]
+
+
+def test_a_reader_finding_soak_meta_without_its_version_row_refuses_and_writes_nothing(tmp_path) -> None:
+    # What a reader used to see halfway through a creator's schema: the first table, empty.
+    db = tmp_path / "soak.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE soak_meta (key VARCHAR(64) PRIMARY KEY, value VARCHAR(256) NOT NULL)")
+    with pytest.raises(StoreError) as err:
+        Store.open(db, create=False)
+    assert str(err.value) == f"store sqlite:///{db}: {NOT_YET}"
+    assert _version_rows(db) == []
+    with Store.open(db) as creator:  # the creator, coming after, finishes the schema
+        assert creator.list_runs() == []
+    assert _version_rows(db) == [(str(S.SCHEMA_VERSION),)]
+
+
+def test_a_reader_of_an_empty_sqlite_file_is_told_there_is_no_soak_schema(tmp_path) -> None:
+    db = tmp_path / "soak.db"
+    sqlite3.connect(db).close()
+    with pytest.raises(StoreError, match="no soak schema yet"):
+        Store.open(db, create=False)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
