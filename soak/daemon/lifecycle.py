@@ -38,7 +38,7 @@ from soak.daemon.metrics import RunCollector
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import StoreError, UserError
+from soak.errors import StoreError, UserError, redact
 from soak.judge import (
     NODE_KINDS,
     PEER_KINDS,
@@ -477,13 +477,27 @@ class Daemon(ClusterAgent):
         try:
             run_id, run_dir, store = self._open()
             self.started = self._begin(run_id, run_dir, store)
-        except BaseException:
+        except BaseException as exc:
+            self._log_start_failure(exc)
             self._close()
             raise
         try:
             return self._run_started()
         finally:
             self._close()
+
+    def _log_start_failure(self, exc: BaseException) -> None:
+        """Why the run did not start, in ``daemon.log`` as well as on stderr: an empty log must
+        never hide it. Only once this daemon holds the run folder's lock (its log is set up):
+        before that the folder is not there yet, or belongs to another daemon."""
+        if self.log_handler is None:
+            return
+        if isinstance(exc, UserError):
+            log.error("daemon not started: %s", redact(str(exc)))
+        elif isinstance(exc, Exception):
+            log.exception("daemon not started")
+        else:  # interrupted while starting
+            log.error("daemon not started: %s", type(exc).__name__)
 
     def _close(self) -> None:
         if self._store is not None:
