@@ -14,13 +14,13 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import procs
 from tests.pgdb import fresh_database
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
@@ -81,27 +81,20 @@ KbdInteractiveAuthentication no
 PrintMotd no
 """)
     log = tmp / "sshd.log"
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = procs.start([SSHD, "-D", "-e", "-f", config], tmp, "sshd", out=log, merge_output=True)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.skip(f"sshd did not start: {log.read_text(errors='replace')[-500:]}")
-                time.sleep(0.1)
+        def listening() -> bool:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+
+        try:
+            procs.wait_until(listening, proc, 15, what=f"sshd listening on port {port}", retry_on=(OSError,))
+        except AssertionError as exc:  # this machine cannot run an sshd of ours: no launcher test here
+            pytest.skip(f"sshd did not start: {exc}")
         yield Sshd(port=port, user=getpass.getuser(), identity=tmp / "client_key",
                    known_hosts=tmp / "known_hosts", log=log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.stop(grace_s=10)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
+from tests import procs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -79,12 +79,8 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
 
 
-def _wait(check, limit_s: float, what: str) -> None:
-    deadline = time.monotonic() + limit_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {limit_s} s waiting for {what}")
-        time.sleep(0.1)
+def _gone(pids: list[int], limit_s: float) -> None:
+    procs.wait_until(lambda: not any(_alive(p) for p in pids), (), limit_s, what=f"the remote agents {pids} to be gone")
 
 
 def test_agents_get_rank_name_and_copied_plan_and_worst_status_is_returned(cluster, capsys):
@@ -119,18 +115,16 @@ def test_extra_arguments_and_rendezvous_reach_every_agent(cluster, capsys):
                      r"--rendezvous 10\.0\.0\.1:29500 --run-id acc-01 --duration 2h$", out, re.M)
 
 
-def _launch_in_background(cluster, *extra: str) -> subprocess.Popen[str]:
+def _launch_in_background(cluster, *extra: str) -> procs.Proc:
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     args = [*cluster["args"][:-1], *extra] if extra else cluster["args"]
-    return subprocess.Popen([sys.executable, "-m", "soak", *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return procs.start([sys.executable, "-m", "soak", *args], cluster["state"].parent, "launcher", env=env)
 
 
-def _pids_when_running(cluster) -> list[int]:
+def _pids_when_running(cluster, launcher: procs.Proc) -> list[int]:
     state = cluster["state"]
-    _wait(lambda: all((state / f"{n}.pid").exists() for n in ("n0", "n1")), 30,
-          "both agents to start")
+    procs.wait_until(lambda: all((state / f"{n}.pid").exists() for n in ("n0", "n1")), launcher, 30,
+                     what="both agents to start")
     pids = [int((state / f"{n}.pid").read_text()) for n in ("n0", "n1")]
     assert all(_alive(p) for p in pids)
     return pids
@@ -141,19 +135,19 @@ def test_ctrl_c_stops_every_remote_agent(cluster):
         (cluster["state"] / f"{n}.steps").write_text("100000")
     proc = _launch_in_background(cluster)
     try:
-        pids = _pids_when_running(cluster)
+        pids = _pids_when_running(cluster, proc)
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.close()
     assert proc.returncode == 0, err  # the fake stops cleanly on SIGTERM, as the daemon does
     assert "stopping every agent (SIGINT)" in err
     # the agents' own last words come back, prefixed: they were stopped, not cut off
     assert "[n0] got SIGTERM, stopping" in out.splitlines()
     assert "[n1] got SIGTERM, stopping" in out.splitlines()
-    _wait(lambda: not any(_alive(p) for p in pids), 10, "the remote agents to be gone")
+    _gone(pids, 10)
 
 
 def test_agent_ignoring_sigterm_is_killed_after_the_grace(cluster):
@@ -162,16 +156,16 @@ def test_agent_ignoring_sigterm_is_killed_after_the_grace(cluster):
     (cluster["state"] / "n1.ignore_term").write_text("")
     proc = _launch_in_background(cluster, "--stop-grace", "2", str(cluster["plan"]))
     try:
-        pids = _pids_when_running(cluster)
+        pids = _pids_when_running(cluster, proc)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.close()
     assert "[n0] got SIGTERM, stopping" in out.splitlines()
     assert not any(line.startswith("[n1] got SIGTERM") for line in out.splitlines())
     assert proc.returncode == 128 + signal.SIGKILL, err  # n1's agent died of SIGKILL
-    _wait(lambda: not any(_alive(p) for p in pids), 10, "the remote agents to be gone")
+    _gone(pids, 10)
 
 
 def test_killed_launcher_still_stops_the_remote_agents(cluster):
@@ -180,13 +174,13 @@ def test_killed_launcher_still_stops_the_remote_agents(cluster):
         (cluster["state"] / f"{n}.steps").write_text("100000")
     proc = _launch_in_background(cluster)
     try:
-        pids = _pids_when_running(cluster)
+        pids = _pids_when_running(cluster, proc)
         proc.kill()
         proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    _wait(lambda: not any(_alive(p) for p in pids), 20, "the remote agents to be gone")
+            proc.close()
+    _gone(pids, 20)
 
 
 def test_unreachable_host_starts_no_agent(cluster, sshd, capsys):

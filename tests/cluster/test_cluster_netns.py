@@ -8,10 +8,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 
 from soak.errors import StoreError
 from soak.store import Store
+from tests import procs
 
 # A bound on how long a cut-off node keeps its torchrun: it runs alone, away from other load.
 pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
@@ -108,17 +107,16 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
     # share), so node 1's connections cross the pair themselves and see it cut.
     pg = make_url(db_url)
     fwd_port = _free_port(link.root_addr)
-    forwarder = subprocess.Popen(
+    forwarder = procs.start(
         ["socat", f"TCP-LISTEN:{fwd_port},bind={link.root_addr},reuseaddr,fork",
-         f"TCP:{pg.host or '127.0.0.1'}:{pg.port or 5432}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+         f"TCP:{pg.host or '127.0.0.1'}:{pg.port or 5432}"], tmp_path, "socat")
     store_url = pg.set(host=link.root_addr, port=fwd_port).render_as_string(hide_password=False)
     plan = tmp_path / "plan.toml"
     plan.write_text('[cluster]\nnode_silence = "6s"\njoin_timeout = "2m"\n'
                     f'[restart]\nhang_timeout = "{HANG_TIMEOUT_S:g}s"\nstop_grace = "{STOP_GRACE_S:g}s"\n',
                     encoding="utf-8")
     rdzv = f"{link.root_addr}:{_free_port(link.root_addr)}"
-    agents: list[subprocess.Popen[bytes]] = []
+    agents: list[procs.Proc] = []
     dirs = [tmp_path / "node-0", tmp_path / "node-1"]
     for rank, (prefix, ifname) in enumerate([([], link.root_if), (["ip", "netns", "exec", link.ns], link.ns_if)]):
         dirs[rank].mkdir()
@@ -129,26 +127,21 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
                 "--progress-every", "2"]
         # gloo would pick the address of this host's name, which the other namespace cannot reach
         env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": ifname}
-        with open(dirs[rank] / "agent.log", "wb") as out:
-            agents.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env=env, start_new_session=True))
+        agents.append(procs.start(argv, dirs[rank], f"node-{rank}", out=dirs[rank] / "agent.log", merge_output=True,
+                                  env=env))
     leader, _cut_off = agents
+    daemon_logs = [procs.daemon_log(d / "c1") for d in dirs]
 
     def log(rank: int) -> str:
         return (dirs[rank] / "agent.log").read_text(errors="replace")[-2000:]
 
+    def both_stepping() -> bool:
+        with Store.open(db_url, create=False) as store:
+            return len({s["node"] for s in store.load_steps("c1")}) == 2
+
     try:
-        deadline = time.monotonic() + 150
-        while True:
-            assert time.monotonic() < deadline, f"both nodes never stepped: {log(0)}\n---\n{log(1)}"
-            assert all(a.poll() is None for a in agents), f"an agent ended: {log(0)}\n---\n{log(1)}"
-            try:
-                with Store.open(db_url, create=False) as store:
-                    if len({s["node"] for s in store.load_steps("c1")}) == 2:
-                        break
-            except StoreError:  # no tables yet
-                pass
-            time.sleep(0.5)
+        procs.wait_until(both_stepping, [*agents, forwarder], 150, what="both nodes stepping", logs=daemon_logs,
+                         retry_on=(StoreError,), interval_s=0.5)  # StoreError: no tables yet
         running = _run_processes(dirs[1])
         assert running, "no torchrun on node 1 while it steps"
         # node 1's end: this end keeps its address, so node 0 still reaches the store
@@ -159,21 +152,16 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
         _gone, alive = psutil.wait_procs(running, timeout=bound)
         left = [(p.pid, " ".join(p.info["cmdline"] or [])[:120]) for p in alive if p.is_running()]
         assert not left, f"{len(left)} processes of node 1 still there {bound:.0f} s after the cut: {left}\n{log(1)}"
-        rc = leader.wait(timeout=200)
+        rc = leader.wait_exit(200, logs=daemon_logs[:1])
         with Store.open(db_url, create=False) as store:
             lost = store.load_events("c1", kind="node_lost")
             nodes = {n.name: n.status for n in store.cluster_nodes("c1")}
             run = store.get_run("c1")
     finally:
         for a in agents:
-            try:
-                os.killpg(a.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            a.wait(10)
+            a.close()
         _kill_everything_under(tmp_path)
-        forwarder.terminate()
-        forwarder.wait(10)
+        forwarder.stop(grace_s=10)
     assert [e.node for e in lost] == ["node-1"], lost
     assert nodes["node-1"] == "lost" and nodes["node-0"] == "finished", nodes
     assert run is not None and run.verdict == "fail" and rc == 1, (rc, log(0))
