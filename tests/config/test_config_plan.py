@@ -150,8 +150,24 @@ def test_sim_section_is_not_judged_for_other_backends() -> None:
     assert plan_from_dict({"devices": {"backend": "cpu"}, "sim": {"scenario": "bogus"}}).sim.scenario == "bogus"
 
 
-def test_comm_timeouts_scenario_gets_the_run_plog_folder() -> None:
-    plan_from_dict({"devices": {"backend": "sim"}, "sim": {"scenario": "healthy,comm_timeouts"}})
+def test_comm_timeouts_scenario_gets_the_run_plog_folder(tmp_path) -> None:
+    import time
+
+    from soak.clock import ScaledClock
+    from soak.daemon.telemetry import make_backend
+    from soak.runfolder import PLOG
+
+    # the plan check accepts the scenario (it needs a plog folder, and the plan names none) ...
+    plan = plan_from_dict({"devices": {"backend": "sim"}, "sim": {"scenario": "healthy,comm_timeouts", "chips": 2}})
+    # ... because the daemon gives it the run's plog/: an hour into the run (6 timeouts an hour
+    # by default), the fleet has written its plog lines there and the backend counted them
+    backend = make_backend(plan, tmp_path, ScaledClock(scale=1.0, origin=time.time() - 3600), lambda: ())
+    try:
+        snapshot = backend.read()
+    finally:
+        backend.close()
+    assert {p.parent for p in tmp_path.rglob("plog-*.log")} == {tmp_path / PLOG}
+    assert sum(snapshot.comm_timeouts.values()) == 6, snapshot.comm_timeouts
 
 
 def test_soak_run_leaves_no_run_folder(tmp_path, capsys) -> None:
