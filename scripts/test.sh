@@ -15,7 +15,7 @@ fi
 
 if [ "$check" = 1 ]; then
   # Fast tests compute; two workers use this machine's two cores.
-  exec "${PY[@]}" -n "${SOAK_CHECK_WORKERS:-2}" -m "not slow and not pg and not alone" \
+  SOAK_CHECK=1 exec "${PY[@]}" -n "${SOAK_CHECK_WORKERS:-2}" -m "not slow and not pg and not alone" \
     --durations=10 "$@"
 fi
 

@@ -42,9 +42,17 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 _unexpected_skips: list[tuple[str, str]] = []
 
+# make check (scripts/test.sh --check, SOAK_CHECK=1) is the fast part of the suite: a test in it
+# that takes longer than this is named at the end, to be marked `slow`, so the part stays fast.
+IN_CHECK = os.environ.get("SOAK_CHECK") == "1"
+CHECK_TEST_S = 5.0
+_slow_in_check: dict[str, float] = {}
+
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Runs in the controller under xdist too: every worker's reports pass through it.
+    if IN_CHECK and (report.passed or report.failed):
+        _slow_in_check[report.nodeid] = _slow_in_check.get(report.nodeid, 0.0) + report.duration
     if report.skipped and not hasattr(report, "wasxfail"):
         reason = _skip_reason(report)
         if not any(allowed in reason for allowed in ALLOWED_SKIPS):
@@ -52,6 +60,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int) -> None:  # noqa: ANN001
+    slow = sorted(((s, n) for n, s in _slow_in_check.items() if s > CHECK_TEST_S), reverse=True)
+    if IN_CHECK and slow:
+        terminalreporter.section(f"tests over {CHECK_TEST_S:.0f} s in make check: mark them slow")
+        for seconds, nodeid in slow:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
     if IN_CI and _unexpected_skips:
         terminalreporter.section("skips CI does not accept")
         for nodeid, reason in _unexpected_skips:

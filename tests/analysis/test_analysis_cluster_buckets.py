@@ -14,6 +14,9 @@ from soak.analysis.buckets import ANY, node_rows
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.store import Store
 
+# slow: a 6 x 8-chip, 24 h trace
+pytestmark = pytest.mark.slow
+
 
 def _node_traces(trace: Trace) -> dict[str, Trace]:
     """Each node's own series, named as on the node (what its agent reads from the store)."""

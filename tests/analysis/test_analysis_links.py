@@ -112,6 +112,7 @@ def test_a_trace_of_several_nodes_without_link_rows_is_not_judged_on_links():
     assert "links" not in {c["name"] for c in single.criteria}
 
 
+@pytest.mark.slow
 def test_soak_analyze_reads_pair_busbw_from_the_five_column_csv(tmp_path):
     path = tmp_path / "links.csv"
     with open(path, "w", newline="") as fh:

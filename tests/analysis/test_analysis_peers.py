@@ -47,6 +47,7 @@ def test_node_8pct_slower_is_a_straggler_naming_the_node():
     assert f.to_dict()["device"] is None and f.to_dict()["node"] == "n05"
 
 
+@pytest.mark.slow
 def test_one_slow_rank_is_a_straggler_on_that_rank_and_a_big_one_fails():
     for pct, severity in ((8.0, "warn"), (30.0, "fail")):
         (f,), _ = _peer_findings(_cluster(Fault("straggler", "n02/npu0-7", 0.0, pct)))
@@ -100,6 +101,7 @@ def test_simulated_fleet_healthy_data_has_no_peer_finding():
     assert [f for f in res.findings if f.kind in PEER_KINDS] == []
 
 
+@pytest.mark.slow
 def test_five_column_csv_names_node_and_device_and_four_column_stays(tmp_path):
     sc = _cluster(Fault("outlier", "n01/npu0-2", 0.0, 8.0, "temp"), nodes=4)
     tr, _ = generate(sc)

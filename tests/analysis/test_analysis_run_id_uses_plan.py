@@ -7,8 +7,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from soak.config import plan_from_dict
 from soak.store import Store
+
+# slow: each test runs soak analyze as a process
+pytestmark = pytest.mark.slow
 
 T0 = 1_767_225_600.0
 

@@ -80,6 +80,7 @@ def test_cli_bad_input_exit_2_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [f"soak: error: {p}: line 3: value 'oops' is not a number"]
 
 
+@pytest.mark.slow
 def test_cli_json_contract_and_table(tmp_path):
     # 2 h of a chip that hangs (idle, memory held) for 10 min: one hang finding.
     t = np.arange(0, 7200, 5.0)

@@ -55,6 +55,7 @@ def test_saved_analysis_carries_thresholds_versions_and_the_run_verdict(tmp_path
     assert {d.name for d in data.detectors} >= {"hang", "memory_creep", "profile"}
 
 
+@pytest.mark.slow
 def test_report_shows_the_stored_verdict_of_a_failed_run(tmp_path) -> None:
     # Restarts exhausted: the run failed although its telemetry alone would pass.
     store, saved = _finished_run(tmp_path, "failed", "fail")

@@ -86,6 +86,7 @@ def test_built_in_kinds_match_the_api_schemas():
                         and "batch.volcano.sh/v1alpha1" in line] and len(problems) == 1, text
 
 
+@pytest.mark.slow
 def test_volcano_job_matches_volcanos_crd_schema():
     assert _volcano_errors(VCJOB) == []
 
@@ -103,6 +104,7 @@ def test_volcano_job_matches_volcanos_crd_schema():
     (lambda d: _pod(d)["containers"][0].pop("name"),
      "spec.tasks.0.template.spec.containers.0: 'name' is a required property"),
 ])
+@pytest.mark.slow
 def test_volcano_schema_check_can_fail(change, error):
     doc = yaml.safe_load((CLUSTER / "volcano-job.yaml").read_text())
     change(doc)

@@ -36,6 +36,7 @@ def test_preflight_json_passes_on_this_cpu_machine(tmp_path):
                for c in out["checks"])
 
 
+@pytest.mark.slow
 def test_sim_fleet_with_every_chip_ok_passes(sim_npu_smi):
     smi = sim_npu_smi(chips=4)
     r = run_preflight(npu_smi=smi, expect_chips=4, only=["npu_smi"])
@@ -44,6 +45,7 @@ def test_sim_fleet_with_every_chip_ok_passes(sim_npu_smi):
     assert "npu-smi 25.3.rc1" in check.reason
 
 
+@pytest.mark.slow
 def test_sim_fleet_alarm_chip_and_missing_chip_fail_with_codes(sim_npu_smi):
     smi = sim_npu_smi(chips=2, scenario="health_alarm:at_h=0,chips=1")
     res = soak_cli("preflight", "--npu-smi", smi, "--expect-chips", "3", "--only", "npu_smi",
@@ -67,6 +69,7 @@ def test_bad_input_is_a_user_error(tmp_path):
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "nope" in res.stderr
 
 
+@pytest.mark.slow
 def test_broken_torch_npu_gives_the_fix_not_a_crash(fake_torch_npu, tmp_path):
     probe = probe_torch_npu(timeout_s=120)
     assert probe.installed and not probe.ok and "libhccl.so" in probe.error

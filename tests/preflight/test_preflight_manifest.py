@@ -7,6 +7,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 from soak.cli import main
 from soak.manifest import Drift, collect_manifest, diff_manifest, write_lock
 from soak.preflight import run_preflight
@@ -45,6 +47,7 @@ def test_diff_is_field_by_field_and_ignores_host_name():
     ]
 
 
+@pytest.mark.slow
 def test_manifest_check_prints_drift_and_exits_1(tmp_path, ascend_roots):
     roots = [f"--cann-root={ascend_roots['cann_root']}", f"--driver-root={ascend_roots['driver_root']}",
              f"--firmware-root={ascend_roots['firmware_root']}", f"--npu-smi={tmp_path / 'none'}"]

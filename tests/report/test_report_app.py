@@ -66,6 +66,7 @@ def test_timeline_chip_picker_limits_the_series(app):
     assert _charts(app) == 5
 
 
+@pytest.mark.slow
 def test_pdf_page_builds_and_offers_the_download(recorded, keys, monkeypatch):
     monkeypatch.setenv("SOAK_REPORT_DB", "")
     monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
@@ -183,6 +184,7 @@ def test_pdf_page_offers_the_pdf_the_run_already_has(recorded, monkeypatch):
         held.unlink()
 
 
+@pytest.mark.slow
 def test_app_beyond_loopback_does_not_sign_with_the_data_dirs_key(recorded, monkeypatch):
     from soak.report.signing import create_keys
 

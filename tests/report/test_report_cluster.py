@@ -60,6 +60,7 @@ def big(tmp_path_factory, keys) -> dict:
     return {"pdf": built.path, "pages": pdf_pages(built.path), "data": data}
 
 
+@pytest.mark.slow
 def test_64_nodes_x_16_chips_fit_one_page_and_every_page_reads(big):
     pages = big["pages"]
     (matrix,) = [p for p in pages if "Every chip of every node" in p.text]

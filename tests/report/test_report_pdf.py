@@ -19,6 +19,9 @@ from soak.report.present import reason_text
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
 
+# slow: renders and reads whole PDFs
+pytestmark = pytest.mark.slow
+
 poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 
 

@@ -16,7 +16,8 @@ from soak.report.build import build_pdf
 from soak.store import Store
 from tests.report.synth import write_run
 
-pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+# slow: renders and reads whole PDFs
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")]
 
 EN_LABEL = "simulated fleet, accelerated time ×600 — not an acceptance of hardware"
 ZH_LABEL = "模拟设备集群，时间加速 ×600 — 不构成硬件验收"

@@ -12,6 +12,9 @@ from soak.report.build import build_pdf
 from soak.report.verify import verify_pdf
 from soak.store import Store
 
+# slow: signs real PDFs against a TSA served on loopback
+pytestmark = pytest.mark.slow
+
 
 def _tsa_identity():
     from asn1crypto import keys as akeys

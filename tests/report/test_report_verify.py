@@ -241,6 +241,7 @@ def test_keys_init_writes_0600_key_and_refuses_overwrite(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_rsa_keys_sign_too(tmp_path, recorded, capsys):
     kp = create_keys(tmp_path / "rsa", algorithm="rsa")
     out = tmp_path / "rsa.pdf"

@@ -136,6 +136,7 @@ def test_hanging_npu_smi_costs_one_timeout_and_marks_chips_down(tmp_path: Path) 
     assert all(d.error.startswith("timeout:") for d in snap.devices)
 
 
+@pytest.mark.slow
 def test_sim_backend_reads_details_links_and_plog_counts() -> None:
     backend = make_backend(
         "sim", sim_chips=2, detail_interval_s=0.0,

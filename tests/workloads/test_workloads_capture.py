@@ -36,6 +36,7 @@ def _capturer(tmp_path, **kw) -> tuple[Capturer, list]:
     return cap, got
 
 
+@pytest.mark.slow
 def test_baseline_after_warmup_once_per_run_folder(tmp_path) -> None:
     cap, got = _capturer(tmp_path, steps=3, warmup=2)
     _loop(cap, range(1, 10))
