@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 
 from soak.errors import StoreError
 from soak.store import Store
+from tests import procs
 
 # Bounds on silence, coverage of every tick and per-rank compute times: other tests sharing the
 # CPU would move them, so these run alone.
@@ -37,30 +37,23 @@ class Agent:
         self.dir = tmp / self.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "agent.log"
+        self.daemon_log = procs.daemon_log(self.dir / run_id)
         argv = [sys.executable, "-m", "soak", "run", "--duration", duration, "--workload", workload,
                 "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "",
                 "--interval", "1s", "--data-dir", str(self.dir), "--db", db, "--run-id", run_id,
                 "--nodes", str(nodes), "--node-rank", str(rank), "--node-name", self.name,
                 "--rendezvous", f"127.0.0.1:{port}", "--progress-every", "2", *extra]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        with open(self.log, "w") as out:
-            # its own process group: SIGKILLing the group takes the agent and its workers
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        # its own process group: SIGKILLing the group takes the agent and its workers
+        self.proc = procs.start(argv, self.dir, self.name, out=self.log, merge_output=True, env=env)
 
     def wait(self, timeout_s: float = 180.0) -> int:
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.name} did not end: {self.text()[-2000:]}") from None
+        """Its exit status; still running after ``timeout_s``, it is killed and the test fails
+        with the end of its output and of its daemon.log."""
+        return self.proc.wait_exit(timeout_s, logs=[self.daemon_log])
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(10)
+        self.proc.kill_group()
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
@@ -76,13 +69,18 @@ def _wait_all(agents: list[Agent]) -> list[int]:
                 a.kill()
 
 
-def _wait_for(cond, timeout_s: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+def _wait_for(cond, timeout_s: float, what: str, agents: list[Agent]) -> None:  # noqa: ANN001
+    """Poll ``cond``; fail at once when one of ``agents`` has ended, with its output and daemon.log."""
+    procs.wait_until(cond, [a.proc for a in agents], timeout_s, what=what, interval_s=0.5,
+                     logs=[a.daemon_log for a in agents])
+
+
+def _world_size(message: str | None) -> int | None:
+    """The world size a rank's start event gives (JSON written by soak.workloads.common)."""
+    try:
+        return json.loads(message or "").get("world_size")
+    except (ValueError, AttributeError):
+        return None
 
 
 def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path, db_url) -> None:
@@ -111,8 +109,10 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     with Store.open(db_url, create=False) as store:
         by_node = {e.node for e in store.load_events("c1", kind="start") if e.workload == "collective"}
     assert by_node == {"node-0", "node-1", "node-2"}
+    # every global rank started in the one job of three nodes (a node training alone says 1)
     starts = [e for e in events if e.kind == "start" and e.workload == "collective"]
-    assert all(json.loads(e.message)["world_size"] == 3 for e in starts if (e.message or "").startswith("{"))
+    assert {(e.rank, _world_size(e.message)) for e in starts} == {(0, 3), (1, 3), (2, 3)}, [
+        (e.node, e.rank, e.message) for e in starts]
     # the all-reduce across the nodes is exact: no silent-data-corruption event anywhere
     assert not [e for e in events if e.detail.get("heartbeat_event") == "sdc_mismatch"]
     assert sum(s["n_steps"] or 0 for s in steps) > 0
@@ -159,6 +159,7 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_ba
     agents = [Agent(tmp_path, db_url, r, 2, port, "--max-restarts", "5", *extra, str(plan), duration="60s")
               for r in range(2)]
     leader, victim = agents
+    back: procs.Proc | None = None
     try:
         def stepping() -> bool:
             try:
@@ -166,7 +167,7 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_ba
                     return len({s["rank"] for s in store.load_steps("c1")}) == 2
             except StoreError:  # the first agent has not created the tables yet
                 return False
-        _wait_for(stepping, 120, "both nodes stepping")
+        _wait_for(stepping, 120, "both nodes stepping", agents)
         with Store.open(db_url, create=False) as store:
             before = store.count_samples("c1")
         killed_at = time.time()
@@ -175,17 +176,20 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_ba
         def lost() -> bool:
             with Store.open(db_url, create=False) as store:
                 return bool(store.load_events("c1", kind="node_lost"))
-        _wait_for(lost, 60, "the leader to find node-1 lost")
+        _wait_for(lost, 60, "the leader to find node-1 lost", [leader])
         # the node comes back: its agent resumes the run and the job restarts with it
-        back = subprocess.Popen([sys.executable, "-m", "soak", "run", "--resume", "c1", "--data-dir",
-                                 str(victim.dir), "--db", db_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+        back = procs.start([sys.executable, "-m", "soak", "run", "--resume", "c1", "--data-dir", str(victim.dir),
+                            "--db", db_url], victim.dir, "node-1-back", merge_output=True,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
         rc = leader.wait()
-        back_out = back.communicate(timeout=120)[0]
+        back.wait_exit(120, logs=[victim.daemon_log])
+        back_out = back.stdout_text()
     finally:
         for a in agents:
             if a.proc.poll() is None:
                 a.kill()
+        if back is not None and back.poll() is None:
+            back.kill_group()
     with Store.open(db_url, create=False) as store:
         lost = store.load_events("c1", kind="node_lost")
         nodes = {n.name: n for n in store.cluster_nodes("c1")}
