@@ -4,6 +4,11 @@ A case runs ``soak.cli.main`` in this process (thousands of cases fit in seconds
 process each would take minutes). Whatever the input, the command must end with exit status
 0, 1 or 2, and a 2 must be one line ``soak: error: ...``: any other exception escaping is
 the bug the fuzzing looks for, and it fails the test with the case that raised it.
+
+A run is small by default, so the suite stays fast; ``SOAK_FUZZ_CASES=N`` runs N cases in every
+fuzz test for a longer hunt, and ``SOAK_FUZZ_SEED=S`` draws them from another seed. Each test
+names its seed in every failure, so ``SOAK_FUZZ_SEED=S SOAK_FUZZ_CASES=N`` replays a failure
+case for case.
 """
 
 from __future__ import annotations
@@ -16,14 +21,25 @@ from dataclasses import dataclass
 
 from soak.cli import main
 
-CASES = int(os.environ.get("SOAK_FUZZ_CASES", "2000"))
-"""Cases per fuzz test; CI runs the default, a longer hunt sets SOAK_FUZZ_CASES."""
+
+def fuzz_cases(default: int) -> int:
+    """How many cases a fuzz test runs: its own small ``default``, or ``SOAK_FUZZ_CASES``."""
+    return int(os.environ.get("SOAK_FUZZ_CASES") or default)
+
+
+def fuzz_seed(default: int) -> int:
+    """The seed a fuzz test draws its cases from: its own fixed ``default``, or ``SOAK_FUZZ_SEED``.
+    Printed, so the output of a failed test names it."""
+    seed = int(os.environ.get("SOAK_FUZZ_SEED") or default)
+    print(f"fuzz seed {seed}: replay with SOAK_FUZZ_SEED={seed}")
+    return seed
 
 
 @dataclass
 class Outcome:
     rc: int
     err: str
+    out: str
 
 
 def run_cli(argv: list[str], case: str) -> Outcome:
@@ -41,7 +57,7 @@ def run_cli(argv: list[str], case: str) -> Outcome:
     if rc == 2:
         lines = text.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("soak: error: "), f"{case}: not one line: {text[-800:]!r}"
-    return Outcome(rc, text)
+    return Outcome(rc, text, out.getvalue())
 
 
 def mutate_bytes(rng: random.Random, data: bytes, edits: int | None = None) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import time
 
-from tests.fuzz.fuzz_helpers import CASES, mutate_bytes, run_cli
+from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, mutate_bytes, run_cli
 
 HEADER = "timestamp,device,metric,value\n"
 CELLS = {
@@ -52,15 +52,16 @@ def _structured(rng: random.Random) -> str:
 
 
 def test_fuzzed_trace_csvs_are_analysed_or_one_line_errors(tmp_path) -> None:
-    rng = random.Random(4242)
+    seed, cases = fuzz_seed(4242), fuzz_cases(100)
+    rng = random.Random(seed)
     path = tmp_path / "trace.csv"
     base = _trace(random.Random(1)).encode()
     t0 = time.monotonic()
     counts = {0: 0, 1: 0, 2: 0}
-    for i in range(CASES):
+    for i in range(cases):
         data = _structured(rng).encode() if rng.random() < 0.6 else mutate_bytes(rng, base)
         path.write_bytes(data)
-        out = run_cli(["analyze", str(path), "--format", "json"], f"case {i}: csv {data[:3000]!r}")
+        out = run_cli(["analyze", str(path), "--format", "json"], f"seed {seed} case {i}: csv {data[:3000]!r}")
         counts[out.rc] += 1
-    assert counts[0] > CASES // 20 and counts[2] > CASES // 20, counts
-    print(f"{CASES} traces in {time.monotonic() - t0:.1f} s: {counts}")
+    assert counts[0] > cases // 20 and counts[2] > cases // 20, counts
+    print(f"{cases} traces in {time.monotonic() - t0:.1f} s: {counts}")

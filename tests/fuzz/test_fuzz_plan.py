@@ -15,7 +15,7 @@ import pytest
 from soak.config import dump_plan, plan_from_dict, plan_reference
 from soak.daemon import lifecycle
 from soak.judge import build_profile
-from tests.fuzz.fuzz_helpers import CASES, mutate_bytes, run_cli, toml_value
+from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, mutate_bytes, run_cli, toml_value
 
 BASE = {
     "run": {"duration": "30m", "id": "fz", "preflight": False},
@@ -95,24 +95,25 @@ def _dedupe(text: str) -> str:
 
 
 def test_fuzzed_plans_and_profiles_are_one_line_errors(tmp_path, no_daemon) -> None:
-    rng = random.Random(20260921)
+    seed, cases = fuzz_seed(20260921), fuzz_cases(100)
+    rng = random.Random(seed)
     keys = [k for k, _, _ in plan_reference()] + ["run.nope", "acceptance.nope", "sim.nope"]
     plan, profile = tmp_path / "plan.toml", tmp_path / "profile.toml"
     base = _structured(random.Random(0), keys, str(profile)).encode()
     t0 = time.monotonic()
     counts = {0: 0, 1: 0, 2: 0}
-    for i in range(CASES):
+    for i in range(cases):
         profile.write_bytes(mutate_bytes(rng, PROFILE.encode()) if rng.random() < 0.5 else PROFILE.encode())
         if rng.random() < 0.5:
             text = _structured(rng, keys, str(profile)).encode()
         else:
             text = mutate_bytes(rng, base)
         plan.write_bytes(text)
-        case = f"case {i}: plan {text[:3000]!r}"
+        case = f"seed {seed} case {i}: plan {text[:3000]!r}"
         counts[run_cli(["run", str(plan), "--data-dir", str(tmp_path / "runs")], case).rc] += 1
     # both kinds of outcome happen: the fuzzing reaches past the parser into the checks
-    assert counts[2] > CASES // 4 and counts[0] > 0, counts
-    print(f"{CASES} plans in {time.monotonic() - t0:.1f} s: {counts}")
+    assert counts[2] > cases // 4 and counts[0] > 0, counts
+    print(f"{cases} plans in {time.monotonic() - t0:.1f} s: {counts}")
 
 
 @pytest.mark.parametrize("profile", ["/dev/zero", "/dev/null", "/", "FIFO"])

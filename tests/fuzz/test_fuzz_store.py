@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from soak.store import Store
-from tests.fuzz.fuzz_helpers import run_cli
+from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, run_cli
 from tests.report.synth import write_run
 
 pytestmark = pytest.mark.slow
@@ -28,11 +28,12 @@ def small_store(tmp_path_factory):
 
 
 def test_report_of_a_store_with_damaged_pages_is_a_report_or_one_line(tmp_path, small_store) -> None:
-    rng = random.Random(5)
+    seed = fuzz_seed(5)
+    rng = random.Random(seed)
     pages = small_store.stat().st_size // PAGE
     # page 1 (the header and the schema), then pages of the tables, damaged in turn
     cases = [(0, 100), (16, 2), (28, 4), *((rng.randrange(1, pages) * PAGE + rng.randrange(PAGE - 64), 64)
-                                            for _ in range(6))]
+                                            for _ in range(fuzz_cases(6)))]
     refused = 0
     for i, (offset, n) in enumerate(cases):
         runs = tmp_path / f"case{i}"
@@ -42,7 +43,7 @@ def test_report_of_a_store_with_damaged_pages_is_a_report_or_one_line(tmp_path, 
             fh.write(bytes(rng.randrange(256) for _ in range(n)))
         for argv in (["runs", "show", "fz", "--data-dir", str(runs)],
                      ["report", "pdf", "fz", "--data-dir", str(runs), "-o", str(runs / "r.pdf"), "--unsigned"]):
-            out = run_cli(argv, f"{argv[:2]} with {n} bytes damaged at offset {offset}")
+            out = run_cli(argv, f"seed {seed} case {i}: {argv[:2]} with {n} bytes damaged at offset {offset}")
             if out.rc == 2:
                 refused += 1
                 assert "store" in out.err, out.err
