@@ -25,6 +25,20 @@ NODE_COLUMN = "node"
 NULL_VALUES = ("", "NA", "N/A", "na", "n/a", "-", "nan", "NaN", "None", "null", "NULL")
 
 _BLOCK_BYTES = 8 << 20
+# A timestamp is unix seconds of a year Python's datetime can show (1 to 9999): outside that it
+# is no time at all, and the detectors' block numbers ((t - t0) / width as int64) overflow.
+TIMESTAMP_MIN_S = -62_135_596_800.0  # 0001-01-01 00:00:00 UTC
+TIMESTAMP_MAX_S = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC
+_TIMESTAMP_HINT = "unix seconds, e.g. 1795941789.5"
+
+
+def timestamp_problem(t: float) -> str | None:
+    """Why ``t`` cannot be a trace timestamp (the end of a sentence about it), or None."""
+    if not np.isfinite(t):
+        return f"is not a finite number ({_TIMESTAMP_HINT})"
+    if not TIMESTAMP_MIN_S <= t <= TIMESTAMP_MAX_S:
+        return f"is out of range (years 1 to 9999 in {_TIMESTAMP_HINT})"
+    return None
 
 
 def _release_freed_memory() -> None:
@@ -84,7 +98,7 @@ def _check_file(path: str) -> list[str]:
 
 def _first_bad_line(path: str, column: str, allow_null: bool) -> str:
     """Name the first line whose ``column`` is not UTF-8 text, or (timestamp, value) not a
-    number (slow path, errors only)."""
+    number, or timestamp not a time (slow path, errors only)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -108,15 +122,19 @@ def _first_bad_line(path: str, column: str, allow_null: bool) -> str:
                     return f"line {offset + i + 2}: {column} is not UTF-8 text"
                 if not numeric:
                     continue
-                if text.strip() in nulls:
-                    if not allow_null:
-                        return f"line {offset + i + 2}: {column} is empty"
+                cell = text.strip()
+                if cell in nulls and allow_null:
                     continue
+                if not cell:
+                    return f"line {offset + i + 2}: {column} is empty"
                 try:
-                    float(text)
-                except ValueError:
-                    hint = " (unix seconds, e.g. 1795941789.5)" if column == "timestamp" else ""
+                    number = float(text)
+                except ValueError:  # 'NA' too: a gap where a value may be missing, not here
+                    hint = f" ({_TIMESTAMP_HINT})" if column == "timestamp" else ""
                     return f"line {offset + i + 2}: {column} {text[:80]!r} is not a number{hint}"
+                problem = timestamp_problem(number) if column == "timestamp" else None
+                if problem:
+                    return f"line {offset + i + 2}: {column} {cell[:80]!r} {problem}"
             offset += len(raws)
     except pa.ArrowInvalid as exc:  # the file is malformed before the bad cell is reached
         return f"malformed CSV: {(str(exc).strip().splitlines() or ['unreadable CSV'])[0]}"
@@ -182,15 +200,16 @@ def read_long_csv(
                 dcol = _node_devices(ncol, dcol, places)
             for name, col in checked:
                 if col.null_count:
+                    if name == "timestamp":  # empty, or 'nan' read as a gap: name the cell
+                        raise InputError(f"{path}: {_first_bad_line(path, name, allow_null=False)}")
                     i = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
                     raise InputError(f"{path}: line {row0 + i + 2}: {name} is empty")
             t = ts[row0 : row0 + n]
             t[:] = tcol.to_numpy(zero_copy_only=False)
             v = vals[row0 : row0 + n]
             v[:] = vcol.to_numpy(zero_copy_only=False)  # nulls become NaN: gaps, dropped later
-            if not np.all(np.isfinite(t)):
-                i = int(np.flatnonzero(~np.isfinite(t))[0])
-                raise InputError(f"{path}: line {row0 + i + 2}: timestamp {t[i]} is not finite")
+            if not np.all((t >= TIMESTAMP_MIN_S) & (t <= TIMESTAMP_MAX_S)):  # NaN compares False
+                raise InputError(f"{path}: {_first_bad_line(path, 'timestamp', allow_null=False)}")
             if np.any(np.isinf(v)):
                 i = int(np.flatnonzero(np.isinf(v))[0])
                 raise InputError(f"{path}: line {row0 + i + 2}: value {v[i]} is not finite")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.analysis._csv import node_key, read_long_csv
+from soak.analysis._csv import node_key, read_long_csv, timestamp_problem
 from soak.errors import InputError
 
 
@@ -154,8 +154,9 @@ class Trace:
                 raise InputError(
                     f"{source}: row {i}: non-numeric timestamp or value ({t!r}, {val!r})"
                 ) from None
-            if not np.isfinite(tf):
-                raise InputError(f"{source}: row {i}: timestamp {t!r} is not a finite number")
+            problem = timestamp_problem(tf)
+            if problem:
+                raise InputError(f"{source}: row {i}: timestamp {t!r} {problem}")
             key = (str(dev), str(met))
             code = codes.setdefault(key, len(codes))
             ts.append(tf)

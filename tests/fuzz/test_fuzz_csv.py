@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, mutate_bytes, run_cli
 
 HEADER = "timestamp,device,metric,value\n"
@@ -51,6 +53,8 @@ def _structured(rng: random.Random) -> str:
     return "\n".join(lines) + rng.choice(["\n", "", "\r\n", "\n\n"])
 
 
+# numpy warns where it computes nonsense (a NaN or 1e40 cast to int64): a bug, like a traceback
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_fuzzed_trace_csvs_are_analysed_or_one_line_errors(tmp_path) -> None:
     seed, cases = fuzz_seed(4242), fuzz_cases(100)
     rng = random.Random(seed)
@@ -65,3 +69,18 @@ def test_fuzzed_trace_csvs_are_analysed_or_one_line_errors(tmp_path) -> None:
         counts[out.rc] += 1
     assert counts[0] > cases // 20 and counts[2] > cases // 20, counts
     print(f"{cases} traces in {time.monotonic() - t0:.1f} s: {counts}")
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize(("cell", "problem"), [
+    ("nan", "is not a finite number (unix seconds, e.g. 1795941789.5)"),
+    ("inf", "is not a finite number (unix seconds, e.g. 1795941789.5)"),
+    ("-Infinity", "is not a finite number (unix seconds, e.g. 1795941789.5)"),
+    ("1e309", "is not a finite number (unix seconds, e.g. 1795941789.5)"),
+    ("9" * 40, "is out of range (years 1 to 9999 in unix seconds, e.g. 1795941789.5)"),
+])
+def test_trace_timestamp_that_is_no_time_is_one_line(tmp_path, cell, problem) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(f"{HEADER}1758400000,npu0,temp_c,60\n{cell},npu0,temp_c,61\n1758400020,npu0,temp_c,62\n")
+    out = run_cli(["analyze", str(path)], cell)
+    assert (out.rc, out.err) == (2, f"soak: error: {path}: line 3: timestamp {cell!r} {problem}\n")
