@@ -20,9 +20,9 @@ from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
 
-# Bounds on silence, coverage of every tick and per-rank compute times: other tests sharing the
-# CPU would move them, so these run alone.
-pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
+# Bounds on silence, coverage of every tick, link speeds and per-rank compute times: other tests
+# sharing the CPU would move them, so the runs that judge them run alone.
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -83,6 +83,7 @@ def _world_size(message: str | None) -> int | None:
         return None
 
 
+@pytest.mark.alone
 def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path, db_url) -> None:
     port = _free_port()
     plan = tmp_path / "plan.toml"
@@ -151,6 +152,7 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     assert [n["status"] for n in analysis["links"]["nodes"]] == ["ok", "slow", "ok"]
 
 
+@pytest.mark.alone
 def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_back(tmp_path, db_url) -> None:
     port = _free_port()
     extra = ("--hang-timeout", "20s")
@@ -239,6 +241,7 @@ def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db
     assert "missing rank 1" in last
 
 
+@pytest.mark.alone
 def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_app(tmp_path, db_url) -> None:
     """Three nodes, rank 1 three times slower. Under synchronous data parallelism the
     fast ranks wait in the all-reduce, so the step times of all nodes stay alike; the time

@@ -17,8 +17,8 @@ from soak.store import Store
 from tests import procs
 from tests.daemon.conftest import fake_plan
 
-# Every tick is recorded and the run is judged on its step times: these run alone.
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# The soaks here record every tick and are judged on their step times: those run alone.
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,10 +40,11 @@ def _scrape(port: int) -> str:
         return ""
 
 
-def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
+@pytest.mark.alone
+def test_half_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
     port = _free_port()
     proc = procs.start(
-        [sys.executable, "-m", "soak", "run", "--duration", "1m", "--workload", "lm", "--backend", "cpu",
+        [sys.executable, "-m", "soak", "run", "--duration", "30s", "--workload", "lm", "--backend", "cpu",
          "--data-dir", str(tmp_path), "--run-id", "e2e", "--listen", f"127.0.0.1:{port}", "--interval", "1s",
          "--no-preflight"], tmp_path / "procs", env=_env())
     logs = [procs.daemon_log(tmp_path / "e2e")]
@@ -68,7 +69,7 @@ def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
         run = s.get_run("e2e")
         assert (run.status, run.verdict) == ("finished", "pass")
         ts = [r["ts"] for r in s.load_samples("e2e", device="cpu")]
-        assert len(ts) == len(set(ts)) >= 50  # one row per tick of a 60 s run at 1 s
+        assert len(ts) == len(set(ts)) >= 25  # one row per tick of a 30 s run at 1 s
         assert max(b - a for a, b in zip(ts, ts[1:], strict=False)) < 3.0  # no tick missing
         # psutil measures CPU between two reads: the first tick has none (None, never 0)
         assert all(r["util_pct"] is not None for r in s.load_samples("e2e", device="cpu")[1:])
@@ -79,6 +80,7 @@ def test_one_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
     assert saved["verdict"] == "pass" and saved["run_id"] == "e2e" and saved["detector_versions"]
 
 
+@pytest.mark.alone
 def test_accelerated_sim_soak_with_crash_and_hbm_creep(tmp_path) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text(f"""

@@ -19,8 +19,9 @@ from soak.store import Store
 from tests import procs
 from tests.daemon.conftest import HERE, fake_plan
 
-# Kills and resumes timed against the workload's steps: these run alone.
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# Real daemons killed and resumed. Nothing here times the CPU (each wait watches the daemon and
+# fails when it dies), so these share the machine with the other slow tests.
+pytestmark = pytest.mark.slow
 DRIVER = HERE / "drive_daemon.py"
 ROOT = HERE.parent.parent
 
