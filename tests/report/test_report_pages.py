@@ -16,6 +16,9 @@ from tests.conftest import skip_unless_ci
 from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_run
 
+# slow: renders whole PDFs in two languages and reads every page
+pytestmark = pytest.mark.slow
+
 RUN = "r-pages"
 START = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC, 22:13:20 in Shanghai
 
