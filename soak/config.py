@@ -77,6 +77,23 @@ def _listen(value: Any, key: str) -> str | None:
     return str(value)
 
 
+def is_host_port(value: str) -> bool:
+    """``HOST:PORT`` with a host (a name, an IPv4 or a bracketed IPv6 address) and a port
+    1-65535: the form of torchrun's rendezvous endpoint."""
+    host, sep, port = value.rpartition(":")
+    return bool(sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+
+
+def _rendezvous(value: Any, key: str) -> str | None:
+    """The rendezvous endpoint: a listen address that names its host. An empty host would
+    mean every interface to a server; to torchrun's agents it is an endpoint no node reaches,
+    and they would wait at the barrier until the join timeout."""
+    endpoint = _listen(value, key)
+    if endpoint is not None and not is_host_port(endpoint):
+        raise ConfigError(f"{key} must be HOST:PORT with the host of node rank 0 and a port 1-65535, got {endpoint!r}")
+    return endpoint
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     def parse(value: Any, key: str) -> str:
         if value not in options:
@@ -286,7 +303,7 @@ class ClusterSection:
     node_name: str | None = opt(None, "This node's name; empty: NODE_NAME from the environment, else the host name.",
                                 _opt_string)
     rendezvous: str | None = opt(None, "HOST:PORT of torchrun's c10d rendezvous store (hosted by node rank 0).",
-                                 _listen)
+                                 _rendezvous)
     join_timeout_s: float = opt(600.0, "How long (wall) the nodes wait for each other to join.", _dur(),
                                 key="join_timeout", raw="10m")
     node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost.", _dur(),

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO
 
 from soak.cluster.hostfile import Host
+from soak.config import is_host_port
 from soak.errors import ConfigError, InputError
 
 DEFAULT_RENDEZVOUS_PORT = 29400  # torchrun's documented c10d port
@@ -146,8 +147,7 @@ def default_rendezvous(first: Host) -> str:
 
 
 def check_rendezvous(value: str, source: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not is_host_port(value):
         raise InputError(f"{source}: rendezvous must be HOST:PORT, got {value!r}")
     return value
 

@@ -34,12 +34,14 @@ class ClusterAgent:
         c = plan.cluster
         member = ClusterMember(plan, store, run_id, node_name(c.node_name), node_rank(c.node_rank, c.nodes))
         started = time.time()
-        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
         rec = member.join(dict(
             host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
             planned_end_ts=started + plan.run.duration_s, workload=plan.workloads[0].name,
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
         ), host=socket.gethostname(), listen=plan.exporter.listen)
+        # plan.toml marks a run that started: written only once the join is accepted, so a
+        # refused join leaves nothing that refuses the corrected command (runfolder.make_run_dir)
+        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
         self.member = member
         self.out.write(f"soak: node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}\n")
         self.out.flush()

@@ -411,9 +411,9 @@ class Daemon(ClusterAgent):
     def _close_outage(self, key: str, end: float) -> None:
         start, error, devices = self._outages.pop(key)
         log.warning("reader %s back after %.0f s (run time line)", key, end - start)
-        self.started.store.add_event(self.started.run_id, "outage", ts=start, end_ts=end,
-                                 message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
-                                 detail={"reader": key, "error": error, "devices": list(devices)})
+        self.started.store.add_event(self.started.run_id, "outage", ts=start, end_ts=end, node=self._node(),
+                                     message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
+                                     detail={"reader": key, "error": error, "devices": list(devices)})
 
     def _disk_need(self) -> tuple[int, int]:
         """(free bytes, bytes the run needs): ``jobs.min_free`` plus the largest checkpoint,
@@ -685,7 +685,7 @@ class Daemon(ClusterAgent):
         _release_reserve(run.run_dir)
         try:
             if self.stop_reason == "disk":
-                run.store.add_event(run.run_id, "disk", ts=end, message=self.disk_message,
+                run.store.add_event(run.run_id, "disk", ts=end, message=self.disk_message, node=self._node(),
                                     detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
             try:
                 self.writer.flush()

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from soak.errors import StoreError
-from soak.runfolder import LOGS, SUBFOLDERS
+from soak.runfolder import LOGS, SUBFOLDERS, plan_path
 from soak.runfolder import run_dir as _run_dir
 
 log = logging.getLogger("soak.daemon")
@@ -30,11 +30,15 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
+    """The run's folder and its sub-folders. A new run refuses a folder that holds a run
+    (its ``plan.toml``, written once the run has started); a folder left by a start that was
+    refused before that (a cluster join refused, a store that did not open) is taken again, so
+    the corrected command with the same run id runs, and its log keeps what was refused."""
     run_dir = _run_dir(data_dir, run_id)
     root = run_dir.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
-        run_dir.mkdir(exist_ok=exist_ok)
+        run_dir.mkdir(exist_ok=exist_ok or (run_dir.is_dir() and not plan_path(run_dir).exists()))
         for sub in SUBFOLDERS:
             (run_dir / sub).mkdir(exist_ok=True)
     except FileExistsError:

@@ -63,11 +63,12 @@ class ClusterStore:
                     id=run_id, status="running", nodes=nodes, generation=0, plan_digest=plan_digest, **values))
             got = conn.execute(select(S.runs.c.nodes, S.runs.c.plan_digest, S.runs.c.status)
                                .where(S.runs.c.id == run_id)).one()
+            # the node count first: it is part of the plan too, and the plainer reason
+            if got.nodes != nodes:
+                raise StoreError(f"node {node}: --nodes {nodes}, but cluster run {run_id} has {got.nodes} nodes")
             if got.plan_digest != plan_digest:
                 raise StoreError(f"node {node}: its plan differs from cluster run {run_id}'s "
                                  f"(digest {plan_digest[:12]} vs {str(got.plan_digest)[:12]}): every node must run the same plan")
-            if got.nodes != nodes:
-                raise StoreError(f"node {node}: --nodes {nodes}, but cluster run {run_id} has {got.nodes} nodes")
             n = S.nodes
             mine = conn.execute(select(n.c.name, n.c.status).where(n.c.run_id == run_id, n.c.rank == rank,
                                                                   n.c.name != node)).first()

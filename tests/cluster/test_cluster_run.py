@@ -110,6 +110,8 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     with Store.open(db_url, create=False) as store:
         by_node = {e.node for e in store.load_events("c1", kind="start") if e.workload == "collective"}
     assert by_node == {"node-0", "node-1", "node-2"}
+    # every event of a cluster run names the node it happened on
+    assert not [(e.kind, e.message) for e in events if not e.node]
     # every global rank started in the one job of three nodes (a node training alone says 1)
     starts = [e for e in events if e.kind == "start" and e.workload == "collective"]
     assert {(e.rank, _world_size(e.message)) for e in starts} == {(0, 3), (1, 3), (2, 3)}, [
@@ -313,3 +315,41 @@ def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_ap
     nodes = at.dataframe[0].value.set_index("Node")
     assert list(nodes.index) == ["node-0", "node-1", "node-2"]
     assert nodes.loc[slow, "Verdict"] == "fail" and "straggler" in nodes.loc[slow, "Why"]
+
+
+def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corrected_command(tmp_path, db_url) -> None:
+    """A node given a store that does not answer, another node count or another plan is
+    refused in one line, before it writes its plan.toml or anything of the run's in the
+    store; the corrected command, same run id and folder, joins and the run ends."""
+    port = _free_port()
+    a0 = Agent(tmp_path, db_url, 0, 2, port, duration="4s")
+    procs.wait_until(lambda: any(n.name == "node-0" for n in _nodes(db_url)), a0.proc, 60, what="node-0 to join",
+                     retry_on=(StoreError,), logs=[a0.daemon_log])
+    folder = tmp_path / "node-1" / "c1"
+    wrong = [
+        ((db_url.rsplit("/", 1)[0] + "/no_such_db", 2), "store postgresql"),
+        ((db_url, 3), "node node-1: --nodes 3, but cluster run c1 has 2 nodes"),
+        ((db_url, 2, "--max-restarts", "9"), "node node-1: its plan differs from cluster run c1's"),
+    ]
+    for (db, nodes, *extra), said in wrong:
+        refused = Agent(tmp_path, db, 1, nodes, port, *extra, duration="4s")
+        assert refused.wait(120) == 2, refused.text()[-1500:]
+        last = refused.text().strip().splitlines()[-1]
+        assert last.startswith("soak: error:") and said in last, refused.text()[-1500:]
+        assert folder.is_dir() and not (folder / "plan.toml").exists()
+        assert [n.name for n in _nodes(db_url)] == ["node-0"]
+    a1 = Agent(tmp_path, db_url, 1, 2, port, duration="4s")
+    codes = _wait_all([a0, a1])
+    # the leader judges: 4 s may end before torchrun trained a step, which fails the run (1)
+    assert codes[1] == 0 and codes[0] in (0, 1), [a.text()[-1500:] for a in (a0, a1)]
+    assert "run c1 finished, verdict" in a0.text()
+    assert "joined cluster run c1" in a1.text() and (folder / "plan.toml").is_file()
+    assert [(n.name, n.status) for n in _nodes(db_url)] == [("node-0", "finished"), ("node-1", "finished")]
+    # the refusals are in the node's log, kept in the folder the corrected run took again
+    log = (folder / "logs" / "daemon.log").read_text(encoding="utf-8")
+    assert "--nodes 3, but cluster run c1 has 2 nodes" in log and "plan differs" in log
+
+
+def _nodes(db_url: str) -> list:
+    with Store.open(db_url, create=False) as store:
+        return store.cluster_nodes("c1") if store.get_run("c1") else []

@@ -253,3 +253,26 @@ def test_soak_run_with_a_bad_inject_leaves_no_run_folder(tmp_path, capsys) -> No
     assert err.strip().startswith("soak: error: faults.inject 'bogus'")
     assert "preflight" not in err
     assert not data_dir.exists()
+
+
+@pytest.mark.parametrize("rendezvous", [":29400", "[]:29400", "node0:", "node0:0", "node0:70000", "node0"])
+def test_a_cluster_rendezvous_without_a_host_or_a_port_is_refused(rendezvous: str) -> None:
+    data = {"run": {"id": "c1", "db": "postgresql+psycopg://u@h/db"}, "workloads": [{"name": "lm"}],
+            "cluster": {"nodes": 2, "rendezvous": rendezvous}}
+    with pytest.raises(ConfigError) as refused:
+        plan_from_dict(data)
+    assert str(refused.value).startswith("cluster.rendezvous") and rendezvous in str(refused.value)
+
+
+@pytest.mark.parametrize("rendezvous", ["node0:29400", "10.0.0.1:29400", "[fd00::1]:29400"])
+def test_a_cluster_rendezvous_with_a_host_and_a_port_is_taken(rendezvous: str) -> None:
+    data = {"run": {"id": "c1", "db": "postgresql+psycopg://u@h/db"}, "workloads": [{"name": "lm"}],
+            "cluster": {"nodes": 2, "rendezvous": rendezvous}}
+    assert plan_from_dict(data).cluster.rendezvous == rendezvous
+
+
+def test_soak_run_with_a_rendezvous_without_host_is_one_line_and_exit_2(capsys) -> None:
+    assert main(["run", "--duration", "5m", "--nodes", "2", "--node-rank", "1", "--rendezvous", ":29400", "--run-id", "c1",
+                 "--db", "postgresql+psycopg://u@127.0.0.1:1/db", "--workload", "lm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cluster.rendezvous must be HOST:PORT with the host" in err[0] and "':29400'" in err[0]
