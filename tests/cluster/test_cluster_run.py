@@ -277,8 +277,10 @@ def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_ap
 
     analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
     assert analysis["verdict"] == "fail", analysis["reasons"]
-    named = [r for r in analysis["reasons"] if f"straggler on node {slow}" in r]
-    assert named and "(lm-rank1): compute_s" in named[0], analysis["reasons"]
+    # named by its compute time (three simulated nodes sharing two cores may also differ in
+    # their link tests: that is the links criterion's business, not this test's)
+    named = [r for r in analysis["reasons"] if f"straggler on node {slow}" in r and "(lm-rank1): compute_s" in r]
+    assert named, analysis["reasons"]
 
     # the cluster PDF as `soak report pdf` writes it, signed, `soak verify` accepting it
     from soak.cli import main
