@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from soak.store.cluster import NodeRecord
-from soak.store.repo import (
+from soak.store.records import (
     FINDING_KEYS,
     HOST_DEVICE,
     STEP_TRACE_METRICS,
-    BatchWriter,
     EventRecord,
     ExportRows,
     FindingRecord,
+    NodeRecord,
     RunRecord,
-    Store,
     node_of,
 )
+from soak.store.repo import BatchWriter, Store
 
 __all__ = ["FINDING_KEYS", "HOST_DEVICE", "STEP_TRACE_METRICS", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
            "RunRecord", "Store", "node_of"]

@@ -10,40 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from soak.errors import StoreError
 from soak.store import schema as S
-
-if TYPE_CHECKING:
-    from soak.store.repo import RunRecord
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    """One node of a cluster run, as it joined and as last seen (unix seconds)."""
-
-    run_id: str
-    name: str
-    rank: int
-    host: str | None
-    chips: int | None
-    manifest: dict[str, Any] | None
-    preflight: str | None
-    status: str
-    joined_ts: float
-    last_seen: float
-    ended_ts: float | None
-    restarts: int
-    listen: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
+from soak.store.records import NodeRecord, RunRecord
 
 
 class ClusterStore:

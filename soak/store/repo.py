@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,91 +40,28 @@ from sqlalchemy.pool import StaticPool
 from soak.errors import StoreError
 from soak.store import schema as S
 from soak.store.cluster import ClusterStore
+from soak.store.records import (
+    FINDING_KEYS,
+    HOST_DEVICE,
+    RUN_STATUSES,
+    STEP_TRACE_METRICS,
+    EventRecord,
+    ExportRows,
+    FindingRecord,
+    RunRecord,
+    node_of,
+    rank_device,
+)
 from soak.telemetry.records import Snapshot
 
 log = logging.getLogger("soak.store")
 
-# Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
-HOST_DEVICE = "host"
-RUN_STATUSES = ("running", "finished", "stopped", "failed")
-# The keys of an analysis finding that are columns of ``findings``; any other key is detail.
-FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
 # Attempts of one write while the database answers 'locked' or 'busy', and the wait before
 # attempt n+1 (n times this many seconds).
 WRITE_ATTEMPTS = 3
 RETRY_WAIT_S = 0.2
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    id: str
-    host: str
-    workload: str | None
-    backend: str | None
-    plan: dict[str, Any]
-    manifest: dict[str, Any] | None
-    started_ts: float
-    planned_end_ts: float | None
-    ended_ts: float | None
-    status: str
-    verdict: str | None
-    time_scale: float
-    restarts: int
-    run_dir: str | None
-    nodes: int = 1
-    generation: int = 0
-    plan_digest: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    ts: float
-    kind: str
-    end_ts: float | None = None
-    workload: str | None = None
-    rank: int | None = None
-    message: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    node: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class FindingRecord:
-    """A finding as the analysis reports it; ``detail`` keeps its extra keys."""
-
-    kind: str
-    device: str | None
-    metric: str | None
-    start: float | None
-    end: float | None
-    severity: str | None
-    summary: str | None
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The analysis' flat shape: the fixed keys plus the detail keys."""
-        out = dict(self.detail)
-        out.update({k: getattr(self, k) for k in FINDING_KEYS})
-        return out
-
-
-@dataclass(frozen=True)
-class ExportRows:
-    """A run's raw rows as plain tuples, in ``Store.export_csv``'s order, for a fast exporter."""
-
-    metrics: tuple[str, ...]  # the names of samples[i][2:]
-    # (ts, device, *metrics): device by device in series order, each in time order
-    samples: list[tuple[Any, ...]]
-    # (ts, rank device, step_time_s, tokens_per_s, compute_s), in time order
-    steps: list[tuple[Any, ...]]
 
 
 def _normalize_url(url: str | os.PathLike[str]) -> str:
@@ -181,20 +117,6 @@ def _describe(exc: BaseException) -> str:
 def _is_transient(exc: BaseException) -> bool:
     msg = _describe(exc).lower()
     return "locked" in msg or "busy" in msg
-
-
-def node_of(device: str | None) -> str | None:
-    """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
-    return device.split("/", 1)[0] if device and "/" in device else None
-
-
-# The per-rank metrics the steps table gives a trace, in the order of ExportRows.steps[i][2:].
-STEP_TRACE_METRICS: tuple[str, ...] = ("step_time_s", "tokens_per_s", "compute_s")
-
-
-def _rank_device(workload: str, rank: int) -> str:
-    """The device key of one rank's step metrics in traces, exports and charts."""
-    return f"{workload}-rank{rank}"
 
 
 class Store(ClusterStore):
@@ -826,7 +748,7 @@ class Store(ClusterStore):
         )
         grouped: dict[str, tuple[list[float], list[float | None]]] = {}
         for wl, rank, b, v in self._read(stmt):
-            xs, ys = grouped.setdefault(_rank_device(wl, rank), ([], []))
+            xs, ys = grouped.setdefault(rank_device(wl, rank), ([], []))
             xs.append(float(b))
             ys.append(None if v is None else float(v))
         return {dev: (tuple(xs), tuple(ys)) for dev, (xs, ys) in grouped.items()}
@@ -961,7 +883,7 @@ class Store(ClusterStore):
             .order_by(s.c.ts)
         )
         for r in self._read(stmt):
-            dev = _rank_device(r[1], r[2])
+            dev = rank_device(r[1], r[2])
             for m, v in zip(STEP_TRACE_METRICS, r[3:], strict=True):
                 if v is not None:
                     yield (r[0], dev, m, float(v))
@@ -989,7 +911,7 @@ class Store(ClusterStore):
         return ExportRows(
             metrics=metrics,
             samples=samples,
-            steps=[(r[0], _rank_device(r[1], r[2]), *r[3:]) for r in steps],
+            steps=[(r[0], rank_device(r[1], r[2]), *r[3:]) for r in steps],
         )
 
     def rank_places(self, run_id: str) -> dict[str, tuple[str, str]]:
@@ -1003,7 +925,7 @@ class Store(ClusterStore):
         )
         out: dict[str, tuple[str, str]] = {}
         for wl, rank, node in self._read_tuples(stmt):
-            dev = _rank_device(wl, rank)
+            dev = rank_device(wl, rank)
             out[dev] = (node, dev)  # a rank that moved node after a restart: the last one read
         return out
 

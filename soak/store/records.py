@@ -1,0 +1,122 @@
+"""The store's frozen records and the keys of its rows: what a read hands back.
+
+A run, its events and findings, a cluster node, the raw rows of an export; and the device
+keys the tables share (the ``host`` pseudo-device, ``node/device`` of a cluster run,
+``<workload>-rank<R>`` of a rank's step metrics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
+HOST_DEVICE = "host"
+RUN_STATUSES = ("running", "finished", "stopped", "failed")
+# The keys of an analysis finding that are columns of ``findings``; any other key is detail.
+FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
+
+# The per-rank metrics the steps table gives a trace, in the order of ExportRows.steps[i][2:].
+STEP_TRACE_METRICS: tuple[str, ...] = ("step_time_s", "tokens_per_s", "compute_s")
+
+
+def node_of(device: str | None) -> str | None:
+    """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
+    return device.split("/", 1)[0] if device and "/" in device else None
+
+
+def rank_device(workload: str, rank: int) -> str:
+    """The device key of one rank's step metrics in traces, exports and charts."""
+    return f"{workload}-rank{rank}"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    host: str
+    workload: str | None
+    backend: str | None
+    plan: dict[str, Any]
+    manifest: dict[str, Any] | None
+    started_ts: float
+    planned_end_ts: float | None
+    ended_ts: float | None
+    status: str
+    verdict: str | None
+    time_scale: float
+    restarts: int
+    run_dir: str | None
+    nodes: int = 1
+    generation: int = 0
+    plan_digest: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    ts: float
+    kind: str
+    end_ts: float | None = None
+    workload: str | None = None
+    rank: int | None = None
+    message: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """A finding as the analysis reports it; ``detail`` keeps its extra keys."""
+
+    kind: str
+    device: str | None
+    metric: str | None
+    start: float | None
+    end: float | None
+    severity: str | None
+    summary: str | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The analysis' flat shape: the fixed keys plus the detail keys."""
+        out = dict(self.detail)
+        out.update({k: getattr(self, k) for k in FINDING_KEYS})
+        return out
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node of a cluster run, as it joined and as last seen (unix seconds)."""
+
+    run_id: str
+    name: str
+    rank: int
+    host: str | None
+    chips: int | None
+    manifest: dict[str, Any] | None
+    preflight: str | None
+    status: str
+    joined_ts: float
+    last_seen: float
+    ended_ts: float | None
+    restarts: int
+    listen: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ExportRows:
+    """A run's raw rows as plain tuples, in ``Store.export_csv``'s order, for a fast exporter."""
+
+    metrics: tuple[str, ...]  # the names of samples[i][2:]
+    # (ts, device, *metrics): device by device in series order, each in time order
+    samples: list[tuple[Any, ...]]
+    # (ts, rank device, step_time_s, tokens_per_s, compute_s), in time order
+    steps: list[tuple[Any, ...]]
