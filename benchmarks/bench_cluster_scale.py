@@ -145,7 +145,7 @@ def synthesize_raw(url: str, run_id: str, nodes: int, chips: int, hours: float) 
             w.add(Snapshot(ts=T0 - TICK, host="h", devices=tuple(DeviceSample(device=f"npu{c}-0", backend="npu")
                                                                   for c in range(chips))))
             w.flush()
-        ids = {dev: sid for sid, dev in store._run_series(run_id)}
+        ids = {dev: sid for sid, dev in store.run_series(run_id)}
         cols = ["series_id", "ts", "util_pct", "temp_c", "power_w", "hbm_used_bytes", "hbm_total_bytes", "up"]
         for r in range(nodes):
             buf = io.StringIO()

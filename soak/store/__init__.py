@@ -1,4 +1,10 @@
-"""The soak store: SQLAlchemy Core tables (``schema``) and the repository API (``repo``)."""
+"""The soak store: SQLAlchemy Core tables (``schema``) and the repository API (``Store``).
+
+``Store`` (``repo``) is made of one part per job: the engine and its one retry and error path
+(``engine``), runs and their log (``runs``), sample series (``samples``), traces and exports
+(``trace``), cluster runs (``cluster``); reads hand back the frozen records of ``records``, and
+``writer`` buffers the sampler's ticks.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from soak.store.records import (
     RunRecord,
     node_of,
 )
-from soak.store.repo import BatchWriter, Store
+from soak.store.repo import Store
+from soak.store.writer import BatchWriter
 
 __all__ = ["FINDING_KEYS", "HOST_DEVICE", "STEP_TRACE_METRICS", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
            "RunRecord", "Store", "node_of"]

@@ -1,9 +1,9 @@
 """The cluster half of the store: nodes joining a run, the job generation, and the bucket
 summaries each node agent writes of its own chips (what the leader compares and judges).
 
-``ClusterStore`` is a part of ``soak.store.Store`` (its base class), kept here so the
-single-node repository reads on its own; it uses the Store's ``_retry``, ``_write``, ``_read``
-and ``_read_tuples``, so every statement still goes through the one retry and error path.
+``ClusterStore`` is a part of ``soak.store.Store``, on top of the runs (``RunStore``) it
+joins; its statements go through the engine's ``_retry``, ``_write``, ``_read`` and
+``_read_tuples``, the one retry and error path.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from sqlalchemy.engine import Connection
 from soak.errors import StoreError
 from soak.store import schema as S
 from soak.store.records import NodeRecord, RunRecord
+from soak.store.runs import RunStore
 
 
-class ClusterStore:
-    """Cluster runs and chip buckets (mixed into ``Store``)."""
+class ClusterStore(RunStore):
+    """Cluster runs and chip buckets (a base of ``Store``)."""
 
     def join_cluster(self, run_id: str, *, node: str, rank: int, nodes: int, plan_digest: str, joined_ts: float,
                      run: Mapping[str, Any], host: str | None = None, chips: int | None = None,

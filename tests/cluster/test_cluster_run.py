@@ -98,7 +98,7 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
         nodes = store.cluster_nodes("c1")
-        devices = {d for _, d in store._run_series("c1")}
+        devices = {d for _, d in store.run_series("c1")}
         steps = store.load_steps("c1")
         events = store.load_events("c1")
     assert run is not None and run.nodes == 3 and run.status == "finished"

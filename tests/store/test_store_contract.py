@@ -317,7 +317,7 @@ def _flaky_begin(store: Store, monkeypatch: pytest.MonkeyPatch, message: str, fa
         return real_begin()
 
     monkeypatch.setattr(store.engine, "begin", begin)
-    monkeypatch.setattr("soak.store.repo.RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr("soak.store.engine.RETRY_WAIT_S", 0.0)
     return calls
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from soak.store.repo import PG_CALL_BOUND_S
+from soak.store.engine import PG_CALL_BOUND_S
 from tests.conftest import skip_unless_ci
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]

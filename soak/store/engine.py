@@ -1,0 +1,228 @@
+"""One soak database's engine: opening it from a URL, and the one path every statement takes.
+
+``open_engine`` takes an SQLAlchemy URL (``sqlite:///run/soak.db``,
+``postgresql+psycopg://user@host/db``, ``sqlite://`` for memory) as ``normalize_url`` makes
+it from a URL or a plain file path. SQLite runs in WAL mode so readers (the report app) never
+block the daemon's writes; a PostgreSQL call is bounded in time.
+
+``Database`` is the base of every part of ``soak.store.Store``: the engine, the writer lock
+and the one retry and error path. The parts run each statement through its ``_retry``,
+``_write``, ``_read`` or ``_read_tuples``: only 'locked/busy' is retried, each attempt
+logged, and anything else is one ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Integer, cast, create_engine, event, func, insert, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from soak.errors import StoreError
+
+log = logging.getLogger("soak.store")
+
+# Attempts of one write while the database answers 'locked' or 'busy', and the wait before
+# attempt n+1 (n times this many seconds).
+WRITE_ATTEMPTS = 3
+RETRY_WAIT_S = 0.2
+
+T = TypeVar("T")
+
+
+def normalize_url(url: str | os.PathLike[str]) -> str:
+    url = str(url)
+    if "://" in url:
+        return url
+    return f"sqlite:///{Path(url).expanduser().absolute()}"
+
+
+def safe_url(url: str) -> str:
+    """The URL for messages and logs, password masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL carries no password we could find
+        return url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # sqlite3 ignores some PRAGMAs inside an implicit transaction; run them in autocommit.
+    previous = dbapi_connection.isolation_level
+    dbapi_connection.isolation_level = None
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+    dbapi_connection.isolation_level = previous
+
+
+# A store call over a network that went silent ends after this long instead of TCP's
+# ~15 min of retransmissions: the agent's loop, which watches its workload for hangs and
+# kills it, is the loop that makes the call. libpq options in the URL's query win.
+PG_CALL_BOUND_S = 20
+
+
+def _pg_bounds(url: str) -> dict[str, Any]:
+    from sqlalchemy.engine import make_url
+
+    bounds = {"connect_timeout": 10, "tcp_user_timeout": PG_CALL_BOUND_S * 1000, "keepalives": 1,
+              "keepalives_idle": PG_CALL_BOUND_S // 2, "keepalives_interval": PG_CALL_BOUND_S // 4,
+              "keepalives_count": 2}
+    given = make_url(url).query
+    return {k: v for k, v in bounds.items() if k not in given}
+
+
+def describe(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+
+
+def _is_transient(exc: BaseException) -> bool:
+    msg = describe(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def open_engine(norm: str, *, create: bool) -> Engine:
+    """The engine of ``norm`` (a URL as ``normalize_url`` makes it); nothing is connected yet.
+
+    Raises ``StoreError`` with one line for a bad URL, a missing driver, or a SQLite file
+    that is missing (``create=False``) or cannot be written where it is.
+    """
+    kwargs: dict[str, Any] = {}
+    memory = norm in ("sqlite://", "sqlite:///:memory:")
+    if norm.startswith("sqlite"):
+        if memory:
+            kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+        else:
+            path = Path(norm.split(":///", 1)[1])
+            if not path.exists():
+                if not create:
+                    raise StoreError(f"store {path}: no such database")
+                parent = path.parent
+                if not parent.is_dir():
+                    raise StoreError(f"store {path}: folder {parent} does not exist")
+                if not os.access(parent, os.W_OK):
+                    raise StoreError(f"store {path}: folder {parent} is not writable")
+            elif not os.access(path, os.W_OK) and create:
+                raise StoreError(f"store {path}: database file is not writable")
+            kwargs = {"connect_args": {"check_same_thread": False, "timeout": 10}}
+    try:
+        if norm.startswith("postgresql"):
+            kwargs = {"connect_args": _pg_bounds(norm)}
+        engine = create_engine(norm, **kwargs)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise StoreError(f"store URL {safe_url(norm)!r}: {describe(exc)}") from None
+    except ImportError as exc:
+        hint = " (pip install 'soak[pg]')" if norm.startswith("postgresql") else ""
+        raise StoreError(f"store URL {safe_url(norm)!r}: database driver missing: {exc.name or exc}{hint}") from None
+    if engine.dialect.name == "sqlite" and not memory:
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Database:
+    """The engine of one soak database and the one path its statements take (see above)."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        # One writer at a time inside this process: SQLite allows only one anyway, and the
+        # in-memory database shares a single connection.
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ writing
+    def _retry(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction under the writer lock; every write goes through here.
+
+        Only 'locked/busy' is retried (another process holds SQLite's write lock for longer
+        than the busy timeout); each retry is logged. Anything else is one ``StoreError``.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self._lock, self.engine.begin() as conn:
+                    return work(conn)
+            except OperationalError as exc:
+                if _is_transient(exc) and attempt < WRITE_ATTEMPTS:
+                    log.warning("store busy (attempt %d/%d): %s", attempt, WRITE_ATTEMPTS, describe(exc))
+                    time.sleep(RETRY_WAIT_S * attempt)
+                    continue
+                raise StoreError(f"store {self.url}: write failed: {describe(exc)}") from None
+            except DBAPIError as exc:
+                raise StoreError(f"store {self.url}: write failed: {describe(exc)}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        """Run one statement (with ``rows``: executemany) in its own transaction."""
+        if rows is None:
+            return self._retry(lambda conn: conn.execute(statement))
+        if not rows:
+            return None
+        return self._retry(lambda conn: conn.execute(statement, list(rows)))
+
+    def _insert_ignoring_duplicates(self, table: Any) -> Any:
+        name = self.engine.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table).on_conflict_do_nothing()
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table).on_conflict_do_nothing()
+        return insert(table)
+
+    def checkpoint_wal(self) -> None:
+        """Fold the SQLite WAL back into the database so it cannot grow without bound."""
+        if not self.is_sqlite:
+            return
+        with self._lock, self.engine.connect() as conn:
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, statement: Any) -> list[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(statement))
+        except DBAPIError as exc:
+            raise StoreError(f"store {self.url}: read failed: {describe(exc)}") from None
+
+    def _read_tuples(self, statement: Any) -> list[tuple[Any, ...]]:
+        """All rows as plain tuples through the driver's cursor: SQLAlchemy's Row objects cost
+        about a second per 400 k rows, which is most of a 72 h export."""
+        dialect = self.engine.dialect
+        compiled = statement.compile(dialect=dialect)
+        params = compiled.construct_params()
+        args: Any = tuple(params[n] for n in compiled.positiontup) if dialect.paramstyle == "qmark" else params
+        try:
+            raw = self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute(str(compiled), args)
+                out = [tuple(r) for r in cur.fetchall()]
+                cur.close()
+                return out
+            finally:
+                raw.close()
+        except (DBAPIError, dialect.loaded_dbapi.Error) as exc:
+            raise StoreError(f"store {self.url}: read failed: {describe(exc)}") from None
+
+    def _time_bucket(self, ts: Any, bucket_s: float) -> Any:
+        """The start of the ``bucket_s``-wide bucket holding ``ts``, computed by the database."""
+        if bucket_s <= 0:
+            raise ValueError("bucket_s must be > 0")
+        if self.engine.dialect.name == "postgresql":
+            return func.floor(ts / bucket_s) * bucket_s
+        # CAST truncates in SQLite; unix times are positive, so this is floor.
+        return cast(ts / bucket_s, Integer) * bucket_s

@@ -1,0 +1,235 @@
+"""The sample series of the store: each tick's chip and host readings, written and read back.
+
+``SampleStore`` is a part of ``soak.store.Store``. A run's readings are stored per
+``(run, device)`` series (``sample_series``) in the ``samples`` table; readers get them as
+rows, as database-side bucket means, or as per-chip statistics over the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, func, insert, select
+from sqlalchemy.engine import Connection, Engine
+
+from soak.store import schema as S
+from soak.store.engine import Database
+from soak.store.records import HOST_DEVICE
+from soak.telemetry.records import Snapshot
+
+
+class SampleStore(Database):
+    """Sample series writes and reads (a base of ``Store``)."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        super().__init__(engine, url)
+        # (run_id, device) -> sample_series.id, filled as series are created or first seen.
+        self._series: dict[tuple[str, str], int] = {}
+
+    # ------------------------------------------------------------------ writing
+    @staticmethod
+    def snapshot_rows(run_id: str, snapshot: Snapshot) -> list[dict[str, Any]]:
+        """The sample rows of one tick: one per device, plus one ``host`` row.
+
+        Every row has every column, so one executemany takes them all. A device has no
+        host RSS or comm-timeout total: metrics a record lacks are None.
+        """
+        rows: list[dict[str, Any]] = []
+        for d in snapshot.devices:
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "ts": snapshot.ts,
+                    "device": d.device,
+                    **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
+                    **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
+                    "up": bool(d.up),
+                }
+            )
+        hs = snapshot.host_sample
+        timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
+        if hs is not None or timeouts is not None:
+            host = dict.fromkeys((*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS))
+            host.update(up=hs is not None, comm_timeouts_total=timeouts)
+            if hs is not None:
+                # The host's readings go in the device columns that mean the same thing.
+                host.update(
+                    util_pct=hs.cpu_pct,
+                    host_rss_bytes=hs.workload_rss_bytes,
+                    ddr_used_bytes=hs.mem_used_bytes,
+                    ddr_total_bytes=hs.mem_total_bytes,
+                )
+            rows.append({"run_id": run_id, "ts": snapshot.ts, "device": HOST_DEVICE, **host})
+        return rows
+
+    def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:
+        """Write one tick in one transaction; returns the rows written."""
+        rows = self.snapshot_rows(run_id, snapshot)
+        self.add_sample_rows(rows)
+        return len(rows)
+
+    def add_sample_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Sample rows as ``snapshot_rows`` makes them (with ``run_id`` and ``device``).
+
+        The (run, device) series ids are looked up or created in the same transaction as
+        the rows, so a failed write leaves no series behind. A second row of a device at the
+        same ``ts`` is the same reading and is dropped.
+        """
+        if not rows:
+            return
+
+        def insert_rows(conn: Connection) -> dict[tuple[str, str], int]:
+            ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
+            out = []
+            for r in rows:
+                row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
+                row["series_id"] = ids[(r["run_id"], r["device"])]
+                out.append(row)
+            conn.execute(self._insert_ignoring_duplicates(S.samples), out)
+            return new
+
+        # Cached only once committed: a rolled-back series id must not be reused.
+        self._series.update(self._retry(insert_rows))
+
+    def _series_ids(
+        self, conn: Any, keys: set[tuple[str, str]]
+    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """Ids of (run_id, device) series, creating missing ones; (all, not yet cached)."""
+        ids = {k: self._series[k] for k in keys if k in self._series}
+        missing = keys - ids.keys()
+        if not missing:
+            return ids, {}
+        ss = S.sample_series
+        runs = {run for run, _ in missing}
+        found = {
+            (r.run_id, r.device): r.id
+            for r in conn.execute(select(ss.c.id, ss.c.run_id, ss.c.device).where(ss.c.run_id.in_(runs)))
+        }
+        for key in sorted(missing - found.keys()):  # sorted: the same ids on every backend
+            found[key] = conn.execute(
+                insert(ss).values(run_id=key[0], device=key[1])
+            ).inserted_primary_key[0]
+        new = {k: found[k] for k in missing}
+        ids.update(new)
+        return ids, new
+
+    # ------------------------------------------------------------------ reading
+    def run_series(self, run_id: str) -> list[tuple[int, str]]:
+        """(series id, device) of the run's sample series, in id order."""
+        ss = S.sample_series
+        return [
+            (r[0], r[1])
+            for r in self._read(select(ss.c.id, ss.c.device).where(ss.c.run_id == run_id).order_by(ss.c.id))
+        ]
+
+    def devices(self, run_id: str) -> list[str]:
+        return sorted(dev for _, dev in self.run_series(run_id))
+
+    def count_samples(self, run_id: str) -> int:
+        t, ss = S.samples, S.sample_series
+        stmt = (
+            select(func.count())
+            .select_from(t)
+            .where(t.c.series_id.in_(select(ss.c.id).where(ss.c.run_id == run_id)))
+        )
+        return int(self._read(stmt)[0][0])
+
+    def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
+        """The newest reading of the run (of one node's devices, ``node/…``, when given)."""
+        t, ss = S.samples, S.sample_series
+        series = select(ss.c.id).where(ss.c.run_id == run_id)
+        if node is not None:
+            series = series.where(ss.c.device.startswith(f"{node}/", autoescape=True))
+        stmt = select(func.max(t.c.ts)).where(t.c.series_id.in_(series))
+        return self._read(stmt)[0][0]
+
+    def load_samples(
+        self,
+        run_id: str,
+        device: str | None = None,
+        bucket_s: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Sample rows ordered by device then time.
+
+        With ``bucket_s`` the database averages each device's rows per bucket (``ts`` is the
+        bucket start; ``up`` is the worst of the bucket, so a gap stays visible), which keeps a
+        72 h x 16-chip chart to a few thousand points per device.
+        """
+        t = S.sample_rows
+        where = [t.c.run_id == run_id]
+        if device is not None:
+            where.append(t.c.device == device)
+        if start is not None:
+            where.append(t.c.ts >= start)
+        if end is not None:
+            where.append(t.c.ts <= end)
+        metrics = list(S.SAMPLE_METRIC_COLUMNS)
+        if not bucket_s:
+            cols = [t.c.ts, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
+            stmt = select(*cols).where(and_(*where)).order_by(t.c.device, t.c.ts)
+            return [dict(r._mapping) for r in self._read(stmt)]
+        bucket = self._time_bucket(t.c.ts, bucket_s).label("ts")
+        up_int = func.min(case((t.c.up, 1), else_=0)).label("up")
+        healthy_int = func.min(case((t.c.healthy.is_(None), None), (t.c.healthy, 1), else_=0))
+        stmt = (
+            select(
+                bucket,
+                t.c.device,
+                up_int,
+                healthy_int.label("healthy"),
+                *[func.avg(t.c[m]).label(m) for m in metrics],
+                func.count().label("n"),
+            )
+            .where(and_(*where))
+            .group_by(t.c.device, bucket)
+            .order_by(t.c.device, bucket)
+        )
+        out = []
+        for r in self._read(stmt):
+            d = dict(r._mapping)
+            d["ts"] = float(d["ts"])
+            d["up"] = bool(d["up"])
+            d["healthy"] = None if d["healthy"] is None else bool(d["healthy"])
+            for m in metrics:
+                if d[m] is not None:
+                    d[m] = float(d[m])
+            out.append(d)
+        return out
+
+    def chip_stats(self, run_id: str) -> dict[str, dict[str, float | None]]:
+        """Per-device statistics over the whole run, in one GROUP BY; the host row left out.
+
+        Keys: ``samples`` (rows, gaps included), ``util_mean_pct``, ``util_min_pct``,
+        ``temp_max_c``, ``power_mean_w``, ``power_max_w``, ``hbm_peak_bytes``,
+        ``hbm_total_bytes``, ``first_ts``, ``last_ts``; all floats, None where the device never
+        reported the metric. Computed from the rows, not from bucket means, which would hide
+        the true minimum and maximum.
+        """
+        t = S.sample_rows
+        stmt = (
+            select(
+                t.c.device,
+                func.count().label("samples"),
+                func.avg(t.c.util_pct).label("util_mean_pct"),
+                func.min(t.c.util_pct).label("util_min_pct"),
+                func.max(t.c.temp_c).label("temp_max_c"),
+                func.avg(t.c.power_w).label("power_mean_w"),
+                func.max(t.c.power_w).label("power_max_w"),
+                func.max(t.c.hbm_used_bytes).label("hbm_peak_bytes"),
+                func.max(t.c.hbm_total_bytes).label("hbm_total_bytes"),
+                func.min(t.c.ts).label("first_ts"),
+                func.max(t.c.ts).label("last_ts"),
+            )
+            .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
+            .group_by(t.c.device)
+            .order_by(t.c.device)
+        )
+        out: dict[str, dict[str, float | None]] = {}
+        for r in self._read(stmt):
+            d = dict(r._mapping)
+            dev = d.pop("device")
+            out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
+        return out

@@ -1,0 +1,178 @@
+"""A run read back whole: the long-format trace the analysis takes, its fast export rows and
+CSV, per-rank step series for charts, and where and how fast each rank ran.
+
+``TraceStore`` is a part of ``soak.store.Store``. It joins the samples (``SampleStore``) with
+the steps table, whose ranks appear as devices ``<workload>-rank<R>`` (``rank_device``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator
+
+from sqlalchemy import and_, func, select
+
+from soak.store import schema as S
+from soak.store.records import STEP_TRACE_METRICS, ExportRows, rank_device
+from soak.store.samples import SampleStore
+
+
+class TraceStore(SampleStore):
+    """Traces, exports and per-rank series (a base of ``Store``)."""
+
+    def step_series(
+        self, run_id: str, bucket_s: float | None = None
+    ) -> dict[str, tuple[tuple[float, ...], tuple[float | None, ...]]]:
+        """Step time per rank: ``{"<workload>-rank<R>": (times, step_time_s)}``, ranks in order.
+
+        Each value is the mean of the stored window medians in its bucket (``bucket_s``;
+        the time is the bucket start) or, without a bucket, at its timestamp.
+        """
+        t = S.steps
+        bucket = (t.c.ts if not bucket_s else self._time_bucket(t.c.ts, bucket_s)).label("b")
+        stmt = (
+            select(t.c.workload, t.c.rank, bucket, func.avg(t.c.step_time_s))
+            .where(t.c.run_id == run_id)
+            .group_by(t.c.workload, t.c.rank, bucket)
+            .order_by(t.c.workload, t.c.rank, bucket)
+        )
+        grouped: dict[str, tuple[list[float], list[float | None]]] = {}
+        for wl, rank, b, v in self._read(stmt):
+            xs, ys = grouped.setdefault(rank_device(wl, rank), ([], []))
+            xs.append(float(b))
+            ys.append(None if v is None else float(v))
+        return {dev: (tuple(xs), tuple(ys)) for dev, (xs, ys) in grouped.items()}
+
+    def load_trace(
+        self, run_id: str, chunk_rows: int = 20000, bucket_s: float | None = None, *,
+        node: str | None = None, start: float | None = None,
+    ) -> Iterator[tuple[float, str, str, float]]:
+        """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
+
+        Device metrics come from the samples (None values left out: a gap, not a zero);
+        ``STEP_TRACE_METRICS`` from the steps, with device ``<workload>-rank<R>``.
+        Read in chunks so a 72 h run never sits in memory as rows. With ``bucket_s`` the
+        device metrics are bucket means computed in SQL (the daemon's online analysis of a
+        long run); the steps stay as stored.
+
+        ``node`` (a cluster run) reads that node's chips and ranks alone, devices named as
+        on the node (``npu0-0``, not ``node/npu0-0``); ``start`` the rows from then on.
+        """
+        t = S.samples
+        metrics = S.SAMPLE_METRIC_COLUMNS
+        prefix = "" if node is None else f"{node}/"
+        series = [(sid, dev[len(prefix):]) for sid, dev in self.run_series(run_id) if dev.startswith(prefix)]
+        if bucket_s:
+            for _sid, dev in series:
+                for r in self.load_samples(run_id, device=prefix + dev, bucket_s=bucket_s, start=start):
+                    for m in metrics:
+                        if r[m] is not None:
+                            yield (r["ts"], dev, m, float(r[m]))
+        # Device by device (series id order), each in time order: the primary key's order,
+        # read in chunks from the last timestamp seen.
+        for sid, dev in [] if bucket_s else series:
+            last_ts: float | None = None
+            while True:
+                where = [t.c.series_id == sid]
+                if last_ts is not None:
+                    where.append(t.c.ts > last_ts)
+                elif start is not None:
+                    where.append(t.c.ts >= start)
+                stmt = (
+                    select(t.c.ts, *[t.c[m] for m in metrics])
+                    .where(and_(*where))
+                    .order_by(t.c.ts)
+                    .limit(chunk_rows)
+                )
+                rows = self._read(stmt)
+                for r in rows:
+                    for i, m in enumerate(metrics):
+                        v = r[1 + i]
+                        if v is not None:
+                            yield (r[0], dev, m, float(v))
+                if len(rows) < chunk_rows:
+                    break
+                last_ts = rows[-1][0]
+        s = S.steps
+        where = [s.c.run_id == run_id]
+        if node is not None:
+            where.append(s.c.node == node)
+        if start is not None:
+            where.append(s.c.ts >= start)
+        stmt = (
+            select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
+            .where(*where)
+            .order_by(s.c.ts)
+        )
+        for r in self._read(stmt):
+            dev = rank_device(r[1], r[2])
+            for m, v in zip(STEP_TRACE_METRICS, r[3:], strict=True):
+                if v is not None:
+                    yield (r[0], dev, m, float(v))
+
+    def export_rows(self, run_id: str) -> ExportRows:
+        """The run's raw rows in two queries, as plain tuples (see ``ExportRows``).
+
+        The same values and order as ``load_trace`` before it is made long (gaps are None
+        here), read without SQLAlchemy's per-row objects: a report turns a 72 h run into its
+        CSV and arrays from these in a few seconds.
+        """
+        t = S.sample_rows
+        metrics = S.SAMPLE_METRIC_COLUMNS
+        samples = self._read_tuples(
+            select(t.c.ts, t.c.device, *[t.c[m] for m in metrics])
+            .where(t.c.run_id == run_id)
+            .order_by(t.c.series_id, t.c.ts)
+        )
+        s = S.steps
+        steps = self._read_tuples(
+            select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
+            .where(s.c.run_id == run_id)
+            .order_by(s.c.ts)
+        )
+        return ExportRows(
+            metrics=metrics,
+            samples=samples,
+            steps=[(r[0], rank_device(r[1], r[2]), *r[3:]) for r in steps],
+        )
+
+    def rank_places(self, run_id: str) -> dict[str, tuple[str, str]]:
+        """``{rank device: (node, rank device)}`` of a cluster run's ranks (empty for one node):
+        the trace's places, so a slow rank is named with its node and nodes are compared."""
+        s = S.steps
+        stmt = (
+            select(s.c.workload, s.c.rank, s.c.node)
+            .where(s.c.run_id == run_id, s.c.node.is_not(None))
+            .group_by(s.c.workload, s.c.rank, s.c.node)
+        )
+        out: dict[str, tuple[str, str]] = {}
+        for wl, rank, node in self._read_tuples(stmt):
+            dev = rank_device(wl, rank)
+            out[dev] = (node, dev)  # a rank that moved node after a restart: the last one read
+        return out
+
+    def rank_rates(self, run_id: str) -> list[tuple[str | None, str, int, float, int, float, float]]:
+        """``(node, workload, rank, mean tflops, rows, first ts, last ts)`` of every rank that
+        reported a GEMM rate, in one GROUP BY: the compute check reads no step row in Python."""
+        s = S.steps
+        stmt = (
+            select(s.c.node, s.c.workload, s.c.rank, func.avg(s.c.tflops), func.count(s.c.tflops),
+                   func.min(s.c.ts), func.max(s.c.ts))
+            .where(s.c.run_id == run_id, s.c.tflops.is_not(None))
+            .group_by(s.c.node, s.c.workload, s.c.rank)
+            .order_by(s.c.node, s.c.workload, s.c.rank)
+        )
+        return [(node, wl, int(rank), float(v), int(n), float(a), float(b))
+                for node, wl, rank, v, n, a, b in self._read_tuples(stmt)]
+
+    def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
+        """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""
+        n = 0
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["timestamp", "device", "metric", "value"])
+            for ts, dev, metric, value in self.load_trace(run_id):
+                w.writerow([repr(float(ts)), dev, metric, repr(value)])
+                n += 1
+        return n
