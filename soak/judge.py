@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
+from soak.analysis import buckets as bk
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
@@ -333,8 +334,6 @@ def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profil
     ``upto`` (``final``: the one holding ``upto`` too: the run is over) and are not stored
     yet; returns the rows written. Called again after a crash or a resume it writes what is
     missing and nothing twice."""
-    from soak.analysis.buckets import node_rows
-
     rec = store.get_run(run_id)
     width = profile.peers.bucket_s
     tick = plan.sampling.interval_s * float(rec.time_scale or 1.0)
@@ -348,25 +347,23 @@ def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profil
     if stop <= start:
         return 0
     trace = Trace.from_rows(store.load_trace(run_id, node=node, start=start - 2 * tick), source=f"run {run_id} {node}")
-    return store.add_buckets(run_id, node, node_rows(trace, origin, width, tick, start, stop, planned_end))
+    return store.add_buckets(run_id, node, bk.node_rows(trace, origin, width, tick, start, stop, planned_end))
 
 
 def _cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequence[Phase], origin: float,
                       now: float | None, link_tests: lk.LinkTests) -> Analysis:
     """The leader's cluster step: the node agents' findings, the peer comparison over
     their bucket summaries, one metric at a time, and the pairwise link tests."""
-    from soak.analysis.buckets import ANY
-
     if phases:
         profile = profile.with_phases(tuple(phases))
     width = profile.peers.bucket_s
-    totals = store.bucket_totals(run_id, ANY, -math.inf, math.inf, width)
+    totals = store.bucket_totals(run_id, bk.ANY, -math.inf, math.inf, width)
     findings = [Finding.from_dict(f.as_dict()) for f in store.load_findings(run_id) if f.kind in NODE_KINDS]
     if totals:
         start, end = totals[0][0], totals[-1][0] + width
-        grid = peers.grid_for(profile, origin, end if now is None else max(end, now))
+        grid = bk.grid_for(profile, origin, end if now is None else max(end, now))
         if grid is not None:
-            src = peers.StoredBuckets(lambda metric: store.load_buckets(run_id, metric), grid)
+            src = bk.StoredBuckets(lambda metric: store.load_buckets(run_id, metric), grid)
             findings += peers.compare(src, profile, origin)
     else:
         start = end = None
@@ -423,9 +420,7 @@ class _BucketEvidence(_Evidence):
         return ev.coverage_of(self._covered(start, end), tick, start, end, chips_expected, outages)
 
     def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
-        from soak.analysis.buckets import ANY
-
-        totals = self.store.bucket_totals(self.run_id, ANY, start, end, self.width_s)
+        totals = self.store.bucket_totals(self.run_id, bk.ANY, start, end, self.width_s)
         return ev.chip_hours_of_buckets(totals, self.width_s, start, end, training)
 
 

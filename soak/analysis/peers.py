@@ -30,9 +30,9 @@ scores each rank against its peers). Method (parameters in ``[peers]``):
    deviation swings with a daily cycle is not out of line. The finding gives the baseline,
    the deviation (median over the out-of-line buckets), since when, and that confidence.
 
-The comparison runs on bucket matrices from either source: a raw trace (``soak analyze``, a
-single-node run), reduced here by :func:`bucket_stats`, or the same statistics the node
-agents of a cluster run computed with it and stored (``soak.analysis.buckets``).
+The comparison runs on bucket matrices from either source (``soak.analysis.buckets``): a
+raw trace (``soak analyze``, a single-node run), reduced by ``bucket_stats``, or the same
+statistics the node agents of a cluster run computed with it and stored.
 
 Stragglers: a rank's step time, compute time (outside the collectives) or bandwidth out of
 line with its peers is a ``straggler`` on that rank; in a cluster trace each node's median
@@ -43,24 +43,21 @@ named again against the cluster. ``warn``, ``fail`` from ``straggler_fail_frac``
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from soak.analysis._stats import block_reduce
-from soak.analysis.evidence import is_host
+from soak.analysis._stats import medians_of_others, nanmedian_rows, valid_count
+from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.model import Finding
 from soak.analysis.profile import PeersParams, Profile
 from soak.analysis.trace import Trace
 
 DETECTOR_VERSION = "peers/1.0"
-GIB = 1 << 30
 # compute_s, the time outside the collectives: under synchronous data parallelism every rank
 # waits for the slowest in the all-reduce, so step times agree and only this names the slow one
 STEP_METRICS = ("step_time_s", "compute_s")
@@ -69,45 +66,26 @@ BANDWIDTH_METRICS = ("busbw_gbps",)
 
 @dataclass(frozen=True)
 class _Spec:
-    """How one metric is compared."""
+    """How one metric is compared (its bucket statistic: ``buckets.BUCKET_METRICS``)."""
 
     metric: str
     kind: str  # outlier | straggler
     scale: str  # abs | log | growth
     direction: int  # +1 high is bad, -1 low is bad, 0 both
-    how: str  # bucket statistic
     floor: Callable[[PeersParams, float | None], float]  # in deviation units; arg: capacity
     unit: str
 
 
 SPECS = (
     # A cooler chip at the same power is no defect; a hotter one is a cooling problem.
-    _Spec("temp_c", "outlier", "abs", 1, "median", lambda p, c: p.temp_min_c, "C"),
-    _Spec("power_w", "outlier", "log", 0, "median", lambda p, c: math.log1p(p.power_min_frac), "W"),
-    _Spec("util_pct", "outlier", "abs", 0, "median", lambda p, c: p.util_min_pct, "%"),
-    _Spec("hbm_used_bytes", "outlier", "growth", 1, "min",
-          lambda p, c: p.hbm_growth_min_frac * c if c else math.inf, "MB"),
-    _Spec("step_time_s", "straggler", "log", 1, "median", lambda p, c: math.log1p(p.step_min_frac), "s"),
-    _Spec("compute_s", "straggler", "log", 1, "median", lambda p, c: math.log1p(p.step_min_frac), "s"),
-    _Spec("busbw_gbps", "straggler", "log", -1, "median", lambda p, c: -math.log1p(-p.bw_min_frac), "GB/s"),
+    _Spec("temp_c", "outlier", "abs", 1, lambda p, c: p.temp_min_c, "C"),
+    _Spec("power_w", "outlier", "log", 0, lambda p, c: math.log1p(p.power_min_frac), "W"),
+    _Spec("util_pct", "outlier", "abs", 0, lambda p, c: p.util_min_pct, "%"),
+    _Spec("hbm_used_bytes", "outlier", "growth", 1, lambda p, c: p.hbm_growth_min_frac * c if c else math.inf, "MB"),
+    _Spec("step_time_s", "straggler", "log", 1, lambda p, c: math.log1p(p.step_min_frac), "s"),
+    _Spec("compute_s", "straggler", "log", 1, lambda p, c: math.log1p(p.step_min_frac), "s"),
+    _Spec("busbw_gbps", "straggler", "log", -1, lambda p, c: -math.log1p(-p.bw_min_frac), "GB/s"),
 )
-
-
-BUCKET_METRICS: dict[str, str] = {
-    **{spec.metric: spec.how for spec in SPECS},
-    "hbm_total_bytes": "median",  # the chip's model (its peers): capacity to the GiB
-}
-
-
-def grid_for(profile: Profile, origin: float, end: float) -> _Grid | None:
-    """The time-aligned buckets from ``origin`` to ``end``; None when the span is too short to
-    compare anything, or longer than any soak (a corrupt timestamp)."""
-    p = profile.peers
-    n_buckets = int(math.floor((end - origin) / p.bucket_s)) + 1
-    if n_buckets * p.bucket_s < p.min_duration_s or n_buckets > MAX_BUCKETS:
-        # (the per-chip detectors still run; a grid over decades would not fit in memory)
-        return None
-    return _Grid(origin, p.bucket_s, n_buckets)
 
 
 def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
@@ -140,100 +118,6 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     return out
 
 
-class Buckets:
-    """Bucket statistics as matrices (one row per chip or rank, one column per bucket)."""
-
-    grid: _Grid
-
-    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
-        """(key, bucket starts, statistic, readings) of every series of ``metric``."""
-        raise NotImplementedError
-
-    def place(self, key: str) -> tuple[str | None, str]:
-        raise NotImplementedError
-
-    def matrix(self, metric: str, skip: np.ndarray) -> dict[str, np.ndarray]:
-        out = {}
-        for key, ts, y, n in self.series(metric):
-            if ts.size == 0:
-                continue
-            ok = n >= max(2, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
-            idx = np.floor((ts[ok] - self.grid.origin) / self.grid.width + 0.5).astype(np.int64)
-            row = np.full(self.grid.n, np.nan)
-            inside = (idx >= 0) & (idx < self.grid.n)
-            row[idx[inside]] = y[ok][inside]
-            row[skip] = np.nan
-            out[key] = row
-        return out
-
-    def capacity(self, key: str) -> float | None:
-        """HBM capacity to the GiB (the chip's model), None where not read."""
-        if not hasattr(self, "_capacity"):
-            self._capacity = {k: float(round(float(np.median(y)) / GIB) * GIB)
-                              for k, _, y, _ in self.series("hbm_total_bytes") if y.size}
-        return self._capacity.get(key)
-
-
-class TraceBuckets(Buckets):
-    """Buckets computed from a trace's raw samples (``soak analyze``, a single-node run)."""
-
-    def __init__(self, trace: Trace, grid: _Grid) -> None:
-        self.trace, self.grid = trace, grid
-
-    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
-        for dev, _m, ts, y, n in bucket_stats(self.trace, self.grid.origin, self.grid.width, (metric,)):
-            yield dev, ts, y, n
-
-    def place(self, key: str) -> tuple[str | None, str]:
-        return self.trace.place(key)
-
-
-class StoredBuckets(Buckets):
-    """Buckets the node agents of a cluster run wrote (``Store.load_buckets``), read one
-    metric at a time: the leader never holds every node's raw samples, nor more than one
-    metric's rows (what it keeps is a few MB of arrays a metric)."""
-
-    def __init__(self, load: Callable[[str], list[tuple[Any, ...]]], grid: _Grid) -> None:
-        self._load, self.grid = load, grid
-        self._places: dict[str, tuple[str | None, str]] = {}
-        self._cache: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
-
-    def series(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
-        if metric not in self._cache:
-            self._cache[metric] = list(self._read(metric))
-        yield from self._cache[metric]
-
-    def _read(self, metric: str) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
-        rows = self._load(metric)  # (node, device, metric, ts, value, n), sorted by node, device, ts
-        for (node, dev), block in itertools.groupby(rows, key=operator.itemgetter(0, 1)):
-            values = np.array([r[3:6] for r in block], dtype=np.float64)
-            key = f"{node}/{dev}"
-            self._places[key] = (node, dev)
-            yield key, values[:, 0], values[:, 1], values[:, 2]
-
-    def place(self, key: str) -> tuple[str | None, str]:
-        return self._places.get(key, (None, key))
-
-
-def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[str] = tuple(BUCKET_METRICS),
-                 start: float | None = None) -> Iterator[tuple[str, str, np.ndarray, np.ndarray, np.ndarray]]:
-    """(device, metric, bucket starts, statistic, readings) of every chip and rank series of
-    ``metrics`` (the host row is no chip): what the comparison reads, and what a cluster
-    node agent stores for its leader. ``start`` leaves out the buckets before it."""
-    for metric in metrics:
-        how = BUCKET_METRICS[metric]
-        for s in trace.series(metric):
-            if is_host(s.device):
-                continue
-            t, v = s.t, s.v
-            if start is not None:
-                keep = t >= start
-                t, v = t[keep], v[keep]
-            tc, y, n = block_reduce(t, v, width, how, origin=origin)
-            if tc.size:
-                yield s.device, metric, tc - width / 2, y, n
-
-
 def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any) -> Any:
     """(valid mask, times, deviations, sign, selection, stretches) of a series that stays out
     of line with enough confidence; None otherwise. One rule for chips, ranks and nodes."""
@@ -250,26 +134,6 @@ def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any
     return ok, tv, dv, sign, sel, stretches
 
 
-MAX_BUCKETS = 1_000_000  # ~19 years of 600 s buckets
-
-
-class _Grid:
-    def __init__(self, origin: float, width: float, n: int) -> None:
-        self.origin, self.width, self.n = origin, width, n
-
-    def centres(self) -> np.ndarray:
-        return self.origin + (np.arange(self.n) + 0.5) * self.width
-
-    def phase_mask(self, profile: Profile) -> np.ndarray:
-        """Buckets overlapping an explicit phase window (a declared reason to differ)."""
-        mask = np.zeros(self.n, bool)
-        lo = self.origin + np.arange(self.n) * self.width
-        for ph in profile.phases:
-            for a, b in ph.windows:
-                mask |= (lo < b) & (lo + self.width > a)
-        return mask
-
-
 def _comparable_power(src: Buckets, skip: np.ndarray, temps: dict[str, np.ndarray], p: PeersParams) -> None:
     """Blank each chip's temperature where its power is not comparable with its peers'."""
     power = src.matrix("power_w", skip)
@@ -277,7 +141,7 @@ def _comparable_power(src: Buckets, skip: np.ndarray, temps: dict[str, np.ndarra
         return
     keys = list(power)
     mat = np.vstack([power[k] for k in keys])
-    others, _ = _medians_of_others(mat)
+    others, _ = medians_of_others(mat)
     with np.errstate(all="ignore"):
         for i, k in enumerate(keys):
             if k not in temps:
@@ -296,19 +160,7 @@ def _groups(src: Buckets, keys: list[str], spec: _Spec) -> list[tuple[list[str],
     return [(sorted(v), c) for c, v in by.items()]
 
 
-def _nanmedian(mat: np.ndarray) -> np.ndarray:
-    """Median over rows ignoring NaN, NaN where a column has none (no warning)."""
-    if mat.shape[0] == 0:
-        return np.full(mat.shape[1], np.nan)
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmedian(mat, axis=0)
-
-
-def _transform(spec: _Spec, rows: np.ndarray, profile: Profile, run_start: float, grid: _Grid) -> np.ndarray:
+def _transform(spec: _Spec, rows: np.ndarray, profile: Profile, run_start: float, grid: Grid) -> np.ndarray:
     if spec.scale == "log":
         with np.errstate(all="ignore"):
             return np.where(rows > 0, np.log(rows), np.nan)
@@ -330,52 +182,24 @@ def _transform(spec: _Spec, rows: np.ndarray, profile: Profile, run_start: float
     return rows
 
 
-def _valid_count(mat: np.ndarray) -> np.ndarray:
-    return np.isfinite(mat).sum(axis=0)
-
-
-def _medians_of_others(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row i and column: the median of the *other* rows' values (NaN ignored; NaN where
-    none) and how many there are. One sort per column instead of a median per row over all
-    the others: 1024 chips of a cluster cost a sort, not 1024 medians of 1023 rows."""
-    n_rows = x.shape[0]
-    valid = np.isfinite(x)
-    count = valid.sum(axis=0)
-    order = np.argsort(np.where(valid, x, np.inf), axis=0, kind="stable")  # NaN sort last
-    ordered = np.take_along_axis(x, order, axis=0)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.broadcast_to(np.arange(n_rows)[:, None], order.shape), axis=0)
-    k = count[None, :] - valid  # the others with a value
-    # the others' middle positions, moved past row i's own place in the sorted column
-    lo, hi = (k - 1) // 2, k // 2
-    lo = np.where(lo < rank, lo, lo + 1)
-    hi = np.where(hi < rank, hi, hi + 1)
-    top = max(n_rows - 1, 0)
-    a = np.take_along_axis(ordered, np.clip(lo, 0, top), axis=0)
-    b = np.take_along_axis(ordered, np.clip(hi, 0, top), axis=0)
-    with np.errstate(all="ignore"):
-        med = np.where(k > 0, (a + b) / 2.0, np.nan)
-    return med, k
-
-
 def _references(x: np.ndarray, members: list[int], min_peers: int) -> dict[int, np.ndarray | None]:
     """Per member: the median of the other members per bucket, NaN where fewer than
     ``min_peers`` of them have a value; None when the group has fewer than that at all."""
     if len(members) - 1 < min_peers:
         return dict.fromkeys(members)
-    med, k = _medians_of_others(x[members])
+    med, k = medians_of_others(x[members])
     med[k < min_peers] = np.nan
     return {i: med[j] for j, i in enumerate(members)}
 
 
 def _spread(dev: np.ndarray) -> float:
     """Natural spread: median over buckets of 1.4826 x MAD of the deviations across chips."""
-    ok = _valid_count(dev) >= 3
+    ok = valid_count(dev) >= 3
     if not ok.any():
         return math.nan
     d = dev[:, ok]
-    med = _nanmedian(d)
-    mad = _nanmedian(np.abs(d - med))
+    med = nanmedian_rows(d)
+    mad = nanmedian_rows(np.abs(d - med))
     return float(np.nanmedian(1.4826 * mad))
 
 
@@ -385,12 +209,12 @@ SMALL_GROUP = 8  # fewer nodes than this: each is judged against the spread of t
 def _spread_of(values: np.ndarray) -> float:
     """Natural spread of values themselves: median over buckets of 1.4826 x MAD across rows
     (at least two rows valid in a bucket)."""
-    ok = _valid_count(values) >= 2
+    ok = valid_count(values) >= 2
     if not ok.any():
         return math.nan
     v = values[:, ok]
-    med = _nanmedian(v)
-    return float(np.nanmedian(1.4826 * _nanmedian(np.abs(v - med))))
+    med = nanmedian_rows(v)
+    return float(np.nanmedian(1.4826 * nanmedian_rows(np.abs(v - med))))
 
 
 def _stretches(t: np.ndarray, bad: np.ndarray, p: PeersParams) -> list[tuple[int, int]]:
@@ -435,7 +259,7 @@ def _confidence_of(tv: np.ndarray, dv: np.ndarray, stretches: list[tuple[int, in
 
 
 def _compare(
-    src: Buckets, grid: _Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
+    src: Buckets, grid: Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
     profile: Profile, run_start: float,
 ) -> list[Finding]:
     p = profile.peers
@@ -515,12 +339,12 @@ def _raw(spec: _Spec, ref: np.ndarray, own: np.ndarray) -> float:
 
 
 def _node_stragglers(
-    grid: _Grid, spec: _Spec, x: np.ndarray, nodes: dict[str | None, list[int]], floor: float,
+    grid: Grid, spec: _Spec, x: np.ndarray, nodes: dict[str | None, list[int]], floor: float,
     profile: Profile, slow_nodes: set[str], keys: list[str],
 ) -> list[Finding]:
     p = profile.peers
     names = sorted(n for n in nodes if n is not None)
-    per_node = np.vstack([_nanmedian(x[nodes[n]]) for n in names])
+    per_node = np.vstack([nanmedian_rows(x[nodes[n]]) for n in names])
     all_nodes = list(range(len(names)))
     dev = np.full_like(per_node, np.nan)
     for j, ref in _references(per_node, all_nodes, p.min_peers).items():

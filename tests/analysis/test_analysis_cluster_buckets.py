@@ -10,7 +10,7 @@ import pytest
 
 from soak.analysis import Profile, Trace, peers
 from soak.analysis import evidence as ev
-from soak.analysis.buckets import ANY, node_rows
+from soak.analysis.buckets import ANY, StoredBuckets, grid_for, node_rows
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.store import Store
 
@@ -57,8 +57,8 @@ def test_bucket_summaries_find_the_same_outliers_and_stragglers_as_the_raw_trace
     trace, profile, store, _ = cluster
     t0, t1 = float(trace.start), float(trace.end)
     raw = peers.detect(trace, profile, t0, t1)
-    grid = peers.grid_for(profile, t0, t1)
-    stored = peers.compare(peers.StoredBuckets(lambda m: store.load_buckets("c", m), grid), profile, t0)
+    grid = grid_for(profile, t0, t1)
+    stored = peers.compare(StoredBuckets(lambda m: store.load_buckets("c", m), grid), profile, t0)
     assert {("outlier", "n02", "npu0-3", "temp_c"), ("straggler", "n04", None, "step_time_s"),
             ("straggler", "n01", "npu0-6", "step_time_s")} <= {_key(f) for f in raw}
     assert sorted(map(_key, stored), key=str) == sorted(map(_key, raw), key=str)
