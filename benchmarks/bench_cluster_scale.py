@@ -86,7 +86,7 @@ def _copy(store, table: str, columns: str, text: str) -> None:  # noqa: ANN001
 def synthesize(url: str, nodes: int, chips: int, hours: float) -> dict[str, int]:
     """The run as its node agents leave it for the leader: summaries, findings, nodes, events."""
     from soak.analysis.model import Finding
-    from soak.judge import NODE_KINDS
+    from soak.cluster.analysis import NODE_KINDS
     from soak.store import Store
 
     rng = np.random.default_rng(1)

@@ -17,97 +17,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from soak import criteria as cr
-from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
+from soak.analysis import Analysis, Phase, Profile, Trace, analyze
 from soak.analysis import buckets as bk
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
-from soak.analysis.event_phases import event_phases
-from soak.analysis.model import KINDS
 from soak.analysis.profile import chip_of
-from soak.analysis.verdict import clean_statement, order, reasons
-from soak.config import Plan, plan_from_dict
-from soak.errors import ConfigError, SoakError
+from soak.analysis.verdict import clean_statement
+from soak.cluster import analysis as ca
+from soak.config import Plan
 from soak.provenance import simulated_run
-from soak.tomlfile import read_toml
-
-
-# --------------------------------------------------------------------------- the run's plan
-def build_profile(plan: Plan) -> Profile:
-    """The acceptance profile of this plan: its file (or the default) with the threshold
-    overrides (``"thermal.threshold_c" = 90``) laid over it."""
-    acc = plan.acceptance
-    default = acc.profile in ("", "default")
-    if default and not acc.thresholds:
-        return Profile.default()
-    data: dict[str, Any] = {}
-    if not default:
-        data = read_toml(acc.profile, "acceptance.profile", ConfigError)
-        if not acc.thresholds:
-            return Profile.from_dict(data, source=acc.profile)
-    for dotted, value in acc.thresholds.items():
-        section, _, key = dotted.partition(".")
-        if key:
-            table = data.setdefault(section, {})
-            if not isinstance(table, dict):
-                raise ConfigError(f"acceptance.thresholds.{dotted}: {section} is not a table of the profile")
-            table[key] = value
-        else:
-            data[section] = value
-    return Profile.from_dict(data, source="acceptance.thresholds")
-
-
-def plan_phases(plan: Plan, checkpoint_windows: list[tuple[float, float]]) -> list[Phase]:
-    """Expected phases: the plan's checkpoint cadence and the checkpoints actually seen."""
-    phases = []
-    if plan.phases.checkpoint_every_s:
-        phases.append(Phase(name="checkpoint", every_s=plan.phases.checkpoint_every_s,
-                            duration_s=plan.phases.checkpoint_duration_s))
-    if checkpoint_windows:
-        phases.append(Phase(name="checkpoint", windows=tuple(checkpoint_windows)))
-    return phases
-
-
-def run_phases(events: Sequence[Any], plan: Plan | None) -> list[Phase]:
-    """Every expected phase of a recorded run: the plan's checkpoint cadence, the
-    checkpoints seen, the spans the events carry and each restart's downtime."""
-    if plan is None:
-        return event_phases(list(events))
-    # a checkpoint idles the chips for about its own duration; the events mark when
-    half = plan.phases.checkpoint_duration_s / 2
-    windows = [(e.ts - half, e.ts + half) for e in events if e.kind == "checkpoint" and e.rank in (None, 0)]
-    return plan_phases(plan, windows[-1000:]) + event_phases(list(events))
-
-
-def online_bucket_s(plan: Plan, elapsed_s: float, max_points: int = 20000) -> float | None:
-    """Bucket for the online analysis: raw samples until a series would pass ``max_points``."""
-    tick_s = plan.sampling.interval_s * plan.run.time_scale
-    if elapsed_s / tick_s <= max_points:
-        return None
-    return elapsed_s / max_points
-
-
-def plan_of(run: Any) -> Plan | None:
-    """The plan a recorded run ran with; None for a run without one (imported, synthetic)."""
-    try:
-        return plan_from_dict(run.plan or {}) if run.plan else None
-    except (SoakError, TypeError, ValueError):
-        return None
-
-
-def profile_of(run: Any, plan: Plan | None) -> Profile:
-    """The run's own acceptance profile, as the daemon judged it."""
-    if plan is None:
-        return Profile.default()
-    try:
-        return build_profile(plan)
-    except SoakError as exc:  # the plan's profile file moved away since the run
-        raise ConfigError(f"run {run.id}: {exc} (pass --profile FILE.toml)") from None
+from soak.runplan import plan_of, planned_window, profile_of, run_phases
 
 
 # --------------------------------------------------------------------------- the judgement
@@ -197,7 +122,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         # a cluster run: its node agents analysed their own chips and stored their findings
         # and bucket summaries; the leader (and the report) compare and judge from those
         # alone, never from every node's raw samples
-        result = _cluster_analysis(store, run_id, profile, all_phases, planned_start, now, tests)
+        result = ca.cluster_analysis(store, run_id, profile, all_phases, planned_start, now, tests)
         evidence: _Evidence = _BucketEvidence(store, run_id, profile.peers.bucket_s)
     else:
         if arrays is not None:
@@ -279,78 +204,6 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
         captures=tuple(captures_from_events(events)), extra=extra,
     )
-
-
-def planned_window(rec: Any, plan: Plan | None) -> tuple[float, float | None]:
-    """(planned start, planned end) of a recorded run: the soak's window, after the preflight;
-    the start is the run's own without a plan, the end None without either."""
-    duration = plan.run.duration_s if plan is not None else None
-    planned_end = rec.planned_end_ts
-    if planned_end is None and duration is not None:
-        planned_end = rec.started_ts + duration
-    if planned_end is not None and duration is not None:
-        return planned_end - duration, planned_end
-    return rec.started_ts, planned_end
-
-
-# --------------------------------------------------------------------------- a cluster run
-PEER_KINDS = ("outlier", "straggler")
-NODE_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)  # what a node agent finds alone
-
-
-def analyze_node(store: Any, run_id: str, node: str, *, plan: Plan | None, profile: Profile,
-                 now: float | None = None, bucket_s: float | None = None) -> Analysis:
-    """One node agent's analysis of its own chips and ranks in a cluster run: every
-    single-chip detector, no peer comparison (the leader's, over every node's buckets).
-    Its findings name ``node``."""
-    phases = run_phases(store.load_events(run_id), plan)
-    trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s, node=node), source=f"run {run_id} {node}")
-    result = analyze(trace, profile, phases=phases or None, now=now, peer_comparison=False)
-    placed = [replace(f, node=node) for f in result.findings]
-    return replace(result, findings=placed, reasons=reasons(placed))
-
-
-def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profile: Profile, planned_start: float,
-                       planned_end: float, upto: float, final: bool = False) -> int:
-    """Store ``node``'s bucket summaries (``soak.analysis.buckets``) of the buckets that end by
-    ``upto`` (``final``: the one holding ``upto`` too: the run is over) and are not stored
-    yet; returns the rows written. Called again after a crash or a resume it writes what is
-    missing and nothing twice."""
-    rec = store.get_run(run_id)
-    width = profile.peers.bucket_s
-    tick = plan.sampling.interval_s * float(rec.time_scale or 1.0)
-    origin = planned_start
-    mark = store.bucket_mark(run_id, node)
-    if mark is not None:  # continue on the grid already written
-        origin = mark - round((mark - origin) / width) * width
-    start = origin if mark is None else mark + width
-    whole = (upto - origin) / width
-    stop = origin + (math.ceil(whole - 1e-9) if final else math.floor(whole + 1e-9)) * width
-    if stop <= start:
-        return 0
-    trace = Trace.from_rows(store.load_trace(run_id, node=node, start=start - 2 * tick), source=f"run {run_id} {node}")
-    return store.add_buckets(run_id, node, bk.node_rows(trace, origin, width, tick, start, stop, planned_end))
-
-
-def _cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequence[Phase], origin: float,
-                      now: float | None, link_tests: lk.LinkTests) -> Analysis:
-    """The leader's cluster step: the node agents' findings, the peer comparison over
-    their bucket summaries, one metric at a time, and the pairwise link tests."""
-    if phases:
-        profile = profile.with_phases(tuple(phases))
-    width = profile.peers.bucket_s
-    totals = store.bucket_totals(run_id, bk.ANY, -math.inf, math.inf, width)
-    findings = [Finding.from_dict(f.as_dict()) for f in store.load_findings(run_id) if f.kind in NODE_KINDS]
-    if totals:
-        start, end = totals[0][0], totals[-1][0] + width
-        grid = bk.grid_for(profile, origin, end if now is None else max(end, now))
-        if grid is not None:
-            src = bk.StoredBuckets(lambda metric: store.load_buckets(run_id, metric), grid)
-            findings += peers.compare(src, profile, origin)
-    else:
-        start = end = None
-    findings += lk.evaluate(link_tests, profile).findings
-    return judged(order(findings), profile, start, end, ev.chip_hours_of_buckets(totals, width, -math.inf, math.inf))
 
 
 # --------------------------------------------------------------------------- evidence

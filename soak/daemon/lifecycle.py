@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from soak import runfolder as layout
 from soak.analysis.captures import CapturePlanner, wall_of
 from soak.clock import ScaledClock
+from soak.cluster.analysis import NODE_KINDS, PEER_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterError, ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
@@ -39,15 +40,8 @@ from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import StoreError, UserError, redact
-from soak.judge import (
-    NODE_KINDS,
-    PEER_KINDS,
-    analyze_node,
-    build_profile,
-    judge_run,
-    online_bucket_s,
-    write_node_buckets,
-)
+from soak.judge import judge_run
+from soak.runplan import build_profile, online_bucket_s
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV

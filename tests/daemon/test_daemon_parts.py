@@ -160,7 +160,7 @@ def test_progress_line_is_one_short_line() -> None:
 
 def test_online_analysis_reads_raw_samples_until_a_series_gets_long() -> None:
     from soak.config import plan_from_dict
-    from soak.judge import online_bucket_s
+    from soak.runplan import online_bucket_s
 
     plan = plan_from_dict({"sampling": {"interval": "1s"}})
     assert online_bucket_s(plan, 3600.0) is None
@@ -170,7 +170,7 @@ def test_online_analysis_reads_raw_samples_until_a_series_gets_long() -> None:
 def test_acceptance_thresholds_reach_the_analysis_profile_or_name_the_bad_key() -> None:
     from soak.config import plan_from_dict
     from soak.errors import ConfigError
-    from soak.judge import build_profile
+    from soak.runplan import build_profile
 
     prof = build_profile(plan_from_dict({"acceptance": {"thresholds": {"thermal.threshold_c": 90,
                                                                        "memory.min_fit_points": 8}}}))
@@ -183,7 +183,7 @@ def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path)
     from soak.clock import ScaledClock
     from soak.config import plan_from_dict
     from soak.daemon.lifecycle import Daemon, StartedRun
-    from soak.judge import build_profile
+    from soak.runplan import build_profile
     from soak.store import Store
     from soak.telemetry.records import DeviceSample, Snapshot
 
@@ -218,7 +218,7 @@ def test_online_finding_is_printed_when_found(tmp_path) -> None:
     from soak.clock import ScaledClock
     from soak.config import plan_from_dict
     from soak.daemon.lifecycle import Daemon, StartedRun
-    from soak.judge import build_profile
+    from soak.runplan import build_profile
     from soak.store import Store
     from soak.telemetry.records import DeviceSample, Snapshot
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from soak.config import plan_from_dict
-from soak.judge import judge_run, run_phases
+from soak.judge import judge_run
+from soak.runplan import run_phases
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
 

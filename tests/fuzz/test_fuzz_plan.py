@@ -14,7 +14,7 @@ import pytest
 
 from soak.config import dump_plan, plan_from_dict, plan_reference
 from soak.daemon import lifecycle
-from soak.judge import build_profile
+from soak.runplan import build_profile
 from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, mutate_bytes, run_cli, toml_value
 
 BASE = {
