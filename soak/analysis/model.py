@@ -17,6 +17,8 @@ KINDS = (
     "outlier",
     "straggler",
 )
+PEER_KINDS = ("outlier", "straggler")
+"""The kinds found by comparing a chip or node with its peers, not by looking at it alone."""
 SEVERITIES = ("info", "warn", "fail")  # ascending
 
 

@@ -18,12 +18,11 @@ from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, jud
 from soak.analysis import buckets as bk
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
-from soak.analysis.model import KINDS
+from soak.analysis.model import KINDS, PEER_KINDS
 from soak.analysis.verdict import order, reasons
 from soak.config import Plan
 from soak.runplan import run_phases
 
-PEER_KINDS = ("outlier", "straggler")
 NODE_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)  # what a node agent finds alone
 
 

@@ -25,8 +25,9 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.analysis.captures import CapturePlanner, wall_of
+from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
-from soak.cluster.analysis import NODE_KINDS, PEER_KINDS, analyze_node, write_node_buckets
+from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterError, ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
