@@ -21,31 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro
+from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.model import fmt, fmt_bytes, fmt_duration
-from soak.report.present import (
+from soak.report.names import event_name, kind_name, metric_name, severity_name
+from soak.report.rows import (
     accounting_rows,
     coverage_rows,
-    criterion_cells,
-    event_name,
     event_rows,
-    evidence_rows,
-    finding_text,
     interruption_rows,
-    kind_name,
-    link_node_rows,
-    link_pair_rows,
-    links_intro,
     manifest_rows,
-    metric_name,
-    reason_text,
-    run_zone,
-    severity_name,
-    span,
-    when,
-    zone_label,
 )
+from soak.report.sentences import criterion_cells, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
+from soak.report.units import run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
     from soak.store import Store

@@ -20,8 +20,10 @@ from soak.report.cluster_text import (
     verdict_word,
     version_table,
 )
+from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import t
-from soak.report.present import evidence_rows, finding_text, kind_name, severity_name
+from soak.report.names import kind_name, severity_name
+from soak.report.sentences import finding_text
 
 CHIP_KEY = "cluster_chip"
 

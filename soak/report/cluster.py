@@ -4,7 +4,7 @@ One node x chip matrix coloured by each chip's verdict, a verdict with reasons p
 stragglers and outliers named, the version check across nodes and the full per-chip table
 (attached to the PDF as CSV). Built from a ``ReportData`` and the store's node rows by
 ``cluster_view``; the PDF (``soak.report.pdf``) and the app render it, the words come from
-``soak.report.present``.
+``soak.report.cluster_text``.
 
 **A chip's verdict** (``chip_verdict``, the one definition): ``nodata`` when the chip was
 never read; ``fail`` when a finding on it fails or its readings cover less of the soak than
@@ -51,7 +51,7 @@ class ChipCell:
 
 @dataclass(frozen=True)
 class NodeReason:
-    """Why a node has its verdict: ``code`` with its values (``present.node_reason_text``)."""
+    """Why a node has its verdict: ``code`` with its values (``cluster_text.reason_text``)."""
 
     severity: str  # fail | warn | nodata
     code: str  # status | preflight | finding | chips | unread

@@ -1,7 +1,7 @@
 """The cluster view in words (English or Chinese): the PDF and the app both call this.
 
 Cells, rows and sentences of ``soak.report.cluster.ClusterView``; the sentences of findings
-and reasons come from ``soak.report.present`` so a straggler reads the same everywhere.
+and reasons come from ``soak.report.sentences`` so a straggler reads the same everywhere.
 """
 
 from __future__ import annotations
@@ -11,15 +11,9 @@ from collections.abc import Sequence
 from soak.report.cluster import ChipCell, ClusterView, NodeReason, NodeView
 from soak.report.i18n import t
 from soak.report.model import FindingView, ReportData
-from soak.report.present import (
-    finding_text,
-    kind_name,
-    metric_name,
-    node_status_name,
-    num,
-    pct,
-    severity_name,
-)
+from soak.report.names import kind_name, metric_name, node_status_name, severity_name
+from soak.report.sentences import finding_text
+from soak.report.units import num, pct
 
 # One letter per chip verdict in the matrix (the colour says it too; the letter survives a
 # black-and-white print and text extraction).

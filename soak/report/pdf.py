@@ -17,34 +17,23 @@ from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
+from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro, links_shown
+from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
-from soak.report.present import (
+from soak.report.names import kind_name, metric_name, severity_name
+from soak.report.rows import (
     accounting_rows,
     coverage_rows,
-    criterion_cells,
-    dur,
     event_rows,
-    evidence_rows,
-    finding_text,
     interruption_rows,
-    kind_name,
-    link_node_rows,
-    link_pair_rows,
-    links_intro,
-    links_shown,
     manifest_rows,
-    metric_name,
-    reason_text,
-    run_zone,
-    severity_name,
-    span,
     threshold_text,
-    when,
-    zone_label,
 )
+from soak.report.sentences import criterion_cells, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
+from soak.report.units import dur, run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
     from reportlab.lib.styles import ParagraphStyle

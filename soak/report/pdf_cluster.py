@@ -24,7 +24,8 @@ from soak.report.cluster_text import (
 )
 from soak.report.i18n import t, verdict_label
 from soak.report.model import ReportData
-from soak.report.present import pct, reason_text
+from soak.report.sentences import reason_text
+from soak.report.units import pct
 
 MAX_REASONS = 12
 FRAME_H = 745.0  # A4 less the report's margins, points

@@ -52,7 +52,7 @@ def test_chip_model_comes_from_the_manifest() -> None:
 
 
 def test_compute_criterion_reads_in_chinese_with_the_same_numbers() -> None:
-    from soak.report.present import criterion_name, criterion_value
+    from soak.report.sentences import criterion_name, criterion_value
 
     assert criterion_name("compute", "zh") == "算力（GEMM 速率）"
     assert criterion_value("8 rank(s) on 3 node(s): median 600 TFLOP/s, lowest 500; node n2", "zh") == (

@@ -16,7 +16,7 @@ import pytest
 
 from soak.report.cluster import CHIPS_CSV_NAME, chip_verdict, cluster_view
 from soak.report.model import ChipSummary, FindingView, ReportData, RunInfo
-from soak.report.present import criterion_value, finding_text, reason_text
+from soak.report.sentences import criterion_value, finding_text, reason_text
 from soak.store import Store
 from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_cluster_run

@@ -15,7 +15,7 @@ from soak.cli import main
 from soak.report import fonts
 from soak.report.build import build_pdf
 from soak.report.model import Customer
-from soak.report.present import reason_text
+from soak.report.sentences import reason_text
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
 

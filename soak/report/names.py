@@ -1,0 +1,84 @@
+"""The report's names for machine keys, in English and Chinese.
+
+A detector kind, a metric, a severity, an event, an interruption's cause and a node's status
+each have a fixed pair of names; a key without one is shown as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+KIND_NAMES = {
+    "memory_creep": ("memory creep", "内存持续增长"),
+    "outlier": ("outlier among peers", "偏离同类"),
+    "straggler": ("straggler", "掉队节点"),
+    "utilization_dropouts": ("utilization dropouts", "利用率跌落"),
+    "hang": ("hang", "挂起"),
+    "comm_timeouts": ("communication timeouts", "通信超时"),
+    "thermal": ("thermal", "温度异常"),
+    "throughput_degradation": ("throughput degradation", "吞吐下降"),
+}
+METRIC_NAMES = {
+    "util_pct": ("utilization", "利用率"),
+    "hbm_used_bytes": ("HBM in use", "HBM 占用"),
+    "hbm_total_bytes": ("HBM capacity", "HBM 容量"),
+    "host_rss_bytes": ("host memory (RSS)", "主机内存 (RSS)"),
+    "temp_c": ("temperature", "温度"),
+    "power_w": ("power", "功耗"),
+    "step_time_s": ("step time", "步时"),
+    "compute_s": ("compute time (outside collectives)", "计算时间（集合通信之外）"),
+    "comm_timeouts_total": ("communication timeouts", "通信超时"),
+    "comm_fatal_timeouts_total": ("fatal communication timeouts", "致命通信超时"),
+    "throttle_reasons": ("clock throttling", "降频"),
+    "pair_busbw_gbps": ("busbw between nodes", "节点间总线带宽"),
+}
+SEVERITY_NAMES = {"fail": ("fail", "失败"), "warn": ("warning", "告警"), "info": ("info", "提示")}
+EVENT_NAMES = {
+    "start": ("start", "开始"), "checkpoint": ("checkpoint", "检查点"), "crash": ("crash", "崩溃"),
+    "restart": ("restart", "重启"), "inject": ("fault injected", "注入故障"), "exit": ("exit", "退出"),
+    "finding": ("finding", "发现问题"), "stop": ("stop", "停止"), "gap": ("gap", "中断"),
+    "outage": ("reader outage", "读数中断"), "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
+    "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
+    "link_test": ("link test", "链路测试"),
+}
+CAUSE_NAMES = {
+    "startup": ("start-up", "启动"), "crash": ("crash", "崩溃"), "hang": ("hang", "挂起"),
+    "daemon down": ("daemon down", "守护进程停止"), "stopped": ("stopped", "停止"), "gave up": ("gave up", "放弃"),
+}
+
+
+def pick(table: Mapping[str, tuple[str, str]], key: str | None, lang: str) -> str:
+    if key is None:
+        return "N/A"
+    pair = table.get(key)
+    if pair is None:
+        return key
+    return pair[1] if lang == "zh" else pair[0]
+
+
+def kind_name(kind: str | None, lang: str = "en") -> str:
+    return pick(KIND_NAMES, kind, lang)
+
+
+def metric_name(metric: str | None, lang: str = "en") -> str:
+    return pick(METRIC_NAMES, metric, lang)
+
+
+def severity_name(sev: str | None, lang: str = "en") -> str:
+    return pick(SEVERITY_NAMES, sev, lang)
+
+
+def event_name(kind: str | None, lang: str = "en") -> str:
+    return pick(EVENT_NAMES, kind, lang)
+
+
+
+NODE_STATUS_NAMES = {
+    "joined": ("joined", "已加入"), "running": ("running", "运行中"), "finished": ("finished", "已完成"),
+    "failed": ("failed", "失败"), "lost": ("lost", "失联"), "stopped": ("stopped", "已停止"),
+}
+
+
+def node_status_name(status: str | None, lang: str = "en") -> str:
+    return pick(NODE_STATUS_NAMES, status, lang)
+

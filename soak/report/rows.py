@@ -1,0 +1,196 @@
+"""The report's tables as rows of text: events, thresholds, manifest, accounting, coverage.
+
+- ``event_rows``: the event timeline, routine events (checkpoints) condensed into one line;
+- ``threshold_text``: a detector's thresholds, declared phases summarised;
+- ``manifest_rows``: the environment manifest with one row per fact;
+- ``accounting_rows`` / ``interruption_rows`` / ``coverage_rows``: where the planned time went
+  and how well each chip was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, tzinfo
+from typing import Any
+
+from soak.report.i18n import t
+from soak.report.model import EventView
+from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
+from soak.report.sentences import finding_text
+from soak.report.units import dur, pct, plain, span, when
+
+# -- events ----------------------------------------------------------------------------------
+
+ROUTINE_EVENTS = ("checkpoint",)
+_MAX_SAME = 12  # more events of one kind than this are condensed too
+
+
+def event_rows(events: Sequence[EventView], tz: tzinfo = UTC, lang: str = "en") -> list[tuple[str, str, str, str]]:
+    """(time, event, device, message) rows; routine or very frequent kinds as one line each with
+    count and cadence, placed at their first occurrence."""
+    by_kind: dict[str, list[EventView]] = {}
+    for e in events:
+        by_kind.setdefault(e.kind, []).append(e)
+    condensed = {k for k, es in by_kind.items() if len(es) > 1 and (k in ROUTINE_EVENTS or len(es) > _MAX_SAME)}
+    rows: list[tuple[str, str, str, str]] = []
+    done: set[str] = set()
+    for e in events:
+        if e.kind in condensed:
+            if e.kind in done:
+                continue
+            done.add(e.kind)
+            es = by_kind[e.kind]
+            gaps = sorted(b.ts - a.ts for a, b in zip(es, es[1:], strict=False))
+            cadence = gaps[len(gaps) // 2] if gaps else None
+            who = sorted({x.device for x in es if x.device})
+            msg = (f"{len(es)} 次，约每 {dur(cadence)} 一次，{when(es[0].ts, tz)} 至 {when(es[-1].ts, tz)}" if lang == "zh"
+                   else f"{len(es)} times, about every {dur(cadence)}, {when(es[0].ts, tz)} to {when(es[-1].ts, tz)}")
+            rows.append((span(es[0].ts, es[-1].ts, tz), f"{event_name(e.kind, lang)} ×{len(es)}", ", ".join(who[:3]), msg))
+            continue
+        message = finding_text(e.message, lang) if e.kind == "finding" else _message(e.message)
+        rows.append((when(e.ts, tz, seconds=True), event_name(e.kind, lang), e.device or "", message))
+    return rows
+
+
+def _message(text: str | None) -> str:
+    """An event's message; one a workload wrote as a JSON record reads as "key value" pairs."""
+    if not text:
+        return ""
+    if text.lstrip().startswith(("{", "[")):
+        import json
+
+        try:
+            return plain(json.loads(text))
+        except ValueError:
+            pass
+    return text
+
+
+# -- thresholds, phases ------------------------------------------------------------------------
+
+
+def phase_text(phases: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
+    """Declared phases summarised: count, cadence, duration of each named phase."""
+    out = []
+    for ph in phases:
+        if not isinstance(ph, Mapping):
+            continue
+        name = event_name(str(ph.get("name")), lang)
+        windows = [w for w in ph.get("windows") or [] if isinstance(w, Sequence) and len(w) == 2]
+        parts = []
+        if ph.get("every_s"):
+            parts.append(f"每 {dur(ph['every_s'])}" if lang == "zh" else f"every {dur(ph['every_s'])}")
+        if ph.get("duration_s"):
+            parts.append(f"持续 {dur(ph['duration_s'])}" if lang == "zh" else f"lasting {dur(ph['duration_s'])}")
+        if windows:
+            starts = sorted(float(a) for a, _ in windows)
+            lengths = sorted(float(b) - float(a) for a, b in windows)
+            gaps = sorted(b - a for a, b in zip(starts, starts[1:], strict=False))
+            typical = lengths[len(lengths) // 2]
+            if lang == "zh":
+                parts.append(f"{len(windows)} 个时段，每段约 {dur(typical)}" + (f"，约每 {dur(gaps[len(gaps) // 2])} 一次" if gaps else ""))
+            else:
+                parts.append(f"{len(windows)} window{'s' if len(windows) != 1 else ''} of about {dur(typical)}"
+                             + (f", about every {dur(gaps[len(gaps) // 2])}" if gaps else ""))
+        out.append(f"{name}: {', '.join(parts) or 'N/A'}" if lang != "zh" else f"{name}：{'，'.join(parts) or 'N/A'}")
+    return "; ".join(out) if lang != "zh" else "；".join(out)
+
+
+def threshold_text(thresholds: Mapping[str, Any], lang: str = "en") -> list[str]:
+    """One "key = value" line per threshold; sections one line each; phases summarised."""
+    lines = []
+    for k in sorted(thresholds):
+        v = thresholds[k]
+        if k == "phases" and isinstance(v, Sequence):
+            lines.append(f"phases = {phase_text(v, lang) or 'N/A'}")
+        elif isinstance(v, Mapping):
+            lines.append(f"{k}: " + ", ".join(f"{sk} = {plain(sv)}" for sk, sv in sorted(v.items())))
+        else:
+            lines.append(f"{k} = {plain(v)}")
+    return lines
+
+
+# -- manifest ----------------------------------------------------------------------------------
+
+
+def _flat(value: Any, prefix: str, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, Mapping):
+        for k in sorted(value, key=str):
+            _flat(value[k], f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        if value and all(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                out.append((f"{prefix}[{i}]", plain(item)))
+        else:
+            out.append((prefix, ", ".join(plain(v) for v in value) or "N/A"))
+    else:
+        out.append((prefix, plain(value)))
+
+
+def manifest_rows(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(dotted key, value) rows of one manifest section. A fact the manifest holds twice (the
+    driver version from the driver's files and from npu-smi) is one row: a missing reading
+    is left out where another source has the value."""
+    rows: list[tuple[str, str]] = []
+    _flat(section, "", rows)
+    known = {k.rsplit(".", 1)[-1]: v for k, v in rows if v != "N/A"}
+    out = []
+    for k, v in rows:
+        leaf = k.rsplit(".", 1)[-1]
+        if v == "N/A" and leaf in known and leaf.endswith(("_version", "version")):
+            continue
+        out.append((k, v))
+    return out
+
+
+# -- accounting and coverage -----------------------------------------------------------------
+
+
+def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str]]:
+    """Where the planned time went, as (label, value) rows."""
+    if not acc:
+        return []
+    rows = [
+        (t("acc_planned", lang), dur(acc.get("planned_s"))),
+        (t("acc_ran", lang), dur(None if acc.get("window_end") is None else acc["window_end"] - acc["window_start"])),
+        (t("acc_training", lang), f"{dur(acc.get('training_s'))} ({pct(acc.get('availability'))})"),
+        (t("acc_judged", lang), pct(acc.get("judged_availability"))),
+        (t("acc_down", lang), dur(acc.get("unexcused_down_s"))),
+        (t("acc_longest", lang), dur(acc.get("longest_s"))),
+    ]
+    return rows
+
+
+def interruption_rows(acc: Mapping[str, Any] | None, tz: tzinfo = UTC, lang: str = "en") -> list[tuple[str, str, str, str, str]]:
+    """(from, how long, cause, counted?, message) per interruption; injected faults say so."""
+    out = []
+    for i in (acc or {}).get("interruptions") or []:
+        cause = pick(CAUSE_NAMES, i.get("cause"), lang)
+        if i.get("injected"):
+            cause = f"注入的{cause}（预期的演练故障）" if lang == "zh" else f"injected {cause} (expected canary)"
+        excused = i.get("injected") or i.get("cause") == "startup"
+        counted = t("acc_excused", lang) if excused else t("acc_counted", lang)
+        out.append((when(i.get("start"), tz), dur(i.get("duration_s")), cause, counted,
+                    _who(i.get("workload"), i.get("message"))))
+    return out
+
+
+def _who(workload: str | None, message: str | None) -> str:
+    """"lm: crashed (exit 1)", the workload named once."""
+    message = message or ""
+    if not workload or message.startswith(f"{workload}:"):
+        return message
+    return f"{workload}: {message}" if message else workload
+
+
+def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:
+    """(chip, lowest covered share and its metric, every metric's share) per chip."""
+    out = []
+    for chip, metrics in sorted(((cov or {}).get("ratios") or {}).items()):
+        if not metrics:
+            continue
+        low_m = min(metrics, key=lambda m: metrics[m])
+        out.append((chip, f"{pct(metrics[low_m])} ({metric_name(low_m, lang)})",
+                    ", ".join(f"{metric_name(m, lang)} {pct(r)}" for m, r in sorted(metrics.items()))))
+    return out
+
