@@ -19,10 +19,11 @@ from soak.provenance import time_scaled
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.evidence_text import evidence_rows
-from soak.report.fonts import CJK_FONT_NAME, FontChoice, register_cjk_font, try_register_cjk_font
+from soak.report.fonts import CJK_FONT_NAME, register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
 from soak.report.names import kind_name, metric_name, severity_name
+from soak.report.pdf_style import Markup, Styles, has_wide, table
 from soak.report.rows import (
     accounting_rows,
     coverage_rows,
@@ -36,9 +37,8 @@ from soak.report.timewent import sections as time_went_sections
 from soak.report.units import dur, run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
-    from reportlab.lib.styles import ParagraphStyle
     from reportlab.pdfgen.canvas import Canvas
-    from reportlab.platypus import BaseDocTemplate, Paragraph
+    from reportlab.platypus import BaseDocTemplate
 
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
@@ -63,75 +63,6 @@ class SignatureSlot:
     box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
-def _has_wide(text: str) -> bool:
-    return any(ord(c) > 0xFF for c in text)
-
-
-class _Styles:
-    def __init__(self, lang: str, cjk: FontChoice | None) -> None:
-        from reportlab.lib import colors
-        from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
-
-        self.cjk = cjk
-        base = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica"
-        bold = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica-Bold"
-        ss = getSampleStyleSheet()
-        self.body = ParagraphStyle("b", parent=ss["BodyText"], fontName=base, fontSize=9, leading=12)
-        self.small = ParagraphStyle("s", parent=self.body, fontSize=7, leading=9)
-        self.cell = ParagraphStyle("c", parent=self.body, fontSize=7.5, leading=9.5)
-        self.head = ParagraphStyle("hc", parent=self.cell, fontName=bold, textColor=colors.white)
-        self.key = ParagraphStyle("k", parent=self.cell, textColor=colors.HexColor("#333333"))
-        self.h1 = ParagraphStyle("h1", parent=ss["Title"], fontName=bold, fontSize=20, leading=26)
-        self.h2 = ParagraphStyle(
-            "h2", parent=ss["Heading2"], fontName=bold, fontSize=13, leading=17, spaceBefore=8
-        )
-        self.verdict = ParagraphStyle("v", parent=self.h1, fontSize=28, leading=34)
-        self.banner = ParagraphStyle(
-            "sim", parent=self.body, fontName=bold, fontSize=12, leading=16, textColor=colors.HexColor("#b22222")
-        )
-
-    def p(self, text: object, style: ParagraphStyle | None = None, *, markup: bool = False) -> Paragraph:
-        """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
-        from reportlab.platypus import Paragraph
-
-        s = str(text) if markup else escape("N/A" if text is None else str(text))
-        if self.cjk and _has_wide(s) and (style or self.body).fontName != CJK_FONT_NAME:
-            s = f'<font name="{CJK_FONT_NAME}">{s}</font>'
-        return Paragraph(s, style or self.body)
-
-
-class Markup(str):
-    """Cell text that is already reportlab paragraph markup (escaped by the caller)."""
-
-
-def _table(st: _Styles, header: list[str] | None, rows: list[list[object]], widths: list[float] | None,
-           key_cols: tuple[int, ...] = ()):
-    from reportlab.lib import colors
-    from reportlab.platypus import LongTable, TableStyle
-
-    def cell(c: object, col: int):
-        if isinstance(c, Markup):
-            return st.p(c, st.cell, markup=True)
-        return st.p(c, st.key if col in key_cols else st.cell)
-
-    data = [[st.p(h, st.head) for h in header]] if header else []
-    data += [[cell(c, i) for i, c in enumerate(row)] for row in rows]
-    tbl = LongTable(data, colWidths=widths, repeatRows=1 if header else 0)
-    style = [
-        ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#b0b0b0")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-        ("TOPPADDING", (0, 0), (-1, -1), 2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-    ]
-    if header:
-        style += [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#2f4f6f")),
-                  ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f2f5f8")])]
-    for col in key_cols:
-        style.append(("BACKGROUND", (col, 0), (col, -1), colors.HexColor("#eef1f4")))
-    tbl.setStyle(TableStyle(style))
-    return tbl
-
-
 def _serials(data: ReportData, most: int = 16) -> str:
     """The chips' serial numbers; a cluster's many in the chips CSV, not on the cover."""
     found = list(dict.fromkeys(c.serial for c in data.chips if c.serial))
@@ -141,7 +72,7 @@ def _serials(data: ReportData, most: int = 16) -> str:
     return ", ".join(found[:most]) + more
 
 
-def _slot_flowable(slot: SignatureSlot, st: _Styles, lang: str, signed: bool):
+def _slot_flowable(slot: SignatureSlot, st: Styles, lang: str, signed: bool):
     from reportlab.lib import colors
     from reportlab.platypus import Flowable
 
@@ -182,7 +113,7 @@ def render_pdf(
     from reportlab.platypus import Image, KeepTogether, PageBreak, SimpleDocTemplate, Spacer
 
     cjk = register_cjk_font(font) if lang == "zh" else try_register_cjk_font(font)
-    st = _Styles(lang, cjk)
+    st = Styles(lang, cjk)
     customer = customer or Customer()
     raw = raw or RawData(None, None)
     run = data.run
@@ -233,9 +164,9 @@ def render_pdf(
     half = (len(pairs) + 1) // 2
     grid = [[*pairs[i], *(pairs[i + half] if i + half < len(pairs) else ("", ""))] for i in range(half)]
     kw = 26 * mm
-    story.append(_table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
-    story.append(_table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
-                                   [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
+    story.append(table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
+    story.append(table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
+                                  [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
     story.append(st.p(t("at_a_glance", lang), st.h2))
     crit_rows = []
     for c in data.criteria:
@@ -243,8 +174,8 @@ def render_pdf(
         mark = {True: "#1a7f37", False: "#b22222"}.get(c.met, "#555555")
         crit_rows.append([name, required, measured, Markup(f'<font color="{mark}"><b>{escape(met)}</b></font>')])
     if crit_rows:
-        story.append(_table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)],
-                            crit_rows, [40 * mm, 45 * mm, page_w - 106 * mm, 21 * mm]))
+        story.append(table(st, [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)],
+                           crit_rows, [40 * mm, 45 * mm, page_w - 106 * mm, 21 * mm]))
     else:
         story.append(st.p("N/A"))
     story.append(Spacer(1, 2 * mm))
@@ -263,13 +194,13 @@ def render_pdf(
     acc = accounting_rows(data.accounting, lang)
     if acc:
         story.append(st.p(t("accounting", lang), st.h2))
-        story.append(_table(st, None, [list(r) for r in acc], [80 * mm, page_w - 80 * mm], key_cols=(0,)))
+        story.append(table(st, None, [list(r) for r in acc], [80 * mm, page_w - 80 * mm], key_cols=(0,)))
         stops = interruption_rows(data.accounting, tz, lang)
         if stops:
             story.append(Spacer(1, 2 * mm))
             story.append(st.p(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName)))
-            story.append(_table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
-                                [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
+            story.append(table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
+                               [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
     cov = coverage_rows(data.coverage, lang)
     if data.cluster is not None:  # a cluster's chips: those read too little here, all in the CSV
         low = {c.device for c in data.cluster.cells if c.low_coverage}
@@ -277,8 +208,8 @@ def render_pdf(
     if cov:
         story.append(st.p(t("coverage", lang), st.h2))
         dev_w = 22 * mm if data.cluster is None else 32 * mm  # a cluster's chips are node/chip
-        story.append(_table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
-                            [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
+        story.append(table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
+                           [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
         tick = (data.coverage or {}).get("tick_s")
         story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
@@ -310,7 +241,7 @@ def render_pdf(
         hdr.remove("step_median")
         chip_rows = [r[:8] + r[9:] for r in chip_rows]
     if chip_rows:
-        story.append(_table(st, [t(h, lang) for h in hdr], chip_rows, None))
+        story.append(table(st, [t(h, lang) for h in hdr], chip_rows, None))
     else:
         story.append(st.p(t("chips_flagged_none", lang)))
 
@@ -341,7 +272,7 @@ def render_pdf(
         block = [
             st.p(f"{kind_name(f.kind, lang)} · {f.device or 'N/A'}: {finding_text(f.summary, lang)}{linked}",
                  st.body.clone("fb", fontName=st.h2.fontName)),
-            _table(st, None, rows, [30 * mm, half_w - 30 * mm, 30 * mm, half_w - 30 * mm], key_cols=(0, 2)),
+            table(st, None, rows, [30 * mm, half_w - 30 * mm, 30 * mm, half_w - 30 * mm], key_cols=(0, 2)),
             Spacer(1, 3 * mm),
         ]
         story.append(KeepTogether(block))
@@ -360,7 +291,7 @@ def render_pdf(
         if sec.rows:
             first = 40 * mm
             rest = (page_w - first) / max(1, len(sec.header) - 1)
-            block.append(_table(st, list(sec.header), [list(r) for r in sec.rows], [first] + [rest] * (len(sec.header) - 1)))
+            block.append(table(st, list(sec.header), [list(r) for r in sec.rows], [first] + [rest] * (len(sec.header) - 1)))
         block.append(Spacer(1, 3 * mm))
         story.append(KeepTogether(block))
 
@@ -370,8 +301,8 @@ def render_pdf(
     if not ev_rows:
         story.append(st.p(t("no_events", lang)))
     else:
-        story.append(_table(st, [t("time", lang), t("event", lang), t("device", lang), t("message", lang)],
-                            [list(r) for r in ev_rows[:MAX_EVENTS]], [36 * mm, 30 * mm, 22 * mm, page_w - 88 * mm]))
+        story.append(table(st, [t("time", lang), t("event", lang), t("device", lang), t("message", lang)],
+                           [list(r) for r in ev_rows[:MAX_EVENTS]], [36 * mm, 30 * mm, 22 * mm, page_w - 88 * mm]))
         if len(ev_rows) > MAX_EVENTS:
             story.append(st.p(f"… +{len(ev_rows) - MAX_EVENTS} (soak-findings.json)", st.small))
 
@@ -385,7 +316,7 @@ def render_pdf(
             continue
         man = manifest_rows(body)
         story.append(st.p(title, st.body.clone("mb", fontName=st.h2.fontName)))
-        story.append(_table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
+        story.append(table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
         story.append(Spacer(1, 2 * mm))
 
     story.append(st.p(t("clean_statement", lang), st.h2))
@@ -399,8 +330,8 @@ def render_pdf(
         for d in data.detectors
     ]
     if det_rows:
-        story.append(_table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows,
-                            [40 * mm, 16 * mm, page_w - 56 * mm]))
+        story.append(table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows,
+                           [40 * mm, 16 * mm, page_w - 56 * mm]))
     else:
         story.append(st.p("N/A"))
 
@@ -408,8 +339,8 @@ def render_pdf(
     # as an empty page, and the two belong together (what is signed, and by whom).
     closing = [
         st.p(t("data_integrity", lang), st.h2),
-        _table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
-               [60 * mm, page_w - 60 * mm], key_cols=(0,)),
+        table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
+              [60 * mm, page_w - 60 * mm], key_cols=(0,)),
         Spacer(1, 2 * mm),
         st.p(t("attachments_note", lang), st.small),
         st.p(t("signature", lang), st.h2),
@@ -427,7 +358,7 @@ def render_pdf(
         canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"{doc.page}")
         if sim_label:
             # On every page: a page copied out of the report still says what it is.
-            canvas.setFont(CJK_FONT_NAME if _has_wide(sim_label) and cjk else "Helvetica-Bold", 7.5)
+            canvas.setFont(CJK_FONT_NAME if has_wide(sim_label) and cjk else "Helvetica-Bold", 7.5)
             canvas.setFillColor(colors.HexColor("#b22222"))
             canvas.drawString(18 * mm, 13.5 * mm, sim_label)
         canvas.restoreState()
@@ -451,7 +382,7 @@ def render_pdf(
     return buf.getvalue(), slot
 
 
-def _links_section(st: _Styles, data: ReportData, lang: str, page_w: float) -> list:
+def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> list:
     """The busbw table per pair and per node against expected and the cluster median (a run
     of several nodes with a link test)."""
     from reportlab.lib.units import mm
@@ -463,13 +394,13 @@ def _links_section(st: _Styles, data: ReportData, lang: str, page_w: float) -> l
         return []
     out = [st.p(t("links", lang), st.h2), st.p(links_intro(data.links, lang), st.small), Spacer(1, 1 * mm)]
     w = (page_w - 40 * mm) / 5
-    out.append(_table(st, [t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), t("link_vs_median", lang),
-                           t("link_vs_expected", lang), t("status", lang)], [list(r) for r in pairs],
-                      [40 * mm, w, w, w, w, w]))
+    out.append(table(st, [t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), t("link_vs_median", lang),
+                          t("link_vs_expected", lang), t("status", lang)], [list(r) for r in pairs],
+                     [40 * mm, w, w, w, w, w]))
     if omitted:
         out.append(st.p(t("links_more", lang).format(n=omitted), st.small))
     out.append(Spacer(1, 2 * mm))
-    out.append(_table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
-                           t("link_vs_expected", lang), t("status", lang)],
-                      [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
+    out.append(table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
+                          t("link_vs_expected", lang), t("status", lang)],
+                     [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
     return out

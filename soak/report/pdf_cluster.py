@@ -24,6 +24,7 @@ from soak.report.cluster_text import (
 )
 from soak.report.i18n import t, verdict_label
 from soak.report.model import ReportData
+from soak.report.pdf_style import Markup, Styles, table
 from soak.report.sentences import reason_text
 from soak.report.units import pct
 
@@ -32,12 +33,10 @@ FRAME_H = 745.0  # A4 less the report's margins, points
 MIN_ROW_H = 7.0  # below this the matrix no longer reads: it runs over pages instead
 
 
-def cluster_story(data: ReportData, st: Any, lang: str, page_w: float, tz: Any) -> list[Any]:
+def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: Any) -> list[Any]:
     from reportlab.lib import colors
     from reportlab.lib.units import mm
     from reportlab.platypus import KeepTogether, PageBreak, Spacer
-
-    from soak.report.pdf import Markup, _table
 
     view: ClusterView = data.cluster
     out: list[Any] = [st.p(t("cluster_view", lang), st.h2)]
@@ -60,16 +59,16 @@ def cluster_story(data: ReportData, st: Any, lang: str, page_w: float, tz: Any) 
         r = node_row(n, view, lang)
         r[4] = Markup(f'<font color="{COLOURS[n.verdict]}"><b>{escape(r[4])}</b></font>')
         rows.append(r)
-    out.append(_table(st, [t("node_col", lang), t("rank_col", lang), t("node_status", lang), t("node_chips", lang),
-                           t("verdict", lang), t("reasons_col", lang)], rows,
-                      [30 * mm, 11 * mm, 17 * mm, 13 * mm, 17 * mm, page_w - 88 * mm]))
+    out.append(table(st, [t("node_col", lang), t("rank_col", lang), t("node_status", lang), t("node_chips", lang),
+                          t("verdict", lang), t("reasons_col", lang)], rows,
+                     [30 * mm, 11 * mm, 17 * mm, 13 * mm, 17 * mm, page_w - 88 * mm]))
 
     out.append(st.p(t("peers_title", lang), st.h2))
     peers = peer_rows(view, lang)
     if peers:
-        out.append(_table(st, [t("kind", lang), t("severity", lang), t("where_col", lang), t("metric", lang),
-                               t("deviation", lang), t("findings", lang)], peers,
-                          [20 * mm, 15 * mm, 32 * mm, 28 * mm, 19 * mm, page_w - 114 * mm]))
+        out.append(table(st, [t("kind", lang), t("severity", lang), t("where_col", lang), t("metric", lang),
+                              t("deviation", lang), t("findings", lang)], peers,
+                         [20 * mm, 15 * mm, 32 * mm, 28 * mm, 19 * mm, page_w - 114 * mm]))
     else:
         out.append(st.p(t("no_peers", lang)))
 
@@ -79,8 +78,8 @@ def cluster_story(data: ReportData, st: Any, lang: str, page_w: float, tz: Any) 
     if vrows:
         marked = [[Markup(f'<font color="#b22222"><b>{escape(r[0])}</b></font>') if r[0].startswith("* ") else r[0],
                    r[1], r[2]] for r in vrows]
-        out.append(_table(st, [t("version_field", lang), t("version_value", lang), t("version_other", lang)], marked,
-                          [60 * mm, 50 * mm, page_w - 110 * mm]))
+        out.append(table(st, [t("version_field", lang), t("version_value", lang), t("version_other", lang)], marked,
+                         [60 * mm, 50 * mm, page_w - 110 * mm]))
 
     out.append(st.p(t("cluster_statement", lang), st.h2))
     for line in statement_lines(data, view, lang):
@@ -89,10 +88,10 @@ def cluster_story(data: ReportData, st: Any, lang: str, page_w: float, tz: Any) 
     out.append(st.p(t("chips_flagged", lang), st.h2))
     flagged = view.flagged()
     if flagged:
-        out.append(_table(st, [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang),
-                               t("util_mean", lang), t("temp_max", lang), t("power_mean", lang), t("findings", lang)],
-                          [chip_row(c, view.min_coverage, lang) for c in flagged],
-                          [26 * mm, 18 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, page_w - 124 * mm]))
+        out.append(table(st, [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang),
+                              t("util_mean", lang), t("temp_max", lang), t("power_mean", lang), t("findings", lang)],
+                         [chip_row(c, view.min_coverage, lang) for c in flagged],
+                         [26 * mm, 18 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, page_w - 124 * mm]))
     else:
         out.append(st.p(t("chips_flagged_none", lang)))
     out.append(Spacer(1, 2 * mm))
@@ -100,7 +99,7 @@ def cluster_story(data: ReportData, st: Any, lang: str, page_w: float, tz: Any) 
     return out
 
 
-def _matrix(view: ClusterView, st: Any, lang: str, page_w: float, colors: Any, mm: float) -> list[Any]:
+def _matrix(view: ClusterView, st: Styles, lang: str, page_w: float, colors: Any, mm: float) -> list[Any]:
     """Heading, legend and the matrix: one row per node, one column per chip, coloured."""
     from reportlab.platypus import LongTable, TableStyle
 
