@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,13 @@ SIM = "sim"
 when it ends; a killed daemon's copy is replaced by the next."""
 _ANALYSIS = Path(REPORT) / "analysis.json"
 _LEGACY_ANALYSIS = Path("analysis.json")  # where runs before report/ kept it
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A new run's id, which names its folder: ``<UTC start>-<short host name>``."""
+    host = socket.gethostname().split(".")[0] or "host"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now or time.time()))
+    return f"{stamp}-{host}"
 
 
 def run_dir(data_dir: str | os.PathLike[str], run_id: str) -> Path:

@@ -164,7 +164,7 @@ def prepare(hosts: tuple[Host, ...], plan_path: str, *, rendezvous: str | None =
     import tomllib
 
     from soak.config import plan_from_dict
-    from soak.daemon.runfolder import new_run_id
+    from soak.runfolder import new_run_id
 
     try:
         raw = Path(plan_path).read_bytes()

@@ -157,7 +157,7 @@ class Daemon(ClusterAgent):
             runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=True)
         else:
             build_profile(plan)  # a bad profile fails before the run folder exists
-            run_id = plan.run.id or runfolder.new_run_id()
+            run_id = plan.run.id or layout.new_run_id()
             run_dir = runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=False)
         self.lock = RunLock(run_dir)
         self.lock.acquire()

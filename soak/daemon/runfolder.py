@@ -1,5 +1,5 @@
-"""The daemon's side of the run folder: a new run's id and folder, its log, the record of
-child processes. The layout itself (paths, the final analysis) is ``soak.runfolder``.
+"""The daemon's side of the run folder: a new run's folder, its log, the record of
+child processes. The layout itself (a new run's id, paths, the final analysis) is ``soak.runfolder``.
 
 ``daemon.json`` names the process groups of the running workloads, so a daemon that resumes
 after a crash can end the orphans of its predecessor before starting new ones.
@@ -12,7 +12,6 @@ import logging
 import logging.handlers
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
@@ -21,12 +20,6 @@ from soak.runfolder import LOGS, SUBFOLDERS, plan_path
 from soak.runfolder import run_dir as _run_dir
 
 log = logging.getLogger("soak.daemon")
-
-
-def new_run_id(now: float | None = None) -> str:
-    host = socket.gethostname().split(".")[0] or "host"
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now or time.time()))
-    return f"{stamp}-{host}"
 
 
 def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
