@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Any
 
-from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError
+from soak.output import add_format, fmt, print_json
 
 # events worth a cluster operator's eye (steps, checkpoints and findings have their own views)
 CLUSTER_EVENTS = ("start", "stop", "node_joined", "node_lost", "cluster_restart", "crash", "hang", "restart",

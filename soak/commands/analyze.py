@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from soak.analysis.verdict import where
-from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError, StoreError
+from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, run_dir
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from soak.commands._common import add_format, print_json
 from soak.errors import InputError, redact
+from soak.output import add_format, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from soak.commands._common import add_format, print_json
+from soak.output import add_format, print_json
 from soak.runfolder import DEFAULT_DATA_DIR, keys_dir
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from soak.commands._common import add_format, fmt, print_json
+from soak.output import add_format, fmt, print_json
 
 
 def _sources(p: argparse.ArgumentParser) -> None:

@@ -11,8 +11,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError
+from soak.output import add_format, fmt, print_json
 
 QUERY_VIEWS = (
     "usages",

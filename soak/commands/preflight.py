@@ -6,8 +6,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError
+from soak.output import add_format, fmt, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from soak.analysis.captures import SHARES, captures_from_events, explain, link
-from soak.commands._common import add_format, fmt, print_json
 from soak.errors import InputError
+from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, read_analysis, run_dir
 
 

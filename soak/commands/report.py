@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from soak.commands._common import add_format, print_json
 from soak.errors import InputError
+from soak.output import add_format, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from soak.commands._common import add_format, fmt, print_json
 from soak.daemon.status import hms
 from soak.errors import InputError, StoreError
+from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
 
 

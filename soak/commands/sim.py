@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from soak.commands._common import add_format, print_json
 from soak.errors import InputError
+from soak.output import add_format, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

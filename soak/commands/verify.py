@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from soak.commands._common import add_format, print_json
+from soak.output import add_format, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

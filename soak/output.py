@@ -1,4 +1,8 @@
-"""Small helpers shared by subcommands: output formats."""
+"""The CLI's output formats, shared by every subcommand wherever it lives.
+
+``--format table|json``, standard JSON (no NaN) and values for people ("N/A", never 0). The
+subcommands in ``soak.commands`` and ``soak.cluster.status`` both print through these.
+"""
 
 from __future__ import annotations
 
