@@ -34,6 +34,13 @@ def read_toml(path: str | os.PathLike[str], what: str, error: type[UserError] = 
               max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     """The tables of the TOML file ``path``; ``what`` names it in the one-line ``error``
     (``plan p.toml: no such file``)."""
+    return read_toml_bytes(path, what, error, max_bytes)[1]
+
+
+def read_toml_bytes(path: str | os.PathLike[str], what: str, error: type[UserError] = UserError,
+                    max_bytes: int = MAX_BYTES) -> tuple[bytes, dict[str, Any]]:
+    """``read_toml`` that also returns the file's bytes, for a caller that passes the file on
+    as it was (``soak cluster launch`` sends the plan to every node)."""
     p = Path(path)
     label = f"{what} {p}"
     try:
@@ -55,7 +62,7 @@ def read_toml(path: str | os.PathLike[str], what: str, error: type[UserError] = 
     if len(raw) > max_bytes:
         raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return raw, tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:

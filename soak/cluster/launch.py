@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 from soak.cluster.hostfile import Host
@@ -161,20 +160,11 @@ def prepare(hosts: tuple[Host, ...], plan_path: str, *, rendezvous: str | None =
     torchrun's port. The run id is the flag, else the plan's ``run.id``, else a new one made
     here: agents left to make their own would each start a different run.
     """
-    import tomllib
-
     from soak.config import plan_from_dict
     from soak.runfolder import new_run_id
+    from soak.tomlfile import read_toml_bytes
 
-    try:
-        raw = Path(plan_path).read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"plan {plan_path}: no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"plan {plan_path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"plan {plan_path}: cannot read: {exc}") from None
+    raw, data = read_toml_bytes(plan_path, "plan", ConfigError)
     cluster = data.get("cluster", {})
     if not isinstance(cluster, dict):
         raise ConfigError(f"plan {plan_path}: cluster must be a table ([cluster])")
