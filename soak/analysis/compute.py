@@ -28,6 +28,7 @@ from typing import Any
 
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
+from soak.device_names import rank_device
 
 DETECTOR_VERSION = "compute/1.0"
 METRIC = "tflops"
@@ -47,7 +48,7 @@ class RankRate:
 
     @property
     def name(self) -> str:
-        return f"{self.workload}-rank{self.rank}"
+        return rank_device(self.workload, self.rank)
 
 
 @dataclass(frozen=True)

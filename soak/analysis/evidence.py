@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from soak.analysis._stats import sorted_union
+from soak.device_names import HOST_DEVICE
 
 CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
-HOST_DEVICE = "host"
 
 # Causes of an interruption; ``excused`` ones do not count against availability: a workload
 # must start somewhere, and an injected canary fault is expected by the plan.

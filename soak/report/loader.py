@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from soak.analysis.captures import Capture, captures_from_events, link
+from soak.device_names import HOST_DEVICE, rank_device
 from soak.report.model import (
     CaptureView,
     ChipSummary,
@@ -68,8 +69,6 @@ def step_series(store: Store, run_id: str, bucket_s: float | None) -> list[Serie
 
 def device_series(store: Store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:
     """The chart series of every chip (or one), downsampled in SQL."""
-    from soak.store import HOST_DEVICE
-
     rows = store.load_samples(run_id, device=device, bucket_s=bucket_s)
     by_dev: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -88,8 +87,6 @@ def device_series(store: Store, run_id: str, bucket_s: float | None, device: str
 def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[str, Any]]:
     """``chip_stats`` from in-memory arrays (the PDF already holds them for the export)."""
     import numpy as np
-
-    from soak.store import HOST_DEVICE
 
     out: dict[str, dict[str, Any]] = {}
     devs = sorted({d for d, m in arrays if m in _SERIES_COLUMNS and d != HOST_DEVICE})
@@ -118,8 +115,6 @@ def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[s
 def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | None) -> list[Series]:
     """Bucket means of the chart metrics (and per-rank step time), like the SQL path."""
     import numpy as np
-
-    from soak.store import HOST_DEVICE
 
     out: list[Series] = []
     for (dev, metric), (t, v) in sorted(arrays.items()):
@@ -313,7 +308,7 @@ def load_report_data(
         EventView(
             ts=e.ts,
             kind=e.kind,
-            device=None if e.rank is None else f"{e.workload or 'rank'}-rank{e.rank}",
+            device=None if e.rank is None else rank_device(e.workload or "rank", e.rank),
             message=e.message,
             severity=(e.detail or {}).get("severity") if isinstance(e.detail, Mapping) else None,
         )

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Pseudo-device holding host-level values of a tick: the workload's RSS and comm timeouts.
-HOST_DEVICE = "host"
+from soak.device_names import HOST_DEVICE, rank_device
+
+__all__ = ["HOST_DEVICE", "rank_device"]  # the store's readers and writers name them from here too
+
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
 # The keys of an analysis finding that are columns of ``findings``; any other key is detail.
 FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
@@ -23,11 +25,6 @@ STEP_TRACE_METRICS: tuple[str, ...] = ("step_time_s", "tokens_per_s", "compute_s
 def node_of(device: str | None) -> str | None:
     """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
     return device.split("/", 1)[0] if device and "/" in device else None
-
-
-def rank_device(workload: str, rank: int) -> str:
-    """The device key of one rank's step metrics in traces, exports and charts."""
-    return f"{workload}-rank{rank}"
 
 
 @dataclass(frozen=True)

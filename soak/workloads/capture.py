@@ -35,6 +35,7 @@ from soak.analysis.captures import (
     read_requests,
     summarize_trace,
 )
+from soak.device_names import rank_device
 
 POLL_EVERY_S = 1.0
 
@@ -154,7 +155,7 @@ class Capturer:
         return None
 
     def _has_baseline(self) -> bool:
-        return self.dir.is_dir() and any(self.dir.glob(f"{self.workload}-rank{self.rank}-baseline-*"))
+        return self.dir.is_dir() and any(self.dir.glob(f"{rank_device(self.workload, self.rank)}-baseline-*"))
 
     # ------------------------------------------------------------------ start, stop
     def _start(self, label: str, step: int, req: Request | None) -> None:
@@ -172,7 +173,7 @@ class Capturer:
         self._active["t0"] = time.perf_counter()  # the shares are of the steps, not of the start
 
     def _trace_dir(self, label: str, step: int) -> Path:
-        return self.dir / f"{self.workload}-rank{self.rank}-{label}-step{step}"
+        return self.dir / f"{rank_device(self.workload, self.rank)}-{label}-step{step}"
 
     def _fail(self, error: str) -> None:
         a = self._active or {}
@@ -223,7 +224,7 @@ class Capturer:
             prof.export_chrome_trace(str(raw))
             with open(raw, "rb") as fh:
                 summary = summarize_trace(json.load(fh), backend=self.backend, wall_us=wall_us)
-            gz = folder / f"{self.workload}-rank{self.rank}.pt.trace.json.gz"
+            gz = folder / f"{rank_device(self.workload, self.rank)}.pt.trace.json.gz"
             with open(raw, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst)
         finally:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.device import Device, host_rss_bytes
+from soak.device_names import rank_device
 from soak.errors import UserError
 from soak.runfolder import CHECKPOINT_TMP_GLOB, CHECKPOINTS, HEARTBEATS
 from soak.workloads.capture import Capturer
@@ -114,7 +115,7 @@ class Heartbeat:
 
     def __init__(self, run_dir: Path, workload: str, rank: int, world_size: int,
                  device: Device, interval_s: float = 1.0, enabled: bool = True) -> None:
-        self.path = run_dir / HEARTBEATS / f"{workload}-rank{rank}.jsonl"
+        self.path = run_dir / HEARTBEATS / f"{rank_device(workload, rank)}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.enabled = enabled
         self._f = open(self.path, "a", buffering=1, encoding="utf-8") if enabled else None

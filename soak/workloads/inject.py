@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from soak.device_names import rank_device
 from soak.errors import InputError
 
 _SIZE = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -212,7 +213,7 @@ class Injector:
             self._next_stall[s.raw] = self._t0 + float(s.every_s or 0)
 
     def _marker(self, spec: InjectSpec) -> Path:
-        return self.run_dir / "inject" / f"{self.workload}-rank{self.rank}-crash-at{spec.at_step}"
+        return self.run_dir / "inject" / f"{rank_device(self.workload, self.rank)}-crash-at{spec.at_step}"
 
     def before_step(self, step: int) -> None:
         """Called before step ``step`` runs: crash, hang, stall and leak act here."""
