@@ -22,6 +22,7 @@ from typing import Any
 from exporters.listen import DEFAULT_LISTEN, parse_listen
 from soak.errors import ConfigError, InputError, UserError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
+from soak.telemetry import BACKENDS
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 from soak.tomlfile import finite, read_toml
 
@@ -30,7 +31,6 @@ MAX_SPAN_S = 366 * 86400.0
 run's end time (an infinite ``run.duration`` would leave a run that never ends)."""
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-BACKENDS = ("auto", "npu", "cuda", "cpu", "sim")
 WORKLOADS = ("lm", "gemm", "collective")
 SIZES = ("tiny", "small", "medium", "large")
 

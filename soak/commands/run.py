@@ -6,9 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from soak.config import BACKENDS, SIZES, WORKLOADS, plan_from_dict, read_plan_data
+from soak.config import SIZES, WORKLOADS, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
+from soak.telemetry import BACKENDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from soak.clock import SYSTEM_CLOCK, ScaledClock
 from soak.errors import DeviceUnavailable, SoakError, ToolError
+from soak.telemetry import BACKENDS
 from soak.telemetry.hccn import read_link_up
 from soak.telemetry.host import HostReader, cpu_device_sample
 from soak.telemetry.npu_query import read_chip_details
@@ -34,7 +35,6 @@ from soak.telemetry.records import DeviceSample, HostSample, ReaderStatus, Snaps
 
 log = logging.getLogger("soak.telemetry")
 
-BACKENDS = ("auto", "npu", "cuda", "cpu", "sim")
 DEFAULT_TOOL_TIMEOUT_S = 10.0
 DEFAULT_DETAIL_INTERVAL_S = 60.0
 
