@@ -175,6 +175,7 @@ def child(what: str, url: str, run_id: str, hours: float) -> None:
             rows = store.load_buckets(run_id)
             extra["rows"] = len(rows)
         else:
+            from soak.analysis.model import PEER_KINDS
             from soak.judge import judge_run
 
             if what == "online":
@@ -183,7 +184,7 @@ def child(what: str, url: str, run_id: str, hours: float) -> None:
                 j = judge_run(store, run_id, status="finished", ended=end)
             extra = {"verdict": j.verdict, "findings": len(j.findings), "chip_hours": j.chip_hours,
                      "kinds": sorted({(f["kind"], f.get("node"), f.get("device")) for f in j.findings
-                                      if f["kind"] in ("outlier", "straggler")}),
+                                      if f["kind"] in PEER_KINDS}),
                      "coverage_min": None if j.coverage is None else j.coverage.worst[2],
                      "chips_seen": None if j.coverage is None else j.coverage.chips_seen}
     wall = time.perf_counter() - t0

@@ -22,7 +22,7 @@ import numpy as np
 
 from soak.analysis import analyze
 from soak.analysis.evaluate_links import INFORMATIVE, link_cases, run_link_case
-from soak.analysis.model import Finding
+from soak.analysis.model import PEER_KINDS, Finding
 from soak.analysis.profile import Profile, ThermalParams
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.analysis.trace import Trace
@@ -206,7 +206,7 @@ def _truth(fault: Fault, sc: Scenario) -> dict[str, float | None]:
         return {"change_pct": fault.magnitude, "onset": onset}
     if fault.kind == "thermal" and fault.style == "drift":
         return {"slope": fault.magnitude}
-    if fault.kind in ("outlier", "straggler"):
+    if fault.kind in PEER_KINDS:
         return {"deviation": fault.magnitude, "onset": onset if fault.onset_h > 0 else None}
     return {}
 

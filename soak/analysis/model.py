@@ -95,7 +95,7 @@ class Finding:
             out["period_s"] = self.period_s
         if self.kind == "utilization_dropouts" or self.count is not None:
             out["count"] = self.count
-        if self.kind in ("outlier", "straggler") or self.baseline is not None:
+        if self.kind in PEER_KINDS or self.baseline is not None:
             out["baseline"] = self.baseline
             out["deviation"] = self.deviation
         out["explained_by"] = self.explained_by

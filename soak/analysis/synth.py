@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from soak.analysis.model import PEER_KINDS
 from soak.analysis.profile import Phase
 from soak.analysis.trace import Trace
 
@@ -123,7 +124,7 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
         c_temp, c_power, c_step = (spread_rng.normal(0, 1.0 * sc.spread), spread_rng.normal(0, 0.03 * sc.spread),
                                    spread_rng.normal(0, 0.01 * sc.spread))
         # A chip labelled out of line is that much off its siblings' typical value.
-        if any(f.kind in ("outlier", "straggler") for f in faults_by_dev.get(dev, [])):
+        if any(f.kind in PEER_KINDS for f in faults_by_dev.get(dev, [])):
             c_temp = c_power = c_step = 0.0
         busy = ~(ck | restart)
         dips = global_dips | _dips(rng, dur, sc.dips_per_day * sc.noise / 2, t_rel)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from soak.analysis.evidence import is_host
+from soak.analysis.model import PEER_KINDS
 from soak.report.model import ChipSummary, FindingView, ReportData
 from soak.report.verify import CHIPS_NAME
 
 VERDICTS = ("fail", "warn", "pass", "nodata")
-PEER_KINDS = ("straggler", "outlier")
 CHIPS_CSV_NAME = CHIPS_NAME  # the attachment's name, where ``soak verify`` checks it
 DEFAULT_MIN_COVERAGE = 0.95  # soak.analysis.profile.EvidenceParams.min_coverage
 _RANK = {"fail": 3, "nodata": 2, "warn": 1, "pass": 0}

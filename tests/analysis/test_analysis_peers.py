@@ -11,10 +11,10 @@ import pytest
 
 from soak.analysis import Profile, Trace, analyze
 from soak.analysis.evaluate import cluster_healthy_cases, healthy_cases, run_case
+from soak.analysis.model import PEER_KINDS
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.errors import ConfigError
 
-PEER_KINDS = ("outlier", "straggler")
 GIB = 1 << 30
 
 
