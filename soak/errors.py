@@ -51,6 +51,24 @@ class StoreError(UserError):
     """The store cannot be opened or written (bad URL, unwritable path, disk full, locked)."""
 
 
+class KeyFileError(InputError):
+    """A signing key or certificate cannot be used (missing, unreadable, too open)."""
+
+
+class ClusterError(UserError):
+    """A cluster run cannot go on: a node missing, a version differs (one line, exit 2)."""
+
+
+class PlanCopyFailed(InputError):
+    """A host could not be reached or written: one line, and ssh's own exit status."""
+
+    exit_code = 255  # what ssh itself returns when it cannot connect
+
+
+class FontNotFound(InputError):
+    """No usable CJK TrueType font: the message says how to install or name one."""
+
+
 class ToolError(SoakError):
     """A vendor tool (npu-smi, hccn_tool, NVML) failed: missing, timed out, or reported an error.
 

@@ -36,12 +36,12 @@ from typing import IO
 
 from soak.cluster.hostfile import Host
 from soak.config import is_host_port
-from soak.errors import ConfigError, InputError
+from soak.errors import ConfigError, InputError, PlanCopyFailed
 
 DEFAULT_RENDEZVOUS_PORT = 29400  # torchrun's documented c10d port
 DEFAULT_STOP_GRACE_S = 120  # the daemon's own stop (workload grace, final analysis) fits
 COPY_TIMEOUT_S = 60.0
-EXIT_SSH_FAILED = 255  # what ssh itself returns when it cannot connect
+EXIT_SSH_FAILED = PlanCopyFailed.exit_code  # what ssh itself returns when it cannot connect
 
 # Ours go last: for every -o option ssh keeps the first value it sees, so --ssh-option wins.
 SSH_DEFAULTS = (
@@ -90,11 +90,6 @@ rm -rf "$dir"
 exit "$rc"
 """
 
-
-class PlanCopyFailed(InputError):
-    """A host could not be reached or written: one line, and ssh's own exit status."""
-
-    exit_code = EXIT_SSH_FAILED
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,13 @@ from typing import Any
 
 from soak.cluster.node import version_drift
 from soak.config import Plan
-from soak.errors import UserError
+from soak.errors import ClusterError
 from soak.store import NodeRecord, RunRecord, Store
 from soak.workloads.launch import Rendezvous
 
 log = logging.getLogger("soak.cluster")
 
 ALIVE = ("joined", "running", "finished")
-
-
-class ClusterError(UserError):
-    """A cluster run cannot go on: a node missing, a version differs (one line, exit 2)."""
 
 
 @dataclass

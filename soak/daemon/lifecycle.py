@@ -28,7 +28,7 @@ from soak.analysis.captures import CapturePlanner, wall_of
 from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
 from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
-from soak.cluster.member import ClusterError, ClusterMember
+from soak.cluster.member import ClusterMember
 from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
@@ -40,7 +40,7 @@ from soak.daemon.metrics import RunCollector
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import StoreError, UserError, redact
+from soak.errors import ClusterError, StoreError, UserError, redact
 from soak.judge import judge_run
 from soak.runplan import build_profile, online_bucket_s
 from soak.store import Store

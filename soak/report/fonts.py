@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from soak.errors import InputError
+from soak.errors import FontNotFound
 
 CJK_FONT_NAME = "SoakCJK"
 
@@ -53,10 +53,6 @@ _FONT_DIRS: tuple[str, ...] = (
 class FontChoice:
     path: Path
     subfont_index: int = 0
-
-
-class FontNotFound(InputError):
-    """No usable CJK TrueType font: the message says how to install or name one."""
 
 
 def _search_dirs() -> list[Path]:

@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from soak.errors import InputError
+from soak.errors import InputError, KeyFileError
 from soak.runfolder import keys_dir
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
 FIELD_NAME = "SoakAcceptanceSignature"
-
-
-class KeyFileError(InputError):
-    """A signing key or certificate cannot be used (missing, unreadable, too open)."""
 
 
 @dataclass(frozen=True)

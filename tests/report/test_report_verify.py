@@ -11,8 +11,9 @@ import stat
 import pytest
 
 from soak.cli import main
+from soak.errors import KeyFileError
 from soak.report.build import build_pdf
-from soak.report.signing import KeyFileError, create_keys, load_keypair
+from soak.report.signing import create_keys, load_keypair
 from soak.store import Store
 
 
