@@ -25,7 +25,7 @@ from soak.analysis._stats import episodes, sorted_union
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Trace
-from soak.analysis.utilization import _explain
+from soak.analysis.utilization import explain_by_phase
 
 DETECTOR_VERSION = "hang/1.0"
 _ALIVE_BIN_S = 10.0
@@ -75,7 +75,7 @@ def detect(
         eps = episodes(s.t, s.v < low, dt, profile.utilization.merge_gap_s, thr)
         if not eps:
             continue
-        names = _explain(eps, profile.phases)
+        names = explain_by_phase(eps, profile.phases)
         hbm = trace.get(s.device, "hbm_used_bytes")
         if hbm is None or not hbm.v.size:
             continue  # idle without memory evidence may be a finished or absent job
@@ -157,7 +157,7 @@ def detect(
 
 
 def _in_phase(interval: tuple[float, float], profile: Profile) -> bool:
-    return _explain([interval], profile.phases)[0] is not None
+    return explain_by_phase([interval], profile.phases)[0] is not None
 
 
 def _merge(items: list[tuple[float, float, str, bool]]) -> list[tuple[float, float, str, bool]]:

@@ -120,7 +120,7 @@ def periodicity(
     return Periodicity(p, cv, share, onset, p_value)
 
 
-def _explain(eps: list[tuple[float, float]], phases: tuple[Phase, ...]) -> list[str | None]:
+def explain_by_phase(eps: list[tuple[float, float]], phases: tuple[Phase, ...]) -> list[str | None]:
     """Name of the phase explaining each episode, or None."""
     out: list[str | None] = [None] * len(eps)
     if not eps:
@@ -171,7 +171,7 @@ def detect(
         dt = s.median_dt_s() or 1.0
         eps = episodes(s.t, s.v < p.low_pct, dt, p.merge_gap_s, p.min_duration_s)
         eps = [e for e in eps if e[1] - e[0] < max(hang_s, 3.0 * dt)]
-        names = _explain(eps, profile.phases)
+        names = explain_by_phase(eps, profile.phases)
         per_dev[s.device] = [e for e, n in zip(eps, names, strict=True) if n is None]
         explained[s.device] = [(e, n) for e, n in zip(eps, names, strict=True) if n is not None]
         spans[s.device] = max(s.end - s.start + dt, dt)
