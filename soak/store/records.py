@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.device_names import HOST_DEVICE, rank_device
-
-__all__ = ["HOST_DEVICE", "rank_device"]  # the store's readers and writers name them from here too
+# one home (soak.device_names); the store's parts take them from here with its records
+from soak.device_names import HOST_DEVICE as HOST_DEVICE
+from soak.device_names import rank_device as rank_device
 
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
 # The keys of an analysis finding that are columns of ``findings``; any other key is detail.
