@@ -7,7 +7,6 @@ the row, and the daemon's own insert failed on ``UNIQUE constraint failed: soak_
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
@@ -20,10 +19,9 @@ from soak.daemon.lifecycle import Daemon
 from soak.errors import StoreError
 from soak.store import Store
 from tests.daemon.conftest import fake_argv, fake_plan
-from tests.store.store_poller import poll
+from tests.store.store_poller import NOT_YET, race
 
 N_DAEMONS = 20
-NOT_YET = "no soak schema yet (being created, or not a soak database)"
 
 
 def _daemon(tmp_path: Path, run_id: str, go: Any, results: Any) -> None:
@@ -49,24 +47,9 @@ def _daemon(tmp_path: Path, run_id: str, go: Any, results: Any) -> None:
 @pytest.mark.slow
 def test_twenty_daemons_start_while_a_reader_polls_their_stores(tmp_path) -> None:
     runs = tmp_path / "runs"
-    ctx = multiprocessing.get_context("fork")  # soak is imported once: the daemons start together
-    go, polling, stop, polled, ended = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    reader = ctx.Process(target=poll, args=(str(runs / "*" / "soak.db"), polling, stop, polled))
     ids = [f"d{i:02d}" for i in range(N_DAEMONS)]
-    daemons = [ctx.Process(target=_daemon, args=(tmp_path, run_id, go, ended)) for run_id in ids]
-    for p in (reader, *daemons):
-        p.start()
-    try:
-        assert polling.wait(30)
-        go.set()
-        outcomes = dict(ended.get(timeout=120) for _ in daemons)
-        stop.set()
-        result = polled.get(timeout=60)
-    finally:
-        for p in (reader, *daemons):
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+    ended, result = race(str(runs / "*" / "soak.db"), _daemon, [(tmp_path, run_id) for run_id in ids])
+    outcomes = dict(ended)
 
     assert {run_id: rc for run_id, rc in outcomes.items() if rc not in (0, 1)} == {}
     assert result.writes == []

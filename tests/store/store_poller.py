@@ -8,7 +8,9 @@ statement it sends that would change a database, which a reader must never do.
 from __future__ import annotations
 
 import glob
+import multiprocessing
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ from sqlalchemy.engine import Engine
 from soak.store import Store
 
 WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "ALTER", "DROP")
+NOT_YET = "no soak schema yet (being created, or not a soak database)"  # a reader's refusal
 
 
 @dataclass
@@ -61,3 +64,30 @@ def poll(pattern: str, polling: Any, stop: Any, results: Any, interval_s: float 
         if path not in out.complete:
             try_open(path)
     results.put(out)
+
+
+def race(pattern: str, racer: Callable[..., None], args: Sequence[tuple[Any, ...]],
+         timeout_s: float = 120.0) -> tuple[list[Any], PollResult]:
+    """Poll ``pattern`` while one forked process per ``args`` runs ``racer(*a, go, results)``.
+
+    The racers wait for ``go``, set once the reader polls, so they start together (soak is
+    imported once, before the fork); each puts one outcome on ``results``. Returns the
+    outcomes and what the reader saw; every process is ended, whatever happens.
+    """
+    ctx = multiprocessing.get_context("fork")
+    go, polling, stop, polled, outcomes = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    reader = ctx.Process(target=poll, args=(pattern, polling, stop, polled))
+    racers = [ctx.Process(target=racer, args=(*a, go, outcomes)) for a in args]
+    for p in (reader, *racers):
+        p.start()
+    try:
+        assert polling.wait(30), "the reader did not start polling"
+        go.set()
+        got = [outcomes.get(timeout=timeout_s) for _ in racers]
+        stop.set()
+        return got, polled.get(timeout=60)
+    finally:
+        for p in (reader, *racers):
+            p.join(10)
+            if p.is_alive():
+                p.kill()

@@ -9,7 +9,6 @@ already exists``. A reader never writes the schema, and the schema appears whole
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,9 @@ from sqlalchemy import select
 from soak.errors import StoreError
 from soak.store import Store
 from soak.store import schema as S
-from tests.store.store_poller import poll
+from tests.store.store_poller import NOT_YET, race
 
 N_CREATORS = 20
-NOT_YET = "no soak schema yet (being created, or not a soak database)"
 
 
 def _create(url: str, go: Any, results: Any) -> None:
@@ -43,24 +41,8 @@ def _version_rows(db: Path) -> list[tuple[str]]:
 def test_twenty_creators_and_a_polling_reader_on_one_new_store(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
-    ctx = multiprocessing.get_context("fork")  # soak is imported once: the creators start together
-    go, polling, stop, polled, created = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     target = store_url.removeprefix("sqlite:///")  # the SQLite file as the poller globs it
-    reader = ctx.Process(target=poll, args=(target, polling, stop, polled))
-    creators = [ctx.Process(target=_create, args=(store_url, go, created)) for _ in range(N_CREATORS)]
-    for p in (reader, *creators):
-        p.start()
-    try:
-        assert polling.wait(30)
-        go.set()
-        errors = [created.get(timeout=60) for _ in creators]
-        stop.set()
-        result = polled.get(timeout=60)
-    finally:
-        for p in (reader, *creators):
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+    errors, result = race(target, _create, [(store_url,)] * N_CREATORS, timeout_s=60)
 
     assert [e for e in errors if e is not None] == []
     assert result.writes == []
