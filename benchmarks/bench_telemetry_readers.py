@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from soak.telemetry.npu_smi import parse_info_table  # noqa: E402
+from soak.telemetry.npu_table import parse_info_table  # noqa: E402
 from soak.telemetry.plog import PlogFollower, count_text  # noqa: E402
 from soak.telemetry.runner import run_tool  # noqa: E402
 

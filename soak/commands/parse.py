@@ -1,7 +1,7 @@
 """``soak parse``: read recorded vendor-tool output and print it as JSON (or a table).
 
 ``soak parse npu-smi FILE`` is a contract: JSON ``{"version", "chips", "processes"}`` with
-fixed keys (see ``soak.telemetry.npu_smi``). Unreadable input exits 2 with one line.
+fixed keys (see ``soak.telemetry.npu_table``). Unreadable input exits 2 with one line.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def read_text(name: str) -> tuple[str, str]:
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    from soak.telemetry.npu_smi import parse_info_table
+    from soak.telemetry.npu_table import parse_info_table
 
     text, label = read_text(args.file)
     table = parse_info_table(text, source=label)

@@ -1,4 +1,4 @@
-"""One value as npu-smi prints it, to a Python value: the table view (``npu_smi``) and the
+"""One value as npu-smi prints it, to a Python value: the table view (``npu_table``) and the
 key/value views (``npu_query``) read numbers and "no value" words the same way.
 
 ``NA``, ``-``, ``Failed`` and the like are None, never 0; so is any other non-numeric text in

@@ -3,7 +3,7 @@ source): the parser must follow the header lines, not column positions."""
 
 from __future__ import annotations
 
-from soak.telemetry.npu_smi import parse_info_table
+from soak.telemetry.npu_table import parse_info_table
 
 # A future layout: a new Voltage column, Temp before Power, HBM before AICore in row 2,
 # the 26.0-style "Process id in container" column, a process name with spaces, and a

@@ -9,7 +9,8 @@ import pytest
 
 from soak.errors import InputError, ToolError
 from soak.telemetry import npu_query as q
-from soak.telemetry.npu_smi import NpuSmiReader, parse_info_table, to_device_samples
+from soak.telemetry.npu_smi import NpuSmiReader, to_device_samples
+from soak.telemetry.npu_table import parse_info_table
 from soak.telemetry.runner import ReplayRunner
 
 NPU = Path(__file__).resolve().parents[1] / "fixtures" / "npu"

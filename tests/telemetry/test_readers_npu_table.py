@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak.errors import InputError
-from soak.telemetry.npu_smi import CHIP_KEYS, PROCESS_KEYS, parse_info_table
+from soak.telemetry.npu_table import CHIP_KEYS, PROCESS_KEYS, parse_info_table
 
 NPU = Path(__file__).resolve().parents[1] / "fixtures" / "npu"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
-from soak.telemetry.npu_smi import MIB, parse_info_table, to_device_samples
+from soak.telemetry.npu_smi import MIB, to_device_samples
+from soak.telemetry.npu_table import parse_info_table
 
 NPU = Path(__file__).resolve().parents[1] / "fixtures" / "npu"
 

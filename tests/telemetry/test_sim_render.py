@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from soak.telemetry.npu_smi import parse_info_table, to_device_samples
+from soak.telemetry.npu_smi import to_device_samples
+from soak.telemetry.npu_table import parse_info_table
 from soak.telemetry.sim import SimConfig, SimFleet
 from soak.telemetry.sim.model import FleetModel
 from soak.telemetry.sim.table import ProcRow, TableRow, render_info_table

@@ -11,7 +11,8 @@ import pytest
 
 from soak.clock import ScaledClock
 from soak.errors import InputError, ToolError
-from soak.telemetry.npu_smi import NpuSmiReader, parse_info_table
+from soak.telemetry.npu_smi import NpuSmiReader
+from soak.telemetry.npu_table import parse_info_table
 from soak.telemetry.plog import PlogFollower
 from soak.telemetry.runner import Runner
 from soak.telemetry.sim import CONFIG_NAME, SimConfig, SimFleet, install
