@@ -13,6 +13,7 @@ from typing import TypeVar
 from soak.errors import InputError, ToolError
 from soak.telemetry import npu_query as q
 from soak.telemetry.npu_table import InfoTable, parse_info_table
+from soak.telemetry.npu_values import healthy_of
 from soak.telemetry.records import DeviceSample
 from soak.telemetry.runner import Runner, RunnerLike
 
@@ -27,13 +28,6 @@ MIB = 1024 * 1024
 def device_key(npu_id: int, chip_id: int) -> str:
     """The stable device key for an Ascend chip (store, labels, traces)."""
     return f"npu{npu_id}-{chip_id}"
-
-
-def healthy_of(health: str | None) -> bool | None:
-    """OK is healthy; Warning, Alarm, Critical are not; no reading or UNKNOWN is None."""
-    if health is None or health.upper() == "UNKNOWN":
-        return None
-    return health == "OK"
 
 
 def _bytes(mb: int | None) -> int | None:

@@ -18,6 +18,14 @@ def is_na(text: str | None) -> bool:
     return text is None or text.strip().lower() in NA_WORDS
 
 
+def healthy_of(health: str | None) -> bool | None:
+    """A chip's health word as a judgement: OK is healthy; Warning, Alarm, Critical are not;
+    no reading or UNKNOWN is None (the tool did not say)."""
+    if health is None or health.upper() == "UNKNOWN":
+        return None
+    return health == "OK"
+
+
 def to_number(text: str | None) -> int | float | None:
     """An int when the text is one, else a float, else None."""
     if is_na(text):

@@ -22,7 +22,7 @@ from soak.telemetry.npu_query.lines import (
     require_kv_lines,
     split_chips,
 )
-from soak.telemetry.npu_values import to_float, to_int, to_str
+from soak.telemetry.npu_values import healthy_of, to_float, to_int, to_str
 
 # ------------------------------------------------------------------------------- -t usages
 
@@ -230,9 +230,7 @@ class HealthInfo:
     @property
     def healthy(self) -> bool | None:
         """OK -> True; Warning/Alarm/Critical -> False; NA or UNKNOWN -> None."""
-        if self.health is None or self.health.upper() == "UNKNOWN":
-            return None
-        return self.health == "OK"
+        return healthy_of(self.health)
 
     def sample_fields(self) -> dict[str, object]:
         return not_none({"health": self.health, "healthy": self.healthy})
