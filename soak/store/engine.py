@@ -7,8 +7,10 @@ block the daemon's writes; a PostgreSQL call is bounded in time.
 
 ``Database`` is the base of every part of ``soak.store.Store``: the engine, the writer lock
 and the one retry and error path. The parts run each statement through its ``_retry``,
-``_write``, ``_read`` or ``_read_tuples``: only 'locked/busy' is retried, each attempt
-logged, and anything else is one ``StoreError``.
+``_write``, ``_read`` or ``_read_tuples``: only transient errors are retried, each attempt
+logged ('locked/busy' a few times; a lost or refused connection for a few seconds, long enough
+for a pooled connection to be replaced, short enough that the daemon's loop, which watches its
+workloads for hangs, is not held), and anything else is one ``StoreError``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ log = logging.getLogger("soak.store")
 # attempt n+1 (n times this many seconds).
 WRITE_ATTEMPTS = 3
 RETRY_WAIT_S = 0.2
+# A connection that was dropped or refused (the server restarted, a relay or proxy went away)
+# is tried again for this long, waiting RETRY_WAIT_S, then twice that, up to RECONNECT_WAIT_MAX_S
+# between attempts; then the call raises. A longer outage is the caller's to ride out (the
+# daemon spools what it could not write: soak.daemon.spool).
+RECONNECT_WITHIN_S = 5.0
+RECONNECT_WAIT_MAX_S = 1.0
 
 T = TypeVar("T")
 
@@ -93,6 +101,25 @@ def _is_transient(exc: BaseException) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+# What libpq and psycopg say when the connection is gone or cannot be made (PostgreSQL
+# restarted or shut down, the network or a relay in between dropped it); lower case.
+_DISCONNECT_TEXT = (
+    "connection refused", "connection reset", "terminating connection", "server closed the connection",
+    "connection is closed", "connection already closed", "no connection to the server",
+    "the database system is starting up",
+    "the database system is shutting down", "ssl connection has been closed", "broken pipe",
+    "consuming input failed", "connection timed out",
+)
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database connection was lost or refused (not a bad statement)."""
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    msg = describe(exc).lower()
+    return any(t in msg for t in _DISCONNECT_TEXT)
+
+
 def open_engine(norm: str, *, create: bool) -> Engine:
     """The engine of ``norm`` (a URL as ``normalize_url`` makes it); nothing is connected yet.
 
@@ -119,7 +146,9 @@ def open_engine(norm: str, *, create: bool) -> Engine:
             kwargs = {"connect_args": {"check_same_thread": False, "timeout": 10}}
     try:
         if norm.startswith("postgresql"):
-            kwargs = {"connect_args": _pg_bounds(norm)}
+            # pre-ping: a pooled connection the server dropped (a restart) is replaced
+            # before a statement fails on it
+            kwargs = {"connect_args": _pg_bounds(norm), "pool_pre_ping": True}
         engine = create_engine(norm, **kwargs)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
         raise StoreError(f"store URL {safe_url(norm)!r}: {describe(exc)}") from None
@@ -143,25 +172,55 @@ class Database:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ writing
-    def _retry(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in one transaction under the writer lock; every write goes through here.
+    def _attempts(self, what: str, call: Callable[[], T]) -> T:
+        """``call`` until it returns; the one place a transient error is retried.
 
-        Only 'locked/busy' is retried (another process holds SQLite's write lock for longer
-        than the busy timeout); each retry is logged. Anything else is one ``StoreError``.
+        'locked/busy' (another process holds SQLite's write lock for longer than the busy
+        timeout) is tried ``WRITE_ATTEMPTS`` times; a lost or refused connection is tried
+        again for ``RECONNECT_WITHIN_S`` (the pool's connections are dropped, a new one is
+        made). Each retry is logged. Anything else, or the last failure, is one ``StoreError``
+        naming the store and what failed (``what``: "write", "read").
+
+        A write whose connection dropped during its commit may have been committed: the
+        tables a retried write can repeat into (samples) drop the repeat.
         """
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
+        errors: tuple[type[BaseException], ...] = (DBAPIError,)
+        dbapi_error = getattr(self.engine.dialect.loaded_dbapi, "Error", None)
+        if isinstance(dbapi_error, type):
+            errors = (DBAPIError, dbapi_error)
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
             try:
-                with self._lock, self.engine.begin() as conn:
-                    return work(conn)
-            except OperationalError as exc:
-                if _is_transient(exc) and attempt < WRITE_ATTEMPTS:
+                return call()
+            except errors as exc:
+                elapsed = time.monotonic() - t0
+                if isinstance(exc, OperationalError) and _is_transient(exc) and attempt < WRITE_ATTEMPTS:
                     log.warning("store busy (attempt %d/%d): %s", attempt, WRITE_ATTEMPTS, describe(exc))
                     time.sleep(RETRY_WAIT_S * attempt)
                     continue
-                raise StoreError(f"store {self.url}: write failed: {describe(exc)}") from None
-            except DBAPIError as exc:
-                raise StoreError(f"store {self.url}: write failed: {describe(exc)}") from None
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+                if is_disconnect(exc):
+                    wait = min(RECONNECT_WAIT_MAX_S, RETRY_WAIT_S * 2 ** (attempt - 1))
+                    if elapsed + wait < RECONNECT_WITHIN_S:
+                        log.warning("store %s: connection lost (attempt %d, %.1f s): %s; trying again in %.1f s",
+                                    self.url, attempt, elapsed, describe(exc), wait)
+                        if not self.is_sqlite:  # (SQLite's memory database lives in its one connection)
+                            self.engine.dispose()  # the other pooled connections went with it
+                        time.sleep(wait)
+                        continue
+                    log.error("store %s: no connection for %.1f s (%d attempts)", self.url, elapsed, attempt)
+                raise StoreError(f"store {self.url}: {what} failed: {describe(exc)}") from None
+
+    def _retry(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction under the writer lock; every write goes through here
+        (transient errors retried: ``_attempts``)."""
+
+        def once() -> T:
+            with self._lock, self.engine.begin() as conn:
+                return work(conn)
+
+        return self._attempts("write", once)
 
     def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
         """Run one statement (with ``rows``: executemany) in its own transaction."""
@@ -192,11 +251,11 @@ class Database:
 
     # ------------------------------------------------------------------ reading
     def _read(self, statement: Any) -> list[Any]:
-        try:
+        def once() -> list[Any]:
             with self.engine.connect() as conn:
                 return list(conn.execute(statement))
-        except DBAPIError as exc:
-            raise StoreError(f"store {self.url}: read failed: {describe(exc)}") from None
+
+        return self._attempts("read", once)
 
     def _read_tuples(self, statement: Any) -> list[tuple[Any, ...]]:
         """All rows as plain tuples through the driver's cursor: SQLAlchemy's Row objects cost
@@ -205,7 +264,8 @@ class Database:
         compiled = statement.compile(dialect=dialect)
         params = compiled.construct_params()
         args: Any = tuple(params[n] for n in compiled.positiontup) if dialect.paramstyle == "qmark" else params
-        try:
+
+        def once() -> list[tuple[Any, ...]]:
             raw = self.engine.raw_connection()
             try:
                 cur = raw.cursor()
@@ -215,8 +275,8 @@ class Database:
                 return out
             finally:
                 raw.close()
-        except (DBAPIError, dialect.loaded_dbapi.Error) as exc:
-            raise StoreError(f"store {self.url}: read failed: {describe(exc)}") from None
+
+        return self._attempts("read", once)
 
     def _time_bucket(self, ts: Any, bucket_s: float) -> Any:
         """The start of the ``bucket_s``-wide bucket holding ``ts``, computed by the database."""
