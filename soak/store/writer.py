@@ -6,57 +6,93 @@ import threading
 import time
 from typing import Any
 
+from soak.errors import StoreError
 from soak.store.samples import SampleStore
 from soak.telemetry.records import Snapshot
 
+# Rows a writer holds at most while its writes fail, as a multiple of its batch: with the
+# daemon's 4096-row batch about 16 MB of rows, minutes of a 16-chip node at 1 s ticks.
+BUFFER_BATCHES = 8
+
 
 class BatchWriter:
-    """Buffers sample rows and commits them together; a crash loses at most one batch.
+    """Buffers sample rows and commits them together, oldest first.
 
-    The buffer is bounded: if the database stays unwritable, the error is raised to the
-    caller (the daemon stops cleanly) instead of rows piling up in memory.
+    A failed write keeps every row in the buffer (the next flush tries them again, in order);
+    a crash loses at most what is buffered. The buffer is bounded (``max_buffered``, by default
+    ``BUFFER_BATCHES`` batches): a tick that would pass the bound is refused with a
+    ``StoreError`` and not taken, so rows never pile up in memory without end. A caller that
+    rides out a longer outage takes the rows out (``take``) and keeps them elsewhere (the
+    daemon's spool).
     """
 
     def __init__(self, store: SampleStore, run_id: str, *, max_rows: int, max_delay_s: float,
-                 node: str | None = None) -> None:
+                 node: str | None = None, max_buffered: int | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.node = node
         self.max_rows = max_rows
         self.max_delay_s = max_delay_s
+        self.max_buffered = max_buffered if max_buffered is not None else max_rows * BUFFER_BATCHES
         self._rows: list[dict[str, Any]] = []
         self._first_at: float | None = None
         self._lock = threading.Lock()
         self.rows_written = 0
         self.ticks = 0
 
-    def add(self, snapshot: Snapshot) -> None:
+    def rows(self, snapshot: Snapshot) -> list[dict[str, Any]]:
+        """The sample rows of one tick as this writer stores them (devices named ``node/…``)."""
         rows = SampleStore.snapshot_rows(self.run_id, snapshot)
         if self.node is not None:
             for r in rows:
                 r["device"] = f"{self.node}/{r['device']}"
+        return rows
+
+    def append(self, snapshot: Snapshot) -> None:
+        """Buffer one tick without writing (``due`` says when a flush is); ``StoreError`` when
+        the buffer is full."""
+        rows = self.rows(snapshot)
         with self._lock:
+            if len(self._rows) + len(rows) > self.max_buffered:
+                raise StoreError(f"store {getattr(self.store, 'url', '')}: {len(self._rows)} sample rows wait "
+                                 f"for a write that keeps failing (at most {self.max_buffered} are held)")
             self._rows.extend(rows)
             self.ticks += 1
             if self._first_at is None:
                 self._first_at = time.monotonic()
-            due = (
-                len(self._rows) >= self.max_rows
-                or time.monotonic() - self._first_at >= self.max_delay_s
-            )
-        if due:
+
+    def due(self) -> bool:
+        """Whether the buffer is full enough or old enough to be written."""
+        with self._lock:
+            return bool(self._rows) and (len(self._rows) >= self.max_rows or self._first_at is None
+                                         or time.monotonic() - self._first_at >= self.max_delay_s)
+
+    def add(self, snapshot: Snapshot) -> None:
+        """Buffer one tick and write the buffer once it is due."""
+        self.append(snapshot)
+        if self.due():
             self.flush()
 
     __call__ = add  # usable directly as a Sampler sink
 
     def flush(self) -> int:
+        """Write every buffered row in one transaction; the rows leave the buffer only once it
+        is committed (a ``StoreError`` leaves them all there)."""
         with self._lock:
-            rows, self._rows, self._first_at = self._rows, [], None
-            if not rows:
+            if not self._rows:
                 return 0
+            rows = list(self._rows)
             self.store.add_sample_rows(rows)
+            # append() waits on the lock, so the buffer is still exactly these rows
+            self._rows, self._first_at = [], None
             self.rows_written += len(rows)
             return len(rows)
+
+    def take(self) -> list[dict[str, Any]]:
+        """Every buffered row, oldest first, out of the buffer (the caller keeps them now)."""
+        with self._lock:
+            rows, self._rows, self._first_at = self._rows, [], None
+            return rows
 
     def pending(self) -> int:
         return len(self._rows)

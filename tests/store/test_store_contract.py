@@ -169,6 +169,41 @@ def test_batch_writer_commits_only_full_batches_until_flushed(store: Store) -> N
     assert store.count_samples("r1") == 9 and store.last_sample_ts("r1") == T0 + 2
 
 
+class _FailingWrites:
+    """The store, but its next ``fail`` sample writes raise as an unreachable store does."""
+
+    def __init__(self, store: Store, fail: int) -> None:
+        self.store, self.fail, self.url = store, fail, store.url
+
+    def add_sample_rows(self, rows):
+        if self.fail:
+            self.fail -= 1
+            raise StoreError(f"store {self.url}: write failed: server closed the connection unexpectedly")
+        self.store.add_sample_rows(rows)
+
+
+def test_batch_writer_keeps_every_row_of_a_failed_write_and_writes_them_in_order_later(store: Store) -> None:
+    from soak.store import BatchWriter
+
+    _new_run(store)
+    flaky = _FailingWrites(store, fail=2)
+    w = BatchWriter(flaky, "r1", max_rows=6, max_delay_s=3600, max_buffered=12)
+    w.add(_snap(T0, 1.0, 1))
+    with pytest.raises(StoreError, match="server closed"):
+        w.add(_snap(T0 + 1, 2.0, 1))  # due: the write fails, nothing leaves the buffer
+    assert w.pending() == 6 and store.count_samples("r1") == 0
+    with pytest.raises(StoreError):
+        w.add(_snap(T0 + 2, 3.0, 1))
+    assert w.pending() == 9
+    w.append(_snap(T0 + 3, 4.0, 1))
+    with pytest.raises(StoreError, match="12 sample rows wait"):  # the bound: this tick is refused
+        w.append(_snap(T0 + 4, 5.0, 1))
+    assert w.pending() == 12
+    assert w.flush() == 12 and w.pending() == 0
+    util = [(s["ts"], s["util_pct"]) for s in store.load_samples("r1", device="npu0-0")]
+    assert util == [(T0, 1.0), (T0 + 1, 2.0), (T0 + 2, 3.0), (T0 + 3, 4.0)]
+
+
 def test_schema_version_mismatch_is_refused(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
