@@ -312,6 +312,11 @@ class ClusterSection:
                                    "(run time line); 0: at the start only.", _dur(True), key="link_test_every", raw="1h")
     link_test_bytes: int = opt(0, "All-reduce size of the link test; 0: by the workload's preset (1 MiB tiny, "
                                "16 MiB small, 256 MiB medium, 1 GiB large).", parse_size, key="link_test_bytes", raw="0")
+    store_outage_max_s: float = opt(900.0, "How long (wall) an agent rides out a store that does not answer: it keeps "
+                                    "training and sampling, keeps what it cannot write in a spool file in its run "
+                                    "folder and writes it once the store is back; longer, it stops with the spool "
+                                    "kept (soak run --resume writes it). Single-node runs too.", _dur(),
+                                    key="store_outage_max", raw="15m")
     on_node_lost: str = opt("continue", "When a node is lost: continue (the others go on training: evidence keeps "
                             "coming) or stop the run.", _choice_policy)
 

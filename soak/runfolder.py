@@ -29,6 +29,9 @@ PROFILE = "profile"
 (``soak.analysis.captures``); made by the first one that writes there."""
 CHECKPOINT_GLOB = "*/step_*.pt"  # under checkpoints/: <workload>/step_<N>.pt
 CHECKPOINT_TMP_GLOB = "*/.step_*.pt.tmp-*"  # a checkpoint being written (or its writer killed)
+STORE_SPOOL = "store-spool.jsonl"
+"""What the daemon could not write while its store did not answer, one JSON record a line, in
+order (``soak.daemon.spool``); removed once written to the store."""
 RESERVE = ".disk-reserve"  # space the daemon holds for its last records (soak.daemon.lifecycle)
 SIM = "sim"
 """The simulated fleet's tools (sim backend only), made when the daemon starts and removed
@@ -56,6 +59,11 @@ def db_path(folder: str | os.PathLike[str]) -> Path:
 def plan_path(folder: str | os.PathLike[str]) -> Path:
     """The plan the run started with; ``soak run --resume`` reads it back."""
     return Path(folder) / PLAN_NAME
+
+
+def store_spool_path(folder: str | os.PathLike[str]) -> Path:
+    """Records the daemon could not write while the store was away (``soak.daemon.spool``)."""
+    return Path(folder) / STORE_SPOOL
 
 
 def analysis_path(folder: str | os.PathLike[str]) -> Path:

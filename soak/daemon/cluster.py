@@ -103,6 +103,10 @@ class ClusterAgent:
         if run is not None and run.status != "running":
             self.request_stop(f"cluster run {run.status}")
             return
+        back = self.spool.back_at
+        if back is not None and now_mono - back < self.plan.cluster.node_silence_s:
+            # the store was away from every node alike: each gets node_silence to be seen again
+            return
         if member.leader():
             lost = member.find_lost()
             if lost and self.plan.cluster.on_node_lost == "stop":

@@ -37,6 +37,7 @@ from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
 from soak.daemon.jobs import Jobs, analysis_period_s, disk_free_bytes
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
+from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
@@ -124,6 +125,7 @@ class Daemon(ClusterAgent):
         self._next_analysis = 0.0
         self._seen_findings: set[tuple[str, str | None, str | None, str | None]] = set()
         self._captures: CapturePlanner | None = None
+        self._spool: StoreSpool | None = None
 
     # ------------------------------------------------------------------ signals
     def request_stop(self, reason: str) -> None:
@@ -174,6 +176,12 @@ class Daemon(ClusterAgent):
                 raise StoreError(f"run {run_id}: not in the store {store.url}")
             if run.status != "running":
                 raise StoreError(f"run {run_id} is {run.status}; only a run whose daemon died can be resumed")
+            spooled = layout.store_spool_path(run_dir)
+            if spooled.exists():  # what the last daemon could not write goes first, in order
+                n = replay_file(store, run_id, spooled)
+                log.warning("resuming run %s: %d spooled records written to the store", run_id, n)
+                self.out.write(f"soak: {n} records the store missed written from {spooled}\n")
+                self.out.flush()
             clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
             orphans = runfolder.kill_orphans(run_dir, plan.restart.stop_grace_s)
             node = None
@@ -213,6 +221,15 @@ class Daemon(ClusterAgent):
                         detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
         return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
                           0, False)
+
+    @property
+    def spool(self) -> StoreSpool:
+        """The one path of the started run's store writes; it rides out a store outage."""
+        if self._spool is None:
+            run = self.started
+            self._spool = StoreSpool(run.store, run.run_id, layout.store_spool_path(run.run_dir), node=self._node(),
+                                     now=run.clock.now, outage_max_s=self.plan.cluster.store_outage_max_s)
+        return self._spool
 
     def _node(self) -> str | None:
         return None if self.member is None else self.member.node
@@ -269,9 +286,9 @@ class Daemon(ClusterAgent):
     def _sample_sink(self, snapshot: Snapshot) -> None:
         self._latest_snapshot = snapshot
         self._track_outages(snapshot)
-        try:
-            self.writer.add(snapshot)
-        except StoreError as exc:
+        try:  # written by the main loop (through the spool): a slow store never delays a tick
+            self.writer.append(snapshot)
+        except StoreError as exc:  # the main loop did not move rows out for minutes
             self.fatal = exc
             self.request_stop("store")
 
@@ -286,13 +303,15 @@ class Daemon(ClusterAgent):
                 kind, message = "note", f"{message} (at the end of the run: another node stopped first)"
             elif not self.member.job_failed(workload or "", message, rank):
                 kind, message = "note", f"{message} (the cluster job had failed on another node)"
-        self.started.store.add_event(self.started.run_id, kind, ts=self.started.clock.now() if ts is None else ts,
-                                     workload=workload, rank=rank, message=message, detail=detail, node=self._node())
+        self.spool.event(kind, ts=self.started.clock.now() if ts is None else ts,
+                         workload=workload, rank=rank, message=message, detail=detail, node=self._node())
         if kind in ("crash", "hang", "restart", "stop"):
             self.out.write(f"soak: {message}\n")
             self.out.flush()
 
     def _analysis_job(self) -> None:
+        if self._spool is not None and self._spool.down:  # nothing to read from; after the outage
+            return
         # The trace grows all run long; keep the online analysis under ~2 % of a core by
         # spacing runs at least 50x their own duration apart (the final one always runs).
         if time.monotonic() < self._next_analysis:
@@ -361,8 +380,8 @@ class Daemon(ClusterAgent):
                 if f.get("severity") != "info":
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()
-                run.store.add_event(run.run_id, "finding", ts=now, message=f.get("summary"), node=self._node(),
-                                    detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
+                self.spool.event("finding", ts=now, message=f.get("summary"), node=self._node(),
+                                 detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
                                                                   "start", "end")})
 
     def _ask_captures(self, findings: list[dict[str, Any]]) -> None:
@@ -406,9 +425,9 @@ class Daemon(ClusterAgent):
     def _close_outage(self, key: str, end: float) -> None:
         start, error, devices = self._outages.pop(key)
         log.warning("reader %s back after %.0f s (run time line)", key, end - start)
-        self.started.store.add_event(self.started.run_id, "outage", ts=start, end_ts=end, node=self._node(),
-                                     message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
-                                     detail={"reader": key, "error": error, "devices": list(devices)})
+        self.spool.event("outage", ts=start, end_ts=end, node=self._node(),
+                         message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
+                         detail={"reader": key, "error": error, "devices": list(devices)})
 
     def _disk_need(self) -> tuple[int, int]:
         """(free bytes, bytes the run needs): ``jobs.min_free`` plus the largest checkpoint,
@@ -636,7 +655,13 @@ class Daemon(ClusterAgent):
             states = [s.tick() for s in self.supervisors]
             if [s.pid for s in self.supervisors] != pids_before:
                 runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
-                self.started.store.update_run(self.started.run_id, restarts=self._restarts())
+                self.spool.update_run(restarts=self._restarts())
+            self.spool.samples(self.writer)
+            if self.spool.down and not self.spool.poll():
+                overdue = self.spool.overdue()
+                if overdue is not None:
+                    log.error("%s: stopping this node, its spool kept", overdue)
+                    self.request_stop("store")
             self.status = self._status()
             now_mono = time.monotonic()
             if now_mono - last_progress >= self.progress_every_s:
@@ -655,8 +680,11 @@ class Daemon(ClusterAgent):
                 return "finished"
             if self.started.clock.now() >= self.started.planned_end_ts:
                 return "finished"
-            if self.member is not None:
-                self._cluster_tick()
+            if self.member is not None and not self.spool.down:
+                try:
+                    self._cluster_tick()
+                except StoreError as exc:  # a read of the cluster's state: tried again once it is back
+                    self.spool.lost(exc)
             self._stop_event.wait(self.loop_interval_s)
 
     def _drain_heartbeats(self, now_wall: float | None) -> None:
@@ -664,10 +692,25 @@ class Daemon(ClusterAgent):
         rows, events = self.agg.feed(records)
         rows += self.agg.flush(now_wall)
         if rows:
-            self.started.store.add_steps(self.started.run_id, rows, node=self._node())
+            self.spool.steps(rows, node=self._node())
         for e in events:
-            self.started.store.add_event(self.started.run_id, e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
-                                         message=e["message"], detail=e["detail"], node=self._node())
+            self.spool.event(e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
+                             message=e["message"], detail=e["detail"], node=self._node())
+
+    def _store_back(self) -> bool:
+        """At the end of a run during a store outage, whether the store came back (its spool
+        written) within what is left of ``cluster.store_outage_max``; a stop asked by a
+        signal, or by the bound itself, waits no longer than one more try."""
+        spool = self.spool
+        if spool.poll(force=True):
+            return True
+        if self.stop_reason is not None:
+            return False
+        while spool.overdue() is None:  # bounded: overdue once the outage passes its bound
+            if spool.poll():
+                return True
+            time.sleep(0.5)
+        return False
 
     def _finish(self, status: str) -> int:
         run = self.started
@@ -679,21 +722,22 @@ class Daemon(ClusterAgent):
         removed = layout.remove_temp_files(run.run_dir)
         _release_reserve(run.run_dir)
         try:
+            spool = self.spool
             if self.stop_reason == "disk":
-                run.store.add_event(run.run_id, "disk", ts=end, message=self.disk_message, node=self._node(),
-                                    detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
-            try:
-                self.writer.flush()
-            except StoreError as exc:  # the last batch is lost, the records below must not be
-                log.error("samples of the last %.0f s not stored: %s", self.plan.sampling.flush_every_s, exc)
-                if self.stop_reason != "disk":
-                    fatal = fatal or exc
+                spool.event("disk", ts=end, message=self.disk_message, node=self._node(),
+                            detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
+            spool.samples(self.writer, force=True)
             self._drain_heartbeats(None)
             for key in list(self._outages):
                 self._close_outage(key, end)
+            if not self._store_back():
+                # no 'stop' event: the run stays 'running' in the store, and --resume writes the
+                # spool and goes on (the time this node was down is its 'gap')
+                fatal = StoreError(spool.kept_line(run.run_id))
+                raise fatal
             if status == "stopped":
-                run.store.add_event(run.run_id, "stop", ts=end, message=f"stopped ({self.stop_reason})",
-                                    detail={"reason": self.stop_reason}, node=self._node())
+                spool.event("stop", ts=end, message=f"stopped ({self.stop_reason})",
+                            detail={"reason": self.stop_reason}, node=self._node())
             judged = None
             if self.member is not None:
                 member = self.member

@@ -37,7 +37,8 @@ EVENT_NAMES = {
     "start": ("start", "开始"), "checkpoint": ("checkpoint", "检查点"), "crash": ("crash", "崩溃"),
     "restart": ("restart", "重启"), "inject": ("fault injected", "注入故障"), "exit": ("exit", "退出"),
     "finding": ("finding", "发现问题"), "stop": ("stop", "停止"), "gap": ("gap", "中断"),
-    "outage": ("reader outage", "读数中断"), "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
+    "outage": ("reader outage", "读数中断"), "store_outage": ("store outage", "数据库中断"),
+    "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),
 }

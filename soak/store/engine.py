@@ -222,6 +222,19 @@ class Database:
 
         return self._attempts("write", once)
 
+    def reachable(self) -> bool:
+        """One try, no retry: whether the database answers a trivial query now (a caller that
+        waits for a store to come back asks this between its own waits)."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except DBAPIError as exc:
+            log.info("store %s does not answer: %s", self.url, describe(exc))
+            if not self.is_sqlite:
+                self.engine.dispose()
+            return False
+
     def _write(self, statement: Any, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
         """Run one statement (with ``rows``: executemany) in its own transaction."""
         if rows is None:

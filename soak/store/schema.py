@@ -190,6 +190,7 @@ EVENT_KINDS = (
     "exit",
     "disk",
     "outage",  # a reader or chips without readings: start, end_ts, error (no table change)
+    "store_outage",  # the store did not answer: start, end_ts, node; what it missed was spooled and written later
     "node_joined",
     "node_lost",
     "cluster_restart",

@@ -1,0 +1,115 @@
+"""A real ``soak run`` agent whose PostgreSQL store goes away mid-run and comes back: it keeps
+training and sampling, spools what it cannot write, writes it once the store is back, and
+ends with a verdict and every reading stored.
+
+A relay between the agent and the server stands in for the server's restart (the shared
+test server is never restarted): stopping it drops the agent's connections and refuses new
+ones."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from soak.config import SamplingSection
+from soak.errors import StoreError
+from soak.runfolder import store_spool_path
+from soak.store import Store
+from tests import procs
+from tests.conftest import skip_unless_ci
+from tests.pgdb import fresh_database
+from tests.relay import Relay
+
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
+ROOT = Path(__file__).parent.parent.parent
+PG_URL = os.environ.get("SOAK_TEST_PG_URL")
+OUTAGE_S = 10.0
+INTERVAL_S = 1.0
+FLUSH_EVERY_S = SamplingSection().flush_every_s
+
+
+@pytest.fixture
+def db_url() -> Iterator[str]:
+    if not PG_URL:
+        skip_unless_ci("SOAK_TEST_PG_URL is not set")
+    with fresh_database(PG_URL, "soak_outage") as url:
+        yield url
+
+
+@pytest.fixture
+def relay(db_url: str) -> Iterator[Relay]:
+    from sqlalchemy.engine import make_url
+
+    pg = make_url(db_url)
+    r = Relay(pg.host or "127.0.0.1", pg.port or 5432)
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+def _agent(tmp_path: Path, url: str, *extra: str, duration: str = "30s") -> list[str]:
+    return [sys.executable, "-m", "soak", "run", *extra, "--db", url, "--backend", "sim", "--sim-chips", "2",
+            "--interval", f"{INTERVAL_S:g}s", "--no-preflight", "--listen", "", "--duration", duration,
+            "--workload", "lm", "--nproc", "1", "--data-dir", str(tmp_path / "runs"), "--run-id", "r1"]
+
+
+def _ticks(db_url: str) -> int:
+    with Store.open(db_url, create=False) as s:
+        return len({r["ts"] for r in s.load_samples("r1", device="npu0-0")})
+
+
+def test_a_store_away_for_10_s_mid_run_loses_no_reading_and_is_recorded(tmp_path: Path, db_url: str,
+                                                                          relay: Relay) -> None:
+    run_dir = tmp_path / "runs" / "r1"
+    logs = [procs.daemon_log(run_dir)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with procs.start(_agent(tmp_path, relay.url(db_url)), tmp_path, "agent", env=env) as agent:
+        procs.wait_until(lambda: _ticks(db_url) >= 5, agent, 90, what="5 stored ticks", logs=logs,
+                         retry_on=(StoreError,))
+        relay.stop()
+        down = time.monotonic()
+        procs.wait_until(lambda: store_spool_path(run_dir).exists(), agent, OUTAGE_S, what="the spool", logs=logs)
+        procs.wait_until(lambda: time.monotonic() - down >= OUTAGE_S, agent, OUTAGE_S + 5,
+                         what="the outage's end", logs=logs)  # the agent lives through it
+        relay.start()
+        back = time.monotonic()
+
+        def recorded() -> bool:
+            with Store.open(db_url, create=False) as s:
+                return bool(s.load_events("r1", kind="store_outage"))
+
+        procs.wait_until(recorded, agent, 30, what="the store_outage event", logs=logs)
+        recovered_s = time.monotonic() - back
+        rc = agent.wait_exit(90, logs=logs)
+        err = agent.stderr_text()
+    print(f"store away {back - down:.1f} s; spool written {recovered_s:.1f} s after it came back")
+    assert rc in (0, 1), err
+    assert "verdict pass" in err or "verdict fail" in err, err
+    assert not store_spool_path(run_dir).exists()
+    with Store.open(db_url, create=False) as s:
+        run = s.get_run("r1")
+        assert run is not None and run.status == "finished" and run.verdict in ("pass", "fail"), run
+        (outage,) = s.load_events("r1", kind="store_outage")
+        d = outage.detail
+        print(f"store_outage event: {outage.message}; {d}")
+        # from the first write that failed (the next flush, at most flush_every after the cut) to the
+        # replay: no longer than the outage and the backoff of the tries
+        assert OUTAGE_S - FLUSH_EVERY_S - 1 <= d["wall_s"] <= OUTAGE_S + 6, d
+        assert outage.end_ts - outage.ts == pytest.approx(d["duration_s"], abs=0.01) and d["records"] > 0, d
+        assert d["node"] is None and d["replayed"] == d["records"], d
+        span = run.ended_ts - run.started_ts
+        for device in ("npu0-0", "npu1-0"):
+            ts = [r["ts"] for r in s.load_samples("r1", device=device)]
+            gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+            print(f"{device}: {len(ts)} readings over {span:.1f} s; widest gap {max(gaps):.2f} s; "
+                  f"gaps over 1.5 s at {[(round(a - outage.ts, 1), round(g, 2)) for a, g in zip(ts, gaps, strict=False) if g > 1.5]} s from the outage; first {ts[0] - run.started_ts:.1f} s, last {run.ended_ts - ts[-1]:.1f} s")
+            # every tick is there: no hole in the series, and as many as the run's seconds
+            assert max(gaps) <= 2 * INTERVAL_S, (device, [(a, g) for a, g in zip(ts, gaps, strict=False) if g > 2])
+            assert len(ts) >= span / INTERVAL_S - 3, (device, len(ts), span)
