@@ -230,5 +230,11 @@ class StoreSpool:
 
     def kept_line(self, run_id: str) -> str:
         """The one line a daemon stopped with its spool kept ends with."""
-        return (f"run {run_id}: the store {self.store.url} did not answer ({self._error}); this node stopped, "
-                f"{self.records} records kept in {self.path}; soak run --resume {run_id} writes them to the store")
+        away = 0.0 if self._down_wall is None else time.monotonic() - self._down_wall
+        error = self._error.removeprefix(f"store {self.store.url}: ")
+        try:
+            kept = sum(1 for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip())
+        except OSError:
+            kept = self.records
+        return (f"run {run_id}: the store {self.store.url} did not answer for {away:.0f} s ({error}); this node "
+                f"stopped, {kept} records kept in {self.path}; soak run --resume {run_id} writes them to the store")

@@ -113,3 +113,49 @@ def test_a_store_away_for_10_s_mid_run_loses_no_reading_and_is_recorded(tmp_path
             # every tick is there: no hole in the series, and as many as the run's seconds
             assert max(gaps) <= 2 * INTERVAL_S, (device, [(a, g) for a, g in zip(ts, gaps, strict=False) if g > 2])
             assert len(ts) >= span / INTERVAL_S - 3, (device, len(ts), span)
+
+
+def test_a_store_away_past_store_outage_max_stops_the_agent_with_its_spool_and_resume_writes_it(
+        tmp_path: Path, db_url: str, relay: Relay) -> None:
+    run_dir = tmp_path / "runs" / "r1"
+    logs = [procs.daemon_log(run_dir)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nstore_outage_max = "4s"\n', encoding="utf-8")
+    spool = store_spool_path(run_dir)
+    with procs.start(_agent(tmp_path, relay.url(db_url), str(plan)), tmp_path, "agent", env=env) as agent:
+        procs.wait_until(lambda: _ticks(db_url) >= 4, agent, 90, what="4 stored ticks", logs=logs,
+                         retry_on=(StoreError,))
+        relay.stop()
+        down = time.monotonic()
+        rc = agent.wait_exit(60, logs=logs)
+        stopped_after = time.monotonic() - down
+        err = agent.stderr_text()
+    last = err.strip().splitlines()[-1]
+    assert rc == 2, err
+    assert "did not answer" in last and f"records kept in {spool}" in last and "soak run --resume r1" in last, err
+    with Store.open(db_url, create=False) as s:
+        before = [r["ts"] for r in s.load_samples("r1", device="npu0-0")]
+        assert s.get_run("r1").status == "running"  # left for --resume, not finished without a verdict
+    spooled = spool.read_text(encoding="utf-8").splitlines()
+    print(f"stopped {stopped_after:.1f} s after the store went away; {len(spooled)} records spooled")
+    assert spooled and all(line.startswith('{"op":') for line in spooled)
+
+    relay.start()
+    resumed = procs.run([sys.executable, "-m", "soak", "run", "--resume", "r1", "--data-dir", str(tmp_path / "runs"),
+                         "--db", relay.url(db_url), "--listen", ""], tmp_path, "resumed", env=env, timeout_s=90,
+                        logs=logs)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    assert f"records the store missed written from {spool}" in resumed.stderr, resumed.stderr
+    assert not spool.exists()
+    with Store.open(db_url, create=False) as s:
+        run = s.get_run("r1")
+        assert run is not None and run.status == "finished" and run.verdict in ("pass", "fail"), run
+        after = [r["ts"] for r in s.load_samples("r1", device="npu0-0")]
+        (gap,) = s.load_events("r1", kind="gap")
+    # the readings the first agent took while the store was away are stored, up to its stop
+    spooled_ts = [t for t in after if before[-1] < t < gap.ts + 0.01]
+    print(f"{len(spooled_ts)} readings written from the spool; the gap starts {gap.ts - before[-1]:.1f} s "
+          f"after the last reading stored before the outage")
+    assert len(spooled_ts) >= stopped_after - FLUSH_EVERY_S - 2, (len(spooled_ts), stopped_after)
+    assert gap.ts >= before[-1] + stopped_after - FLUSH_EVERY_S - 2
