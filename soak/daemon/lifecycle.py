@@ -656,12 +656,6 @@ class Daemon(ClusterAgent):
             if [s.pid for s in self.supervisors] != pids_before:
                 runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
                 self.spool.update_run(restarts=self._restarts())
-            self.spool.samples(self.writer)
-            if self.spool.down and not self.spool.poll():
-                overdue = self.spool.overdue()
-                if overdue is not None:
-                    log.error("%s: stopping this node, its spool kept", overdue)
-                    self.request_stop("store")
             self.status = self._status()
             now_mono = time.monotonic()
             if now_mono - last_progress >= self.progress_every_s:
@@ -680,12 +674,27 @@ class Daemon(ClusterAgent):
                 return "finished"
             if self.started.clock.now() >= self.started.planned_end_ts:
                 return "finished"
+            self._store_tick()
             if self.member is not None and not self.spool.down:
                 try:
                     self._cluster_tick()
                 except StoreError as exc:  # a read of the cluster's state: tried again once it is back
                     self.spool.lost(exc)
             self._stop_event.wait(self.loop_interval_s)
+
+    def _store_tick(self) -> None:
+        """Samples to the store once due (or to the spool while it is away), the store tried
+        again during an outage, and the outage's bound kept."""
+        try:
+            self.spool.samples(self.writer)
+        except StoreError as exc:  # a store the spool does not stand in for (SQLite): the run stops
+            self.fatal = exc
+            return
+        if self.spool.down and not self.spool.poll():
+            overdue = self.spool.overdue()
+            if overdue is not None:
+                log.error("%s: stopping this node, its spool kept", overdue)
+                self.request_stop("store")
 
     def _drain_heartbeats(self, now_wall: float | None) -> None:
         records = self.follower.poll()
@@ -726,7 +735,12 @@ class Daemon(ClusterAgent):
             if self.stop_reason == "disk":
                 spool.event("disk", ts=end, message=self.disk_message, node=self._node(),
                             detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
-            spool.samples(self.writer, force=True)
+            try:
+                spool.samples(self.writer, force=True)
+            except StoreError as exc:  # (SQLite) the last batch is lost, the records below must not be
+                log.error("samples of the last %.0f s not stored: %s", self.plan.sampling.flush_every_s, exc)
+                if self.stop_reason != "disk":
+                    fatal = fatal or exc
             self._drain_heartbeats(None)
             for key in list(self._outages):
                 self._close_outage(key, end)

@@ -107,6 +107,10 @@ class StoreSpool:
         self.records = 0  # spooled in this outage
         self.spool_bytes = path.stat().st_size if path.exists() else 0
         self.back_at: float | None = None  # monotonic: when the last outage ended
+        # SQLite is a file in the run folder: when it cannot be written, neither can a spool
+        # beside it (a full or read-only disk); its failures stay the daemon's to stop on
+        self.enabled = not store.is_sqlite
+        self.spool_error: str | None = None  # the spool itself could not be written
         self.outages = 0
 
     # ------------------------------------------------------------------ writing
@@ -137,6 +141,8 @@ class StoreSpool:
                     writer.flush()
                     return
                 except StoreError as exc:
+                    if not self.enabled:
+                        raise
                     self._went_down(exc, asked, asked_wall)
             rows = writer.take()
             if rows:
@@ -150,11 +156,15 @@ class StoreSpool:
                     call()
                     return
                 except StoreError as exc:
+                    if not self.enabled:
+                        raise
                     self._went_down(exc, asked, asked_wall)
             self._append(record)
 
     def lost(self, exc: StoreError) -> None:
         """A store call outside this path (a read) failed as the store went away."""
+        if not self.enabled:
+            raise exc
         with self._lock:
             if not self.down:
                 self._went_down(exc, self.now(), time.monotonic())
@@ -171,9 +181,15 @@ class StoreSpool:
 
     def _append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+        except OSError as exc:  # the record is lost; overdue() stops the daemon
+            if self.spool_error is None:
+                log.error("spool %s not written: %s", self.path, exc.strerror or exc)
+            self.spool_error = str(exc.strerror or exc)
+            return
         self.records += 1
         self.spool_bytes += len(line.encode())
 
@@ -224,6 +240,8 @@ class StoreSpool:
         away = time.monotonic() - self._down_wall
         if away > self.outage_max_s:
             return f"the store did not answer for {away:.0f} s (cluster.store_outage_max is {self.outage_max_s:g} s)"
+        if self.spool_error is not None:
+            return f"the spool {self.path} could not be written ({self.spool_error})"
         if self.spool_bytes > self.max_bytes:
             return f"the spool of what the store did not take passed {self.max_bytes >> 20} MiB"
         return None

@@ -36,7 +36,8 @@ class BatchWriter:
         self.max_buffered = max_buffered if max_buffered is not None else max_rows * BUFFER_BATCHES
         self._rows: list[dict[str, Any]] = []
         self._first_at: float | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the buffer; never held over a write
+        self._flushing = threading.Lock()  # one write at a time
         self.rows_written = 0
         self.ticks = 0
 
@@ -78,19 +79,23 @@ class BatchWriter:
     def flush(self) -> int:
         """Write every buffered row in one transaction; the rows leave the buffer only once it
         is committed (a ``StoreError`` leaves them all there)."""
-        with self._lock:
-            if not self._rows:
+        with self._flushing:
+            with self._lock:
+                rows = list(self._rows)
+            if not rows:
                 return 0
-            rows = list(self._rows)
+            # the buffer's lock is not held here: a tick that comes while the store retries
+            # (seconds) is appended behind these rows, never waits for them
             self.store.add_sample_rows(rows)
-            # append() waits on the lock, so the buffer is still exactly these rows
-            self._rows, self._first_at = [], None
-            self.rows_written += len(rows)
+            with self._lock:
+                del self._rows[:len(rows)]
+                self._first_at = time.monotonic() if self._rows else None
+                self.rows_written += len(rows)
             return len(rows)
 
     def take(self) -> list[dict[str, Any]]:
         """Every buffered row, oldest first, out of the buffer (the caller keeps them now)."""
-        with self._lock:
+        with self._flushing, self._lock:
             rows, self._rows, self._first_at = self._rows, [], None
             return rows
 
