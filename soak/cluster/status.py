@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from soak.errors import InputError
@@ -32,11 +33,7 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
     rec = store.get_run(run_id)
     if rec is None:
         raise InputError(f"run {run_id}: not in the store {store.url}")
-    findings: dict[str, int] = {}
-    for f in store.load_findings(run_id):
-        node = (f.device or "").split("/", 1)[0] if f.device and "/" in f.device else None
-        if node:
-            findings[node] = findings.get(node, 0) + 1
+    findings = findings_per_node(store.load_findings(run_id))
     nodes = [{
         "name": n.name, "rank": n.rank, "host": n.host, "status": n.status, "chips": n.chips,
         "last_seen": n.last_seen, "joined": n.joined_ts, "ended": n.ended_ts, "restarts": n.restarts,
@@ -46,6 +43,19 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
               for e in store.load_events(run_id) if e.kind in CLUSTER_EVENTS]
     return {"run_id": rec.id, "status": rec.status, "verdict": rec.verdict, "nodes_planned": rec.nodes,
             "generation": rec.generation, "nodes": nodes, "events": events}
+
+
+def findings_per_node(findings: Iterable[Any]) -> dict[str, int]:
+    """How many findings each node has: a finding's own ``node`` (peer findings about a
+    whole node, a node agent's findings on plain device keys), else its ``node/chip`` key."""
+    from soak.store import node_of  # the store (SQLAlchemy) loads only when a command runs
+
+    out: dict[str, int] = {}
+    for f in findings:
+        node = f.node or node_of(f.device)
+        if node:
+            out[node] = out.get(node, 0) + 1
+    return out
 
 
 def run_status(args: argparse.Namespace) -> int:

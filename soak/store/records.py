@@ -78,6 +78,7 @@ class FindingRecord:
     severity: str | None
     summary: str | None
     detail: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None  # the node it is about (cluster runs); its device may be plain or None
 
     def as_dict(self) -> dict[str, Any]:
         """The analysis' flat shape: the fixed keys plus the detail keys."""

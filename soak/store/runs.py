@@ -136,7 +136,8 @@ class RunStore(Database):
                     "detail": json.dumps(
                         {k: v for k, v in f.items() if k not in FINDING_KEYS}, default=str
                     ),
-                    "node": f.get("node") or node_of(f.get("device")),
+                    # a node agent's own findings may carry a plain device key: they are its node's
+                    "node": f.get("node") or node or node_of(f.get("device")),
                 }
             )
 
@@ -252,6 +253,7 @@ class RunStore(Database):
                 severity=r.severity,
                 summary=r.summary,
                 detail=json.loads(r.detail) if r.detail else {},
+                node=r.node,
             )
             for r in self._read(stmt)
         ]
