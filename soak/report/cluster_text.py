@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from soak.report.cluster import ChipCell, ClusterView, NodeReason, NodeView
+from soak.analysis.chip_verdicts import NodeReason
+from soak.report.cluster import ChipCell, ClusterView, NodeView
 from soak.report.i18n import t
 from soak.report.model import FindingView, ReportData
 from soak.report.names import kind_name, metric_name, node_status_name, severity_name

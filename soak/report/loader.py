@@ -366,11 +366,13 @@ def load_report_data(
 def _cluster(store: Store, run_id: str, data: ReportData, analysis: Mapping[str, Any] | None,
              events: list[Any]) -> Any:
     """The cluster view of a run over several nodes (``soak.report.cluster``)."""
+    from soak.analysis.chip_verdicts import min_coverage_of
     from soak.report.cluster import cluster_view
 
-    evidence = ((analysis or {}).get("thresholds") or {}).get("evidence") or {}
+    rec = store.get_run(run_id)
     lost = {e.node for e in events if e.kind == "node_lost" and e.node}
-    return cluster_view(data, store.cluster_nodes(run_id), min_coverage=evidence.get("min_coverage"), lost_ever=lost)
+    return cluster_view(data, store.cluster_nodes(run_id), min_coverage=min_coverage_of((analysis or {}).get("thresholds")),
+                        lost_ever=lost, nodes_planned=None if rec is None else rec.nodes)
 
 
 def _host(manifest: Mapping[str, Any] | None) -> Mapping[str, Any]:

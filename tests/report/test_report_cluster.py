@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.report.cluster import CHIPS_CSV_NAME, chip_verdict, cluster_view
+from soak.report.cluster import CHIPS_CSV_NAME, cluster_view
 from soak.report.model import ChipSummary, FindingView, ReportData, RunInfo
 from soak.report.sentences import criterion_value, finding_text, reason_text
 from soak.store import Store
@@ -113,7 +113,7 @@ def test_the_per_chip_csv_is_attached_and_verify_checks_it(big, keys, tmp_path):
 
 def _data(chips: list[str], findings: list[FindingView], ratios: dict | None = None) -> ReportData:
     return ReportData(run=RunInfo("c"), chips=tuple(ChipSummary(device=c) for c in chips), findings=tuple(findings),
-                      coverage={"ratios": ratios or {}})
+                      coverage=None if ratios is None else {"ratios": ratios})
 
 
 class _Node:
@@ -121,14 +121,6 @@ class _Node:
                  chips: int = 2, manifest: dict | None = None) -> None:
         self.name, self.rank, self.status, self.preflight, self.chips = name, rank, status, preflight, chips
         self.host, self.restarts, self.manifest = name, 0, manifest
-
-
-def test_chip_verdict_is_fail_warn_pass_or_no_data():
-    assert chip_verdict([], None, 0.95, read=False) == "nodata"
-    assert chip_verdict(["warn", "fail"], 1.0, 0.95, read=True) == "fail"
-    assert chip_verdict([], 0.9, 0.95, read=True) == "fail"  # the judge fails the run for it too
-    assert chip_verdict(["warn", "info"], 0.99, 0.95, read=True) == "warn"
-    assert chip_verdict(["info"], None, 0.95, read=True) == "pass"
 
 
 def test_node_verdicts_follow_their_chips_ranks_status_and_preflight():
