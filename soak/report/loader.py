@@ -30,7 +30,6 @@ from soak.report.model import (
     ReportData,
     RunInfo,
     Series,
-    fmt_duration,
 )
 from soak.runfolder import read_analysis
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 MAX_POINTS = 600
 _SERIES_COLUMNS = ("util_pct", "temp_c", "hbm_used_bytes", "power_w")
-_SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
 
 
 def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_POINTS) -> float | None:
@@ -177,43 +175,25 @@ def _device_info(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]
 
 def build_criteria(
     analysis: Mapping[str, Any] | None,
-    run: RunInfo,
     findings: tuple[FindingView, ...],
     *,
-    judged: bool | None = None,
+    judged: bool,
+    rec: RunRecord | None = None,
 ) -> tuple[Criterion, ...]:
-    """Acceptance criteria with measured values: runtime, then one line per detector kind."""
+    """The judge's criteria with measured values (``soak.judge``): those of the analysis; a
+    run without one (in progress) gets the judge's per-kind criteria of its findings so far,
+    and, ended, the runtime of its record (``soak.criteria``)."""
     if analysis and isinstance(analysis.get("criteria"), list):
         return tuple(
             Criterion(str(c.get("name")), str(c.get("required")), c.get("measured"), c.get("met"))
             for c in analysis["criteria"]
             if isinstance(c, Mapping)
         )
-    crits: list[Criterion] = []
-    # Runtime is judged against the run's own plan. (The profile's required_runtime_h is how
-    # long memory must last under a leak, not how long this soak was meant to run.)
-    planned = run.planned_duration_s
-    dur = run.duration_s
-    crits.append(
-        Criterion(
-            "runtime",
-            "N/A" if planned is None else f">= {fmt_duration(planned)}",
-            fmt_duration(dur),
-            # the daemon ends a finished run on its planned end, give or take a tick
-            None if planned is None or dur is None else dur >= planned - max(2.0, 0.001 * planned),
-        )
-    )
-    from soak.analysis.model import KINDS
+    from soak import criteria as cr
 
-    if judged is None:
-        judged = analysis is not None
-    for kind in KINDS:
-        mine = [f for f in findings if f.kind == kind]
-        worst = max((_SEVERITY_RANK.get(f.severity, 1) for f in mine), default=-1)
-        measured = f"{len(mine)} finding(s)" if mine else "0"
-        met: bool | None = worst < 2 if (judged or mine) else None
-        crits.append(Criterion(f"no {kind} (fail)", "0 fail", measured, met))
-    return tuple(crits)
+    crits = [] if rec is None or rec.status == "running" else [cr.record_runtime(rec, rec.ended_ts)]
+    crits += cr.kind_criteria(findings, judged=judged)
+    return tuple(Criterion(str(c["name"]), str(c["required"]), c["measured"], c["met"]) for c in crits)
 
 
 def load_report_data(
@@ -251,8 +231,9 @@ def load_report_data(
     )
     if analysis is None:
         analysis = read_analysis(rec.run_dir)
-    if analysis is None and analyze and not running:
-        analysis = run_analysis(store, rec, arrays)
+    if analyze and not running and (analysis is None or not isinstance(analysis.get("criteria"), list)):
+        # no analysis, or one written before the judge stated its criteria: judge the run now
+        analysis = run_analysis(store, rec, arrays) or analysis
 
     # One source for findings and verdict, so the report never mixes two analyses: the
     # analysis when there is one, else what the daemon stored (a live run's online findings).
@@ -342,10 +323,10 @@ def load_report_data(
         verdict_reasons=reasons,
         criteria=build_criteria(
             analysis,
-            run,
             findings,
             # The daemon's final analysis stored findings and a verdict: the kinds were judged.
             judged=analysis is not None or (not running and rec.verdict is not None),
+            rec=rec,
         ),
         clean_statement=_clean_statement(analysis, verdict),
         detectors=detectors,
