@@ -28,10 +28,12 @@ from soak.report.model import fmt, fmt_bytes, fmt_duration
 from soak.report.names import event_name, kind_name, metric_name, severity_name
 from soak.report.rows import (
     accounting_rows,
+    chips_figure,
     coverage_rows,
     event_rows,
     interruption_rows,
     manifest_rows,
+    nodes_figure,
 )
 from soak.report.sentences import criterion_cells, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
@@ -171,11 +173,12 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
         section_cluster(data, lang, _tz(data), lambda dev: _series(url, run.run_id, dev, run.started_at, end, last_ts))
     c = st.columns(4)
     c[0].metric(t("duration", lang), fmt_duration(run.duration_s))
-    c[1].metric(t("chips", lang), len(data.chips))
+    c[1].metric(t("chips", lang), chips_figure(data, lang))
     c[2].metric(t("restarts", lang), fmt(run.restarts))
     c[3].metric(t("findings", lang), len(data.findings))
     tz = _tz(data)
-    st.caption(f"{t('run_id', lang)}: {run.run_id} · {t('host', lang)}: {run.host or 'N/A'} · "
+    where = nodes_figure(data, lang) or f"{t('host', lang)}: {run.host or 'N/A'}"
+    st.caption(f"{t('run_id', lang)}: {run.run_id} · {where} · "
                f"{t('run_window', lang)}: {span(run.started_at, run.ended_at, tz)} ({zone_label(tz, run.started_at)})")
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]

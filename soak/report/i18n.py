@@ -30,6 +30,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "time_scale": ("Time scale", "时间倍率"),
     "restarts": ("Restarts", "重启次数"),
     "chips": ("Chips", "芯片数"),
+    "chips_read_of": ("{seen} of {expected} read", "应读 {expected}，已读 {seen}"),
+    "nodes": ("Nodes", "节点"),
+    "nodes_line": ("{n} nodes: {names}", "{n} 个节点：{names}"),
     "serials": ("Serial numbers", "序列号"),
     "verdict": ("Verdict", "结论"),
     "verdict_pass": ("PASS", "通过"),
@@ -260,10 +263,10 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
     ),
     "cluster_matrix": ("Every chip of every node", "各节点的全部芯片"),
     "cluster_legend": (
-        "F fail · W warning · P pass · – no data (never read). A chip fails on a failing finding "
+        "F fail · W warning · P pass · – no data (no readings the evidence counts). A chip fails on a failing finding "
         "about it or on readings covering less than {cov} of the soak; findings about a rank or a "
         "whole node (stragglers) count for the node.",
-        "F 失败 · W 告警 · P 通过 · – 无数据（从未读到）。芯片有失败级问题，或其读数覆盖不足拷机时长的 "
+        "F 失败 · W 告警 · P 通过 · – 无数据（无计入证据的读数）。芯片有失败级问题，或其读数覆盖不足拷机时长的 "
         "{cov}，即判为失败；关于 rank 或整个节点的问题（掉队者）计入节点。",
     ),
     "chip_v_fail": ("fail", "失败"),

@@ -26,10 +26,12 @@ from soak.report.names import kind_name, metric_name, severity_name
 from soak.report.pdf_style import Markup, Styles, has_wide, table
 from soak.report.rows import (
     accounting_rows,
+    chips_figure,
     coverage_rows,
     event_rows,
     interruption_rows,
     manifest_rows,
+    nodes_figure,
     threshold_text,
 )
 from soak.report.sentences import criterion_cells, finding_text, reason_text
@@ -145,16 +147,18 @@ def render_pdf(
     for reason in data.verdict_reasons:
         story.append(st.p(f"• {reason_text(reason, lang, tz)}"))
     story.append(Spacer(1, 3 * mm))
+    nodes = nodes_figure(data, lang)
     pairs = [
         (t("customer", lang), customer.customer),
         (t("site", lang), customer.site),
         (t("cluster", lang), customer.cluster),
-        (t("node", lang), customer.node or run.host),
-        (t("host", lang), run.host),
+        # a cluster run is on many hosts: name its nodes, not the host that created the run
+        *([(t("nodes", lang), nodes)] if nodes else [(t("node", lang), customer.node or run.host),
+                                                      (t("host", lang), run.host)]),
         (t("run_id", lang), run.run_id),
         (t("workload", lang), run.workload),
         (t("backend", lang), run.backend),
-        (t("chips", lang), len(data.chips) or None),
+        (t("chips", lang), chips_figure(data, lang)),
         (t("restarts", lang), run.restarts),
         (t("planned", lang), fmt_duration(run.planned_duration_s)),
         (t("time_zone", lang), zone),

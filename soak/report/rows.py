@@ -4,7 +4,9 @@
 - ``threshold_text``: a detector's thresholds, declared phases summarised;
 - ``manifest_rows``: the environment manifest with one row per fact;
 - ``accounting_rows`` / ``interruption_rows`` / ``coverage_rows``: where the planned time went
-  and how well each chip was read.
+  and how well each chip was read;
+- ``chips_figure`` / ``nodes_figure``: the run's chips as the judge counted them, and its nodes
+  by name (the cover and the app's header).
 """
 
 from __future__ import annotations
@@ -13,11 +15,36 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, tzinfo
 from typing import Any
 
+from soak.analysis.chip_verdicts import chip_count
+from soak.analysis.evidence import is_host
 from soak.report.i18n import t
-from soak.report.model import EventView
+from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
 from soak.report.sentences import finding_text
 from soak.report.units import dur, pct, plain, span, when
+
+# -- the run's chips and nodes -----------------------------------------------------------------
+
+
+def chips_figure(data: ReportData, lang: str = "en") -> str:
+    """How many chips the run had, as the judge counted them (expected, and read where fewer);
+    without a judgement, the chips with readings."""
+    counted = chip_count(data.coverage)
+    if counted is None:
+        return str(sum(1 for c in data.chips if not is_host(c.device)))
+    expected, seen = counted
+    return str(expected) if seen >= expected else t("chips_read_of", lang).format(seen=seen, expected=expected)
+
+
+def nodes_figure(data: ReportData, lang: str = "en", most: int = 8) -> str | None:
+    """A cluster run's nodes: "3 nodes: node-0, node-1, node-2", the first ``most`` of many;
+    None for a run on one node."""
+    if data.cluster is None:
+        return None
+    names = [n.name for n in data.cluster.nodes]
+    shown = ", ".join(names[:most]) + (f", … (+{len(names) - most})" if len(names) > most else "")
+    return t("nodes_line", lang).format(n=len(names), names=shown)
+
 
 # -- events ----------------------------------------------------------------------------------
 
