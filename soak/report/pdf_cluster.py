@@ -1,6 +1,7 @@
 """The cluster view's pages of the PDF (``soak.report.pdf`` calls ``cluster_story``).
 
-The node x chip matrix gets a page of its own, sized so 64 nodes x 16 chips fit on it; then
+The node x chip matrix follows the verdict, on a page of its own when it does not fit below it
+(it is sized so 64 nodes x 16 chips fit on one page); then
 the verdict per node, the stragglers and outliers, the version check across nodes, the
 cluster's clean-run statement and the chips with findings (every chip is in the attached CSV).
 """
@@ -49,7 +50,7 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     if len(data.verdict_reasons) > MAX_REASONS:
         out.append(st.p(f"… +{len(data.verdict_reasons) - MAX_REASONS}", st.small))
 
-    out.append(PageBreak())
+    # the matrix follows on the same page when it fits there (a few nodes), else on its own
     out.append(KeepTogether(_matrix(view, st, lang, page_w, colors, mm)))
     out.append(PageBreak())
 
