@@ -355,3 +355,44 @@ def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corr
 def _nodes(db_url: str) -> list:
     with Store.open(db_url, create=False) as store:
         return store.cluster_nodes("c1") if store.get_run("c1") else []
+
+
+def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fails_its_chips(tmp_path, db_url) -> None:
+    # rank 2 is killed, not rank 0: the leader (rank 0) judges the run, and without it the
+    # others have no one to end the run and write its analysis
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nnode_silence = "6s"\njoin_timeout = "2m"\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 3, port, "--hang-timeout", "20s", str(plan), duration="45s")
+              for r in range(3)]
+    try:
+        def stepping() -> bool:
+            try:
+                with Store.open(db_url, create=False) as store:
+                    return len({s["rank"] for s in store.load_steps("c1")}) == 3
+            except StoreError:  # the first agent has not created the tables yet
+                return False
+        _wait_for(stepping, 150, "all three nodes stepping", agents)
+        agents[2].kill()
+        for a in agents[:2]:
+            a.wait(240)
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    from soak.cli import main
+    from soak.report.signing import create_keys
+    from tests.report.pagecheck import chip_figures
+
+    keys = create_keys(tmp_path / "keys", common_name="Test Engineer")
+    pdf = tmp_path / "c1.pdf"
+    assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(pdf), "--key", str(keys.key_path),
+                 "--cert", str(keys.cert_path)]) == 0
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    figures = chip_figures(text)
+    assert figures == {"cover": 6, "criterion": 6, "cluster": 6}, figures
+    assert "3 nodes: node-0, node-1, node-2" in text.split("criteria at a glance")[0]
+    matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
+    row = next(line.split() for line in matrix.splitlines() if line.strip().startswith("node-2"))
+    assert len(row) == 4 and "P" not in row[1:], row  # the node and both its chips: fail or no data

@@ -98,3 +98,15 @@ def layout_problems(boxes: list[Box] | tuple[Box, ...], width: float, height: fl
             if a.overlap(b) > 0.25:
                 out.append(f"overlapping: {a.text!r} and {b.text!r} at ({a.x0:.0f},{a.y0:.0f})")
     return out
+
+
+def chip_figures(text: str) -> dict[str, int]:
+    """The chip count each page states: the cover's "Chips", the evidence criterion's and the
+    cluster view's counts line."""
+    cover = re.search(r"Chips\s+(\d+)(?: of (\d+) read)?", text)
+    assert cover is not None, text[:3000]
+    crit = re.search(r"evidence coverage.*?(\d+) (?:of (\d+) )?chips", text, re.S | re.I)
+    counts = re.search(r"(\d+) nodes, (\d+) chips:", text)
+    assert crit is not None and counts is not None
+    return {"cover": int(cover.group(2) or cover.group(1)), "criterion": int(crit.group(2) or crit.group(1)),
+            "cluster": int(counts.group(2))}

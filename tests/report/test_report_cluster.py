@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from soak.report.cluster import CHIPS_CSV_NAME, cluster_view
 from soak.report.model import ChipSummary, FindingView, ReportData, RunInfo
 from soak.report.sentences import criterion_value, finding_text, reason_text
 from soak.store import Store
-from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
+from tests.report.pagecheck import chip_figures, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_cluster_run
 
 RUN = "c-64x16"
@@ -173,3 +174,33 @@ def test_the_app_shows_the_cluster_and_opens_a_chip(tmp_path, monkeypatch):
     assert any("Chip detail: node-02/npu0-1" in m.value for m in at.markdown)
     nodes = at.dataframe[0].value
     assert list(nodes["Node"]) == ["node-00", "node-01", "node-02"] and list(nodes["Verdict"])[1] == "fail"
+
+
+def _lost_node_pdf_text(tmp_path, keys) -> str:
+    """A finished 3-node run (2 chips each) whose node-00 was lost half way: its chips read the
+    first half only; the PDF as ``soak report pdf`` writes it, as text."""
+    from soak.cli import main
+
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        shape = write_cluster_run(store, "c3", nodes=3, chips=2, hours=0.5,
+                                  half_read=("node-00/npu0-0", "node-00/npu0-1"))
+        store.update_node("c3", "node-00", status="lost", last_seen=(shape.start + shape.end) / 2)
+        store.add_event("c3", "node_lost", ts=(shape.start + shape.end) / 2, node="node-00", message="node-00 lost")
+    pdf = tmp_path / "c3.pdf"
+    assert main(["report", "pdf", "c3", "--db", f"sqlite:///{db}", "-o", str(pdf), "--key", str(keys.key_path),
+                 "--cert", str(keys.cert_path)]) == 0
+    return subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def test_a_lost_nodes_pdf_states_one_chip_count_names_the_nodes_and_never_passes_its_chips(tmp_path, keys):
+    text = _lost_node_pdf_text(tmp_path, keys)
+    assert chip_figures(text) == {"cover": 6, "criterion": 6, "cluster": 6}
+    cover = text[:text.index("criteria at a glance")]
+    assert "3 nodes: node-00, node-01, node-02" in cover and "Host" not in cover
+    matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
+    row = next(line.split() for line in matrix.splitlines() if line.strip().startswith("node-00"))
+    assert row[1:] == ["F", "F", "F"], row  # the node, then both its chips: half read is a fail
+    # the cluster view's few lines and the matrix share a page
+    assert "Cluster view" in next(p for p in text.split("\f") if "Every chip of every node" in p)
