@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
@@ -57,6 +58,8 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
         if pv >= p.alpha / n_tests or ratio <= p.min_ratio:
             continue
         first_seen = float(t_inc[0])
+        values = {"metric": s.metric, "last_third_count": k_last, "first_third_count": k_first, "ratio": ratio,
+                  "p_value": pv, "total": total}
         out.append(
             Finding(
                 kind="comm_timeouts",
@@ -65,10 +68,9 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
                 start=first_seen,
                 end=float(t_inc[-1]),
                 severity=profile.cap("comm_timeouts", "fail"),
-                summary=(
-                    f"{s.metric} rising: {k_last} in the last third vs {k_first} in the first "
-                    f"({'inf' if ratio == float('inf') else f'{ratio:.1f}'}x, p={pv:.1e}), {total:.0f} in all"
-                ),
+                summary=say("comm_timeouts.rising", values),
+                code="comm_timeouts.rising",
+                values=values,
                 onset=first_seen,
                 count=int(round(total)),
                 details={
@@ -95,7 +97,9 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
                         start=t,
                         end=t,
                         severity=profile.cap("comm_timeouts", "fail"),
-                        summary=f"fatal {m} +{k:.0f}: a collective timed out and the job aborted",
+                        summary=say("comm_timeouts.fatal", {"metric": m, "increment": k}),
+                        code="comm_timeouts.fatal",
+                        values={"metric": m, "increment": k},
                         onset=t,
                         count=int(round(k)),
                         details={"fatal": True, "version": DETECTOR_VERSION},

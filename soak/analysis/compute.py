@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.device_names import rank_device
@@ -129,11 +130,11 @@ def _node_finding(profile: Profile, node: str, v: float, ref: float, short: floa
                   rs: Sequence[RankRate]) -> Finding:
     n_ranks = len(rs)
     start, end = _span(rs)
+    values = {"node": node, "tflops": v, "ranks": n_ranks, "below_pct": 100 * short, "others_median_tflops": ref}
     return Finding(
         kind="straggler", device=None, node=node or None, metric=METRIC, start=start, end=end,
         severity=profile.cap("straggler", "fail"),
-        summary=(f"node {node}: GEMM rate {v:.3g} TFLOP/s (median of its {n_ranks} rank(s)), "
-                 f"{100 * short:.0f}% below the other nodes' median {ref:.3g} TFLOP/s"),
+        summary=say("straggler.node_compute", values), code="straggler.node_compute", values=values,
         baseline=ref, deviation=v - ref,
         details={"rule": "relative", "deviation_pct": -100.0 * short, "tflops": v, "ranks": n_ranks,
                  "version": DETECTOR_VERSION},
@@ -142,11 +143,12 @@ def _node_finding(profile: Profile, node: str, v: float, ref: float, short: floa
 
 def _rank_finding(profile: Profile, r: RankRate, floor: float, expected: float, chip: str | None) -> Finding:
     start, end = _span([r])
+    values = {"rank": r.name, "node": r.node, "tflops": r.tflops, "floor_tflops": floor,
+              "floor_share_pct": 100 * profile.compute.min_expected_frac, "chip": chip, "expected_tflops": expected}
     return Finding(
         kind="straggler", device=r.name, node=r.node, metric=METRIC, start=start, end=end,
         severity=profile.cap("straggler", "fail"),
-        summary=(f"{r.name}: GEMM rate {r.tflops:.3g} TFLOP/s over the run, below the floor {floor:.3g} "
-                 f"({100 * profile.compute.min_expected_frac:.0f}% of the {chip} dense 16-bit peak {expected:g})"),
+        summary=say("straggler.rank_compute_floor", values), code="straggler.rank_compute_floor", values=values,
         baseline=expected, deviation=(r.tflops or 0.0) - expected,
         details={"rule": "floor", "tflops": r.tflops, "floor_tflops": floor, "expected_tflops": expected,
                  "chip": chip, "rows": r.rows, "version": DETECTOR_VERSION},

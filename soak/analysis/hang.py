@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from soak.analysis._stats import episodes, sorted_union
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Trace
@@ -127,13 +128,9 @@ def detect(
     for dev, items in sorted(found.items()):
         for a, b, how, ongoing in _merge(items):
             mins = (b - a) / 60.0
-            what = (
-                "utilization at ~0 while HBM stays allocated"
-                if how == "idle"
-                else "progress heartbeats stopped while telemetry continued"
-                if how == "busy"
-                else "no progress (idle chip and no heartbeats)"
-            )
+            code = ("hang.idle_hbm_held" if how == "idle" else "hang.heartbeats_stopped" if how == "busy"
+                    else "hang.no_progress")
+            values = {"duration_min": mins, "ongoing": ongoing}
             out.append(
                 Finding(
                     kind="hang",
@@ -142,7 +139,9 @@ def detect(
                     start=a,
                     end=b,
                     severity=profile.cap("hang", "fail"),
-                    summary=f"no progress for {mins:.0f} min{' (ongoing)' if ongoing else ''}: {what}",
+                    summary=say(code, values),
+                    code=code,
+                    values=values,
                     onset=a,
                     details={
                         "signature": how,

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile, chip_model
 from soak.analysis.trace import Trace
@@ -257,25 +258,21 @@ def _finding(profile: Profile, tests: LinkTests, node: str, other: str | None, v
     for the floor; ``ref``: the others' median busbw, GB/s."""
     ts = [r.ts for r in rs]
     n_tests = len({r.ts for r in rs})
-    if other is None:
-        what = (f"node {node}: its links' all-reduce busbw {v:.3g} GB/s (upper median of its {n_pairs} pair(s), "
-                f"median of {n_tests} test(s))")
-    else:
-        what = f"link {node} - {other}: all-reduce busbw {v:.3g} GB/s (median of {n_tests} test(s))"
-    if short is not None:
-        whom = "the pairs without it" if other is None else "the other pairs"
-        what += f", {100 * short:.0f}% below {whom}, test by test" + (
-            f" (their median over all tests {ref:.3g} GB/s)" if ref is not None else "")
-    else:
-        what += (f", below the floor {floor:.3g} GB/s ({100 * profile.links.min_expected_frac:.0f}% of the "
-                 f"expected {expected:g} GB/s for {tests.chip})")
     inj = [tests.injected[n] for n in (node, other) if n is not None and n in tests.injected]
-    if inj:
-        what += f" (injected: {', '.join(inj)})"
+    code = "straggler.link_node" if other is None else "straggler.link_pair"
+    values: dict[str, Any] = {"node": node, "other": other, "busbw_gbps": v, "pairs": n_pairs, "tests": n_tests,
+                              "injected": inj}
+    if short is not None:
+        values.update({"below_pct": 100 * short, "others_median_gbps": ref})
+    else:
+        code += "_floor"
+        values.update({"floor_gbps": floor, "floor_share_pct": 100 * profile.links.min_expected_frac,
+                       "expected_gbps": expected, "chip": tests.chip})
     base = ref if short is not None else expected
     return Finding(
         kind="straggler", device=None if other is None else f"{LINK_PREFIX}{other}", node=node, metric=METRIC,
-        start=min(ts), end=max(ts), severity=profile.cap("straggler", "fail"), summary=what, onset=min(ts),
+        start=min(ts), end=max(ts), severity=profile.cap("straggler", "fail"),
+        summary=say(code, values), code=code, values=values, onset=min(ts),
         baseline=base, deviation=None if base is None else v - base,
         details={
             "rule": "relative" if short is not None else "floor",

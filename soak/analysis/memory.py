@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from soak.analysis._stats import block_reduce, quarter_slopes, robust_sigma, theil_sen
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import MemoryParams, Profile
 from soak.analysis.trace import Series, Trace
@@ -207,18 +208,18 @@ def analyse_series(
     if hte is not None and hte >= profile.required_runtime_h:
         severity = "warn"
     severity = profile.cap("memory_creep", severity)
-    unit = "MB"
     scale = 1e6
     exhausted_at = None if hte is None else float(s.end) + hte * 3600.0
-    hte_txt = "capacity unknown" if hte is None else (
-        f"at this rate it runs out in {hte:.0f} h"
-        + (" (within" if hte < profile.required_runtime_h else " (beyond")
-        + f" the required {profile.required_runtime_h:g} h)")
-    summary = (
-        f"{s.metric} creeps {slope.per_hour / scale:.1f} {unit}/h "
-        f"(90% CI {slope.low / scale:.1f}..{slope.high / scale:.1f}) since "
-        f"{'onset (change point)' if onset_method == 'change point' else 'burn-in'}; +{growth / scale:.0f} {unit} over the fit; {hte_txt}"
-    )
+    code = "memory_creep.capacity_unknown" if hte is None else (
+        "memory_creep.runs_out_within_required" if hte < profile.required_runtime_h
+        else "memory_creep.runs_out_beyond_required")
+    values = {
+        "metric": s.metric, "slope_mb_per_h": slope.per_hour / scale, "slope_low_mb_per_h": slope.low / scale,
+        "slope_high_mb_per_h": slope.high / scale, "change_point": onset_method == "change point",
+        "growth_mb": growth / scale, "hours_to_exhaustion_h": hte, "required_h": profile.required_runtime_h,
+        "exhausted_at": exhausted_at,
+    }
+    summary = say(code, values)
     return Finding(
         kind="memory_creep",
         device=s.device,
@@ -227,6 +228,8 @@ def analyse_series(
         end=float(s.end),
         severity=severity,
         summary=summary,
+        code=code,
+        values=values,
         onset=onset,
         slope_per_hour=slope.per_hour,
         details={

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak.analysis.messages import FINDINGS
+
 KINDS = (
     "memory_creep",
     "utilization_dropouts",
@@ -44,6 +46,10 @@ class Finding:
     where that differs from ``start`` (e.g. a leak's change point). ``severity`` is
     ``info`` (seen and explained, e.g. a declared checkpoint), ``warn`` or ``fail``.
     ``details`` holds the method's numbers (CI, parameters) for the report.
+    ``code`` (a key of ``soak.analysis.messages.FINDINGS``, beginning with the kind) and
+    ``values`` (flat: numbers with their unit in the key, names, flags) are what ``summary``
+    says, for rendering it in any language; empty only for a finding read back from an
+    analysis made before findings carried them.
     """
 
     kind: str
@@ -62,10 +68,14 @@ class Finding:
     deviation: float | None = None  # outlier, straggler: this one minus the baseline
     node: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}")
+        if self.code and (self.code not in FINDINGS or not self.code.startswith(self.kind + ".")):
+            raise ValueError(f"unknown finding code {self.code!r} for kind {self.kind!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
 
@@ -75,6 +85,8 @@ class Finding:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in names}
         values["details"] = dict(values.get("details") or {})
+        values["values"] = dict(values.get("values") or {})
+        values["code"] = values.get("code") or ""
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +112,8 @@ class Finding:
             out["deviation"] = self.deviation
         out["explained_by"] = self.explained_by
         out["details"] = self.details
+        out["code"] = self.code
+        out["values"] = self.values
         return _clean(out)
 
 

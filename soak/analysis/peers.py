@@ -53,6 +53,7 @@ import numpy as np
 
 from soak.analysis._stats import medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import PeersParams, Profile
 from soak.analysis.trace import Trace
@@ -61,6 +62,8 @@ DETECTOR_VERSION = "peers/1.0"
 # compute_s, the time outside the collectives: under synchronous data parallelism every rank
 # waits for the slowest in the all-reduce, so step times agree and only this names the slow one
 STEP_METRICS = ("step_time_s", "compute_s")
+_UNIT_KEYS = {"C": "c", "W": "w", "%": "pct", "MB": "mb", "s": "s", "GB/s": "gbps"}
+"""A unit as the suffix of a value's key in a finding's ``values``."""
 BANDWIDTH_METRICS = ("busbw_gbps",)
 
 
@@ -396,27 +399,23 @@ def _make(
     conf, n_hours = _confidence(tv[stretches[0][0] : stretches[-1][1] + 1],
                                 dv[stretches[0][0] : stretches[-1][1] + 1], sign)
     z = abs(d) / spread if spread > 0 else math.inf
-    who = f"node {node}" if key is None else "it"
-    if members:  # a slow node: name its ranks (a few; else how many)
-        who += f" ({', '.join(members)})" if len(members) <= 4 else f" ({len(members)} ranks)"
+    values: dict[str, Any] = {"scope": scope, "duration_h": (end - start) / 3600, "z": z, "confidence": conf}
+    unit = _UNIT_KEYS[spec.unit]
     if spec.kind == "straggler":
         frac = abs(math.expm1(d))
         severity = "fail" if frac >= p.straggler_fail_frac else "warn"
-        what = "slower" if spec.direction > 0 else "lower"
-        summary = (f"{spec.metric} {abs(pct):.1f}% {what} than its {scope} peers' {_fmt(baseline, spec)} "
-                   f"{spec.unit} for {(end - start) / 3600:.1f} h")
-        if key is None:
-            summary = f"{who}: " + summary
+        code = f"straggler.node.{spec.metric}" if key is None else f"straggler.{spec.metric}"
+        values.update({"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline})
+        if key is None:  # a slow node: name its ranks (a few; else how many)
+            values.update({"node": node, "members": members if members and len(members) <= 4 else None,
+                           "ranks": len(members) if members and len(members) > 4 else None})
     else:
         severity = p.outlier_severity
-        growth = " growth" if spec.scale == "growth" else ""
-        summary = (f"{spec.metric}{growth} {'+' if deviation >= 0 else ''}{_fmt(deviation, spec)} {spec.unit} "
-                   f"off its {scope} peers' {_fmt(baseline, spec)} {spec.unit}"
-                   + ("" if pct is None or spec.scale != "log" else f" ({pct:+.1f}%)")
-                   + f" for {(end - start) / 3600:.1f} h")
-        if spec.metric == "temp_c":
-            summary += " at comparable power"
-    summary += f"; {z:.1f} x the natural spread, confidence {conf:.2f}"
+        code = f"outlier.{spec.metric}"
+        scale = 1e6 if spec.unit == "MB" else 1.0
+        values.update({f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
+                       "change_pct": pct if spec.scale == "log" else None})
+    summary = say(code, values)
     return Finding(
         kind=spec.kind,
         device=key,
@@ -426,6 +425,8 @@ def _make(
         end=end,
         severity=profile.cap(spec.kind, severity),
         summary=summary,
+        code=code,
+        values=values,
         onset=start,
         baseline=baseline,
         deviation=deviation,
@@ -448,12 +449,4 @@ def _make(
             "version": DETECTOR_VERSION,
         },
     )
-
-
-def _fmt(v: float, spec: _Spec) -> str:
-    if spec.unit == "MB":
-        return f"{v / 1e6:.0f}"
-    if spec.metric in STEP_METRICS:
-        return f"{v:.4g}"
-    return f"{v:.1f}"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from soak.analysis._stats import block_reduce, episodes, quarter_slopes, runs, theil_sen
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
@@ -54,6 +55,7 @@ def _excursions(s: Series, profile: Profile) -> list[Finding]:
         i0, i1 = np.searchsorted(s.t, [a, b])
         peaks.append(float(s.v[i0:i1].max()))
     total = sum(b - a for a, b in eps)
+    values = {"count": len(eps), "threshold_c": p.threshold_c, "total_min": total / 60, "peak_c": max(peaks)}
     return [
         Finding(
             kind="thermal",
@@ -62,10 +64,9 @@ def _excursions(s: Series, profile: Profile) -> list[Finding]:
             start=eps[0][0],
             end=eps[-1][1],
             severity=profile.cap("thermal", "fail"),
-            summary=(
-                f"{len(eps)} excursion(s) above {p.threshold_c:g} C, {total / 60:.1f} min in all, "
-                f"peak {max(peaks):.1f} C"
-            ),
+            summary=say("thermal.excursions", values),
+            code="thermal.excursions",
+            values=values,
             onset=eps[0][0],
             count=len(eps),
             details={
@@ -118,7 +119,11 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
     power_pct = _power_trend_pct_per_h(power)
     if power_pct is not None and power_pct > p.drift_max_power_pct_per_h:
         return []  # the chip works harder: a load change, not a cooling defect
-    at_power = "" if power_pct is None else f" at unchanged power ({power_pct:+.2f} %/h)"
+    values = {
+        "slope_c_per_h": slope.per_hour, "slope_low_c_per_h": slope.low, "slope_high_c_per_h": slope.high,
+        "power_trend_pct_per_h": power_pct, "first_c": float(yh[0]), "last_c": float(yh[-1]),
+        "per_day_c": slope.per_hour * 24,
+    }
     return [
         Finding(
             kind="thermal",
@@ -127,11 +132,9 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
             start=float(s.start),
             end=float(s.end),
             severity=profile.cap("thermal", "warn"),
-            summary=(
-                f"temperature drifts up {slope.per_hour:.2f} C/h (90% CI {slope.low:.2f}.."
-                f"{slope.high:.2f}){at_power}, {float(yh[0]):.1f} -> {float(yh[-1]):.1f} C (hourly medians); "
-                f"+{slope.per_hour * 24:.1f} C a day at this rate"
-            ),
+            summary=say("thermal.drift", values),
+            code="thermal.drift",
+            values=values,
             onset=float(s.start),
             slope_per_hour=slope.per_hour,
             details={
@@ -181,7 +184,9 @@ def _throttle(s: Series, profile: Profile) -> list[Finding]:
                 start=a,
                 end=b,
                 severity=profile.cap("thermal", "fail"),
-                summary=f"clocks throttled for {(b - a) / 60:.1f} min: {', '.join(names)}",
+                summary=say("thermal.throttled", {"duration_min": (b - a) / 60, "reasons": names}),
+                code="thermal.throttled",
+                values={"duration_min": (b - a) / 60, "reasons": names},
                 onset=a,
                 details={"reason_bits": seen, "reasons": names, "version": DETECTOR_VERSION},
             )

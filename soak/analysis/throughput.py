@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from soak.analysis._stats import block_reduce, quarter_slopes, robust_sigma, theil_sen
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
@@ -139,7 +140,9 @@ def analyse_series(s: Series, profile: Profile, run_start: float, run_end: float
     severity = profile.cap("throughput_degradation", "fail" if change >= p.fail_pct else "warn")
     base_ms = math.exp(base) * 1000
     final_ms = math.exp(float(np.median(post))) * 1000
-    how = "abruptly" if mode == "abrupt" else f"gradually ({slope_pct:.2f} %/h)"
+    code = f"throughput_degradation.{mode}"
+    values = {"change_pct": change, "change_low_pct": ci[0], "change_high_pct": ci[1],
+              "slope_pct_per_h": slope_pct, "baseline_ms": base_ms, "final_ms": final_ms}
     return Finding(
         kind="throughput_degradation",
         device=s.device,
@@ -147,10 +150,9 @@ def analyse_series(s: Series, profile: Profile, run_start: float, run_end: float
         start=onset_t,
         end=float(s.end),
         severity=severity,
-        summary=(
-            f"step time up {change:.1f}% (90% CI {ci[0]:.1f}..{ci[1]:.1f}) {how}: "
-            f"{base_ms:.1f} -> {final_ms:.1f} ms"
-        ),
+        summary=say(code, values),
+        code=code,
+        values=values,
         onset=onset_t,
         details={
             "mode": mode,

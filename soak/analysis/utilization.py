@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from soak.analysis._stats import episodes
+from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Phase, Profile
 from soak.analysis.trace import Trace
@@ -189,18 +190,13 @@ def detect(
             continue
         together = _shared_share(eps, per_dev, dev) if n_dev > 1 else 0.0
         scope = "global" if n_dev > 1 and together >= p.global_min_share else "device"
-        what = (
-            f"every {per.period_s:.0f} s (CV {per.cv:.2f})" if per.period_s else "not periodic"
-        )
-        where = (
-            f"on all chips at once ({together:.0%} shared): a global stall such as data loading"
-            if scope == "global"
-            else "on this chip"
-        )
-        summary = (
-            f"{len(eps)} utilization drops below {p.low_pct:g}% {what}, "
-            f"mean {durs.mean():.0f} s, idle {idle:.1%}, {where}"
-        )
+        code = f"utilization_dropouts.{scope}"
+        values = {
+            "count": len(eps), "low_pct": p.low_pct, "periodic": bool(per.period_s), "period_s": per.period_s,
+            "cv": per.cv, "mean_duration_s": float(durs.mean()), "idle_fraction": idle,
+            "shared_fraction": together,
+        }
+        summary = say(code, values)
         findings.append(
             Finding(
                 kind="utilization_dropouts",
@@ -210,6 +206,8 @@ def detect(
                 end=float(eps[-1][1]),
                 severity=profile.cap("utilization_dropouts", "fail"),
                 summary=summary,
+                code=code,
+                values=values,
                 onset=per.onset if per.onset is not None else float(starts[0]),
                 period_s=per.period_s,
                 count=len(eps),
@@ -251,7 +249,9 @@ def _explained_findings(
                 start=float(starts[0]),
                 end=float(eps[-1][1]),
                 severity="info",
-                summary=f"{len(eps)} utilization drops during declared {name} phases (expected)",
+                summary=say("utilization_dropouts.explained", {"count": len(eps), "phase": name}),
+                code="utilization_dropouts.explained",
+                values={"count": len(eps), "phase": name, "period_s": period},
                 onset=float(starts[0]),
                 period_s=period,
                 count=len(eps),
