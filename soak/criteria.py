@@ -31,33 +31,27 @@ from typing import Any
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
+from soak.analysis.messages import CRITERIA, Said, hm, pct, say
 from soak.analysis.model import KINDS
 from soak.config import Plan
 
 _SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
 
 
-def _hm(seconds: float | None) -> str:
-    """A duration as people read it (``1d 2h 3m``, ``4m 5s``); N/A when unknown."""
-    if seconds is None:
-        return "N/A"
-    s = int(round(seconds))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if d:
-        return f"{d}d {h}h {m}m"
-    if h:
-        return f"{h}h {m}m"
-    return f"{m}m {s}s" if m else f"{s}s"
+_hm = hm
+_pct = pct
 
 
-def _pct(x: float | None) -> str:
-    return "N/A" if x is None else f"{100 * x:.1f}%"
+def _criterion(name: str, required: str, measured: str, met: bool | None, *, code: str,
+               values: Mapping[str, Any], **detail: Any) -> dict[str, Any]:
+    if code not in CRITERIA:
+        raise KeyError(f"unknown criterion code {code!r}")
+    return {"name": name, "required": required, "measured": measured, "met": met, **detail,
+            "code": code, "values": dict(values)}
 
 
-def _criterion(name: str, required: str, measured: str, met: bool | None, **detail: Any) -> dict[str, Any]:
-    return {"name": name, "required": required, "measured": measured, "met": met, **detail}
+def _reason(reasons: list[str], code: str, values: Mapping[str, Any]) -> None:
+    reasons.append(Said(say(code, values), code, values))
 
 
 def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[str]) -> list[dict[str, Any]]:
@@ -69,10 +63,12 @@ def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[st
     out.append(_criterion(
         "runtime", f">= {_hm(acc.planned_s)} planned",
         f"ran {_hm(acc.window_end - acc.window_start)} of {_hm(acc.planned_s)}, training {_hm(acc.training_s)}",
-        None if running else reached, planned_s=acc.planned_s, training_s=acc.training_s))
+        None if running else reached, planned_s=acc.planned_s, training_s=acc.training_s,
+        code="criterion.runtime", values={"planned_s": acc.planned_s, "ran_s": acc.window_end - acc.window_start,
+                                          "training_s": acc.training_s, "running": running}))
     if not running and not reached:
-        reasons.append(f"runtime: the run ended after {_hm(acc.window_end - acc.window_start)} "
-                       f"of its planned {_hm(acc.planned_s)}")
+        _reason(reasons, "reason.runtime_short", {"ran_s": acc.window_end - acc.window_start,
+                                                  "planned_s": acc.planned_s})
     judged = acc.judged_availability
     down = [i for i in acc.interruptions if not i.excused]
     causes = _causes(acc.interruptions)
@@ -83,22 +79,30 @@ def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[st
         f"{_pct(judged)} judged; trained {_hm(acc.training_s)} of {_hm(acc.planned_s)} planned "
         f"({_pct(acc.availability)}); {_hm(acc.unexcused_down_s)} down unexpectedly"
         + (f" ({causes})" if causes else ""),
-        met, availability=acc.availability, judged_availability=judged))
+        met, availability=acc.availability, judged_availability=judged,
+        code="criterion.availability", values={
+            "min_availability": params.min_availability, "judged_availability": judged,
+            "availability": acc.availability, "training_s": acc.training_s, "planned_s": acc.planned_s,
+            "down_s": acc.unexcused_down_s, "causes": sorted({i.code for i in acc.interruptions if i.cause != ev.STARTUP})}))
     if met is False and acc.training_s <= 0:
-        reasons.append("availability: no workload trained during the run")
+        _reason(reasons, "reason.no_training", {})
     elif met is False:
-        reasons.append(f"availability: {_hm(acc.unexcused_down_s)} without training "
-                       f"({', '.join(sorted({i.cause for i in down}))}); "
-                       f"{_pct(judged)} < {_pct(params.min_availability)}")
+        _reason(reasons, "reason.availability", {
+            "down_s": acc.unexcused_down_s, "causes": sorted({i.cause for i in down}),
+            "cause_codes": sorted({i.code for i in down}), "judged_availability": judged,
+            "min_availability": params.min_availability})
     if params.min_uninterrupted_h > 0:
         ok = acc.longest_s >= params.min_uninterrupted_h * 3600
+        values = {"longest_s": acc.longest_s, "required_s": params.min_uninterrupted_h * 3600}
         out.append(_criterion("longest uninterrupted", f">= {_hm(params.min_uninterrupted_h * 3600)}",
-                              _hm(acc.longest_s), None if running and not ok else ok))
+                              _hm(acc.longest_s), None if running and not ok else ok,
+                              code="criterion.longest_uninterrupted", values=values))
         if not ok and not running:
-            reasons.append(f"longest uninterrupted training {_hm(acc.longest_s)} < "
-                           f"{_hm(params.min_uninterrupted_h * 3600)}")
+            _reason(reasons, "reason.longest_uninterrupted", values)
     else:
-        out.append(_criterion("longest uninterrupted", "reported", _hm(acc.longest_s), None))
+        out.append(_criterion("longest uninterrupted", "reported", _hm(acc.longest_s), None,
+                              code="criterion.longest_uninterrupted",
+                              values={"longest_s": acc.longest_s, "required_s": None}))
     return out
 
 
@@ -121,10 +125,16 @@ def restart_criterion(acc: ev.Accounting, params: Any, reasons: list[str]) -> di
     met = len(bad) <= limit
     measured = f"{len(bad)} uninjected crash/hang" + (f", {injected} injected (expected canary)" if injected else "")
     if not met:
-        reasons.append("restarts: " + "; ".join(f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ")
-                                                for i in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""))
+        reasons.append(Said(
+            "restarts: " + "; ".join(f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ")
+                                     for i in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
+            "reason.restarts", {"stops": [f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ") for i in bad[:5]],
+                                "stop_codes": [i.code for i in bad[:5]], "workloads": [i.workload for i in bad[:5]],
+                                "messages": [i.message for i in bad[:5]], "starts": [i.start for i in bad[:5]],
+                                "more": len(bad) - 5 if len(bad) > 5 else None}))
     return _criterion("crashes and hangs", f"<= {limit} not injected", measured, met,
-                      uninjected=len(bad), injected=injected)
+                      uninjected=len(bad), injected=injected, code="criterion.restarts",
+                      values={"limit": limit, "uninjected": len(bad), "injected": injected})
 
 
 def coverage_criterion(cov: ev.Coverage, params: Any, backend: str | None, reasons: list[str]) -> dict[str, Any]:
@@ -141,18 +151,28 @@ def coverage_criterion(cov: ev.Coverage, params: Any, backend: str | None, reaso
     if not met:
         errors = sorted({f"{o.get('reader')}: {o.get('error')}" for o in cov.outages if o.get("error")})
         said = f" (reader errors: {'; '.join(errors[:3])})" if errors else ""
+        base = {"reader_errors": errors[:3], "chips_seen": cov.chips_seen, "chips_expected": cov.chips_expected}
         if cov.chips_seen == 0:
-            reasons.append(f"evidence: no chip was read during the run{said}")
+            reasons.append(Said(f"evidence: no chip was read during the run{said}", "reason.no_chip_read", base))
         elif cov.chips_expected > cov.chips_seen:
-            reasons.append(f"evidence: only {cov.chips_seen} of {cov.chips_expected} expected chips were read{said}")
+            reasons.append(Said(f"evidence: only {cov.chips_seen} of {cov.chips_expected} expected chips were read{said}",
+                                "reason.chips_missing", base))
         low = cov.below(minimum)
         if low:
             chips = sorted({c for c, _, _ in low})
             named = ", ".join(f"{c} {m} {_pct(r)}" for c, m, r in low[:6])
-            reasons.append(f"evidence: readings cover less than {_pct(minimum)} on {len(chips)} chip(s): "
-                           f"{named}{' ...' if len(low) > 6 else ''}{said}")
+            reasons.append(Said(
+                f"evidence: readings cover less than {_pct(minimum)} on {len(chips)} chip(s): "
+                f"{named}{' ...' if len(low) > 6 else ''}{said}", "reason.coverage_low",
+                {**base, "min_coverage": minimum, "chips": len(chips), "low_chips": [c for c, _, _ in low[:6]],
+                 "low_metrics": [m for _, m, _ in low[:6]], "low_ratios": [r for _, _, r in low[:6]],
+                 "more": len(low) > 6}))
     return _criterion("evidence coverage", f">= {_pct(minimum)} of the soak, every chip and metric", measured,
-                      met, min_ratio=worst, chips_seen=cov.chips_seen, chips_expected=cov.chips_expected)
+                      met, min_ratio=worst, chips_seen=cov.chips_seen, chips_expected=cov.chips_expected,
+                      code="criterion.coverage", values={
+                          "min_coverage": minimum, "lowest_ratio": worst, "lowest_chip": chip, "lowest_metric": metric,
+                          "chips_seen": cov.chips_seen, "chips_expected": cov.chips_expected,
+                          "metrics": len(cov.metrics)})
 
 
 def preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list[str]) -> dict[str, Any] | None:
@@ -161,13 +181,14 @@ def preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list[
         return None
     pre = [e for e in events if e.kind == "preflight"]
     if not pre:
-        return _criterion("preflight", "pass", "not recorded", None)
+        return _criterion("preflight", "pass", "not recorded", None, code="criterion.preflight",
+                          values={"status": None})
     detail = pre[-1].detail if isinstance(pre[-1].detail, Mapping) else {}
     status = str(detail.get("status"))
     met = status in ("pass", "warn")
     if not met:
-        reasons.append(f"preflight: {pre[-1].message}")
-    return _criterion("preflight", "pass", status, met)
+        _reason(reasons, "reason.preflight", {"message": pre[-1].message, "status": status})
+    return _criterion("preflight", "pass", status, met, code="criterion.preflight", values={"status": status})
 
 
 def nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons: list[str],
@@ -185,14 +206,21 @@ def nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons:
         met = None
     if met is False:
         missing = expected - len(nodes)
-        reasons.append("nodes: " + "; ".join(
+        reasons.append(Said("nodes: " + "; ".join(
             [f"node {n.name} (rank {n.rank}) {'lost' if n.name in lost_ever else n.status}"
              + (" (came back later)" if n.name in lost_ever and n.status not in ("lost", "failed") else "")
              for n in bad]
             + ([f"{missing} node(s) never joined"] if missing > 0 else [])
-            + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])))
+            + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])),
+            "reason.nodes", {"nodes": [n.name for n in bad], "ranks": [n.rank for n in bad],
+                             "statuses": ["lost" if n.name in lost_ever else n.status for n in bad],
+                             "came_back": [n.name for n in bad if n.name in lost_ever and n.status not in ("lost", "failed")],
+                             "never_joined": max(missing, 0),
+                             "not_finished": expected - len(done) - len(bad) if not bad and not missing else 0}))
     return _criterion("nodes", f"all {expected} to the end", measured, met,
-                      lost=[n.name for n in bad if n.status == "lost"])
+                      lost=[n.name for n in bad if n.status == "lost"], code="criterion.nodes",
+                      values={"expected": expected, "joined": len(nodes), "finished": len(done),
+                              "bad_nodes": [n.name for n in bad], "bad_statuses": [n.status for n in bad]})
 
 
 def links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
@@ -207,7 +235,8 @@ def links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
     values = [p.busbw_gbps for p in v.pairs if p.busbw_gbps is not None]
     if not v.tests or not values:
         measured = "no link test recorded: links not judged" + (" yet" if running else "")
-        return _criterion("links", required, measured, None, tests=v.tests)
+        return _criterion("links", required, measured, None, tests=v.tests, code="criterion.links",
+                          values={**_links_values(v), "running": running})
     low = min((p for p in v.pairs if p.busbw_gbps is not None), key=lambda p: p.busbw_gbps or 0.0)
     measured = (f"{len(v.pairs)} pair(s) of {len(v.nodes)} nodes in {v.tests} test(s): median {v.median_gbps:.3g} GB/s, "
                 f"lowest {low.a}-{low.b} {low.busbw_gbps:.3g} GB/s")
@@ -218,7 +247,17 @@ def links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
         measured += "; " + _first_names([("node " + f.node) if f.device is None
                                          else f"{f.node}-{f.device[len(lk.LINK_PREFIX):]}" for f in bad])
     return _criterion("links", required, measured, not bad, tests=v.tests, median_gbps=v.median_gbps,
-                      floor_gbps=v.floor_gbps)
+                      floor_gbps=v.floor_gbps, code="criterion.links", values={
+                          **_links_values(v), "lowest_a": low.a, "lowest_b": low.b, "lowest_gbps": low.busbw_gbps,
+                          "failing_nodes": [f.node for f in bad],
+                          "failing_others": [None if f.device is None else f.device[len(lk.LINK_PREFIX):] for f in bad]})
+
+
+def _links_values(v: lk.LinkVerdict) -> dict[str, Any]:
+    """The numbers a links criterion states, as its ``values``."""
+    return {"max_below_median_pct": 100 * v.max_below_median_frac, "floor_gbps": v.floor_gbps, "chip": v.chip,
+            "expected_gbps": v.expected_gbps, "tests": v.tests, "pairs": len(v.pairs), "nodes": len(v.nodes),
+            "median_gbps": v.median_gbps}
 
 
 def _first_names(names: Sequence[str], most: int = 6) -> str:
@@ -245,8 +284,16 @@ def compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any
         named = [("node " + (f.node or "?")) if f.device is None else f"{f.node + '/' if f.node else ''}{f.device}"
                  for f in bad]
         measured += "; " + _first_names(named)
-        reasons.append("compute: " + "; ".join(f.summary for f in bad[:3]) + (" ..." if len(bad) > 3 else ""))
-    return _criterion("compute", required, measured, not bad, floor_tflops=v.floor_tflops)
+        reasons.append(Said("compute: " + "; ".join(f.summary for f in bad[:3]) + (" ..." if len(bad) > 3 else ""),
+                            "reason.compute", {"finding_codes": [f.code for f in bad[:3]],
+                                               "nodes": [f.node for f in bad[:3]], "devices": [f.device for f in bad[:3]],
+                                               "more": len(bad) > 3}))
+    return _criterion("compute", required, measured, not bad, floor_tflops=v.floor_tflops, code="criterion.compute",
+                      values={"max_below_median_pct": 100 * v.max_below_median_frac, "floor_tflops": v.floor_tflops,
+                              "chip": v.chip, "expected_tflops": v.expected_tflops, "ranks": len(v.ranks),
+                              "nodes": len(v.nodes), "median_tflops": statistics.median(rates),
+                              "lowest_tflops": min(rates), "failing_nodes": [f.node for f in bad],
+                              "failing_devices": [f.device for f in bad]})
 
 
 def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:
@@ -257,7 +304,8 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, An
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
         measured = f"{len(mine)} finding(s)" if mine else "0"
-        out.append(_criterion(f"no {kind} (fail)", "0 fail", measured, (worst < 2) if (judged or mine) else None))
+        out.append(_criterion(f"no {kind} (fail)", "0 fail", measured, (worst < 2) if (judged or mine) else None,
+                              code=f"criterion.kind.{kind}", values={"findings": len(mine)}))
     return out
 
 
@@ -266,4 +314,6 @@ def record_runtime(rec: Any, ended: float | None) -> dict[str, Any]:
     planned = None if rec.planned_end_ts is None else rec.planned_end_ts - rec.started_ts
     dur = None if ended is None else ended - rec.started_ts
     met = None if planned is None or dur is None else dur >= planned - max(2.0, 0.001 * planned)
-    return _criterion("runtime", "N/A" if planned is None else f">= {_hm(planned)}", _hm(dur), met)
+    return _criterion("runtime", "N/A" if planned is None else f">= {_hm(planned)}", _hm(dur), met,
+                      code="criterion.runtime", values={"planned_s": planned, "ran_s": dur, "training_s": None,
+                                                        "running": False})

@@ -54,9 +54,20 @@ class Interruption:
     def excused(self) -> bool:
         return self.cause == STARTUP or self.injected
 
+    @property
+    def code(self) -> str:
+        """``interruption.<cause>`` (a key of ``soak.analysis.messages.INTERRUPTIONS``)."""
+        return "interruption." + self.cause.replace(" ", "_")
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "duration_s": self.duration_s, "workload": self.workload,
+                "injected": self.injected, "message": self.message}
+
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "duration_s": self.duration_s, "cause": self.cause,
-                "workload": self.workload, "injected": self.injected, "message": self.message}
+                "workload": self.workload, "injected": self.injected, "message": self.message,
+                "code": self.code, "values": self.values}
 
 
 @dataclass(frozen=True)

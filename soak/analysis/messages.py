@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import string
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,8 +99,79 @@ FINDINGS: dict[str, str] = {
 }
 """Finding codes (the part before the dot is the finding's kind)."""
 
-ENGLISH: dict[str, str] = {**FINDINGS}
+CRITERIA: dict[str, str] = {
+    "criterion.runtime": "runtime",
+    "criterion.availability": "availability",
+    "criterion.longest_uninterrupted": "longest uninterrupted",
+    "criterion.restarts": "crashes and hangs",
+    "criterion.coverage": "evidence coverage",
+    "criterion.preflight": "preflight",
+    "criterion.nodes": "nodes",
+    "criterion.links": "links",
+    "criterion.compute": "compute",
+    **{f"criterion.kind.{kind}": f"no {kind} (fail)" for kind in (
+        "memory_creep", "utilization_dropouts", "hang", "comm_timeouts", "thermal", "throughput_degradation",
+        "outlier", "straggler")},
+}
+"""Criterion codes, with the criterion's English name (its required and measured lines are
+still written by ``soak.criteria``; their values are in the criterion's ``values``)."""
+
+REASONS: dict[str, str] = {
+    "reason.finding": "{severity_label} {kind} on {where} from {start:utc}: {summary}",
+    "reason.no_findings": "no failing or warning findings",
+    "reason.no_data": "the trace holds no data: nothing was shown",
+    "reason.runtime_short": "runtime: the run ended after {ran_s:hm} of its planned {planned_s:hm}",
+    "reason.no_training": "availability: no workload trained during the run",
+    "reason.availability": ("availability: {down_s:hm} without training ({causes}); "
+                            "{judged_availability:pct} < {min_availability:pct}"),
+    "reason.longest_uninterrupted": "longest uninterrupted training {longest_s:hm} < {required_s:hm}",
+    "reason.restarts": "restarts: {stops}[[more| (+{more} more)]]",
+    "reason.no_chip_read": "evidence: no chip was read during the run[[reader_errors| (reader errors: {reader_errors})]]",
+    "reason.chips_missing": ("evidence: only {chips_seen} of {chips_expected} expected chips were read"
+                             "[[reader_errors| (reader errors: {reader_errors})]]"),
+    "reason.coverage_low": ("evidence: readings cover less than {min_coverage:pct} on {chips} chip(s): {low}"
+                            "[[more| ...]][[reader_errors| (reader errors: {reader_errors})]]"),
+    "reason.preflight": "preflight: {message}",
+    "reason.nodes": "nodes: {problems}",
+    "reason.compute": "compute: {summaries}[[more| ...]]",
+    "reason.run_failed": "run failed: [[why|{why}]][[!why|the workloads stopped before the planned end]]",
+    "reason.run_stopped": "run stopped before its planned end[[why| ({why})]]: not judged",
+}
+"""Reason codes: a reason in a verdict says why it is not a pass (or that nothing was found)."""
+
+INTERRUPTIONS: dict[str, str] = {
+    "interruption.startup": "{workload} start-up",
+    "interruption.crash": "crash of {workload}[[message|: {message}]]",
+    "interruption.hang": "hang of {workload}[[message|: {message}]]",
+    "interruption.daemon_down": "the daemon was down",
+    "interruption.stopped": "stopped",
+    "interruption.gave_up": "{workload} gave up",
+}
+"""Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
+
+ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **REASONS, **INTERRUPTIONS}
 """Every code, with its English template."""
+
+
+class Said(str):
+    """A sentence that keeps the ``code`` and ``values`` it says (a ``str`` to every reader
+    that wants the words)."""
+
+    code: str
+    values: dict[str, Any]
+
+    def __new__(cls, text: str, code: str, values: Mapping[str, Any]) -> Said:
+        if code not in ENGLISH:
+            raise KeyError(f"unknown code {code!r}")
+        out = super().__new__(cls, text)
+        out.code = code
+        out.values = dict(values)
+        return out
+
+
+def typed(sentences: Any) -> list[dict[str, Any]]:
+    """``code`` and ``values`` of each sentence (a plain string: code "", no values)."""
+    return [{"code": getattr(s, "code", ""), "values": dict(getattr(s, "values", {}))} for s in sentences]
 
 _OPTIONAL = re.compile(r"\[\[(!?)(\w+)\|((?:[^\[\]]|\[(?!\[))*?)\]\]")
 
@@ -111,8 +183,39 @@ def present(value: Any) -> bool:
     return not (isinstance(value, str | list | tuple) and len(value) == 0)
 
 
+def hm(seconds: float | None) -> str:
+    """A duration as people read it (``1d 2h 3m``, ``4m 5s``); N/A when unknown."""
+    if seconds is None:
+        return "N/A"
+    s = int(round(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s" if m else f"{s}s"
+
+
+def pct(x: float | None) -> str:
+    """A fraction as a percentage with one decimal; N/A when unknown."""
+    return "N/A" if x is None else f"{100 * x:.1f}%"
+
+
+def utc(ts: float) -> str:
+    """Unix seconds as a UTC time stamp."""
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+
+
+_NAMED_FORMATS = {"hm": hm, "pct": pct, "utc": utc}
+"""Format specs beyond ``str.format``'s: ``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time."""
+
+
 class _Formatter(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec in _NAMED_FORMATS:
+            return _NAMED_FORMATS[format_spec](value)
         if isinstance(value, list | tuple):
             return ", ".join(str(v) for v in value)
         return super().format_field(value, format_spec)

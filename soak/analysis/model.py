@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.analysis.messages import FINDINGS
+from soak.analysis.messages import FINDINGS, typed
 
 KINDS = (
     "memory_creep",
@@ -19,6 +19,9 @@ KINDS = (
     "outlier",
     "straggler",
 )
+SCHEMA_VERSION = 2
+"""Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,
+interruptions and (``reasons_typed``, beside ``reasons``) the reasons of a verdict."""
 PEER_KINDS = ("outlier", "straggler")
 """The kinds found by comparing a chip or node with its peers, not by looking at it alone."""
 SEVERITIES = ("info", "warn", "fail")  # ascending
@@ -139,9 +142,11 @@ class Analysis:
     def to_dict(self) -> dict[str, Any]:
         return _clean(
             {
+                "schema_version": SCHEMA_VERSION,
                 "findings": [f.to_dict() for f in self.findings],
                 "verdict": self.verdict,
                 "reasons": list(self.reasons),
+                "reasons_typed": typed(self.reasons),
                 "clean_statement": self.clean_statement,
                 "chip_hours": self.chip_hours,
                 "start": self.start,

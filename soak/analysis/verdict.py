@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 from soak.analysis._stats import poisson_upper
 from soak.analysis.evidence import chip_hours as _covered_hours
+from soak.analysis.messages import Said, say, utc
 from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.trace import Trace
 
@@ -19,8 +19,6 @@ def chip_hours(trace: Trace) -> float:
     return _covered_hours({(s.device, s.metric): s.t for s in trace.series()}, None, float(trace.start), float(trace.end))
 
 
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
 
 
 def order(findings: list[Finding]) -> list[Finding]:
@@ -56,10 +54,15 @@ def place(findings: list[Finding], trace: Trace) -> list[Finding]:
 def reasons(findings: list[Finding]) -> list[str]:
     fails = [f for f in findings if f.severity == "fail"]
     warns = [f for f in findings if f.severity == "warn"]
-    out = [f"FAIL {f.kind} on {where(f)} from {_when(f.start)}: {f.summary}" for f in fails]
-    out += [f"WARN {f.kind} on {where(f)} from {_when(f.start)}: {f.summary}" for f in warns]
+    index = {id(f): i for i, f in enumerate(findings)}
+    out: list[str] = []
+    for f in fails + warns:
+        values = {"severity_label": f.severity.upper(), "severity": f.severity, "kind": f.kind, "where": where(f),
+                  "node": f.node, "device": f.device, "start": f.start, "summary": f.summary,
+                  "finding_index": index[id(f)], "finding_code": f.code}
+        out.append(Said(say("reason.finding", values), "reason.finding", values))
     if not out:
-        out.append("no failing or warning findings")
+        out.append(Said(say("reason.no_findings", {}), "reason.no_findings", {}))
     return out
 
 
@@ -99,7 +102,7 @@ def attribute(findings: list[Finding]) -> list[Finding]:
             if hits:
                 f = dataclasses.replace(f, details={
                     **f.details,
-                    "coincides_with": [f"{c.kind} on {c.device} from {_when(c.start)}" for c in hits[:5]],
+                    "coincides_with": [f"{c.kind} on {c.device} from {utc(c.start)}" for c in hits[:5]],
                 })
         out.append(f)
     return out
