@@ -1,0 +1,132 @@
+"""Every decision carries a code and typed values, and every code is in one table.
+
+A finding's summary is its code's English template filled from its values, so another
+language can render the same finding from the same pair; the set of codes is closed (every
+code a producer uses is a key of ``soak.analysis.messages.ENGLISH``), so a table for another
+language can be checked against it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from soak.analysis import KINDS, Finding, Trace, analyze
+from soak.analysis import compute as cp
+from soak.analysis import evaluate as ev
+from soak.analysis.messages import (
+    CRITERIA,
+    ENGLISH,
+    FINDINGS,
+    INTERRUPTIONS,
+    REASONS,
+    Said,
+    render,
+    say,
+)
+from soak.analysis.model import SCHEMA_VERSION
+from soak.analysis.synth import generate, link_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE = re.compile(r"^(criterion|reason|interruption|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
+
+
+def _check(findings: list[Finding]) -> set[str]:
+    """Each finding has a registered code of its kind, values, and says its summary from them
+    (also after the JSON round trip the analysis document takes)."""
+    for f in findings:
+        assert f.code in FINDINGS and f.code.startswith(f.kind + "."), (f.kind, f.summary)
+        assert f.values, f.code
+        assert say(f.code, f.values) == f.summary
+        back = json.loads(json.dumps(f.to_dict()))
+        assert back["code"] == f.code and say(back["code"], back["values"]) == f.summary
+        assert all(not isinstance(v, dict) for v in f.values.values()), f"{f.code}: values are flat"
+    return {f.code for f in findings}
+
+
+def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> None:
+    for code, template in ENGLISH.items():
+        assert CODE.match(code), code
+        flat = re.sub(r"\[\[!?(\w+)\|", "", template).replace("]]", "")
+        for _, field, spec, _ in string.Formatter().parse(flat):
+            assert field is None or re.fullmatch(r"\w+", field), (code, field)
+            assert spec is None or "{" not in spec, code
+    assert set(ENGLISH) == set(FINDINGS) | set(CRITERIA) | set(REASONS) | set(INTERRUPTIONS)
+    assert {c.split(".")[0] for c in FINDINGS} <= set(KINDS)
+
+
+def test_optional_parts_and_named_formats() -> None:
+    t = "a[[x| {x:.1f}]][[!x| none]]; {d:hm}, {r:pct}, {t:utc}, {names}"
+    assert render(t, {"x": 0.0, "d": 3725, "r": 0.5, "t": 0, "names": ["p", "q"]}) == \
+        "a 0.0; 1h 2m, 50.0%, 1970-01-01 00:00:00Z, p, q"
+    assert render(t, {"x": None, "d": None, "r": None, "t": 60, "names": []}).startswith("a none; N/A, N/A")
+
+
+def test_a_finding_with_an_unknown_code_or_one_of_another_kind_is_refused() -> None:
+    kw = dict(kind="hang", device="npu0", metric="util_pct", start=0.0, end=1.0, severity="fail", summary="s")
+    with pytest.raises(ValueError):
+        Finding(**kw, code="hang.made_up")
+    with pytest.raises(ValueError):
+        Finding(**kw, code="thermal.throttled")
+    with pytest.raises(KeyError):
+        Said("x", "reason.made_up", {})
+
+
+def test_every_code_written_in_the_source_is_registered() -> None:
+    """A code spelled out in soak/ (a string constant that looks like one) is in the table;
+    codes made from parts (f-strings) are checked where they are used (``Finding``, ``Said``,
+    the criteria)."""
+    missing = []
+    for path in sorted((ROOT / "soak").rglob("*.py")):
+        if "report" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and CODE.match(node.value) \
+                    and node.value not in ENGLISH and not node.value.endswith("."):
+                missing.append((path.name, node.value))
+    assert not missing
+
+
+def test_links_and_compute_findings_carry_codes() -> None:
+    rows = link_rows(8, 6, spread=0.04, seed=7001, slow_pairs={(2, 5): 0.4})
+    a = analyze(Trace.from_rows(rows))
+    assert _check(a.findings) == {"straggler.link_pair"}
+    assert all(f.node and f.device and "/" not in f.node for f in a.findings)
+    healthy = {f"n{i}": [600.0 + 7 * ((i + r) % 5) for r in range(8)] for i in range(4)}
+    rates = [cp.RankRate(n, "gemm", 8 * i + r, v * (0.88 if n == "n2" else 1.0), 10, 100.0, 200.0)
+             for i, (n, vals) in enumerate(healthy.items()) for r, v in enumerate(vals)]
+    assert _check(list(cp.evaluate(rates, "H100").findings)) == {"straggler.node_compute"}
+    floor = [cp.RankRate("n0", "gemm", r, v, 10, 100.0, 200.0) for r, v in enumerate((700.0, 420.0, 710.0))]
+    assert _check(list(cp.evaluate(floor, "H200").findings)) == {"straggler.rank_compute_floor"}
+
+
+def test_the_analysis_document_carries_schema_version_and_typed_reasons() -> None:
+    d = analyze(Trace.from_rows([])).to_dict()
+    assert d["schema_version"] == SCHEMA_VERSION == 2
+    assert d["reasons_typed"] == [{"code": "reason.no_data", "values": {}}]
+    assert d["reasons"] == [say("reason.no_data", {})]
+
+
+@pytest.mark.slow
+def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
+    cases: dict[str, ev.Case] = {}
+    for c in ev.fault_cases(multiples=(2.0,), hours=36.0) + ev.cluster_fault_cases(multiples=(1.0,), hours=12.0):
+        cases.setdefault(c.family, c)
+    seen: set[str] = set()
+    for case in cases.values():
+        trace, _ = generate(case.scenario)
+        a = analyze(trace, phases=case.scenario.phases)
+        seen |= _check(a.findings)
+        doc = a.to_dict()
+        assert doc["schema_version"] == SCHEMA_VERSION
+        for f in doc["findings"]:
+            assert f["device"] is None or "/" not in f["device"], f  # node and device apart
+        for r, t in zip(a.reasons, doc["reasons_typed"], strict=True):
+            assert t["code"] in REASONS and say(t["code"], t["values"]) == r
+    kinds = {c.split(".")[0] for c in seen}
+    assert kinds == set(KINDS), set(KINDS) - kinds
