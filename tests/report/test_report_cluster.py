@@ -80,6 +80,7 @@ def test_64_nodes_x_16_chips_fit_one_page_and_every_page_reads(big):
     assert not problems, "\n".join(problems[:30])
 
 
+@pytest.mark.slow  # the 64 x 16 cluster PDF
 def test_cluster_pages_name_the_bad_nodes_chips_straggler_and_versions(big):
     text = " ".join(p.text for p in big["pages"])
     assert "64 nodes, 1024 chips: 1 fail, 1 with warnings, 1021 pass, 1 without data" in text
@@ -93,6 +94,7 @@ def test_cluster_pages_name_the_bad_nodes_chips_straggler_and_versions(big):
     assert f"attached as {CHIPS_CSV_NAME}" in text
 
 
+@pytest.mark.slow  # the 64 x 16 cluster PDF
 def test_the_per_chip_csv_is_attached_and_verify_checks_it(big, keys, tmp_path):
     from pyhanko.pdf_utils.reader import PdfFileReader
 

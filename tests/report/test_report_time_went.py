@@ -41,8 +41,9 @@ def _run(tmp_path, run_id: str, finding: bool) -> Store:
         store.add_event(run_id, "capture", ts=T0 + 60, workload="lm", rank=0,
                         detail=_summary("request", 0.68, 0.0, request=1, finding={**DROP, "devices": ["cpu"]}))
     store.finish_run(run_id, status="finished", ended_ts=T0 + 100, verdict="fail" if finding else "pass")
+    # an analysis as the judge writes it, with its criteria (one without is re-judged from the store)
     write_analysis(folder, {"findings": [DROP] if finding else [], "verdict": "fail" if finding else "pass",
-                            "reasons": []})
+                            "reasons": [], "criteria": []})
     return store
 
 
