@@ -72,7 +72,8 @@ _EVIDENCE_LABELS = {
     "cusum_delta_log": ("CUSUM step (log)", "CUSUM 步长（对数）"),
     "coincides_with": ("Coincides with", "同时发生"),
 }
-_SKIP = {"explained_by", "details"}
+# code and values say the finding once more, typed, for its sentence: not evidence rows of their own
+_SKIP = {"explained_by", "details", "code", "values"}
 _TIME_KEYS = {"onset", "regime_start", "first_seen", "onset_of_periodicity", "exhausted_at"}
 _SPAN_KEYS = {"fit_window", "baseline_window"}
 _DURATION_KEYS = {"envelope_window_s", "period_s", "mean_duration_s", "max_duration_s", "duration_s", "threshold_s"}
