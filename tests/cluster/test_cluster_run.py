@@ -251,11 +251,11 @@ def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_ap
     show the three nodes and a verdict that names the slow rank's node."""
     port = _free_port()
     plan = tmp_path / "plan.toml"
-    # An accelerated 40 h (40 s of wall; start-up takes 15-30 s of it on a busy machine):
+    # An accelerated 60 h (60 s of wall; start-up takes 15-30 s of it on a busy machine):
     # two-hour buckets of about two step rows each; three nodes are compared with each other.
     plan.write_text('[acceptance.thresholds]\n"peers.min_peers" = 2\n"peers.bucket_s" = 7200\n', encoding="utf-8")
     agents = [Agent(tmp_path, db_url, r, 3, port, "--inject", "slow-rank:1,3", "--time-scale", "3600", str(plan),
-                    duration="40h") for r in range(3)]
+                    duration="60h") for r in range(3)]
     codes = _wait_all(agents)
     assert all(c in (0, 1) for c in codes), [a.text()[-1500:] for a in agents]  # 1: the verdict fails
     with Store.open(db_url, create=False) as store:

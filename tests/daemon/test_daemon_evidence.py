@@ -16,8 +16,8 @@ import pytest
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
 
-# Coverage of sampling ticks is judged: other tests sharing the CPU would make the daemon miss
-# ticks, so the runs whose chips are read at all run alone (a fleet never read has no tick to miss).
+# Coverage of sampling ticks is judged, with bounds wide enough for a daemon that misses a few
+# ticks while other tests share the CPU (a fleet read half the run: between 20 % and 75 %).
 pytestmark = pytest.mark.slow
 
 
@@ -80,7 +80,6 @@ def test_fleet_unreadable_from_the_start_fails_on_coverage(tmp_path, fault: str,
     assert "reader npu-smi failing" in log
 
 
-@pytest.mark.alone
 def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path) -> None:
     # from 0.5 h to 1.5 h of a 2 h run: half the soak without readings of any chip
     r = _run(_sim_plan(tmp_path, "dcmi:from_h=0.5,until_h=1.5", "mid", scale=300))
@@ -94,7 +93,6 @@ def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path)
     assert 0 < analysis["chip_hours"] <= 4 * 1.2
 
 
-@pytest.mark.alone
 def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(tmp_path, run_daemon) -> None:
     plan = fake_plan(tmp_path, run={"duration": "40s"},
                      restart={"backoff_initial": "0.1s", "backoff_max": "0.2s", "max_restarts": 20})
