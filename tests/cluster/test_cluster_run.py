@@ -165,13 +165,7 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_ba
     leader, victim = agents
     back: procs.Proc | None = None
     try:
-        def stepping() -> bool:
-            try:
-                with Store.open(db_url, create=False) as store:
-                    return len({s["rank"] for s in store.load_steps("c1")}) == 2
-            except StoreError:  # the first agent has not created the tables yet
-                return False
-        _wait_for(stepping, 120, "both nodes stepping", agents)
+        _wait_for(lambda: _ranks_stepping(db_url) == 2, 120, "both nodes stepping", agents)
         with Store.open(db_url, create=False) as store:
             before = store.count_samples("c1")
         killed_at = time.time()
@@ -352,6 +346,15 @@ def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corr
     assert "--nodes 3, but cluster run c1 has 2 nodes" in log and "plan differs" in log
 
 
+def _ranks_stepping(db_url: str) -> int:
+    """How many ranks of run c1 have stored a step (0 before the first agent made the tables)."""
+    try:
+        with Store.open(db_url, create=False) as store:
+            return len({s["rank"] for s in store.load_steps("c1")})
+    except StoreError:
+        return 0
+
+
 def _nodes(db_url: str) -> list:
     with Store.open(db_url, create=False) as store:
         return store.cluster_nodes("c1") if store.get_run("c1") else []
@@ -367,13 +370,7 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     # three training nodes on a small machine take 15-30 s to their first step: no short hang timeout
     agents = [Agent(tmp_path, db_url, r, 3, port, str(plan), duration="90s") for r in range(3)]
     try:
-        def stepping() -> bool:
-            try:
-                with Store.open(db_url, create=False) as store:
-                    return len({s["rank"] for s in store.load_steps("c1")}) == 3
-            except StoreError:  # the first agent has not created the tables yet
-                return False
-        _wait_for(stepping, 150, "all three nodes stepping", agents)
+        _wait_for(lambda: _ranks_stepping(db_url) == 3, 150, "all three nodes stepping", agents)
         agents[2].kill()
         for a in agents[:2]:
             a.wait(240)
