@@ -31,27 +31,31 @@ from typing import Any
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
-from soak.analysis.messages import CRITERIA, Said, hm, pct, say
+from soak.analysis.messages import CRITERIA, CRITERION_TEXTS, said, say
 from soak.analysis.model import KINDS
 from soak.config import Plan
 
 _SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
 
 
-_hm = hm
-_pct = pct
-
-
-def _criterion(name: str, required: str, measured: str, met: bool | None, *, code: str,
-               values: Mapping[str, Any], **detail: Any) -> dict[str, Any]:
+def _criterion(met: bool | None, *, code: str, values: Mapping[str, Any], required: str = ".required",
+               measured: str = ".measured", **detail: Any) -> dict[str, Any]:
+    """A criterion: its name, required and measured lines are its codes' English over
+    ``values``; ``required``/``measured`` are the suffixes of their codes (after ``code``, or
+    after ``criterion.kind`` for a finding kind's)."""
     if code not in CRITERIA:
         raise KeyError(f"unknown criterion code {code!r}")
-    return {"name": name, "required": required, "measured": measured, "met": met, **detail,
-            "code": code, "values": dict(values)}
+    stem = code.rsplit(".", 1)[0] if code.startswith("criterion.kind.") else code  # one text for every kind
+    required_code, measured_code = stem + required, stem + measured
+    if required_code not in CRITERION_TEXTS or measured_code not in CRITERION_TEXTS:
+        raise KeyError(f"criterion {code!r}: no template {required_code!r} or {measured_code!r}")
+    return {"name": say(code, values), "required": say(required_code, values),
+            "measured": say(measured_code, values), "met": met, **detail,
+            "code": code, "values": dict(values), "required_code": required_code, "measured_code": measured_code}
 
 
 def _reason(reasons: list[str], code: str, values: Mapping[str, Any]) -> None:
-    reasons.append(Said(say(code, values), code, values))
+    reasons.append(said(code, values))
 
 
 def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[str]) -> list[dict[str, Any]]:
@@ -61,8 +65,6 @@ def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[st
     # a run in progress is not judged on its length yet; one stopped on request is not judged
     running = status in ("running", "stopped") and not reached
     out.append(_criterion(
-        "runtime", f">= {_hm(acc.planned_s)} planned",
-        f"ran {_hm(acc.window_end - acc.window_start)} of {_hm(acc.planned_s)}, training {_hm(acc.training_s)}",
         None if running else reached, planned_s=acc.planned_s, training_s=acc.training_s,
         code="criterion.runtime", values={"planned_s": acc.planned_s, "ran_s": acc.window_end - acc.window_start,
                                           "training_s": acc.training_s, "running": running}))
@@ -71,19 +73,15 @@ def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[st
                                                   "planned_s": acc.planned_s})
     judged = acc.judged_availability
     down = [i for i in acc.interruptions if not i.excused]
-    causes = _causes(acc.interruptions)
     # start-up is excused, but a run that never trained shows nothing
     met = None if judged is None else (judged >= params.min_availability and acc.training_s > 0)
     out.append(_criterion(
-        "availability", f">= {_pct(params.min_availability)} (start-up and injected faults excepted)",
-        f"{_pct(judged)} judged; trained {_hm(acc.training_s)} of {_hm(acc.planned_s)} planned "
-        f"({_pct(acc.availability)}); {_hm(acc.unexcused_down_s)} down unexpectedly"
-        + (f" ({causes})" if causes else ""),
         met, availability=acc.availability, judged_availability=judged,
         code="criterion.availability", values={
             "min_availability": params.min_availability, "judged_availability": judged,
             "availability": acc.availability, "training_s": acc.training_s, "planned_s": acc.planned_s,
-            "down_s": acc.unexcused_down_s, "causes": sorted({i.code for i in acc.interruptions if i.cause != ev.STARTUP})}))
+            "down_s": acc.unexcused_down_s, "causes": sorted({i.code for i in acc.interruptions if i.cause != ev.STARTUP}),
+            **_cause_counts(acc.interruptions)}))
     if met is False and acc.training_s <= 0:
         _reason(reasons, "reason.no_training", {})
     elif met is False:
@@ -94,26 +92,26 @@ def time_criteria(acc: ev.Accounting, params: Any, status: str, reasons: list[st
     if params.min_uninterrupted_h > 0:
         ok = acc.longest_s >= params.min_uninterrupted_h * 3600
         values = {"longest_s": acc.longest_s, "required_s": params.min_uninterrupted_h * 3600}
-        out.append(_criterion("longest uninterrupted", f">= {_hm(params.min_uninterrupted_h * 3600)}",
-                              _hm(acc.longest_s), None if running and not ok else ok,
-                              code="criterion.longest_uninterrupted", values=values))
+        out.append(_criterion(None if running and not ok else ok, code="criterion.longest_uninterrupted", values=values))
         if not ok and not running:
             _reason(reasons, "reason.longest_uninterrupted", values)
     else:
-        out.append(_criterion("longest uninterrupted", "reported", _hm(acc.longest_s), None,
-                              code="criterion.longest_uninterrupted",
+        out.append(_criterion(None, code="criterion.longest_uninterrupted",
                               values={"longest_s": acc.longest_s, "required_s": None}))
     return out
 
 
-def _causes(interruptions: Sequence[ev.Interruption]) -> str:
-    counts: dict[str, int] = {}
+def _cause_counts(interruptions: Sequence[ev.Interruption]) -> dict[str, list[Any]]:
+    """How many interruptions of each cause, injected apart (start-up left out), as three
+    lists in the order of "injected crash", "injected hang", ..., "crash", ..."""
+    counts: dict[tuple[str, bool], int] = {}
     for i in interruptions:
         if i.cause == ev.STARTUP:
             continue
-        key = f"{'injected ' if i.injected else ''}{i.cause}"
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        counts[(i.cause, bool(i.injected))] = counts.get((i.cause, bool(i.injected)), 0) + 1
+    keys = sorted(counts, key=lambda k: f"{'injected ' if k[1] else ''}{k[0]}")
+    return {"count_causes": [c for c, _ in keys], "count_injected": [inj for _, inj in keys],
+            "count_n": [counts[k] for k in keys]}
 
 
 def restart_criterion(acc: ev.Accounting, params: Any, reasons: list[str]) -> dict[str, Any]:
@@ -123,52 +121,37 @@ def restart_criterion(acc: ev.Accounting, params: Any, reasons: list[str]) -> di
     injected = len(stops) - len(bad)
     limit = int(params.max_uninjected_restarts)
     met = len(bad) <= limit
-    measured = f"{len(bad)} uninjected crash/hang" + (f", {injected} injected (expected canary)" if injected else "")
     if not met:
-        reasons.append(Said(
-            "restarts: " + "; ".join(f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ")
-                                     for i in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
-            "reason.restarts", {"stops": [f"{i.cause} of {i.workload}: {i.message or ''}".rstrip(": ") for i in bad[:5]],
-                                "stop_codes": [i.code for i in bad[:5]], "workloads": [i.workload for i in bad[:5]],
-                                "messages": [i.message for i in bad[:5]], "starts": [i.start for i in bad[:5]],
-                                "more": len(bad) - 5 if len(bad) > 5 else None}))
-    return _criterion("crashes and hangs", f"<= {limit} not injected", measured, met,
-                      uninjected=len(bad), injected=injected, code="criterion.restarts",
-                      values={"limit": limit, "uninjected": len(bad), "injected": injected})
+        _reason(reasons, "reason.restarts", {
+            "stop_codes": [i.code for i in bad[:5]], "workloads": [i.workload for i in bad[:5]],
+            "messages": [(i.message or "").rstrip(": ") or None for i in bad[:5]], "starts": [i.start for i in bad[:5]],
+            "more": len(bad) - 5 if len(bad) > 5 else None})
+    return _criterion(met, uninjected=len(bad), injected=injected, code="criterion.restarts",
+                      values={"limit": limit, "uninjected": len(bad), "injected": injected,
+                              "has_injected": injected > 0})
 
 
 def coverage_criterion(cov: ev.Coverage, params: Any, backend: str | None, reasons: list[str]) -> dict[str, Any]:
     """Every expected chip read, every metric for ``evidence.min_coverage`` of the soak."""
     chip, metric, worst = cov.worst
     minimum = params.min_coverage
-    if cov.chips_seen == 0:
-        measured = "no chip readings at all"
-    elif cov.chips_expected > cov.chips_seen:
-        measured = f"{cov.chips_seen} of {cov.chips_expected} chips read"
-    else:
-        measured = f"lowest {_pct(worst)} ({chip} {metric}); {cov.chips_seen} chips x {len(cov.metrics)} metrics"
+    measured = (".measured_none" if cov.chips_seen == 0
+                else ".measured_missing" if cov.chips_expected > cov.chips_seen else ".measured")
     met = cov.chips_seen > 0 and cov.chips_expected <= cov.chips_seen and worst >= minimum
     if not met:
         errors = sorted({f"{o.get('reader')}: {o.get('error')}" for o in cov.outages if o.get("error")})
-        said = f" (reader errors: {'; '.join(errors[:3])})" if errors else ""
         base = {"reader_errors": errors[:3], "chips_seen": cov.chips_seen, "chips_expected": cov.chips_expected}
         if cov.chips_seen == 0:
-            reasons.append(Said(f"evidence: no chip was read during the run{said}", "reason.no_chip_read", base))
+            _reason(reasons, "reason.no_chip_read", base)
         elif cov.chips_expected > cov.chips_seen:
-            reasons.append(Said(f"evidence: only {cov.chips_seen} of {cov.chips_expected} expected chips were read{said}",
-                                "reason.chips_missing", base))
+            _reason(reasons, "reason.chips_missing", base)
         low = cov.below(minimum)
         if low:
-            chips = sorted({c for c, _, _ in low})
-            named = ", ".join(f"{c} {m} {_pct(r)}" for c, m, r in low[:6])
-            reasons.append(Said(
-                f"evidence: readings cover less than {_pct(minimum)} on {len(chips)} chip(s): "
-                f"{named}{' ...' if len(low) > 6 else ''}{said}", "reason.coverage_low",
-                {**base, "min_coverage": minimum, "chips": len(chips), "low_chips": [c for c, _, _ in low[:6]],
-                 "low_metrics": [m for _, m, _ in low[:6]], "low_ratios": [r for _, _, r in low[:6]],
-                 "more": len(low) > 6}))
-    return _criterion("evidence coverage", f">= {_pct(minimum)} of the soak, every chip and metric", measured,
-                      met, min_ratio=worst, chips_seen=cov.chips_seen, chips_expected=cov.chips_expected,
+            _reason(reasons, "reason.coverage_low", {
+                **base, "min_coverage": minimum, "chips": len({c for c, _, _ in low}),
+                "low_chips": [c for c, _, _ in low[:6]], "low_metrics": [m for _, m, _ in low[:6]],
+                "low_ratios": [r for _, _, r in low[:6]], "more": len(low) > 6})
+    return _criterion(met, measured=measured, min_ratio=worst, chips_seen=cov.chips_seen, chips_expected=cov.chips_expected,
                       code="criterion.coverage", values={
                           "min_coverage": minimum, "lowest_ratio": worst, "lowest_chip": chip, "lowest_metric": metric,
                           "chips_seen": cov.chips_seen, "chips_expected": cov.chips_expected,
@@ -181,14 +164,13 @@ def preflight_criterion(events: Sequence[Any], plan: Plan | None, reasons: list[
         return None
     pre = [e for e in events if e.kind == "preflight"]
     if not pre:
-        return _criterion("preflight", "pass", "not recorded", None, code="criterion.preflight",
-                          values={"status": None})
+        return _criterion(None, code="criterion.preflight", values={"status": None})
     detail = pre[-1].detail if isinstance(pre[-1].detail, Mapping) else {}
     status = str(detail.get("status"))
     met = status in ("pass", "warn")
     if not met:
         _reason(reasons, "reason.preflight", {"message": pre[-1].message, "status": status})
-    return _criterion("preflight", "pass", status, met, code="criterion.preflight", values={"status": status})
+    return _criterion(met, code="criterion.preflight", values={"status": status})
 
 
 def nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons: list[str],
@@ -198,27 +180,17 @@ def nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons:
     lost_ever = lost_ever or set()
     bad = [n for n in nodes if n.status in ("lost", "failed") or n.name in lost_ever]
     done = [n for n in nodes if n.status == "finished"]
-    measured = f"{len(nodes)} of {expected} joined, {len(done)} finished"
-    if bad:
-        measured += "; " + ", ".join(f"{n.name} {n.status}" for n in bad)
     met: bool | None = len(nodes) == expected and not bad and (running or len(done) == expected)
     if running and met:
         met = None
     if met is False:
         missing = expected - len(nodes)
-        reasons.append(Said("nodes: " + "; ".join(
-            [f"node {n.name} (rank {n.rank}) {'lost' if n.name in lost_ever else n.status}"
-             + (" (came back later)" if n.name in lost_ever and n.status not in ("lost", "failed") else "")
-             for n in bad]
-            + ([f"{missing} node(s) never joined"] if missing > 0 else [])
-            + ([f"{expected - len(done) - len(bad)} node(s) did not finish"] if not bad and not missing else [])),
-            "reason.nodes", {"nodes": [n.name for n in bad], "ranks": [n.rank for n in bad],
+        _reason(reasons, "reason.nodes", {"nodes": [n.name for n in bad], "ranks": [n.rank for n in bad],
                              "statuses": ["lost" if n.name in lost_ever else n.status for n in bad],
                              "came_back": [n.name for n in bad if n.name in lost_ever and n.status not in ("lost", "failed")],
                              "never_joined": max(missing, 0),
-                             "not_finished": expected - len(done) - len(bad) if not bad and not missing else 0}))
-    return _criterion("nodes", f"all {expected} to the end", measured, met,
-                      lost=[n.name for n in bad if n.status == "lost"], code="criterion.nodes",
+                             "not_finished": expected - len(done) - len(bad) if not bad and not missing else 0})
+    return _criterion(met, lost=[n.name for n in bad if n.status == "lost"], code="criterion.nodes",
                       values={"expected": expected, "joined": len(nodes), "finished": len(done),
                               "bad_nodes": [n.name for n in bad], "bad_statuses": [n.status for n in bad]})
 
@@ -226,29 +198,16 @@ def nodes_criterion(nodes: Sequence[Any], expected: int, running: bool, reasons:
 def links_criterion(v: lk.LinkVerdict, running: bool) -> dict[str, Any]:
     """Several nodes: the pairwise link test. No test recorded is not judged (met None), never
     a pass: the criterion says so and the verdict says nothing about the links."""
-    x = f"{100 * v.max_below_median_frac:g}%"
-    required = f"no node or pair more than {x} below the others"
-    if v.floor_gbps is not None:
-        required += f"; every pair >= {v.floor_gbps:.3g} GB/s ({v.chip}: expected {v.expected_gbps:g} GB/s)"
-    elif v.chip:
-        required += f" ({v.chip}: no expected figure, relative rule only)"
     values = [p.busbw_gbps for p in v.pairs if p.busbw_gbps is not None]
     if not v.tests or not values:
-        measured = "no link test recorded: links not judged" + (" yet" if running else "")
-        return _criterion("links", required, measured, None, tests=v.tests, code="criterion.links",
+        return _criterion(None, tests=v.tests, code="criterion.links", measured=".measured_none",
                           values={**_links_values(v), "running": running})
     low = min((p for p in v.pairs if p.busbw_gbps is not None), key=lambda p: p.busbw_gbps or 0.0)
-    measured = (f"{len(v.pairs)} pair(s) of {len(v.nodes)} nodes in {v.tests} test(s): median {v.median_gbps:.3g} GB/s, "
-                f"lowest {low.a}-{low.b} {low.busbw_gbps:.3g} GB/s")
-    if len(v.nodes) < 3:
-        measured += " (two nodes: no other pair to compare with)"
     bad = [f for f in v.findings if f.severity == "fail"]
-    if bad:
-        measured += "; " + _first_names([("node " + f.node) if f.device is None
-                                         else f"{f.node}-{f.device[len(lk.LINK_PREFIX):]}" for f in bad])
-    return _criterion("links", required, measured, not bad, tests=v.tests, median_gbps=v.median_gbps,
+    return _criterion(not bad, tests=v.tests, median_gbps=v.median_gbps,
                       floor_gbps=v.floor_gbps, code="criterion.links", values={
                           **_links_values(v), "lowest_a": low.a, "lowest_b": low.b, "lowest_gbps": low.busbw_gbps,
+                          "two_nodes": len(v.nodes) < 3,
                           "failing_nodes": [f.node for f in bad],
                           "failing_others": [None if f.device is None else f.device[len(lk.LINK_PREFIX):] for f in bad]})
 
@@ -257,41 +216,24 @@ def _links_values(v: lk.LinkVerdict) -> dict[str, Any]:
     """The numbers a links criterion states, as its ``values``."""
     return {"max_below_median_pct": 100 * v.max_below_median_frac, "floor_gbps": v.floor_gbps, "chip": v.chip,
             "expected_gbps": v.expected_gbps, "tests": v.tests, "pairs": len(v.pairs), "nodes": len(v.nodes),
-            "median_gbps": v.median_gbps}
-
-
-def _first_names(names: Sequence[str], most: int = 6) -> str:
-    """Who a criterion's measured line names: the first ``most``, then "..."."""
-    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
+            "median_gbps": v.median_gbps, "relative_only": v.floor_gbps is None and bool(v.chip)}
 
 
 def compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any]:
     """The GEMM workload's rate per rank against its chip's peak, and per node against the others."""
-    x = f"{100 * v.max_below_median_frac:g}%"
-    required = f"no node more than {x} below the other nodes"
-    if v.floor_tflops is not None:
-        required += (f"; every chip >= {v.floor_tflops:.3g} TFLOP/s ({v.chip}: dense 16-bit peak "
-                     f"{v.expected_tflops:g}, {v.expected_source})")
-    else:
-        required += f" ({v.chip or 'chip model unknown'}: no expected figure, relative rule only)"
     rates = [r.tflops for r in v.ranks if r.tflops is not None]
-    measured = (f"{len(v.ranks)} rank(s) on {len(v.nodes)} node(s): median {statistics.median(rates):.3g} TFLOP/s, "
-                f"lowest {min(rates):.3g}")
-    if len(v.nodes) < 2:
-        measured += " (one node: no other node to compare with)"
     bad = [f for f in v.findings if f.severity == "fail"]
     if bad:
-        named = [("node " + (f.node or "?")) if f.device is None else f"{f.node + '/' if f.node else ''}{f.device}"
-                 for f in bad]
-        measured += "; " + _first_names(named)
-        reasons.append(Said("compute: " + "; ".join(f.summary for f in bad[:3]) + (" ..." if len(bad) > 3 else ""),
-                            "reason.compute", {"finding_codes": [f.code for f in bad[:3]],
-                                               "nodes": [f.node for f in bad[:3]], "devices": [f.device for f in bad[:3]],
-                                               "more": len(bad) > 3}))
-    return _criterion("compute", required, measured, not bad, floor_tflops=v.floor_tflops, code="criterion.compute",
+        _reason(reasons, "reason.compute", {"finding_codes": [f.code for f in bad[:3]],
+                                            "finding_values": [f.values for f in bad[:3]],
+                                            "nodes": [f.node for f in bad[:3]], "devices": [f.device for f in bad[:3]],
+                                            "more": len(bad) > 3})
+    return _criterion(not bad, floor_tflops=v.floor_tflops, code="criterion.compute",
                       values={"max_below_median_pct": 100 * v.max_below_median_frac, "floor_tflops": v.floor_tflops,
-                              "chip": v.chip, "expected_tflops": v.expected_tflops, "ranks": len(v.ranks),
-                              "nodes": len(v.nodes), "median_tflops": statistics.median(rates),
+                              "chip": v.chip, "chip_named": v.chip or "chip model unknown",
+                              "expected_tflops": v.expected_tflops, "expected_source": v.expected_source,
+                              "ranks": len(v.ranks), "nodes": len(v.nodes), "one_node": len(v.nodes) < 2,
+                              "median_tflops": statistics.median(rates),
                               "lowest_tflops": min(rates), "failing_nodes": [f.node for f in bad],
                               "failing_devices": [f.device for f in bad]})
 
@@ -303,9 +245,8 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, An
         mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == kind]
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
-        measured = f"{len(mine)} finding(s)" if mine else "0"
-        out.append(_criterion(f"no {kind} (fail)", "0 fail", measured, (worst < 2) if (judged or mine) else None,
-                              code=f"criterion.kind.{kind}", values={"findings": len(mine)}))
+        out.append(_criterion((worst < 2) if (judged or mine) else None,
+                              code=f"criterion.kind.{kind}", values={"kind": kind, "findings": len(mine), "found": bool(mine)}))
     return out
 
 
@@ -314,6 +255,5 @@ def record_runtime(rec: Any, ended: float | None) -> dict[str, Any]:
     planned = None if rec.planned_end_ts is None else rec.planned_end_ts - rec.started_ts
     dur = None if ended is None else ended - rec.started_ts
     met = None if planned is None or dur is None else dur >= planned - max(2.0, 0.001 * planned)
-    return _criterion("runtime", "N/A" if planned is None else f">= {_hm(planned)}", _hm(dur), met,
-                      code="criterion.runtime", values={"planned_s": planned, "ran_s": dur, "training_s": None,
+    return _criterion(met, code="criterion.runtime", required=".required_record", measured=".measured_record", values={"planned_s": planned, "ran_s": dur, "training_s": None,
                                                         "running": False})

@@ -27,7 +27,7 @@ from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
-from soak.analysis.messages import Said, say, typed
+from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
 from soak.analysis.verdict import clean_statement
 from soak.cluster import analysis as ca
@@ -190,16 +190,14 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     all_reasons = reasons + fails + warns
     if status == "failed":
         verdict = "fail"
-        all_reasons.append(Said(say("reason.run_failed", {"why": why or None}), "reason.run_failed",
-                                {"why": why or None}))
+        all_reasons.append(said("reason.run_failed", {"why": why or None}))
     elif status == "stopped" and verdict == "pass":
         # Stopped before its planned end: what was seen may fail it, but a clean stretch
         # shorter than planned proves nothing the customer asked for.
         verdict = None
-        all_reasons.append(Said(say("reason.run_stopped", {"why": why or None}), "reason.run_stopped",
-                                {"why": why or None}))
+        all_reasons.append(said("reason.run_stopped", {"why": why or None}))
     if not all_reasons:
-        all_reasons = [Said(say("reason.no_findings", {}), "reason.no_findings", {})]
+        all_reasons = [said("reason.no_findings", {})]
     n_fail = sum(1 for f in result.findings if f.severity == "fail")
     statement = _statement(hours, n_fail, unit) if verdict == "pass" else None
     return Judgement(

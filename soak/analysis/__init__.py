@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from soak.analysis import comm, hang, links, memory, peers, thermal, throughput, utilization
-from soak.analysis.messages import Said, say
+from soak.analysis.messages import said
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
 from soak.analysis.trace import Series, Trace
@@ -79,7 +79,7 @@ def analyze(
     if trace.start is None:
         return Analysis(
             # no evidence is never a pass
-            findings=[], verdict="fail", reasons=[Said(say("reason.no_data", {}), "reason.no_data", {})],
+            findings=[], verdict="fail", reasons=[said("reason.no_data", {})],
             clean_statement=clean_statement(0.0, 0), chip_hours=0.0, start=None, end=None,
             profile=profile.name, detector_versions=dict(DETECTOR_VERSIONS),
             thresholds=thresholds(profile),

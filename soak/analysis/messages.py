@@ -1,15 +1,25 @@
-"""The English sentence of every coded decision: one template per code.
+"""The sentence of every coded decision: one template per code, in English here.
 
 A finding, a criterion, a reason or an interruption carries a ``code`` and ``values`` (a flat
 mapping of numbers, names, flags and lists of names); its English sentence is
-``say(code, values)``, and another language renders the same pair with its own table. The
-codes are closed: every code a producer uses is a key of ``ENGLISH``, so a table for another
-language can be checked for completeness against it.
+``say(code, values)``, and another language renders the same pair with its own table
+(``soak.report.i18n.CHINESE``). The codes are closed: every code a producer uses is a key of
+``ENGLISH``, so a table for another language is checked for completeness against it.
 
 A template is a ``str.format`` string over the values, with one addition for optional parts:
 ``[[key|text]]`` keeps ``text`` (itself a template) when ``values[key]`` is present (not None,
 False, or an empty string or list), and ``[[!key|text]]`` when it is absent. A list value
-is written as its items joined by ", ".
+is written as its items joined by ", " (``{x:semi}``: by "; ").
+
+Named formats say what a value is, so that each language writes it its own way:
+``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
+keys ``{x:metric}``, ``{x:kind}``, ``{x:scope}``, ``{x:event}``, ``{x:cause}``,
+``{x:node_status}``, ``{x:severity}`` (a list: each item). Here they are written as they are;
+the report passes its own (``say(..., formats=...)``).
+
+Some sentences are made of parts (the nodes a criterion names, the stops of a restarts
+reason): ``DERIVED`` makes those values from the typed ones with the ``part.*`` templates of
+the same table, so every language composes them from its own words.
 """
 
 from __future__ import annotations
@@ -17,15 +27,15 @@ from __future__ import annotations
 import re
 import string
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _PEERS_TAIL = "; {z:.1f} x the natural spread, confidence {confidence:.2f}"
 _NODE = "node {node}[[members| ({members})]][[ranks| ({ranks} ranks)]]: "
 _STRAGGLER = {
-    "step_time_s": "step_time_s {change_pct:.1f}% slower than its {scope} peers' {baseline_s:.4g} s for {duration_h:.1f} h",
-    "compute_s": "compute_s {change_pct:.1f}% slower than its {scope} peers' {baseline_s:.4g} s for {duration_h:.1f} h",
-    "busbw_gbps": ("busbw_gbps {change_pct:.1f}% lower than its {scope} peers' {baseline_gbps:.1f} GB/s "
+    "step_time_s": "{metric:metric} {change_pct:.1f}% slower than its {scope:scope} peers' {baseline_s:.4g} s for {duration_h:.1f} h",
+    "compute_s": "{metric:metric} {change_pct:.1f}% slower than its {scope:scope} peers' {baseline_s:.4g} s for {duration_h:.1f} h",
+    "busbw_gbps": ("{metric:metric} {change_pct:.1f}% lower than its {scope:scope} peers' {baseline_gbps:.1f} GB/s "
                    "for {duration_h:.1f} h"),
 }
 _LINK_FLOOR = (", below the floor {floor_gbps:.3g} GB/s ({floor_share_pct:.0f}% of the expected "
@@ -36,7 +46,7 @@ _LINK_REL = (", {below_pct:.0f}% below {whom}, test by test"
 _LINK_NODE = ("node {node}: its links' all-reduce busbw {busbw_gbps:.3g} GB/s (upper median of its {pairs} pair(s), "
               "median of {tests} test(s))")
 _LINK_PAIR = "link {node} - {other}: all-reduce busbw {busbw_gbps:.3g} GB/s (median of {tests} test(s))"
-_MEMORY = ("{metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {slope_low_mb_per_h:.1f}..{slope_high_mb_per_h:.1f}) "
+_MEMORY = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {slope_low_mb_per_h:.1f}..{slope_high_mb_per_h:.1f}) "
            "since [[change_point|onset (change point)]][[!change_point|burn-in]]; +{growth_mb:.0f} MB over the fit; ")
 _UTIL = ("{count} utilization drops below {low_pct:g}% [[periodic|every {period_s:.0f} s (CV {cv:.2f})]]"
          "[[!periodic|not periodic]], mean {mean_duration_s:.0f} s, idle {idle_fraction:.1%}, ")
@@ -54,15 +64,15 @@ FINDINGS: dict[str, str] = {
     # utilization.py
     "utilization_dropouts.global": _UTIL + "on all chips at once ({shared_fraction:.0%} shared): a global stall such as data loading",
     "utilization_dropouts.device": _UTIL + "on this chip",
-    "utilization_dropouts.explained": "{count} utilization drops during declared {phase} phases (expected)",
+    "utilization_dropouts.explained": "{count} utilization drops during declared {phase:event} phases (expected)",
     # hang.py
     "hang.idle_hbm_held": _HANG + "utilization at ~0 while HBM stays allocated",
     "hang.heartbeats_stopped": _HANG + "progress heartbeats stopped while telemetry continued",
     "hang.no_progress": _HANG + "no progress (idle chip and no heartbeats)",
     # comm.py
-    "comm_timeouts.rising": ("{metric} rising: {last_third_count} in the last third vs {first_third_count} in the first "
+    "comm_timeouts.rising": ("{metric:metric} rising: {last_third_count} in the last third vs {first_third_count} in the first "
                              "({ratio:.1f}x, p={p_value:.1e}), {total:.0f} in all"),
-    "comm_timeouts.fatal": "fatal {metric} +{increment:.0f}: a collective timed out and the job aborted",
+    "comm_timeouts.fatal": "fatal {metric:metric} +{increment:.0f}: a collective timed out and the job aborted",
     # thermal.py
     "thermal.excursions": ("{count} excursion(s) above {threshold_c:g} C, {total_min:.1f} min in all, "
                            "peak {peak_c:.1f} C"),
@@ -75,13 +85,13 @@ FINDINGS: dict[str, str] = {
     "throughput_degradation.abrupt": _THROUGHPUT.replace("{how}", "abruptly"),
     "throughput_degradation.gradual": _THROUGHPUT.replace("{how}", "gradually ({slope_pct_per_h:.2f} %/h)"),
     # peers.py: a chip or rank out of line with its peers
-    "outlier.temp_c": ("temp_c {deviation_c:+.1f} C off its {scope} peers' {baseline_c:.1f} C for {duration_h:.1f} h "
+    "outlier.temp_c": ("{metric:metric} {deviation_c:+.1f} C off its {scope:scope} peers' {baseline_c:.1f} C for {duration_h:.1f} h "
                        "at comparable power" + _PEERS_TAIL),
-    "outlier.power_w": ("power_w {deviation_w:+.1f} W off its {scope} peers' {baseline_w:.1f} W ({change_pct:+.1f}%) "
+    "outlier.power_w": ("{metric:metric} {deviation_w:+.1f} W off its {scope:scope} peers' {baseline_w:.1f} W ({change_pct:+.1f}%) "
                         "for {duration_h:.1f} h" + _PEERS_TAIL),
-    "outlier.util_pct": ("util_pct {deviation_pct:+.1f} % off its {scope} peers' {baseline_pct:.1f} % "
+    "outlier.util_pct": ("{metric:metric} {deviation_pct:+.1f} % off its {scope:scope} peers' {baseline_pct:.1f} % "
                          "for {duration_h:.1f} h" + _PEERS_TAIL),
-    "outlier.hbm_used_bytes": ("hbm_used_bytes growth {deviation_mb:+.0f} MB off its {scope} peers' {baseline_mb:.0f} MB "
+    "outlier.hbm_used_bytes": ("{metric:metric} growth {deviation_mb:+.0f} MB off its {scope:scope} peers' {baseline_mb:.0f} MB "
                                "for {duration_h:.1f} h" + _PEERS_TAIL),
     **{f"straggler.{m}": t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
     **{f"straggler.node.{m}": _NODE + t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
@@ -109,31 +119,88 @@ CRITERIA: dict[str, str] = {
     "criterion.nodes": "nodes",
     "criterion.links": "links",
     "criterion.compute": "compute",
-    **{f"criterion.kind.{kind}": f"no {kind} (fail)" for kind in (
+    **{f"criterion.kind.{kind}": "no {kind:kind} (fail)" for kind in (
         "memory_creep", "utilization_dropouts", "hang", "comm_timeouts", "thermal", "throughput_degradation",
         "outlier", "straggler")},
 }
-"""Criterion codes, with the criterion's English name (its required and measured lines are
-still written by ``soak.criteria``; their values are in the criterion's ``values``)."""
+"""Criterion codes, with the criterion's name (``criterion.kind.*``: over its ``kind`` value)."""
+
+_LINK_RULE = "no node or pair more than {max_below_median_pct:g}% below the others"
+_COMPUTE_RULE = "no node more than {max_below_median_pct:g}% below the other nodes"
+CRITERION_TEXTS: dict[str, str] = {
+    "criterion.runtime.required": ">= {planned_s:hm} planned",
+    "criterion.runtime.measured": "ran {ran_s:hm} of {planned_s:hm}, training {training_s:hm}",
+    "criterion.runtime.required_record": "[[planned_s|>= {planned_s:hm}]][[!planned_s|N/A]]",
+    "criterion.runtime.measured_record": "{ran_s:hm}",
+    "criterion.availability.required": ">= {min_availability:pct} (start-up and injected faults excepted)",
+    "criterion.availability.measured": ("{judged_availability:pct} judged; trained {training_s:hm} of {planned_s:hm} "
+                                        "planned ({availability:pct}); {down_s:hm} down unexpectedly"
+                                        "[[cause_counts| ({cause_counts})]]"),
+    "criterion.longest_uninterrupted.required": "[[required_s|>= {required_s:hm}]][[!required_s|reported]]",
+    "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
+    "criterion.restarts.required": "<= {limit} not injected",
+    "criterion.restarts.measured": ("{uninjected} uninjected crash/hang"
+                                    "[[has_injected|, {injected} injected (expected canary)]]"),
+    "criterion.coverage.required": ">= {min_coverage:pct} of the soak, every chip and metric",
+    "criterion.coverage.measured": ("lowest {lowest_ratio:pct} ({lowest_chip} {lowest_metric:metric}); "
+                                    "{chips_seen} chips x {metrics} metrics"),
+    "criterion.coverage.measured_missing": "{chips_seen} of {chips_expected} chips read",
+    "criterion.coverage.measured_none": "no chip readings at all",
+    "criterion.preflight.required": "pass",
+    "criterion.preflight.measured": "[[status|{status}]][[!status|not recorded]]",
+    "criterion.nodes.required": "all {expected} to the end",
+    "criterion.nodes.measured": "{joined} of {expected} joined, {finished} finished[[bad|; {bad}]]",
+    "criterion.links.required": (_LINK_RULE + "[[floor_gbps|; every pair >= {floor_gbps:.3g} GB/s ({chip}: expected "
+                                 "{expected_gbps:g} GB/s)]][[relative_only| ({chip}: no expected figure, relative "
+                                 "rule only)]]"),
+    "criterion.links.measured": ("{pairs} pair(s) of {nodes} nodes in {tests} test(s): median {median_gbps:.3g} GB/s, "
+                                 "lowest {lowest_a}-{lowest_b} {lowest_gbps:.3g} GB/s"
+                                 "[[two_nodes| (two nodes: no other pair to compare with)]][[failing|; {failing}]]"),
+    "criterion.links.measured_none": "no link test recorded: links not judged[[running| yet]]",
+    "criterion.compute.required": (_COMPUTE_RULE + "[[floor_tflops|; every chip >= {floor_tflops:.3g} TFLOP/s ({chip}: "
+                                   "dense 16-bit peak {expected_tflops:g}, {expected_source})]]"
+                                   "[[!floor_tflops| ({chip_named}: no expected figure, relative rule only)]]"),
+    "criterion.compute.measured": ("{ranks} rank(s) on {nodes} node(s): median {median_tflops:.3g} TFLOP/s, "
+                                   "lowest {lowest_tflops:.3g}[[one_node| (one node: no other node to compare with)]]"
+                                   "[[failing|; {failing}]]"),
+    "criterion.kind.required": "0 fail",
+    "criterion.kind.measured": "[[found|{findings} finding(s)]][[!found|0]]",
+}
+"""A criterion's required and measured lines (``required_code`` and ``measured_code`` of a
+criterion, over the criterion's ``values``)."""
+
+PARTS: dict[str, str] = {
+    "part.where_node": "node {node}",
+    "part.where_node_device": "{node}/{device}",
+    "part.where_device": "{device}",
+    "part.link_pair": "{node}-{other}",
+    "part.node_status": "{node} {status:node_status}",
+    "part.node_problem": "node {node} (rank {rank}) {status:node_status}[[came_back| (came back later)]]",
+    "part.never_joined": "{count} node(s) never joined",
+    "part.not_finished": "{count} node(s) did not finish",
+    "part.cause_count": "{count} [[injected|injected ]]{cause:cause}",
+    "part.low_coverage": "{chip} {metric} {ratio:pct}",
+}
+"""Parts of sentences, composed by ``DERIVED``."""
 
 REASONS: dict[str, str] = {
-    "reason.finding": "{severity_label} {kind} on {where} from {start:utc}: {summary}",
+    "reason.finding": "{severity_label} {kind:kind} on {where} from {start:utc}: {summary}",
     "reason.no_findings": "no failing or warning findings",
     "reason.no_data": "the trace holds no data: nothing was shown",
     "reason.runtime_short": "runtime: the run ended after {ran_s:hm} of its planned {planned_s:hm}",
     "reason.no_training": "availability: no workload trained during the run",
-    "reason.availability": ("availability: {down_s:hm} without training ({causes}); "
+    "reason.availability": ("availability: {down_s:hm} without training ({causes:cause}); "
                             "{judged_availability:pct} < {min_availability:pct}"),
     "reason.longest_uninterrupted": "longest uninterrupted training {longest_s:hm} < {required_s:hm}",
-    "reason.restarts": "restarts: {stops}[[more| (+{more} more)]]",
-    "reason.no_chip_read": "evidence: no chip was read during the run[[reader_errors| (reader errors: {reader_errors})]]",
+    "reason.restarts": "restarts: {stops:semi}[[more| (+{more} more)]]",
+    "reason.no_chip_read": "evidence: no chip was read during the run[[reader_errors| (reader errors: {reader_errors:semi})]]",
     "reason.chips_missing": ("evidence: only {chips_seen} of {chips_expected} expected chips were read"
-                             "[[reader_errors| (reader errors: {reader_errors})]]"),
+                             "[[reader_errors| (reader errors: {reader_errors:semi})]]"),
     "reason.coverage_low": ("evidence: readings cover less than {min_coverage:pct} on {chips} chip(s): {low}"
-                            "[[more| ...]][[reader_errors| (reader errors: {reader_errors})]]"),
+                            "[[more| ...]][[reader_errors| (reader errors: {reader_errors:semi})]]"),
     "reason.preflight": "preflight: {message}",
-    "reason.nodes": "nodes: {problems}",
-    "reason.compute": "compute: {summaries}[[more| ...]]",
+    "reason.nodes": "nodes: {problems:semi}",
+    "reason.compute": "compute: {summaries:semi}[[more| ...]]",
     "reason.run_failed": "run failed: [[why|{why}]][[!why|the workloads stopped before the planned end]]",
     "reason.run_stopped": "run stopped before its planned end[[why| ({why})]]: not judged",
 }
@@ -149,8 +216,81 @@ INTERRUPTIONS: dict[str, str] = {
 }
 """Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
 
-ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **REASONS, **INTERRUPTIONS}
+ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **INTERRUPTIONS}
 """Every code, with its English template."""
+
+Sub = Callable[[str, Mapping[str, Any]], str]
+"""Renders another code of the same table (a part of a sentence)."""
+
+
+def _where(v: Mapping[str, Any], sub: Sub) -> str:
+    """The chip, rank or node a finding is about (``soak.analysis.verdict.where``)."""
+    node, device = v.get("node"), v.get("device")
+    if node is None:
+        return sub("part.where_device", {"device": device or "N/A"})
+    return sub("part.where_node", v) if device is None else sub("part.where_node_device", v)
+
+
+def _named(names: list[str], most: int = 6) -> str:
+    """The first ``most`` of the names a criterion's measured line gives, then "..."."""
+    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
+
+
+def _cause_counts(v: Mapping[str, Any], sub: Sub) -> list[str]:
+    return [sub("part.cause_count", {"count": n, "injected": inj, "cause": c})
+            for n, inj, c in zip(v.get("count_n") or [], v.get("count_injected") or [], v.get("count_causes") or [],
+                                 strict=True)]
+
+
+def _reason_finding(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+    code = v.get("finding_code")
+    said = sub(code, v["finding_values"]) if code and v.get("finding_values") else v.get("summary")
+    return {"where": _where(v, sub), "summary": said}
+
+
+def _node_problems(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+    back = set(v.get("came_back") or [])
+    out = [sub("part.node_problem", {"node": n, "rank": r, "status": st, "came_back": n in back})
+           for n, r, st in zip(v.get("nodes") or [], v.get("ranks") or [], v.get("statuses") or [], strict=True)]
+    if v.get("never_joined"):
+        out.append(sub("part.never_joined", {"count": v["never_joined"]}))
+    if v.get("not_finished"):
+        out.append(sub("part.not_finished", {"count": v["not_finished"]}))
+    return {"problems": out}
+
+
+def _failing_links(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+    names = [sub("part.where_node", {"node": n}) if o is None else sub("part.link_pair", {"node": n, "other": o})
+             for n, o in zip(v.get("failing_nodes") or [], v.get("failing_others") or [], strict=True)]
+    return {"failing": _named(names)}
+
+
+def _failing_compute(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+    names = [_where({"node": n or "?", "device": d} if d is None else {"node": n, "device": d}, sub)
+             for n, d in zip(v.get("failing_nodes") or [], v.get("failing_devices") or [], strict=True)]
+    return {"failing": _named(names)}
+
+
+DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
+    "reason.finding": _reason_finding,
+    "reason.restarts": lambda v, sub: {"stops": [
+        sub(c, {"workload": w, "message": m}) for c, w, m in zip(v.get("stop_codes") or [], v.get("workloads") or [],
+                                                                  v.get("messages") or [], strict=True)]},
+    "reason.coverage_low": lambda v, sub: {"low": ", ".join(
+        sub("part.low_coverage", {"chip": c, "metric": m, "ratio": r})
+        for c, m, r in zip(v.get("low_chips") or [], v.get("low_metrics") or [], v.get("low_ratios") or [],
+                           strict=True))},
+    "reason.nodes": _node_problems,
+    "reason.compute": lambda v, sub: {"summaries": [
+        sub(c, fv) for c, fv in zip(v.get("finding_codes") or [], v.get("finding_values") or [], strict=True)]},
+    "criterion.availability.measured": lambda v, sub: {"cause_counts": ", ".join(_cause_counts(v, sub))},
+    "criterion.nodes.measured": lambda v, sub: {"bad": ", ".join(
+        sub("part.node_status", {"node": n, "status": st})
+        for n, st in zip(v.get("bad_nodes") or [], v.get("bad_statuses") or [], strict=True))},
+    "criterion.links.measured": _failing_links,
+    "criterion.compute.measured": _failing_compute,
+}
+"""Values made of parts, from the typed ones: code -> function(values, sub) -> values to add."""
 
 
 class Said(str):
@@ -169,9 +309,15 @@ class Said(str):
         return out
 
 
+def said(code: str, values: Mapping[str, Any]) -> Said:
+    """The English sentence of ``code`` over ``values``, keeping both."""
+    return Said(say(code, values), code, values)
+
+
 def typed(sentences: Any) -> list[dict[str, Any]]:
     """``code`` and ``values`` of each sentence (a plain string: code "", no values)."""
     return [{"code": getattr(s, "code", ""), "values": dict(getattr(s, "values", {}))} for s in sentences]
+
 
 _OPTIONAL = re.compile(r"\[\[(!?)(\w+)\|((?:[^\[\]]|\[(?!\[))*?)\]\]")
 
@@ -208,29 +354,47 @@ def utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
 
 
-_NAMED_FORMATS = {"hm": hm, "pct": pct, "utc": utc}
-"""Format specs beyond ``str.format``'s: ``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time."""
+Formats = Mapping[str, Callable[[Any], str]]
+"""Named formats: spec -> function of one value (a list is formatted item by item)."""
+
+NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_status", "severity")
+"""The named formats that write the name of a machine key (here: the key as it is)."""
+
+ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, **{n: str for n in NAMES}}
+"""The named formats of ``say``'s English."""
+
+_JOINS = {"semi": "; "}
 
 
 class _Formatter(string.Formatter):
+    def __init__(self, formats: Formats) -> None:
+        super().__init__()
+        self.formats = formats
+
     def format_field(self, value: Any, format_spec: str) -> str:
-        if format_spec in _NAMED_FORMATS:
-            return _NAMED_FORMATS[format_spec](value)
+        if format_spec in self.formats:
+            fn = self.formats[format_spec]
+            if isinstance(value, list | tuple):
+                return ", ".join(fn(v) for v in value)
+            return fn(value)
         if isinstance(value, list | tuple):
-            return ", ".join(str(v) for v in value)
+            return _JOINS.get(format_spec, ", ").join(str(v) for v in value)
         return super().format_field(value, format_spec)
 
 
-_FORMAT = _Formatter()
-
-
-def render(template: str, values: Mapping[str, Any]) -> str:
+def render(template: str, values: Mapping[str, Any], formats: Formats = ENGLISH_FORMATS) -> str:
     """``template`` (this module's syntax) filled from ``values``."""
     text = _OPTIONAL.sub(lambda m: m.group(3) if present(values.get(m.group(2))) != bool(m.group(1)) else "",
                          template)
-    return _FORMAT.vformat(text, (), dict(values))
+    return _Formatter(formats).vformat(text, (), dict(values))
 
 
-def say(code: str, values: Mapping[str, Any], table: Mapping[str, str] = ENGLISH) -> str:
-    """The sentence of ``code`` with ``values`` (English by default); KeyError for an unknown code."""
-    return render(table[code], values)
+def say(code: str, values: Mapping[str, Any], table: Mapping[str, str] = ENGLISH,
+        formats: Formats = ENGLISH_FORMATS) -> str:
+    """The sentence of ``code`` with ``values`` in ``table``'s language (English by default),
+    its names written by ``formats``; KeyError for an unknown code."""
+    template = table[code]
+    derive = DERIVED.get(code)
+    if derive is not None:
+        values = {**values, **derive(values, lambda c, v: say(c, v, table, formats))}
+    return render(template, values, formats)

@@ -19,9 +19,10 @@ KINDS = (
     "outlier",
     "straggler",
 )
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,
-interruptions and (``reasons_typed``, beside ``reasons``) the reasons of a verdict."""
+interruptions and (``reasons_typed``, beside ``reasons``) the reasons of a verdict; 3 adds a
+criterion's ``required_code`` and ``measured_code`` (the report renders all of them)."""
 PEER_KINDS = ("outlier", "straggler")
 """The kinds found by comparing a chip or node with its peers, not by looking at it alone."""
 SEVERITIES = ("info", "warn", "fail")  # ascending

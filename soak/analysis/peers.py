@@ -399,7 +399,8 @@ def _make(
     conf, n_hours = _confidence(tv[stretches[0][0] : stretches[-1][1] + 1],
                                 dv[stretches[0][0] : stretches[-1][1] + 1], sign)
     z = abs(d) / spread if spread > 0 else math.inf
-    values: dict[str, Any] = {"scope": scope, "duration_h": (end - start) / 3600, "z": z, "confidence": conf}
+    values: dict[str, Any] = {"metric": spec.metric, "scope": scope, "duration_h": (end - start) / 3600, "z": z,
+                              "confidence": conf}
     unit = _UNIT_KEYS[spec.unit]
     if spec.kind == "straggler":
         frac = abs(math.expm1(d))

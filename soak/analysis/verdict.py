@@ -7,7 +7,7 @@ import math
 
 from soak.analysis._stats import poisson_upper
 from soak.analysis.evidence import chip_hours as _covered_hours
-from soak.analysis.messages import Said, say, utc
+from soak.analysis.messages import said, utc
 from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.trace import Trace
 
@@ -59,10 +59,10 @@ def reasons(findings: list[Finding]) -> list[str]:
     for f in fails + warns:
         values = {"severity_label": f.severity.upper(), "severity": f.severity, "kind": f.kind, "where": where(f),
                   "node": f.node, "device": f.device, "start": f.start, "summary": f.summary,
-                  "finding_index": index[id(f)], "finding_code": f.code}
-        out.append(Said(say("reason.finding", values), "reason.finding", values))
+                  "finding_index": index[id(f)], "finding_code": f.code, "finding_values": f.values}
+        out.append(said("reason.finding", values))
     if not out:
-        out.append(Said(say("reason.no_findings", {}), "reason.no_findings", {}))
+        out.append(said("reason.no_findings", {}))
     return out
 
 

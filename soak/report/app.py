@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro
 from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
+from soak.report.links import link_node_rows, link_pair_rows, links_intro
 from soak.report.model import fmt, fmt_bytes, fmt_duration
 from soak.report.names import event_name, kind_name, metric_name, severity_name
 from soak.report.rows import (
@@ -284,7 +284,7 @@ def page_findings(data: Any, lang: str) -> None:
     for f in data.findings:
         # Material icons ship with Streamlit; an emoji needs a colour-emoji font the viewer may lack.
         icon = {"fail": ":material/error:", "warn": ":material/warning:"}.get(f.severity, ":material/info:")
-        label = f"{kind_name(f.kind, lang)} · {f.device or 'N/A'} · {finding_text(f.summary, lang)}"
+        label = f"{kind_name(f.kind, lang)} · {f.device or 'N/A'} · {finding_text(f, lang, tz)}"
         with st.expander(label, expanded=f.severity == "fail", icon=icon):
             linked = "" if f.capture is None else (
                 f" · [{t('capture_link', lang).format(id=f.capture)}](#capture-{f.capture})")

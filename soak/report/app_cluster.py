@@ -126,7 +126,7 @@ def _chip_detail(data: Any, view: ClusterView, key: str, lang: str, tz: Any,
     mine = [f for f in data.findings if f.device == cell.device
             or (f.device == chip and f.evidence.get("node") == node)]
     for f in mine:
-        st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {finding_text(f.summary, lang)}")
+        st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {finding_text(f, lang)}")
         rows = evidence_rows(f, tz, lang)
         if rows:
             st.table(pd.DataFrame([{t("key", lang): k, t("value", lang): v} for k, v in rows]).set_index(t("key", lang)))

@@ -53,7 +53,8 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
     return {
         "run_id": data.run.run_id,
         "verdict": data.verdict,
-        "reasons": list(data.verdict_reasons),
+        "reasons": [r.text for r in data.verdict_reasons],
+        "reasons_typed": [{"code": r.code, "values": dict(r.values)} for r in data.verdict_reasons],
         "clean_statement": data.clean_statement,
         "raw_data_sha256": sha256,
         "raw_data_rows": rows,

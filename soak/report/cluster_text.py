@@ -78,7 +78,7 @@ def peer_rows(view: ClusterView, lang: str = "en") -> list[list[str]]:
     for f in view.peers:
         dev = f.evidence.get("deviation_pct") or (f.evidence.get("details") or {}).get("deviation_pct")
         rows.append([kind_name(f.kind, lang), severity_name(f.severity, lang), where(f), metric_name(f.metric, lang),
-                     "N/A" if dev is None else f"{float(dev):+.1f} %", finding_text(f.summary, lang)])
+                     "N/A" if dev is None else f"{float(dev):+.1f} %", finding_text(f, lang)])
     return rows
 
 

@@ -323,3 +323,155 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
     "r_chips": ("{fail} chip(s) fail, {warn} with warnings: {names}", "芯片失败 {fail} 颗、告警 {warn} 颗：{names}"),
 }
 STRINGS.update(CLUSTER_STRINGS)
+
+
+# -- the judgement's sentences in Chinese: one template per code of soak.analysis.messages ----
+# Same values and syntax as the English table; names of machine keys (``{x:metric}``, ...)
+# are written by the report's formats in the report's language (soak.report.sentences).
+_PEERS_TAIL_ZH = "（自然离散度的 {z:.1f} 倍，置信度 {confidence:.2f}）"
+_NODE_ZH = "节点 {node}[[members|（{members}）]][[ranks|（{ranks} 个 rank）]]："
+_STRAGGLER_ZH = {
+    "step_time_s": "步时比{scope:scope}同类的 {baseline_s:.4g} 秒慢 {change_pct:.1f}%，持续 {duration_h:.1f} 小时",
+    "compute_s": "计算时间（集合通信之外）比{scope:scope}同类的 {baseline_s:.4g} 秒慢 {change_pct:.1f}%，持续 {duration_h:.1f} 小时",
+    "busbw_gbps": "总线带宽比{scope:scope}同类的 {baseline_gbps:.1f} GB/s 低 {change_pct:.1f}%，持续 {duration_h:.1f} 小时",
+}
+_LINK_FLOOR_ZH = "，低于下限 {floor_gbps:.3g} GB/s（{chip} 预期 {expected_gbps:g} GB/s 的 {floor_share_pct:.0f}%）[[injected|（注入：{injected}）]]"
+_LINK_REL_ZH = ("，逐次测试比{whom}低 {below_pct:.0f}%[[others_median_gbps|（其所有测试的中位数 {others_median_gbps:.3g} GB/s）]]"
+                "[[injected|（注入：{injected}）]]")
+_LINK_NODE_ZH = "节点 {node}：其链路的 all-reduce 总线带宽 {busbw_gbps:.3g} GB/s（其 {pairs} 对的上中位数，{tests} 次测试的中位数）"
+_LINK_PAIR_ZH = "链路 {node} – {other}：all-reduce 总线带宽 {busbw_gbps:.3g} GB/s（{tests} 次测试的中位数）"
+_MEMORY_ZH = ("{metric:metric}自[[change_point|变化点]][[!change_point|老化期结束]]起每小时增长 {slope_mb_per_h:.1f} MB"
+              "（90% 置信区间 {slope_low_mb_per_h:.1f}–{slope_high_mb_per_h:.1f}）；拟合期内共增长 {growth_mb:.0f} MB；")
+_UTIL_ZH = ("利用率 {count} 次跌至 {low_pct:g}% 以下，[[periodic|每 {period_s:.0f} 秒一次（CV {cv:.2f}）]][[!periodic|无周期]]，"
+            "平均每次 {mean_duration_s:.0f} 秒，空闲占 {idle_fraction:.1%}，")
+_HANG_ZH = "{duration_min:.0f} 分钟没有进展[[ongoing|（仍在持续）]]："
+_THROUGHPUT_ZH = ("步时增加 {change_pct:.1f}%（90% 置信区间 {change_low_pct:.1f}–{change_high_pct:.1f}），{how}："
+                  "{baseline_ms:.1f} → {final_ms:.1f} ms")
+_LINK_RULE_ZH = "没有节点或节点对低于其他的 {max_below_median_pct:g}% 以上"
+_COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以上"
+
+CHINESE: dict[str, str] = {
+    "memory_creep.runs_out_within_required": _MEMORY_ZH + (
+        "按此速率约 {hours_to_exhaustion_h:.0f} 小时后耗尽（在要求的 {required_h:g} 小时内）"),
+    "memory_creep.runs_out_beyond_required": _MEMORY_ZH + (
+        "按此速率约 {hours_to_exhaustion_h:.0f} 小时后耗尽（超出要求的 {required_h:g} 小时）"),
+    "memory_creep.capacity_unknown": _MEMORY_ZH + "容量未知",
+    "utilization_dropouts.global": _UTIL_ZH + "所有芯片同时发生（{shared_fraction:.0%} 重合）：全局停顿，如数据加载",
+    "utilization_dropouts.device": _UTIL_ZH + "仅本芯片",
+    "utilization_dropouts.explained": "{count} 次利用率跌落均发生在声明的{phase:event}阶段内（预期内）",
+    "hang.idle_hbm_held": _HANG_ZH + "利用率接近 0 而 HBM 仍被占用",
+    "hang.heartbeats_stopped": _HANG_ZH + "训练心跳停止而遥测仍在继续",
+    "hang.no_progress": _HANG_ZH + "芯片空闲且无心跳",
+    "comm_timeouts.rising": ("{metric:metric}呈上升趋势：最后三分之一时段 {last_third_count} 次，最初三分之一 "
+                             "{first_third_count} 次（{ratio:.1f} 倍，p = {p_value:.1e}），共 {total:.0f} 次"),
+    "comm_timeouts.fatal": "{metric:metric} +{increment:.0f}：集合通信超时，作业中止",
+    "thermal.excursions": "{count} 次超过 {threshold_c:g} °C，共 {total_min:.1f} 分钟，峰值 {peak_c:.1f} °C",
+    "thermal.drift": ("温度以每小时 {slope_c_per_h:.2f} °C 的速度上升（90% 置信区间 {slope_low_c_per_h:.2f}–"
+                      "{slope_high_c_per_h:.2f}）[[power_trend_pct_per_h|，功耗基本不变（每小时 {power_trend_pct_per_h:+.2f}%）]]，"
+                      "{first_c:.1f} → {last_c:.1f} °C（小时中位数）；按此速率每天升高 {per_day_c:.1f} °C"),
+    "thermal.throttled": "降频 {duration_min:.1f} 分钟：{reasons}",
+    "throughput_degradation.abrupt": _THROUGHPUT_ZH.replace("{how}", "突然上升"),
+    "throughput_degradation.gradual": _THROUGHPUT_ZH.replace("{how}", "逐渐上升（每小时 {slope_pct_per_h:.2f}%）"),
+    "outlier.temp_c": ("功耗相当时，温度偏离{scope:scope}同类的 {baseline_c:.1f} °C {deviation_c:+.1f} °C，"
+                       "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
+    "outlier.power_w": ("功耗偏离{scope:scope}同类的 {baseline_w:.1f} W {deviation_w:+.1f} W（{change_pct:+.1f}%），"
+                        "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
+    "outlier.util_pct": ("利用率偏离{scope:scope}同类的 {baseline_pct:.1f}% {deviation_pct:+.1f}%，"
+                         "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
+    "outlier.hbm_used_bytes": ("HBM 占用增长偏离{scope:scope}同类的 {baseline_mb:.0f} MB {deviation_mb:+.0f} MB，"
+                               "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
+    **{f"straggler.{m}": t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
+    **{f"straggler.node.{m}": _NODE_ZH + t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
+    "straggler.node_compute": ("节点 {node}：GEMM 速率 {tflops:.3g} TFLOP/s（其 {ranks} 个 rank 的中位数），"
+                               "比其他节点的中位数 {others_median_tflops:.3g} TFLOP/s 低 {below_pct:.0f}%"),
+    "straggler.rank_compute_floor": ("{rank}：全程 GEMM 速率 {tflops:.3g} TFLOP/s，低于下限 {floor_tflops:.3g}"
+                                     "（{chip} 16 位稠密峰值 {expected_tflops:g} 的 {floor_share_pct:.0f}%）"),
+    "straggler.link_node": _LINK_NODE_ZH + _LINK_REL_ZH.replace("{whom}", "不含它的节点对"),
+    "straggler.link_node_floor": _LINK_NODE_ZH + _LINK_FLOOR_ZH,
+    "straggler.link_pair": _LINK_PAIR_ZH + _LINK_REL_ZH.replace("{whom}", "其他节点对"),
+    "straggler.link_pair_floor": _LINK_PAIR_ZH + _LINK_FLOOR_ZH,
+    # criteria: names, then required and measured lines
+    "criterion.runtime": "运行时长",
+    "criterion.availability": "可用率",
+    "criterion.longest_uninterrupted": "最长连续训练",
+    "criterion.restarts": "崩溃与挂起",
+    "criterion.coverage": "数据覆盖率",
+    "criterion.preflight": "预检",
+    "criterion.nodes": "节点",
+    "criterion.links": "节点间链路",
+    "criterion.compute": "算力（GEMM 速率）",
+    **{f"criterion.kind.{k}": "无失败级{kind:kind}" for k in (
+        "memory_creep", "utilization_dropouts", "hang", "comm_timeouts", "thermal", "throughput_degradation",
+        "outlier", "straggler")},
+    "criterion.runtime.required": "≥ 计划的 {planned_s:hm}",
+    "criterion.runtime.measured": "运行 {ran_s:hm}（计划 {planned_s:hm}），其中训练 {training_s:hm}",
+    "criterion.runtime.required_record": "[[planned_s|≥ {planned_s:hm}]][[!planned_s|N/A]]",
+    "criterion.runtime.measured_record": "{ran_s:hm}",
+    "criterion.availability.required": "≥ {min_availability:pct}（不计启动与注入故障）",
+    "criterion.availability.measured": ("判定 {judged_availability:pct}；计划 {planned_s:hm} 中训练 {training_s:hm}"
+                                        "（{availability:pct}）；意外停机 {down_s:hm}[[cause_counts|（{cause_counts}）]]"),
+    "criterion.longest_uninterrupted.required": "[[required_s|≥ {required_s:hm}]][[!required_s|仅报告]]",
+    "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
+    "criterion.restarts.required": "非注入的 ≤ {limit}",
+    "criterion.restarts.measured": "非注入的 {uninjected} 次[[has_injected|，注入的 {injected} 次（预期的演练故障）]]",
+    "criterion.coverage.required": "每颗芯片每项指标 ≥ 拷机时长的 {min_coverage:pct}",
+    "criterion.coverage.measured": ("最低 {lowest_ratio:pct}（{lowest_chip} {lowest_metric:metric}）；"
+                                    "{chips_seen} 颗芯片 × {metrics} 项指标"),
+    "criterion.coverage.measured_missing": "读到 {chips_seen} / {chips_expected} 颗芯片",
+    "criterion.coverage.measured_none": "没有任何芯片读数",
+    "criterion.preflight.required": "通过",
+    "criterion.preflight.measured": "[[status|{status}]][[!status|未记录]]",
+    "criterion.nodes.required": "全部 {expected} 个节点运行到结束",
+    "criterion.nodes.measured": "已加入 {joined} / {expected}，完成 {finished}[[bad|；{bad}]]",
+    "criterion.links.required": (_LINK_RULE_ZH + "[[floor_gbps|；每对 ≥ {floor_gbps:.3g} GB/s（{chip}：预期 "
+                                 "{expected_gbps:g} GB/s）]][[relative_only|（{chip}：无预期值，仅作相对比较）]]"),
+    "criterion.links.measured": ("{nodes} 个节点的 {pairs} 对，共 {tests} 次测试：中位数 {median_gbps:.3g} GB/s，"
+                                 "最低 {lowest_a}-{lowest_b} {lowest_gbps:.3g} GB/s"
+                                 "[[two_nodes|（两个节点：没有可比较的其他节点对）]][[failing|；{failing}]]"),
+    "criterion.links.measured_none": "没有链路测试记录：链路不作判定",
+    "criterion.compute.required": (_COMPUTE_RULE_ZH + "[[floor_tflops|；每颗芯片 ≥ {floor_tflops:.3g} TFLOP/s（{chip}："
+                                   "16 位稠密峰值 {expected_tflops:g}，{expected_source}）]]"
+                                   "[[!floor_tflops|（{chip_named}：无预期值，仅作相对比较）]]"),
+    "criterion.compute.measured": ("{nodes} 个节点上 {ranks} 个 rank：中位数 {median_tflops:.3g} TFLOP/s，"
+                                   "最低 {lowest_tflops:.3g}[[one_node|（单节点：没有可比较的其他节点）]][[failing|；{failing}]]"),
+    "criterion.kind.required": "0 个失败级",
+    "criterion.kind.measured": "[[found|{findings} 个问题]][[!found|无]]",
+    # parts of sentences
+    "part.where_node": "节点 {node}",
+    "part.where_node_device": "{node}/{device}",
+    "part.where_device": "{device}",
+    "part.link_pair": "{node}-{other}",
+    "part.node_status": "{node} {status:node_status}",
+    "part.node_problem": "节点 {node}（rank {rank}）{status:node_status}[[came_back|（后来恢复）]]",
+    "part.never_joined": "{count} 个节点未加入",
+    "part.not_finished": "{count} 个节点未运行到结束",
+    "part.cause_count": "{count} 次[[injected|注入的]]{cause:cause}",
+    "part.low_coverage": "{chip} {metric:metric} {ratio:pct}",
+    # reasons of a verdict
+    "reason.finding": "{severity_label:severity}：{where} 的{kind:kind}，自 {start:utc} 起：{summary}",
+    "reason.no_findings": "无失败级或告警级问题",
+    "reason.no_data": "数据中没有任何读数：无法证明任何事项",
+    "reason.runtime_short": "运行时长：运行 {ran_s:hm} 后即结束，计划为 {planned_s:hm}",
+    "reason.no_training": "可用率：运行期间没有负载在训练",
+    "reason.availability": "可用率：{down_s:hm} 未在训练（{causes:cause}）；{judged_availability:pct} < {min_availability:pct}",
+    "reason.longest_uninterrupted": "最长连续训练 {longest_s:hm} < {required_s:hm}",
+    "reason.restarts": "非注入的崩溃或挂起：{stops:semi}[[more|（另有 {more} 次）]]",
+    "reason.no_chip_read": "数据证据：运行期间没有读到任何芯片[[reader_errors|（读取错误：{reader_errors:semi}）]]",
+    "reason.chips_missing": ("数据证据：预期 {chips_expected} 颗芯片，只读到 {chips_seen} 颗"
+                             "[[reader_errors|（读取错误：{reader_errors:semi}）]]"),
+    "reason.coverage_low": ("数据证据：{chips} 颗芯片的读数覆盖率低于 {min_coverage:pct}：{low}[[more| …]]"
+                            "[[reader_errors|（读取错误：{reader_errors:semi}）]]"),
+    "reason.preflight": "预检：{message}",
+    "reason.nodes": "节点：{problems:semi}",
+    "reason.compute": "算力：{summaries:semi}[[more| …]]",
+    "reason.run_failed": "运行失败：[[why|{why}]][[!why|负载在计划结束前停止]]",
+    "reason.run_stopped": "运行在计划结束前被停止[[why|（{why}）]]：不作判定",
+    # interruptions
+    "interruption.startup": "{workload} 启动",
+    "interruption.crash": "{workload} 崩溃[[message|：{message}]]",
+    "interruption.hang": "{workload} 挂起[[message|：{message}]]",
+    "interruption.daemon_down": "守护进程停止",
+    "interruption.stopped": "停止",
+    "interruption.gave_up": "{workload} 放弃重启",
+}
+"""Every code of ``soak.analysis.messages.ENGLISH`` in Chinese (a test checks it is complete)."""

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from soak.analysis.captures import Capture, captures_from_events, link
+from soak.analysis.model import SCHEMA_VERSION
 from soak.device_names import HOST_DEVICE, rank_device
 from soak.report.model import (
     CaptureView,
@@ -27,6 +28,7 @@ from soak.report.model import (
     DetectorInfo,
     EventView,
     FindingView,
+    Message,
     ReportData,
     RunInfo,
     Series,
@@ -184,16 +186,29 @@ def build_criteria(
     run without one (in progress) gets the judge's per-kind criteria of its findings so far,
     and, ended, the runtime of its record (``soak.criteria``)."""
     if analysis and isinstance(analysis.get("criteria"), list):
-        return tuple(
-            Criterion(str(c.get("name")), str(c.get("required")), c.get("measured"), c.get("met"))
-            for c in analysis["criteria"]
-            if isinstance(c, Mapping)
-        )
+        return tuple(criterion_view(c) for c in analysis["criteria"] if isinstance(c, Mapping))
     from soak import criteria as cr
 
     crits = [] if rec is None or rec.status == "running" else [cr.record_runtime(rec, rec.ended_ts)]
     crits += cr.kind_criteria(findings, judged=judged)
-    return tuple(Criterion(str(c["name"]), str(c["required"]), c["measured"], c["met"]) for c in crits)
+    return tuple(criterion_view(c) for c in crits)
+
+
+def criterion_view(c: Mapping[str, Any]) -> Criterion:
+    values = c.get("values")
+    return Criterion(str(c.get("name")), str(c.get("required")), c.get("measured"), c.get("met"),
+                     code=str(c.get("code") or ""), values=dict(values) if isinstance(values, Mapping) else {},
+                     required_code=str(c.get("required_code") or ""), measured_code=str(c.get("measured_code") or ""))
+
+
+def _reasons(analysis: Mapping[str, Any] | None) -> tuple[Message, ...]:
+    """The verdict's reasons, each with its code and values when the analysis typed them."""
+    texts = [str(r) for r in (analysis or {}).get("reasons", []) or []]
+    typed = (analysis or {}).get("reasons_typed") or []
+    if len(typed) != len(texts):
+        typed = [{}] * len(texts)
+    return tuple(Message(text, str((ty or {}).get("code") or ""), dict((ty or {}).get("values") or {}))
+                 for text, ty in zip(texts, typed, strict=True))
 
 
 def load_report_data(
@@ -231,8 +246,10 @@ def load_report_data(
     )
     if analysis is None:
         analysis = read_analysis(rec.run_dir)
-    if analyze and not running and (analysis is None or not isinstance(analysis.get("criteria"), list)):
-        # no analysis, or one written before the judge stated its criteria: judge the run now
+    if analyze and not running and (analysis is None or not isinstance(analysis.get("criteria"), list)
+                                    or int(analysis.get("schema_version") or 1) < SCHEMA_VERSION):
+        # no analysis, or one written before the judge stated its criteria with their codes:
+        # judge the run now (the report renders codes, it never re-reads sentences)
         analysis = run_analysis(store, rec, arrays) or analysis
 
     # One source for findings and verdict, so the report never mixes two analyses: the
@@ -240,10 +257,7 @@ def load_report_data(
     if analysis is not None:
         findings = tuple(_finding_from_dict(d) for d in analysis.get("findings", []))
     else:
-        findings = tuple(
-            FindingView(f.kind, f.device, f.metric, f.start, f.end, f.severity or "warn", f.summary or "", dict(f.detail))
-            for f in store.load_findings(run_id)
-        )
+        findings = tuple(_finding_from_dict({**f.as_dict(), "node": f.node}) for f in store.load_findings(run_id))
 
     all_events = store.load_events(run_id)
     captures = captures_from_events(all_events)
@@ -292,13 +306,16 @@ def load_report_data(
             device=None if e.rank is None else rank_device(e.workload or "rank", e.rank),
             message=e.message,
             severity=(e.detail or {}).get("severity") if isinstance(e.detail, Mapping) else None,
+            code=str((e.detail or {}).get("code") or "") if isinstance(e.detail, Mapping) else "",
+            values=dict((e.detail or {}).get("values") or {}) if isinstance(e.detail, Mapping) else {},
         )
         for e in all_events
     )
     verdict = "running" if running else ((analysis or {}).get("verdict") or rec.verdict)
-    reasons = tuple(str(r) for r in (analysis or {}).get("reasons", []) or [])
+    reasons = _reasons(analysis)
     if not reasons and verdict == "fail":
-        reasons = tuple(f"{f.kind} on {f.device or 'N/A'}: {f.summary}" for f in findings if f.severity == "fail")
+        reasons = tuple(Message(f"{f.kind} on {f.device or 'N/A'}: {f.summary}") for f in findings
+                        if f.severity == "fail")
     versions = (analysis or {}).get("detector_versions") or {}
     thresholds = (analysis or {}).get("thresholds") or {}
     detectors = tuple(
@@ -398,6 +415,9 @@ def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:
         severity=str(d.get("severity") or "warn"),
         summary=str(d.get("summary") or ""),
         evidence={k: v for k, v in d.items() if k not in FINDING_KEYS and k != "capture" and v is not None},
+        node=d.get("node"),
+        code=str(d.get("code") or ""),
+        values=dict(d.get("values") or {}),
     )
 
 

@@ -117,6 +117,9 @@ class FindingView:
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     capture: int | None = None  # id of the profiler capture that explains it (CaptureView.id)
+    node: str | None = None  # the node it is about (a cluster run); its device is then plain or None
+    code: str = ""  # soak.analysis.messages: what the report renders (summary: the English as judged)
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ class EventView:
     device: str | None = None
     message: str | None = None
     severity: str | None = None
+    code: str = ""  # a finding event: the finding's code and values (rendered like the finding)
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,23 @@ class Criterion:
     required: str
     measured: str | None
     met: bool | None
+    code: str = ""  # soak.analysis.messages: the name's code; required and measured have their own
+    values: Mapping[str, Any] = field(default_factory=dict)
+    required_code: str = ""
+    measured_code: str = ""
+
+
+@dataclass(frozen=True)
+class Message:
+    """A sentence of the judgement (a reason of the verdict): the English as judged, and the
+    code and values the report renders in its language."""
+
+    text: str
+    code: str = ""
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -175,7 +197,7 @@ class ReportData:
     findings: tuple[FindingView, ...] = ()
     events: tuple[EventView, ...] = ()
     verdict: str | None = None  # pass | fail | running | None (not analysed)
-    verdict_reasons: tuple[str, ...] = ()
+    verdict_reasons: tuple[Message, ...] = ()
     criteria: tuple[Criterion, ...] = ()
     clean_statement: str | None = None
     detectors: tuple[DetectorInfo, ...] = ()

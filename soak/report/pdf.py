@@ -17,10 +17,10 @@ from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
-from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import CJK_FONT_NAME, register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
+from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
 from soak.report.names import kind_name, metric_name, severity_name
 from soak.report.pdf_style import Markup, Styles, has_wide, table
@@ -274,7 +274,7 @@ def render_pdf(
         ev = evidence_rows(f, tz, lang)
         rows += [[*ev[i], *(ev[i + 1] if i + 1 < len(ev) else ("", ""))] for i in range(0, len(ev), 2)]
         block = [
-            st.p(f"{kind_name(f.kind, lang)} · {f.device or 'N/A'}: {finding_text(f.summary, lang)}{linked}",
+            st.p(f"{kind_name(f.kind, lang)} · {f.device or 'N/A'}: {finding_text(f, lang, tz)}{linked}",
                  st.body.clone("fb", fontName=st.h2.fontName)),
             table(st, None, rows, [30 * mm, half_w - 30 * mm, 30 * mm, half_w - 30 * mm], key_cols=(0, 2)),
             Spacer(1, 3 * mm),

@@ -74,7 +74,7 @@ def event_rows(events: Sequence[EventView], tz: tzinfo = UTC, lang: str = "en") 
                    else f"{len(es)} times, about every {dur(cadence)}, {when(es[0].ts, tz)} to {when(es[-1].ts, tz)}")
             rows.append((span(es[0].ts, es[-1].ts, tz), f"{event_name(e.kind, lang)} ×{len(es)}", ", ".join(who[:3]), msg))
             continue
-        message = finding_text(e.message, lang) if e.kind == "finding" else _message(e.message)
+        message = finding_text(e, lang, tz) if e.kind == "finding" else _message(e.message)
         rows.append((when(e.ts, tz, seconds=True), event_name(e.kind, lang), e.device or "", message))
     return rows
 

@@ -21,9 +21,11 @@ from soak.analysis import compute as cp
 from soak.analysis import evaluate as ev
 from soak.analysis.messages import (
     CRITERIA,
+    CRITERION_TEXTS,
     ENGLISH,
     FINDINGS,
     INTERRUPTIONS,
+    PARTS,
     REASONS,
     Said,
     render,
@@ -33,7 +35,7 @@ from soak.analysis.model import SCHEMA_VERSION
 from soak.analysis.synth import generate, link_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = re.compile(r"^(criterion|reason|interruption|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
+CODE = re.compile(r"^(criterion|reason|interruption|part|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
 
 
 def _check(findings: list[Finding]) -> set[str]:
@@ -56,15 +58,18 @@ def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> N
         for _, field, spec, _ in string.Formatter().parse(flat):
             assert field is None or re.fullmatch(r"\w+", field), (code, field)
             assert spec is None or "{" not in spec, code
-    assert set(ENGLISH) == set(FINDINGS) | set(CRITERIA) | set(REASONS) | set(INTERRUPTIONS)
+    assert set(ENGLISH) == (set(FINDINGS) | set(CRITERIA) | set(CRITERION_TEXTS) | set(PARTS) | set(REASONS)
+                            | set(INTERRUPTIONS))
     assert {c.split(".")[0] for c in FINDINGS} <= set(KINDS)
 
 
 def test_optional_parts_and_named_formats() -> None:
-    t = "a[[x| {x:.1f}]][[!x| none]]; {d:hm}, {r:pct}, {t:utc}, {names}"
-    assert render(t, {"x": 0.0, "d": 3725, "r": 0.5, "t": 0, "names": ["p", "q"]}) == \
-        "a 0.0; 1h 2m, 50.0%, 1970-01-01 00:00:00Z, p, q"
-    assert render(t, {"x": None, "d": None, "r": None, "t": 60, "names": []}).startswith("a none; N/A, N/A")
+    t = "a[[x| {x:.1f}]][[!x| none]]; {d:hm}, {r:pct}, {t:utc}, {names}, {names:semi}, {ms:metric}"
+    assert render(t, {"x": 0.0, "d": 3725, "r": 0.5, "t": 0, "names": ["p", "q"], "ms": ["temp_c"]}) == \
+        "a 0.0; 1h 2m, 50.0%, 1970-01-01 00:00:00Z, p, q, p; q, temp_c"
+    loud = {"metric": str.upper}
+    assert render("{m:metric} {ms:metric}", {"m": "temp_c", "ms": ["a", "b"]}, loud) == "TEMP_C A, B"
+    assert render(t, {"x": None, "d": None, "r": None, "t": 60, "names": [], "ms": []}).startswith("a none; N/A, N/A")
 
 
 def test_a_finding_with_an_unknown_code_or_one_of_another_kind_is_refused() -> None:
@@ -107,7 +112,7 @@ def test_links_and_compute_findings_carry_codes() -> None:
 
 def test_the_analysis_document_carries_schema_version_and_typed_reasons() -> None:
     d = analyze(Trace.from_rows([])).to_dict()
-    assert d["schema_version"] == SCHEMA_VERSION == 2
+    assert d["schema_version"] == SCHEMA_VERSION == 3
     assert d["reasons_typed"] == [{"code": "reason.no_data", "values": {}}]
     assert d["reasons"] == [say("reason.no_data", {})]
 

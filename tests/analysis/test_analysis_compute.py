@@ -52,8 +52,21 @@ def test_chip_model_comes_from_the_manifest() -> None:
 
 
 def test_compute_criterion_reads_in_chinese_with_the_same_numbers() -> None:
-    from soak.report.sentences import criterion_name, criterion_value
+    from soak.criteria import compute_criterion
+    from soak.report.loader import criterion_view
+    from soak.report.model import Message
+    from soak.report.sentences import criterion_cells, reason_text
 
-    assert criterion_name("compute", "zh") == "算力（GEMM 速率）"
-    assert criterion_value("8 rank(s) on 3 node(s): median 600 TFLOP/s, lowest 500; node n2", "zh") == (
-        "3 个节点上 8 个进程：中位数 600 TFLOP/s，最低 500；节点 n2")
+    healthy = {f"n{i}": [600.0 + 7 * ((i + r) % 5) for r in range(8)] for i in range(4)}
+    rates = [cp.RankRate(n, "gemm", 8 * i + r, v * (0.85 if n == "n2" else 1.0), 10, 100.0, 200.0)
+             for i, (n, vals) in enumerate(healthy.items()) for r, v in enumerate(vals)]
+    reasons: list = []
+    crit = criterion_view(compute_criterion(cp.evaluate(rates, "H100"), reasons))
+    name, required, measured, met = criterion_cells(crit, "zh")
+    assert name == "算力（GEMM 速率）" and met == "未达标"
+    assert required.startswith("没有节点低于其他节点 10% 以上；每颗芯片 ≥ 494 TFLOP/s（H100：16 位稠密峰值 989")
+    assert measured.startswith("4 个节点上 32 个 rank：中位数 ") and measured.endswith("；节点 n2")
+    assert crit.measured.startswith("32 rank(s) on 4 node(s): median ") and crit.measured.endswith("; node n2")
+    (reason,) = reasons
+    zh = reason_text(Message(str(reason), reason.code, reason.values), "zh")
+    assert zh.startswith("算力：节点 n2：GEMM 速率 ") and "低 15%" in zh and "below" not in zh

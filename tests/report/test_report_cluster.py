@@ -12,21 +12,39 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from soak.analysis.messages import said, say
 from soak.report.cluster import CHIPS_CSV_NAME, cluster_view
-from soak.report.model import ChipSummary, FindingView, ReportData, RunInfo
-from soak.report.sentences import criterion_value, finding_text, reason_text
+from soak.report.loader import criterion_view
+from soak.report.model import ChipSummary, FindingView, Message, ReportData, RunInfo
+from soak.report.sentences import criterion_cells, finding_text, reason_text
 from soak.store import Store
 from tests.report.pagecheck import chip_figures, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_cluster_run
 
 RUN = "c-64x16"
-STRAGGLER = ("node node-40 (lm-rank40): compute_s 30.0% slower than its cluster peers' 0.4 s for 5.0 h; "
-             "12.0 x the natural spread, confidence 0.99")
-OUTLIER = ("temp_c +6.1 C off its node peers' 55.2 C for 18.0 h at comparable power; 8.1 x the natural spread, "
-           "confidence 1.00")
+STRAGGLER_CODE = "straggler.node.compute_s"
+STRAGGLER_VALUES = {"metric": "compute_s", "scope": "cluster", "duration_h": 5.0, "z": 12.0, "confidence": 0.99,
+                    "change_pct": 30.0, "baseline_s": 0.4, "node": "node-40", "members": ["lm-rank40"], "ranks": None}
+STRAGGLER = say(STRAGGLER_CODE, STRAGGLER_VALUES)
+OUTLIER_CODE = "outlier.temp_c"
+OUTLIER_VALUES = {"metric": "temp_c", "scope": "node", "duration_h": 18.0, "z": 8.1, "confidence": 1.0,
+                  "deviation_c": 6.1, "baseline_c": 55.2}
+OUTLIER = say(OUTLIER_CODE, OUTLIER_VALUES)
+
+
+def _message(s: Any) -> Message:
+    return Message(str(s), s.code, s.values)
+
+
+def _straggler_reason(start: float) -> Any:
+    return said("reason.finding", {"severity_label": "FAIL", "severity": "fail", "kind": "straggler",
+                                   "where": "node node-40", "node": "node-40", "device": None, "start": start,
+                                   "summary": STRAGGLER, "finding_code": STRAGGLER_CODE,
+                                   "finding_values": STRAGGLER_VALUES})
 
 
 def _with_peer_findings(analysis: dict, start: float, end: float) -> dict:
@@ -35,11 +53,15 @@ def _with_peer_findings(analysis: dict, start: float, end: float) -> dict:
     out = dict(analysis)
     out["findings"] = [*analysis["findings"],
                        {"kind": "outlier", "node": "node-12", "device": "npu2-1", "metric": "temp_c", "start": start,
-                        "end": end, "severity": "warn", "summary": OUTLIER, "deviation_pct": 11.0},
+                        "end": end, "severity": "warn", "summary": OUTLIER, "deviation_pct": 11.0,
+                        "code": OUTLIER_CODE, "values": OUTLIER_VALUES},
                        {"kind": "straggler", "node": "node-40", "device": None, "metric": "compute_s", "start": start,
-                        "end": end, "severity": "fail", "summary": STRAGGLER, "deviation_pct": 30.0}]
+                        "end": end, "severity": "fail", "summary": STRAGGLER, "deviation_pct": 30.0,
+                        "code": STRAGGLER_CODE, "values": STRAGGLER_VALUES}]
     out["verdict"] = "fail"
-    out["reasons"] = [*analysis["reasons"], f"FAIL straggler on node node-40 from 2026-09-21 14:13:20Z: {STRAGGLER}"]
+    reason = _straggler_reason(start)
+    out["reasons"] = [*analysis["reasons"], str(reason)]
+    out["reasons_typed"] = [*analysis["reasons_typed"], {"code": reason.code, "values": reason.values}]
     return out
 
 
@@ -145,17 +167,29 @@ def test_node_verdicts_follow_their_chips_ranks_status_and_preflight():
 
 
 def test_peer_and_node_sentences_are_said_in_chinese_with_the_same_numbers():
-    zh = finding_text(STRAGGLER, "zh")
-    assert zh.startswith("节点 node-40（lm-rank40）：计算时间") and "30.0%" in zh and "0.4 s" in zh and "0.99" in zh
-    assert "slower" not in zh and "peers" not in zh
-    zh = finding_text(OUTLIER, "zh")
-    assert "温度偏离同节点同类的 55.2 °C，偏差 +6.1 °C" in zh and "功耗相当" in zh and "8.1 倍" in zh
-    assert finding_text(OUTLIER, "en").startswith("temperature +6.1 °C off its peers on its node (55.2 °C)")
-    reason = reason_text(f"FAIL straggler on node node-40 from 2026-09-21 14:13:20Z: {STRAGGLER}", "zh")
-    assert reason.startswith("失败：节点 node-40 的掉队节点") and "English" not in reason
-    assert reason_text("nodes: node node-1 (rank 1) lost (came back later)", "zh") == "节点：节点 node-1（rank 1）失联（后来恢复）"
-    assert criterion_value("3 of 3 joined, 2 finished; node-1 lost", "zh") == "已加入 3 / 3，完成 2；node-1 失联"
-    assert criterion_value("all 3 to the end", "zh") == "全部 3 个节点运行到结束"
+    from soak.criteria import nodes_criterion
+
+    slow = FindingView("straggler", None, "compute_s", 0, 1, "fail", STRAGGLER, node="node-40",
+                       code=STRAGGLER_CODE, values=STRAGGLER_VALUES)
+    zh = finding_text(slow, "zh")
+    assert zh.startswith("节点 node-40（lm-rank40）：计算时间") and "30.0%" in zh and "0.4 秒" in zh and "0.99" in zh
+    assert "slower" not in zh and "peers" not in zh and "集群内" in zh
+    hot = FindingView("outlier", "npu2-1", "temp_c", 0, 1, "warn", OUTLIER, node="node-12", code=OUTLIER_CODE,
+                      values=OUTLIER_VALUES)
+    zh = finding_text(hot, "zh")
+    assert "温度偏离同节点同类的 55.2 °C +6.1 °C" in zh and "功耗相当" in zh and "8.1 倍" in zh
+    assert finding_text(hot, "en").startswith("temperature +6.1 C off its node peers' 55.2 C for 18.0 h")
+    reason = reason_text(_message(_straggler_reason(1789999999.0)), "zh")
+    assert reason.startswith("失败：节点 node-40 的掉队节点") and "slower" not in reason
+    reasons: list = []
+    nodes = [_Node("node-0", 0, "finished"), _Node("node-1", 1, "finished"), _Node("node-2", 2, "finished")]
+    crit = nodes_criterion(nodes, 3, False, reasons, lost_ever={"node-1"})
+    assert reason_text(_message(reasons[0]), "zh") == "节点：节点 node-1（rank 1）失联（后来恢复）"
+    assert str(reasons[0]) == "nodes: node node-1 (rank 1) lost (came back later)"
+    cells = criterion_cells(criterion_view(crit), "zh")
+    assert cells == ("节点", "全部 3 个节点运行到结束", "已加入 3 / 3，完成 3；node-1 已完成", "未达标")
+    assert criterion_cells(criterion_view(crit), "en")[:3] == ("Nodes", "all 3 to the end",
+                                                           "3 of 3 joined, 3 finished; node-1 finished")
 
 
 def test_the_app_shows_the_cluster_and_opens_a_chip(tmp_path, monkeypatch):

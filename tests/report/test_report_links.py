@@ -11,7 +11,7 @@ import pytest
 from soak.analysis import links as lk
 from soak.analysis.synth import link_rows
 from soak.analysis.trace import Trace
-from soak.report.cluster_sentences import link_node_rows, link_pair_rows, links_intro, links_shown
+from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.model import ReportData, RunInfo
 from soak.report.pdf import render_pdf
 

@@ -14,7 +14,7 @@ from soak.analysis import DETECTOR_VERSIONS
 from soak.cli import main
 from soak.report import fonts
 from soak.report.build import build_pdf
-from soak.report.model import Customer
+from soak.report.model import Customer, Message
 from soak.report.sentences import reason_text
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
@@ -219,17 +219,33 @@ def test_output_under_a_regular_file(recorded, tmp_path, capsys) -> None:
 # finding's own sentence (numbers kept, the time in the run's zone), not the analysis' English.
 
 
+def _message(said) -> Message:
+    return Message(str(said), said.code, said.values)
+
+
 def test_reason_text_says_the_finding_in_chinese():
-    assert reason_text("no failing or warning findings", "zh") == "无失败级或告警级问题"
-    assert reason_text("no failing or warning findings", "en") == "no failing or warning findings"
-    reason = ("FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: hbm_used_bytes creeps 843.8 MB/h "
-              "(90% CI 798.0..858.9) since burn-in; +4773 MB over the fit; exhausted in 4 h")
-    assert reason_text(reason, "zh") == (
+    from soak.analysis import Finding
+    from soak.analysis.messages import said, say
+    from soak.analysis.verdict import reasons
+
+    assert reason_text(_message(said("reason.no_findings", {})), "zh") == "无失败级或告警级问题"
+    assert reason_text(_message(said("reason.no_findings", {})), "en") == "no failing or warning findings"
+    code, start = "memory_creep.runs_out_within_required", 1796035689.0 - 86400  # 2026-11-29 10:48:09Z
+    values = {"metric": "hbm_used_bytes", "slope_mb_per_h": 843.8, "slope_low_mb_per_h": 798.0,
+              "slope_high_mb_per_h": 858.9, "change_point": False, "growth_mb": 4773.0, "hours_to_exhaustion_h": 4.2,
+              "required_h": 72.0, "exhausted_at": start + 6 * 3600}
+    f = Finding(kind="memory_creep", device="npu3-0", metric="hbm_used_bytes", start=start, end=start + 3600,
+                severity="fail", summary=say(code, values), code=code, values=values)
+    (reason,) = reasons([f])
+    assert str(reason).startswith("FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: hbm_used_bytes creeps")
+    assert reason_text(_message(reason), "zh") == (
         "失败：npu3-0 的内存持续增长，自 2026-11-29 10:48 起：HBM 占用自老化期结束起每小时增长 843.8 MB"
-        "（90% 置信区间 798.0–858.9）；拟合期内共增长 4773 MB；约 4 小时后耗尽")
-    assert reason_text(reason, "en") == (
-        "memory creep on npu3-0 from 2026-11-29 10:48: HBM in use grows 843.8 MB/h (90 % CI 798.0–858.9) "
-        "since the burn-in; +4773 MB over the fit; full in about 4 h")
+        "（90% 置信区间 798.0–858.9）；拟合期内共增长 4773 MB；按此速率约 4 小时后耗尽（在要求的 72 小时内）")
+    assert reason_text(_message(reason), "en") == (
+        "FAIL memory creep on npu3-0 from 2026-11-29 10:48: HBM in use creeps 843.8 MB/h (90% CI 798.0..858.9) "
+        "since burn-in; +4773 MB over the fit; at this rate it runs out in 4 h (within the required 72 h)")
+    # a reason without a code (an analysis this version cannot judge again) is shown as written
+    assert reason_text(Message("something an older soak said"), "zh") == "something an older soak said"
 
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")

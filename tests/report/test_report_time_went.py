@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from soak.analysis.model import SCHEMA_VERSION
 from soak.report.loader import load_report_data
 from soak.report.timewent import sections
 from soak.runfolder import write_analysis
@@ -43,7 +44,7 @@ def _run(tmp_path, run_id: str, finding: bool) -> Store:
     store.finish_run(run_id, status="finished", ended_ts=T0 + 100, verdict="fail" if finding else "pass")
     # an analysis as the judge writes it, with its criteria (one without is re-judged from the store)
     write_analysis(folder, {"findings": [DROP] if finding else [], "verdict": "fail" if finding else "pass",
-                            "reasons": [], "criteria": []})
+                            "reasons": [], "criteria": [], "schema_version": SCHEMA_VERSION})
     return store
 
 
