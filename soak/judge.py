@@ -185,8 +185,8 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
 
     failing = [c for c in criteria if c["met"] is False]
     verdict: str | None = "fail" if (result.verdict == "fail" or failing) else "pass"
-    fails = [r for r in result.reasons if r.startswith("FAIL")]
-    warns = [r for r in result.reasons if r.startswith("WARN")]
+    fails = [r for r in result.reasons if r.values.get("severity") == "fail"]  # reason.finding
+    warns = [r for r in result.reasons if r.values.get("severity") == "warn"]
     all_reasons = reasons + fails + warns
     if status == "failed":
         verdict = "fail"

@@ -8,10 +8,10 @@ finding on it fails or its readings cover less of the soak than the profile's
 warns; else ``pass``. A chip expected but not read is therefore never a pass.
 
 **A node's verdict** (``node_verdict``): the worst of its reasons, each a ``NodeReason`` with
-a ``code`` and its ``values``: lost or failed (``status``), a failed self-check
-(``preflight``), a finding about the node or one of its ranks (``finding``), chips without
-data (``unread``: a fail), chips that fail or warn (``chips``). A node with no chip and no
-reason has no data.
+a ``code`` of ``soak.analysis.messages`` and its ``values``: lost or failed (``node.status``),
+a failed self-check (``node.preflight``), a finding about the node or one of its ranks
+(``node.finding``), chips without data (``node.unread``: a fail), chips that fail or warn
+(``node.chips``). A node with no chip and no reason has no data.
 
 **The chip count** of a run is the judge's coverage: ``chips_expected`` chips, of which
 ``chips_seen`` were read (``chip_count``); ``cluster_chips`` lays out exactly that many cells.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from soak.analysis.evidence import is_host
@@ -41,6 +41,8 @@ class PlacedFinding:
     device: str | None
     metric: str | None = None
     summary: str = ""
+    code: str = ""  # the finding's code and values (soak.analysis.messages)
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,12 @@ class ChipVerdict:
 
 @dataclass(frozen=True)
 class NodeReason:
-    """Why a node has its verdict: ``code`` with its values (rendered by the report)."""
+    """Why a node has its verdict: ``code`` (``node.*`` of ``soak.analysis.messages``) with its
+    values, rendered by the report."""
 
     severity: str  # fail | warn | nodata
-    code: str  # status | preflight | finding | chips | unread
-    values: tuple[Any, ...] = ()
+    code: str  # node.status | node.preflight | node.finding | node.chips | node.unread
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -125,20 +128,23 @@ def node_verdict(name: str, *, status: str | None, preflight: str | None, lost: 
     reasons: list[NodeReason] = []
     if status in ("lost", "failed") or lost:
         back = lost and status not in ("lost", "failed")
-        reasons.append(NodeReason("fail", "status", ("lost" if lost else status, back)))
+        reasons.append(NodeReason("fail", "node.status", {"status": "lost" if lost else status, "came_back": back}))
     if preflight in ("fail", "error"):
-        reasons.append(NodeReason("fail", "preflight", (preflight,)))
+        reasons.append(NodeReason("fail", "node.preflight", {"status": preflight}))
     for f in findings:
-        reasons.append(NodeReason(f.severity, "finding", (f.kind, f.device, f.metric, f.summary)))
+        reasons.append(NodeReason(f.severity, "node.finding", {
+            "kind": f.kind, "severity": f.severity, "device": f.device, "metric": f.metric, "summary": f.summary,
+            "finding_code": f.code or None, "finding_values": dict(f.values)}))
     counts = dict.fromkeys(VERDICTS, 0)
     for c in chips:
         counts[c.verdict] += 1
     if counts["nodata"]:
-        reasons.append(NodeReason("fail", "unread", (counts["nodata"], len(chips))))
+        reasons.append(NodeReason("fail", "node.unread", {"unread": counts["nodata"], "chips": len(chips)}))
     if counts["fail"] or counts["warn"]:
         bad = [c for c in chips if c.verdict in ("fail", "warn")]
-        reasons.append(NodeReason("fail" if counts["fail"] else "warn", "chips",
-                                  (counts["fail"], counts["warn"], tuple(c.chip for c in bad[:6]), len(bad))))
+        reasons.append(NodeReason("fail" if counts["fail"] else "warn", "node.chips", {
+            "fail": counts["fail"], "warn": counts["warn"], "names": [c.chip for c in bad[:6]],
+            "more": len(bad) - 6 if len(bad) > 6 else None}))
     if not chips and not reasons:
         verdict = "nodata"
     else:

@@ -14,7 +14,7 @@ is written as its items joined by ", " (``{x:semi}``: by "; ").
 Named formats say what a value is, so that each language writes it its own way:
 ``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
 keys ``{x:metric}``, ``{x:kind}``, ``{x:scope}``, ``{x:event}``, ``{x:cause}``,
-``{x:node_status}``, ``{x:severity}`` (a list: each item). Here they are written as they are;
+``{x:node_status}``, ``{x:severity}``, ``{x:preflight}`` (a list: each item). Here they are written as they are;
 the report passes its own (``say(..., formats=...)``).
 
 Some sentences are made of parts (the nodes a criterion names, the stops of a restarts
@@ -147,7 +147,7 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.coverage.measured_missing": "{chips_seen} of {chips_expected} chips read",
     "criterion.coverage.measured_none": "no chip readings at all",
     "criterion.preflight.required": "pass",
-    "criterion.preflight.measured": "[[status|{status}]][[!status|not recorded]]",
+    "criterion.preflight.measured": "[[status|{status:preflight}]][[!status|not recorded]]",
     "criterion.nodes.required": "all {expected} to the end",
     "criterion.nodes.measured": "{joined} of {expected} joined, {finished} finished[[bad|; {bad}]]",
     "criterion.links.required": (_LINK_RULE + "[[floor_gbps|; every pair >= {floor_gbps:.3g} GB/s ({chip}: expected "
@@ -183,6 +183,15 @@ PARTS: dict[str, str] = {
 }
 """Parts of sentences, composed by ``DERIVED``."""
 
+NODE_REASONS: dict[str, str] = {
+    "node.status": "node {status:node_status}[[came_back| (came back later)]]",
+    "node.preflight": "preflight {status:preflight}",
+    "node.finding": "{kind:kind}[[device| {device}]] ({severity:severity}): {summary}",
+    "node.unread": "{unread} of {chips} chips never read",
+    "node.chips": "{fail} chip(s) fail, {warn} with warnings: {names}[[more| (+{more})]]",
+}
+"""Why a node of a cluster run has its verdict (``soak.analysis.chip_verdicts``)."""
+
 REASONS: dict[str, str] = {
     "reason.finding": "{severity_label} {kind:kind} on {where} from {start:utc}: {summary}",
     "reason.no_findings": "no failing or warning findings",
@@ -216,7 +225,8 @@ INTERRUPTIONS: dict[str, str] = {
 }
 """Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
 
-ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **INTERRUPTIONS}
+ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **NODE_REASONS,
+                           **INTERRUPTIONS}
 """Every code, with its English template."""
 
 Sub = Callable[[str, Mapping[str, Any]], str]
@@ -242,10 +252,15 @@ def _cause_counts(v: Mapping[str, Any], sub: Sub) -> list[str]:
                                  strict=True)]
 
 
-def _reason_finding(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+def _finding_said(v: Mapping[str, Any], sub: Sub) -> str:
+    """The finding a reason names, said in the same language (its summary as judged when it
+    has no code)."""
     code = v.get("finding_code")
-    said = sub(code, v["finding_values"]) if code and v.get("finding_values") else v.get("summary")
-    return {"where": _where(v, sub), "summary": said}
+    return sub(code, v["finding_values"]) if code and v.get("finding_values") else str(v.get("summary") or "")
+
+
+def _reason_finding(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
+    return {"where": _where(v, sub), "summary": _finding_said(v, sub)}
 
 
 def _node_problems(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
@@ -273,6 +288,7 @@ def _failing_compute(v: Mapping[str, Any], sub: Sub) -> dict[str, Any]:
 
 DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "reason.finding": _reason_finding,
+    "node.finding": lambda v, sub: {"summary": _finding_said(v, sub)},
     "reason.restarts": lambda v, sub: {"stops": [
         sub(c, {"workload": w, "message": m}) for c, w, m in zip(v.get("stop_codes") or [], v.get("workloads") or [],
                                                                   v.get("messages") or [], strict=True)]},
@@ -357,7 +373,7 @@ def utc(ts: float) -> str:
 Formats = Mapping[str, Callable[[Any], str]]
 """Named formats: spec -> function of one value (a list is formatted item by item)."""
 
-NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_status", "severity")
+NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_status", "severity", "preflight")
 """The named formats that write the name of a machine key (here: the key as it is)."""
 
 ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, **{n: str for n in NAMES}}

@@ -144,7 +144,7 @@ def cluster_view(
     placed = []
     for f in data.findings:
         node, dev = finding_place(f)
-        placed.append(PlacedFinding(f.kind, f.severity, node, dev, f.metric, f.summary))
+        placed.append(PlacedFinding(f.kind, f.severity, node, dev, f.metric, f.summary, f.code, f.values))
     decided = cluster_chips(nodes, (c.device for c in data.chips), placed, coverage=data.coverage,
                             min_coverage=minimum, nodes_planned=nodes_planned, lost_ever=lost_ever)
     summaries = {c.device: c for c in data.chips}

@@ -13,7 +13,7 @@ from soak.report.cluster import ChipCell, ClusterView, NodeView
 from soak.report.i18n import t
 from soak.report.model import FindingView, ReportData
 from soak.report.names import kind_name, metric_name, node_status_name, severity_name
-from soak.report.sentences import finding_text
+from soak.report.sentences import finding_text, message
 from soak.report.units import num, pct
 
 # One letter per chip verdict in the matrix (the colour says it too; the letter survives a
@@ -41,25 +41,8 @@ def where(f: FindingView) -> str:
 
 
 def reason_text(r: NodeReason, lang: str = "en") -> str:
-    """One reason of a node's verdict."""
-    if r.code == "status":
-        status, back = r.values
-        return t("r_status", lang).format(status=node_status_name(status, lang)) + (t("r_back", lang) if back else "")
-    if r.code == "preflight":
-        return t("r_preflight", lang).format(status=r.values[0])
-    if r.code == "unread":
-        n, m = r.values
-        return t("r_unread", lang).format(n=n, m=m)
-    if r.code == "chips":
-        fail, warn, names, total = r.values
-        shown = ", ".join(names) + (f" (+{total - len(names)})" if total > len(names) else "")
-        return t("r_chips", lang).format(fail=fail, warn=warn, names=shown)
-    if r.code == "finding":
-        kind, dev, _metric, summary = r.values
-        sep = "：" if lang == "zh" else ": "
-        on = f" {dev}" if dev else ""
-        return f"{kind_name(kind, lang)}{on} ({severity_name(r.severity, lang)}){sep}{finding_text(summary, lang)}"
-    return r.code
+    """One reason of a node's verdict, from its code."""
+    return message(r.code, r.values, lang, fallback=r.code)
 
 
 def node_row(n: NodeView, view: ClusterView, lang: str = "en") -> list[str]:

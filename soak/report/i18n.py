@@ -315,12 +315,7 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
     ),
     "chip_detail": ("Chip detail", "芯片详情"),
     "chip_pick": ("Open a chip (or click its cell)", "打开芯片（或点击矩阵单元格）"),
-    "r_status": ("node {status}", "节点{status}"),
-    "r_back": (" (came back later)", "（后来恢复）"),
-    "r_preflight": ("preflight {status}", "预检{status}"),
     "r_coverage": ("readings cover {got} < {min}", "读数覆盖 {got} < {min}"),
-    "r_unread": ("{n} of {m} chips never read", "{m} 颗芯片中有 {n} 颗从未读到"),
-    "r_chips": ("{fail} chip(s) fail, {warn} with warnings: {names}", "芯片失败 {fail} 颗、告警 {warn} 颗：{names}"),
 }
 STRINGS.update(CLUSTER_STRINGS)
 
@@ -420,7 +415,7 @@ CHINESE: dict[str, str] = {
     "criterion.coverage.measured_missing": "读到 {chips_seen} / {chips_expected} 颗芯片",
     "criterion.coverage.measured_none": "没有任何芯片读数",
     "criterion.preflight.required": "通过",
-    "criterion.preflight.measured": "[[status|{status}]][[!status|未记录]]",
+    "criterion.preflight.measured": "[[status|{status:preflight}]][[!status|未记录]]",
     "criterion.nodes.required": "全部 {expected} 个节点运行到结束",
     "criterion.nodes.measured": "已加入 {joined} / {expected}，完成 {finished}[[bad|；{bad}]]",
     "criterion.links.required": (_LINK_RULE_ZH + "[[floor_gbps|；每对 ≥ {floor_gbps:.3g} GB/s（{chip}：预期 "
@@ -466,6 +461,12 @@ CHINESE: dict[str, str] = {
     "reason.compute": "算力：{summaries:semi}[[more| …]]",
     "reason.run_failed": "运行失败：[[why|{why}]][[!why|负载在计划结束前停止]]",
     "reason.run_stopped": "运行在计划结束前被停止[[why|（{why}）]]：不作判定",
+    # why a node has its verdict
+    "node.status": "节点{status:node_status}[[came_back|（后来恢复）]]",
+    "node.preflight": "预检{status:preflight}",
+    "node.finding": "{kind:kind}[[device| {device}]]（{severity:severity}）：{summary}",
+    "node.unread": "{chips} 颗芯片中有 {unread} 颗从未读到",
+    "node.chips": "芯片失败 {fail} 颗、告警 {warn} 颗：{names}[[more|（+{more}）]]",
     # interruptions
     "interruption.startup": "{workload} 启动",
     "interruption.crash": "{workload} 崩溃[[message|：{message}]]",

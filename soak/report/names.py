@@ -80,6 +80,12 @@ NODE_STATUS_NAMES = {
 }
 
 
+PREFLIGHT_NAMES = {
+    "pass": ("pass", "通过"), "warn": ("pass with warnings", "通过（有告警）"), "fail": ("fail", "未通过"),
+    "error": ("error", "出错"), "skipped": ("skipped", "已跳过"),
+}
+
+
 def node_status_name(status: str | None, lang: str = "en") -> str:
     return pick(NODE_STATUS_NAMES, status, lang)
 

@@ -46,7 +46,7 @@ def test_a_lost_nodes_chips_read_before_it_was_lost_but_not_counted_by_the_judge
     assert [(c.node, c.chip, c.verdict, c.code) for c in out.chips if c.node == "node-0"] == [
         ("node-0", "npu0-0", "nodata", "unread"), ("node-0", "npu0-1", "nodata", "unread")]
     assert [n.verdict for n in out.nodes] == ["fail", "pass", "pass"]
-    assert [r.code for r in out.nodes[0].reasons] == ["status", "unread"]
+    assert [r.code for r in out.nodes[0].reasons] == ["node.status", "node.unread"]
 
 
 def test_a_chip_read_too_little_fails_on_the_profiles_threshold_and_its_node_with_it():

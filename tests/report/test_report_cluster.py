@@ -162,8 +162,8 @@ def test_node_verdicts_follow_their_chips_ranks_status_and_preflight():
     assert grid[("c", "npu1")].verdict == "nodata" and grid[("d", "npu0")].verdict == "pass"  # info is explained
     assert [c.verdict for c in view.cells if c.node == "e"] == ["nodata", "nodata"]
     reasons = {n.name: [r.code for r in n.reasons] for n in view.nodes}
-    assert reasons["b"] == ["finding"] and reasons["c"] == ["unread"] and reasons["d"] == ["preflight"]
-    assert reasons["e"] == ["status", "unread"]
+    assert reasons["b"] == ["node.finding"] and reasons["c"] == ["node.unread"] and reasons["d"] == ["node.preflight"]
+    assert reasons["e"] == ["node.status", "node.unread"]
 
 
 def test_peer_and_node_sentences_are_said_in_chinese_with_the_same_numbers():
