@@ -29,7 +29,7 @@ from soak.analysis import links as lk
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
-from soak.analysis.verdict import clean_statement
+from soak.analysis.verdict import CPU_HOURS, clean_statement
 from soak.cluster import analysis as ca
 from soak.config import Plan
 from soak.provenance import simulated_run
@@ -67,6 +67,7 @@ class Judgement:
             verdict=self.verdict, reasons=list(self.reasons), reasons_typed=typed(self.reasons),
             criteria=[dict(c) for c in self.criteria],
             clean_statement=self.clean_statement, chip_hours=self.chip_hours, chip_unit=self.chip_unit,
+            clean_statement_typed=None if self.clean_statement is None else typed([self.clean_statement])[0],
             simulated=self.simulated,
         )
         if self.accounting is not None:
@@ -199,7 +200,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     if not all_reasons:
         all_reasons = [said("reason.no_findings", {})]
     n_fail = sum(1 for f in result.findings if f.severity == "fail")
-    statement = _statement(hours, n_fail, unit) if verdict == "pass" else None
+    statement = clean_statement(hours, n_fail, unit) if verdict == "pass" else None
     return Judgement(
         analysis=result, verdict=verdict, reasons=tuple(all_reasons), criteria=tuple(criteria),
         clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
@@ -274,16 +275,8 @@ def _chips_expected(plan: Plan, rec: Any) -> int:
 def _chip_unit(series: Iterable[tuple[str, str]], backend: str | None) -> str:
     chips = {d.rsplit("/", 1)[-1] for d, m in series if not ev.is_host(d) and m in ev.CHIP_METRICS}
     if chips and all(d.startswith("cpu") for d in chips):
-        return "CPU device-hours (host CPU, no accelerator)"
+        return CPU_HOURS
     return "chip-hours"
-
-
-def _statement(hours: float, n_fail: int, unit: str) -> str:
-    text = clean_statement(hours, n_fail)
-    if unit != "chip-hours":
-        text = text.replace("chip-hours", unit.split(" (")[0]).replace("per chip-hour", "per device-hour")
-        text += f"; counted: {unit.split('(', 1)[-1].rstrip(')')}"
-    return text
 
 
 def _outage(e: Any) -> dict[str, Any]:

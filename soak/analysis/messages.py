@@ -14,7 +14,7 @@ is written as its items joined by ", " (``{x:semi}``: by "; ").
 Named formats say what a value is, so that each language writes it its own way:
 ``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
 keys ``{x:metric}``, ``{x:kind}``, ``{x:scope}``, ``{x:event}``, ``{x:cause}``,
-``{x:node_status}``, ``{x:severity}``, ``{x:preflight}`` (a list: each item). Here they are written as they are;
+``{x:node_status}``, ``{x:severity}``, ``{x:preflight}``, ``{x:unit}`` (a list: each item). Here they are written as they are;
 the report passes its own (``say(..., formats=...)``).
 
 Some sentences are made of parts (the nodes a criterion names, the stops of a restarts
@@ -192,6 +192,17 @@ NODE_REASONS: dict[str, str] = {
 }
 """Why a node of a cluster run has its verdict (``soak.analysis.chip_verdicts``)."""
 
+STATEMENTS: dict[str, str] = {
+    "statement.no_data": "no chip data: the run demonstrates nothing about the failure rate",
+    "statement.clean": ("0 failures in {hours_text} {unit:unit}: with 95% confidence the failure rate is below "
+                        "{bound_per_h:.2e} per {per:unit} (-ln(0.05)/T, about 3/T), i.e. a mean time between failures "
+                        "above {mtbf_text} {unit:unit}[[cpu|; counted: host CPU, no accelerator]]"),
+    "statement.failures": ("{n_fail} failing finding(s) in {hours_text} {unit:unit}: observed rate {rate_per_h:.2e} "
+                           "per {per:unit}, 95% upper bound {bound_per_h:.2e} (exact Poisson)"
+                           "[[cpu|; counted: host CPU, no accelerator]]"),
+}
+"""The clean-run statement: what the run shows about the failure rate."""
+
 REASONS: dict[str, str] = {
     "reason.finding": "{severity_label} {kind:kind} on {where} from {start:utc}: {summary}",
     "reason.no_findings": "no failing or warning findings",
@@ -225,7 +236,7 @@ INTERRUPTIONS: dict[str, str] = {
 }
 """Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
 
-ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **NODE_REASONS,
+ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **NODE_REASONS, **STATEMENTS,
                            **INTERRUPTIONS}
 """Every code, with its English template."""
 
@@ -373,7 +384,8 @@ def utc(ts: float) -> str:
 Formats = Mapping[str, Callable[[Any], str]]
 """Named formats: spec -> function of one value (a list is formatted item by item)."""
 
-NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_status", "severity", "preflight")
+NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_status", "severity", "preflight",
+                         "unit")
 """The named formats that write the name of a machine key (here: the key as it is)."""
 
 ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, **{n: str for n in NAMES}}

@@ -149,6 +149,7 @@ class Analysis:
                 "reasons": list(self.reasons),
                 "reasons_typed": typed(self.reasons),
                 "clean_statement": self.clean_statement,
+                "clean_statement_typed": (typed([self.clean_statement]) or [None])[0],
                 "chip_hours": self.chip_hours,
                 "start": self.start,
                 "end": self.end,

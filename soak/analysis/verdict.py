@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from soak.analysis._stats import poisson_upper
 from soak.analysis.evidence import chip_hours as _covered_hours
-from soak.analysis.messages import said, utc
+from soak.analysis.messages import Said, said, utc
 from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.trace import Trace
 
@@ -71,22 +72,24 @@ def _hours(h: float) -> str:
     return f"{h:.0f}" if h >= 100 else f"{h:.3g}"
 
 
-def clean_statement(hours: float, n_fail: int) -> str:
-    """The plain statement of what the run shows about the failure rate per chip-hour."""
+CPU_HOURS = "CPU device-hours (host CPU, no accelerator)"
+"""The unit of a run on host CPUs alone (no accelerator chip): what its hours count."""
+
+
+def clean_statement(hours: float, n_fail: int, unit: str = "chip-hours") -> Said:
+    """The plain statement of what the run shows about the failure rate per chip-hour (per
+    device-hour of ``CPU_HOURS`` on a run without accelerator)."""
     if hours <= 0:
-        return "no chip data: the run demonstrates nothing about the failure rate"
+        return said("statement.no_data", {})
+    cpu = unit == CPU_HOURS
+    values: dict[str, Any] = {"hours": hours, "hours_text": _hours(hours), "n_fail": n_fail, "cpu": cpu,
+                              "unit": "CPU device-hours" if cpu else "chip-hours",
+                              "per": "device-hour" if cpu else "chip-hour"}
     if n_fail == 0:
         bound = -math.log(0.05) / hours
-        return (
-            f"0 failures in {_hours(hours)} chip-hours: with 95% confidence the failure rate is below "
-            f"{bound:.2e} per chip-hour (-ln(0.05)/T, about 3/T), i.e. a mean time between "
-            f"failures above {_hours(1 / bound)} chip-hours"
-        )
+        return said("statement.clean", {**values, "bound_per_h": bound, "mtbf_text": _hours(1 / bound)})
     bound = poisson_upper(n_fail, hours)
-    return (
-        f"{n_fail} failing finding(s) in {_hours(hours)} chip-hours: observed rate "
-        f"{n_fail / hours:.2e} per chip-hour, 95% upper bound {bound:.2e} (exact Poisson)"
-    )
+    return said("statement.failures", {**values, "rate_per_h": n_fail / hours, "bound_per_h": bound})
 
 
 def attribute(findings: list[Finding]) -> list[Finding]:

@@ -130,7 +130,7 @@ def _verdict_block(data: Any, lang: str) -> None:
         for r in data.verdict_reasons:
             st.markdown(f"- {reason_text(r, lang, _tz(data))}")
     if data.clean_statement:
-        st.success(data.clean_statement)
+        st.success(reason_text(data.clean_statement, lang, _tz(data)))
 
 
 def page_runs(runs: list[dict[str, Any]], lang: str) -> None:

@@ -55,7 +55,7 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
         "verdict": data.verdict,
         "reasons": [r.text for r in data.verdict_reasons],
         "reasons_typed": [{"code": r.code, "values": dict(r.values)} for r in data.verdict_reasons],
-        "clean_statement": data.clean_statement,
+        "clean_statement": None if data.clean_statement is None else data.clean_statement.text,
         "raw_data_sha256": sha256,
         "raw_data_rows": rows,
         "run": {k: v for k, v in asdict(data.run).items() if k != "plan"},

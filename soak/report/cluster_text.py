@@ -99,7 +99,9 @@ def statement_lines(data: ReportData, view: ClusterView, lang: str = "en") -> li
     unit = data.chip_unit or "chip-hours"
     lines = [t("cluster_hours", lang).format(nodes=len(view.nodes), chips=chips,
                                              hours="N/A" if hours is None else num(float(hours)), unit=unit)]
-    lines.append(data.clean_statement or t("cluster_no_statement", lang))
+    lines.append(t("cluster_no_statement", lang) if data.clean_statement is None
+                 else message(data.clean_statement.code, data.clean_statement.values, lang,
+                              fallback=data.clean_statement.text))
     return lines
 
 

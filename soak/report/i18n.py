@@ -467,6 +467,13 @@ CHINESE: dict[str, str] = {
     "node.finding": "{kind:kind}[[device| {device}]]（{severity:severity}）：{summary}",
     "node.unread": "{chips} 颗芯片中有 {unread} 颗从未读到",
     "node.chips": "芯片失败 {fail} 颗、告警 {warn} 颗：{names}[[more|（+{more}）]]",
+    # the clean-run statement
+    "statement.no_data": "没有芯片数据：本次运行不能说明任何故障率",
+    "statement.clean": ("{hours_text} {unit:unit}内 0 次失败：以 95% 置信度，故障率低于每{per:unit} {bound_per_h:.2e}"
+                        "（-ln(0.05)/T，约 3/T），即平均无故障时间超过 {mtbf_text} {unit:unit}"
+                        "[[cpu|；计数对象：主机 CPU，无加速器]]"),
+    "statement.failures": ("{hours_text} {unit:unit}内 {n_fail} 个失败级问题：观测故障率每{per:unit} {rate_per_h:.2e}，"
+                           "95% 置信上限 {bound_per_h:.2e}（精确泊松）[[cpu|；计数对象：主机 CPU，无加速器]]"),
     # interruptions
     "interruption.startup": "{workload} 启动",
     "interruption.crash": "{workload} 崩溃[[message|：{message}]]",

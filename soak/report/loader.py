@@ -378,11 +378,15 @@ def _host(manifest: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return host if isinstance(host, Mapping) else {}
 
 
-def _clean_statement(analysis: Mapping[str, Any] | None, verdict: str | None) -> str | None:
+def _clean_statement(analysis: Mapping[str, Any] | None, verdict: str | None) -> Message | None:
     """The judge's statement of what a passing run shows; nothing for any other verdict."""
     if verdict != "pass" or analysis is None:
         return None
-    return analysis.get("clean_statement")
+    text = analysis.get("clean_statement")
+    if text is None:
+        return None
+    typed = analysis.get("clean_statement_typed") or {}
+    return Message(str(text), str(typed.get("code") or ""), dict(typed.get("values") or {}))
 
 
 _DETECTOR_SECTIONS = {

@@ -199,7 +199,7 @@ class ReportData:
     verdict: str | None = None  # pass | fail | running | None (not analysed)
     verdict_reasons: tuple[Message, ...] = ()
     criteria: tuple[Criterion, ...] = ()
-    clean_statement: str | None = None
+    clean_statement: Message | None = None
     detectors: tuple[DetectorInfo, ...] = ()
     manifest: Mapping[str, Any] = field(default_factory=dict)
     generated_at: float | None = None

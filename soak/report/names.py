@@ -80,6 +80,10 @@ NODE_STATUS_NAMES = {
 }
 
 
+UNIT_NAMES = {
+    "chip-hours": ("chip-hours", "芯片小时"), "chip-hour": ("chip-hour", "芯片小时"),
+    "CPU device-hours": ("CPU device-hours", "CPU 设备小时"), "device-hour": ("device-hour", "设备小时"),
+}
 PREFLIGHT_NAMES = {
     "pass": ("pass", "通过"), "warn": ("pass with warnings", "通过（有告警）"), "fail": ("fail", "未通过"),
     "error": ("error", "出错"), "skipped": ("skipped", "已跳过"),

@@ -324,7 +324,8 @@ def render_pdf(
         story.append(Spacer(1, 2 * mm))
 
     story.append(st.p(t("clean_statement", lang), st.h2))
-    story.append(st.p(data.clean_statement or t("no_clean_statement", lang)))
+    story.append(st.p(t("no_clean_statement", lang) if data.clean_statement is None
+                      else reason_text(data.clean_statement, lang, tz)))
 
     story.append(st.p(t("detectors", lang), st.h2))
     det_rows = [

@@ -20,6 +20,7 @@ from soak.report.i18n import CHINESE, t
 from soak.report.names import (
     CAUSE_NAMES,
     PREFLIGHT_NAMES,
+    UNIT_NAMES,
     event_name,
     kind_name,
     metric_name,
@@ -43,7 +44,7 @@ def formats(lang: str = "en", tz: tzinfo = UTC) -> Formats:
         "metric": lambda m: metric_name(m, lang), "kind": lambda k: kind_name(k, lang),
         "scope": lambda s: pick(_SCOPE, s, lang), "event": lambda e: event_name(e, lang),
         "cause": lambda c: pick(CAUSE_NAMES, c, lang), "node_status": lambda s: node_status_name(s, lang),
-        "preflight": lambda s: pick(PREFLIGHT_NAMES, s, lang),
+        "preflight": lambda s: pick(PREFLIGHT_NAMES, s, lang), "unit": lambda u: pick(UNIT_NAMES, u, lang),
         "severity": lambda s: severity_name(None if s is None else str(s).lower(), lang),
     }
 

@@ -28,6 +28,7 @@ from soak.analysis.messages import (
     NODE_REASONS,
     PARTS,
     REASONS,
+    STATEMENTS,
     Said,
     render,
     say,
@@ -36,7 +37,7 @@ from soak.analysis.model import SCHEMA_VERSION
 from soak.analysis.synth import generate, link_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = re.compile(r"^(criterion|reason|interruption|part|node|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
+CODE = re.compile(r"^(criterion|reason|interruption|part|node|statement|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
 
 
 def _check(findings: list[Finding]) -> set[str]:
@@ -60,7 +61,7 @@ def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> N
             assert field is None or re.fullmatch(r"\w+", field), (code, field)
             assert spec is None or "{" not in spec, code
     assert set(ENGLISH) == (set(FINDINGS) | set(CRITERIA) | set(CRITERION_TEXTS) | set(PARTS) | set(REASONS)
-                            | set(NODE_REASONS) | set(INTERRUPTIONS))
+                            | set(NODE_REASONS) | set(STATEMENTS) | set(INTERRUPTIONS))
     assert {c.split(".")[0] for c in FINDINGS} <= set(KINDS)
 
 
