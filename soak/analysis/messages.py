@@ -119,9 +119,9 @@ CRITERIA: dict[str, str] = {
     "criterion.nodes": "nodes",
     "criterion.links": "links",
     "criterion.compute": "compute",
-    **{f"criterion.kind.{kind}": "no {kind:kind} (fail)" for kind in (
-        "memory_creep", "utilization_dropouts", "hang", "comm_timeouts", "thermal", "throughput_degradation",
-        "outlier", "straggler")},
+    # one per finding kind: the kinds are those of the finding codes above
+    **{f"criterion.kind.{kind}": "no {kind:kind} (fail)"
+       for kind in dict.fromkeys(code.split(".")[0] for code in FINDINGS)},
 }
 """Criterion codes, with the criterion's name (``criterion.kind.*``: over its ``kind`` value)."""
 

@@ -6,6 +6,7 @@ never breaks the zh report; ``tests/report`` checks both columns are complete.
 
 from __future__ import annotations
 
+from soak.analysis.model import KINDS
 from soak.provenance import simulated_fleet, time_scaled
 
 LANGS: tuple[str, ...] = ("en", "zh")
@@ -395,9 +396,7 @@ CHINESE: dict[str, str] = {
     "criterion.nodes": "节点",
     "criterion.links": "节点间链路",
     "criterion.compute": "算力（GEMM 速率）",
-    **{f"criterion.kind.{k}": "无失败级{kind:kind}" for k in (
-        "memory_creep", "utilization_dropouts", "hang", "comm_timeouts", "thermal", "throughput_degradation",
-        "outlier", "straggler")},
+    **{f"criterion.kind.{k}": "无失败级{kind:kind}" for k in KINDS},
     "criterion.runtime.required": "≥ 计划的 {planned_s:hm}",
     "criterion.runtime.measured": "运行 {ran_s:hm}（计划 {planned_s:hm}），其中训练 {training_s:hm}",
     "criterion.runtime.required_record": "[[planned_s|≥ {planned_s:hm}]][[!planned_s|N/A]]",

@@ -380,7 +380,7 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
                 a.kill()
     from soak.cli import main
     from soak.report.signing import create_keys
-    from tests.report.pagecheck import chip_figures
+    from tests.report.pagecheck import chip_figures, english_left
 
     keys = create_keys(tmp_path / "keys", common_name="Test Engineer")
     pdf = tmp_path / "c1.pdf"
@@ -394,3 +394,11 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
     row = next(line.split() for line in matrix.splitlines() if line.strip().startswith("node-2"))
     assert len(row) == 4 and "P" not in row[1:], row  # the node and both its chips: fail or no data
+    # the Chinese PDF of the same run: the judgement's sentences rendered from their codes
+    zh = tmp_path / "c1-zh.pdf"
+    assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(zh), "--lang", "zh", "--key", str(keys.key_path),
+                 "--cert", str(keys.cert_path)]) == 0
+    text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    assert "3 个节点：node-0, node-1, node-2" in text and "节点 node-2（rank 2）失联" in text
+    assert not english_left(text), english_left(text)

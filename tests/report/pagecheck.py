@@ -110,3 +110,38 @@ def chip_figures(text: str) -> dict[str, int]:
     assert crit is not None and counts is not None
     return {"cover": int(cover.group(2) or cover.group(1)), "criterion": int(crit.group(2) or crit.group(1)),
             "cluster": int(counts.group(2))}
+
+
+def _english_phrases() -> set[str]:
+    """Every run of two or more English words (three letters or more) that a template of the
+    judgement's English table writes itself, not from its values: what a Chinese page must
+    not show. The chip figures' sources are data quoted as written (in English), so phrases
+    they hold are left out."""
+    from soak.analysis.messages import ENGLISH
+    from soak.analysis.profile import DEFAULT_CHIPS
+
+    quoted = " ".join(" ".join(str(x) for x in vars(c).values()) for c in DEFAULT_CHIPS.values())
+
+    out: set[str] = set()
+    for template in ENGLISH.values():
+        text = re.sub(r"\[\[!?\w+\|", "\x00", template).replace("]]", "\x00")
+        text = re.sub(r"\{[^{}]*\}", "\x00", text)
+        for chunk in re.split(r"[\x00():;,.\[\]]", text):
+            run: list[str] = []
+            for w in [*chunk.split(), ""]:
+                if re.fullmatch(r"[a-z][a-z'-]{2,}", w):
+                    run.append(w)
+                    continue
+                if len(run) >= 2 and " ".join(run) not in quoted:
+                    out.add(" ".join(run))
+                run = []
+    return out
+
+
+ENGLISH_PHRASES = _english_phrases()
+
+
+def english_left(text: str) -> list[str]:
+    """The judgement's English phrases found in ``text`` (a Chinese page); empty when none."""
+    flat = " ".join(text.split())
+    return sorted(p for p in ENGLISH_PHRASES if p in flat)

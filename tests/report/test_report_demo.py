@@ -113,3 +113,13 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
                           check=True).stdout
     for words in ("Evidence coverage", "Availability", "injected"):
         assert words in text, words
+    # the Chinese PDF of the same run says every sentence of the judgement in Chinese
+    from soak.cli import main
+    from tests.report.pagecheck import english_left
+
+    zh = tmp_path / "demo-zh.pdf"
+    assert main(["report", "pdf", run_dir.name, "--data-dir", str(tmp_path), "-o", str(zh), "--lang", "zh",
+                 "--unsigned"]) == 0
+    text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True).stdout
+    assert "内存持续增长" in text and "HBM 占用自" in text and "注入的 1 次" in text
+    assert not english_left(text), english_left(text)

@@ -13,7 +13,7 @@ from soak.config import plan_from_dict
 from soak.report.build import build_pdf
 from soak.store import Store
 from tests.conftest import skip_unless_ci
-from tests.report.pagecheck import layout_problems, pdf_pages, raw_values
+from tests.report.pagecheck import english_left, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_run
 
 # slow: renders whole PDFs in two languages and reads every page
@@ -112,6 +112,7 @@ def test_chinese_pdf_says_the_findings_in_chinese(pdfs):
     assert "HBM 占用自" in text and "每小时增长" in text
     assert "creeps" not in text and "since burn-in" not in text
     assert "达标" in text and "未达标" in text
+    assert not english_left(text)  # every sentence of the judgement rendered in Chinese
 
 
 def test_utilization_chart_spans_0_to_100_and_its_marks_are_named(recorded, monkeypatch):

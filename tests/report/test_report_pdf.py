@@ -18,6 +18,7 @@ from soak.report.model import Customer, Message
 from soak.report.sentences import reason_text
 from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
 from soak.store import Store
+from tests.report.pagecheck import english_left
 
 # slow: renders and reads whole PDFs
 pytestmark = pytest.mark.slow
@@ -113,6 +114,7 @@ def test_chinese_pdf_renders_cjk_with_an_embedded_font(built):
     for needle in ("稳定性拷机验收报告", "结论", "未通过", "华东智算中心", "上海二号机房", "逐芯片汇总", "验收标准", "环境清单",
                    "运行时长", "无失败级内存持续增长"):
         assert needle in text, needle
+    assert not english_left(text)  # every sentence of the judgement rendered in Chinese
     fonts_out = subprocess.run(["pdffonts", str(built["zh"].path)], capture_output=True, text=True, check=True).stdout
     cjk = [ln for ln in fonts_out.splitlines() if "SoakCJK" in ln or "WenQuanYi" in ln or "Micro" in ln]
     assert cjk and all(" yes " in ln for ln in cjk), fonts_out
