@@ -2,7 +2,8 @@
 #   Prometheus + promtool and node_exporter (exporter and alert-rule tests, benchmarks),
 #   poppler (PDF pages), Chromium (the app in a browser), CJK fonts (Chinese PDF),
 #   systemd-analyze (unit files), PostgreSQL (the store's second backend),
-#   sshd (the SSH launcher), ip netns + socat (the cut-link cluster test).
+#   sshd (the SSH launcher), ip netns + socat (the cut-link cluster test), faketime (a node
+#   whose clock is off).
 # missing_system_packages prints the Debian packages whose command is not here.
 missing_system_packages() {
   local need=()
@@ -16,6 +17,7 @@ missing_system_packages() {
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server openssh-client)
   command -v ip >/dev/null || need+=(iproute2)
   command -v socat >/dev/null || need+=(socat)
+  command -v faketime >/dev/null || need+=(faketime)
   echo "${need[@]}"
 }
 

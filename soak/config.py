@@ -317,6 +317,10 @@ class ClusterSection:
                                     "folder and writes it once the store is back; longer, it stops with the spool "
                                     "kept (soak run --resume writes it). Single-node runs too.", _dur(),
                                     key="store_outage_max", raw="15m")
+    max_clock_offset_s: float = opt(2.0, "How far (wall) a node's clock may be from the store's (the database's) "
+                                    "clock: a node further off is refused at join, naming its offset; a drift past it "
+                                    "during the run is an event. Liveness, leadership and loss use the store's clock.",
+                                    _dur(), key="max_clock_offset", raw="2s")
     on_node_lost: str = opt("continue", "When a node is lost: continue (the others go on training: evidence keeps "
                             "coming) or stop the run.", _choice_policy)
 

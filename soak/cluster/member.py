@@ -11,7 +11,11 @@ Nodes never talk to each other except through torchrun's rendezvous and the shar
   ``<run>-g<generation>``, never a rejoin of a running rendezvous (not dependable). The node
   whose workload fails first moves the generation (compare and set) and names itself;
 - **liveness**: every node touches ``last_seen``; the leader (the lowest rank still alive,
-  so rank 0 unless it is gone) marks a node silent for ``cluster.node_silence`` as lost.
+  so rank 0 unless it is gone) marks a node silent for ``cluster.node_silence`` as lost;
+- **one clock**: liveness, leadership and loss are measured on the store's clock (the
+  database's), never on a node's own; a node whose clock is further than
+  ``cluster.max_clock_offset`` from the store's is refused at join, naming its offset, so the
+  samples and events every node stamps with its own clock stay on one time line.
 """
 
 from __future__ import annotations
@@ -53,19 +57,36 @@ class ClusterMember:
     def nodes(self) -> int:
         return self.plan.cluster.nodes
 
+    def clock_offset(self) -> float:
+        """This node's clock minus the store's (seconds), the round trip halved."""
+        t0 = self.wall()
+        store = self.store.store_now()
+        t1 = self.wall()
+        return (t0 + t1) / 2 - store
+
+    def check_clock(self) -> float:
+        """The offset to the store's clock; ClusterError past ``cluster.max_clock_offset``."""
+        offset = self.clock_offset()
+        bound = self.plan.cluster.max_clock_offset_s
+        if abs(offset) > bound:
+            raise ClusterError(
+                f"node {self.node}: its clock is {offset:+.1f} s off the store's (bound {bound:g} s, "
+                f"cluster.max_clock_offset): synchronise it (chrony or NTP) and start the agent again")
+        return offset
+
     def join(self, run_values: dict[str, Any], *, host: str, listen: str | None) -> RunRecord:
+        offset = self.check_clock()  # before anything is written: a refused node leaves nothing
         rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
                                       plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
                                       host=host, listen=listen)
         self.store.add_event(self.run_id, "node_joined", ts=self.wall(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
-                             detail={"rank": self.rank, "host": host})
+                             detail={"rank": self.rank, "host": host, "clock_offset_s": round(offset, 3)})
         log.info("joined cluster run %s as node %s (rank %d of %d)", self.run_id, self.node, self.rank, self.nodes)
         return rec
 
     def prepared(self, *, manifest: dict[str, Any] | None, preflight: str | None, chips: int | None) -> None:
-        self.store.update_node(self.run_id, self.node, manifest=manifest or {}, preflight=preflight, chips=chips,
-                               last_seen=self.wall())
+        self.store.touch_node(self.run_id, self.node, manifest=manifest or {}, preflight=preflight, chips=chips)
 
     def barrier(self, say: Callable[[str], None]) -> list[NodeRecord]:
         """Wait until every node joined and is prepared; the version lock, checked."""
@@ -107,15 +128,15 @@ class ClusterMember:
             self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
             self.store.update_run(self.run_id, status="failed", verdict="fail", ended_ts=self.wall())
             raise ClusterError("\n".join(drift))
-        self.store.update_node(self.run_id, self.node, status="running", last_seen=self.wall())
+        self.store.touch_node(self.run_id, self.node, status="running")
         return ready
 
     # ------------------------------------------------------------------ during the run
     def touch(self, *, force: bool = False, **values: Any) -> None:
-        now = self.wall()
+        now = self.wall()  # how often: this node's own clock; what is written: the store's
         if force or now - self._last_touch >= 1.0:
             self._last_touch = now
-            self.store.update_node(self.run_id, self.node, last_seen=now, **values)
+            self.store.touch_node(self.run_id, self.node, **values)
 
     def rendezvous(self) -> Rendezvous:
         """The torchrun rendezvous of the job's current generation."""
@@ -146,24 +167,27 @@ class ClusterMember:
         return first
 
     def leader(self) -> bool:
-        """The lowest rank among the nodes still alive leads (rank 0 unless it is gone)."""
-        now = self.wall()
+        """The lowest rank among the nodes still alive leads (rank 0 unless it is gone); alive
+        on the store's clock."""
+        now = self.store.store_now()
         silence = self.plan.cluster.node_silence_s
         alive = [n for n in self.store.cluster_nodes(self.run_id)
                  if n.status in ALIVE and (now - n.last_seen <= silence or n.name == self.node)]
         return bool(alive) and min(n.rank for n in alive) == self.rank
 
     def find_lost(self) -> list[NodeRecord]:
-        """Nodes silent past the bound: marked lost, with a ``node_lost`` event naming each."""
-        now = self.wall()
+        """Nodes silent past the bound on the store's clock: marked lost, with a ``node_lost``
+        event naming each (stamped on this node's clock, the run's time line)."""
+        now = self.store.store_now()
         silence = self.plan.cluster.node_silence_s
         lost = [n for n in self.store.cluster_nodes(self.run_id)
                 if n.name != self.node and n.status in ("joined", "running") and now - n.last_seen > silence]
         for n in lost:
-            self.store.update_node(self.run_id, n.name, status="lost", ended_ts=now)
+            at = self.wall()
+            self.store.update_node(self.run_id, n.name, status="lost", ended_ts=at)
             msg = f"node {n.name} (rank {n.rank}) lost: not seen for {now - n.last_seen:.0f} s (bound {silence:.0f} s)"
             log.error("%s", msg)
-            self.store.add_event(self.run_id, "node_lost", ts=now, node=n.name, message=msg,
+            self.store.add_event(self.run_id, "node_lost", ts=at, node=n.name, message=msg,
                                  detail={"node": n.name, "rank": n.rank, "last_seen": n.last_seen,
                                          "policy": self.plan.cluster.on_node_lost})
         return lost

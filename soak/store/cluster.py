@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import ColumnElement, func, insert, literal, select, update
 from sqlalchemy.engine import Connection
 
 from soak.errors import StoreError
@@ -22,7 +22,27 @@ from soak.store.runs import RunStore
 
 
 class ClusterStore(RunStore):
-    """Cluster runs and chip buckets (a base of ``Store``)."""
+    """Cluster runs and chip buckets (a base of ``Store``).
+
+    Liveness is kept on the store's clock, not on any node's: ``last_seen`` is written as the
+    database's current time (``touch_node``) and read against it (``store_now``), so a node
+    whose own clock is off can neither look lost nor make others look lost.
+    """
+
+    def _now_sql(self) -> ColumnElement[Any]:
+        """The database's current time, unix seconds, as an SQL expression (PostgreSQL: the
+        server's clock at the statement, not the transaction's start; SQLite: the host's)."""
+        if self.engine.dialect.name == "postgresql":
+            return func.extract("epoch", func.clock_timestamp())
+        return (func.julianday("now") - literal(2440587.5)) * literal(86400.0)
+
+    def store_now(self) -> float:
+        """The store's clock now (unix seconds): the one clock of a cluster run's liveness."""
+        return float(self._read(select(self._now_sql()))[0][0])
+
+    def touch_node(self, run_id: str, node: str, **values: Any) -> None:
+        """``last_seen`` of ``node`` set to the store's clock (with other columns)."""
+        self.update_node(run_id, node, **values, last_seen=self._now_sql())
 
     def join_cluster(self, run_id: str, *, node: str, rank: int, nodes: int, plan_digest: str, joined_ts: float,
                      run: Mapping[str, Any], host: str | None = None, chips: int | None = None,
@@ -49,7 +69,7 @@ class ClusterStore(RunStore):
                                                                   n.c.name != node)).first()
             if mine is not None:
                 raise StoreError(f"node {node}: rank {rank} of cluster run {run_id} is already node {mine.name}")
-            row = dict(rank=rank, host=host, chips=chips, status="joined", joined_ts=joined_ts, last_seen=joined_ts,
+            row = dict(rank=rank, host=host, chips=chips, status="joined", joined_ts=joined_ts, last_seen=self._now_sql(),
                        manifest=None if manifest is None else json.dumps(manifest, default=str), listen=listen)
             if conn.execute(select(n.c.name).where(n.c.run_id == run_id, n.c.name == node)).first() is None:
                 conn.execute(insert(n).values(run_id=run_id, name=node, restarts=0, **row))

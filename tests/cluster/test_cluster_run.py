@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
+from tests.conftest import IN_CI
 
 # Bounds on silence, coverage of every tick, link speeds and per-rank compute times: other tests
 # sharing the CPU would move them, so the runs that judge them run alone.
@@ -32,13 +34,13 @@ def _free_port() -> int:
 
 class Agent:
     def __init__(self, tmp: Path, db: str, rank: int, nodes: int, port: int, *extra: str,
-                 workload: str = "lm", duration: str = "40s", run_id: str = "c1") -> None:
+                 workload: str = "lm", duration: str = "40s", run_id: str = "c1", wrap: tuple[str, ...] = ()) -> None:
         self.name = f"node-{rank}"
         self.dir = tmp / self.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = self.dir / "agent.log"
         self.daemon_log = procs.daemon_log(self.dir / run_id)
-        argv = [sys.executable, "-m", "soak", "run", "--duration", duration, "--workload", workload,
+        argv = [*wrap, sys.executable, "-m", "soak", "run", "--duration", duration, "--workload", workload,
                 "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "",
                 "--interval", "1s", "--data-dir", str(self.dir), "--db", db, "--run-id", run_id,
                 "--nodes", str(nodes), "--node-rank", str(rank), "--node-name", self.name,
@@ -327,8 +329,14 @@ def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corr
         ((db_url, 3), "node node-1: --nodes 3, but cluster run c1 has 2 nodes"),
         ((db_url, 2, "--max-restarts", "9"), "node node-1: its plan differs from cluster run c1's"),
     ]
+    if shutil.which("faketime"):  # a node whose clock is 100 s ahead of the store's (libfaketime)
+        wrong.append(((db_url, 2, "--wrap", "faketime", "-f", "+100s"), "node node-1: its clock is +100."))
+    elif IN_CI:
+        pytest.fail("faketime is not installed, and CI must try the skewed-clock join")
     for (db, nodes, *extra), said in wrong:
-        refused = Agent(tmp_path, db, 1, nodes, port, *extra, duration="4s")
+        wrap = tuple(extra[extra.index("--wrap") + 1:]) if "--wrap" in extra else ()
+        extra = extra[:extra.index("--wrap")] if "--wrap" in extra else extra
+        refused = Agent(tmp_path, db, 1, nodes, port, *extra, duration="4s", wrap=wrap)
         assert refused.wait(120) == 2, refused.text()[-1500:]
         last = refused.text().strip().splitlines()[-1]
         assert last.startswith("soak: error:") and said in last, refused.text()[-1500:]
