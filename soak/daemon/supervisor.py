@@ -1,7 +1,10 @@
 """Supervising one workload's torchrun: start, detect exit/crash/hang, kill, restart.
 
 Each attempt runs in its own process group (``start_new_session``) so a kill reaches
-torchrun and every rank it spawned. Restarts wait an exponential backoff and the workload
+torchrun and every rank it spawned. With ``die_with_agent`` (a cluster node) torchrun is
+also tied to the agent's life: the agent SIGKILLed, Linux SIGKILLs torchrun, and its ranks
+follow (``soak.workloads.common.die_with_parent``), so a node whose agent is gone leaves the
+job at once instead of training unsupervised and hosting the rendezvous as an orphan. Restarts wait an exponential backoff and the workload
 resumes from its last checkpoint by itself; after ``max_restarts`` the supervisor gives up.
 The supervisor never blocks: ``tick()`` is called from the daemon's loop.
 """
@@ -12,6 +15,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +39,26 @@ class RestartPolicy:
 
 # states
 RUNNING, WAITING, DONE, GAVE_UP, STOPPED = "running", "waiting", "done", "gave_up", "stopped"
+
+
+def _pdeathsig_kill() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGKILL the child when its parent dies; None where
+    that cannot be asked (not Linux, no ``prctl``). Resolved here, before any fork: the child
+    only makes the one system call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def tie() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+    return tie
 
 
 def kill_group(pid: int, sig: int) -> bool:
@@ -65,6 +89,7 @@ class Supervisor:
         restarts: int = 0,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        die_with_agent: bool = False,
     ) -> None:
         self.name = name
         self.argv_for = argv_for
@@ -82,6 +107,9 @@ class Supervisor:
         self.last_exit: int | None = None
         self._mono = monotonic
         self._wall = wall
+        # started from the daemon's main thread (tick): the parent death Linux watches is the
+        # agent's own, not a helper thread's
+        self._preexec = _pdeathsig_kill() if die_with_agent else None
 
     @property
     def pid(self) -> int | None:
@@ -95,7 +123,7 @@ class Supervisor:
         with open(logfile, "ab") as out:
             self.proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=self.env, close_fds=True,
+                start_new_session=True, env=self.env, close_fds=True, preexec_fn=self._preexec,
             )
         self.started_wall = self._wall()
         self.state = RUNNING
