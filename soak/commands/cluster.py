@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from soak.cluster.launch import DEFAULT_STOP_GRACE_S
 from soak.cluster.status import add_status_parser
+from soak.output import add_format, print_json
+from soak.runfolder import DEFAULT_DATA_DIR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,8 +60,57 @@ def add_launch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_launch)
 
 
+def add_replay(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="write what a node kept while the store was away to the store",
+        description="A node whose store did not answer for longer than cluster.store_outage_max "
+        "stopped with what it could not write kept in its run folder (store-spool.jsonl). Write "
+        "it to the store now, in order, without resuming the run (soak run --resume RUN_ID writes "
+        "it too, then goes on). Refused while a daemon holds the run folder.",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the run (its folder under --data-dir)")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
+    p.add_argument("--db", help="store URL (default: the run's plan.toml run.db, else its folder's soak.db)")
+    add_format(p)
+    p.set_defaults(func=_replay)
+
+
 # Each action of `soak cluster` adds its parser here.
-ACTIONS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_launch, add_status_parser)
+ACTIONS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_launch, add_status_parser, add_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from soak import runfolder as layout
+    from soak.config import load_plan
+    from soak.daemon.lock import RunLock
+    from soak.daemon.spool import replay_file
+    from soak.errors import InputError
+    from soak.store import Store
+
+    folder = layout.run_dir(args.data_dir, args.run_id)
+    if not folder.is_dir():
+        raise InputError(f"run {args.run_id}: no run folder {folder}")
+    spool = layout.store_spool_path(folder)
+    db = args.db
+    if db is None and layout.plan_path(folder).is_file():
+        db = load_plan(layout.plan_path(folder)).run.db
+    db = db or str(layout.db_path(folder))
+    written = 0
+    with RunLock(folder):  # a running daemon writes its own spool; two writers would repeat records
+        if spool.exists():
+            with Store.open(db, create=False) as store:
+                if store.get_run(args.run_id) is None:
+                    raise InputError(f"run {args.run_id}: not in the store {store.url}")
+                written = replay_file(store, args.run_id, spool)
+    left = 0 if not spool.exists() else sum(1 for ln in spool.read_text(encoding="utf-8").splitlines() if ln.strip())
+    if args.format == "json":
+        print_json({"run_id": args.run_id, "spool": str(spool), "written": written, "left": left})
+    elif not written and not left:
+        print(f"run {args.run_id}: nothing to replay (no {spool})")
+    else:
+        print(f"run {args.run_id}: {written} records written to the store from {spool}")
+    return 0
 
 
 def _launch(args: argparse.Namespace) -> int:

@@ -141,6 +141,11 @@ def test_a_store_away_past_store_outage_max_stops_the_agent_with_its_spool_and_r
     spooled = spool.read_text(encoding="utf-8").splitlines()
     print(f"stopped {stopped_after:.1f} s after the store went away; {len(spooled)} records spooled")
     assert spooled and all(line.startswith('{"op":') for line in spooled)
+    # replaying while the store is still away: one line, and the spool is kept whole
+    early = procs.run([sys.executable, "-m", "soak", "cluster", "replay", "r1", "--data-dir", str(tmp_path / "runs"),
+                       "--db", relay.url(db_url)], tmp_path, "replay", env=env, timeout_s=60)
+    assert early.returncode == 2 and len(early.stderr.strip().splitlines()) == 1, early.stderr
+    assert spool.read_text(encoding="utf-8").splitlines() == spooled
 
     relay.start()
     resumed = procs.run([sys.executable, "-m", "soak", "run", "--resume", "r1", "--data-dir", str(tmp_path / "runs"),
