@@ -1,8 +1,8 @@
 """Fast, strict reader of long-format CSV traces (``timestamp,[node,]device,metric,value``).
 
 The ``node`` column is optional: a cluster trace names the machine of each chip. Its series
-are keyed ``node/device`` (see :func:`node_key`); a four-column trace is read exactly as
-before, without a per-row cost for the column it does not have.
+are keyed ``node/device`` (``soak.device_names.device_key``); a four-column trace is read
+exactly as before, without a per-row cost for the column it does not have.
 
 pyarrow parses the file on all cores; each record batch is copied into three preallocated
 numpy arrays (time, series code, value: 18 bytes a row) and the Arrow table is freed. Device and metric names are dictionary-encoded by pyarrow, so
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from soak.device_names import device_key
 from soak.errors import InputError
 
 REQUIRED_COLUMNS = ("timestamp", "device", "metric", "value")
@@ -64,11 +65,6 @@ def _fresh(n: int, dtype: type) -> np.ndarray:
 
     dt = np.dtype(dtype)
     return np.frombuffer(mmap.mmap(-1, max(1, n * dt.itemsize)), dtype=dt, count=n)
-
-
-def node_key(node: str, device: str) -> str:
-    """The series key of ``device`` on ``node`` in a cluster trace."""
-    return f"{node}/{device}"
 
 
 def _check_file(path: str) -> list[str]:
@@ -147,7 +143,7 @@ def read_long_csv(
     """Return ({"t": timestamps, "key": series codes, "v": values}, [(device, metric) per
     code], {device key: (node, device)}).
 
-    With a ``node`` column the device of each code is :func:`node_key` (node, device) and the
+    With a ``node`` column the device of each code is ``device_key(node, device)`` and the
     third value maps it back; without one that mapping is empty. Rows with a missing value
     are dropped; a missing timestamp, node, device or metric is an error.
     """
@@ -267,7 +263,7 @@ def _node_devices(ncol: Any, dcol: Any, places: dict[str, tuple[str, str]]) -> A
     names = []
     for p in present.tolist():
         node, dev = nn[p // len(dn)].strip(), dn[p % len(dn)].strip()
-        key = node_key(node, dev)
+        key = device_key(node, dev)
         places[key] = (node, dev)
         names.append(key)
     return pa.DictionaryArray.from_arrays(pa.array(lut[pair], pa.int32()), pa.array(names, pa.string()))

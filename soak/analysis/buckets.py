@@ -34,6 +34,7 @@ from soak.analysis._stats import block_reduce
 from soak.analysis.evidence import CHIP_METRICS, covered_per_bucket, is_host
 from soak.analysis.profile import Profile
 from soak.analysis.trace import Trace
+from soak.device_names import device_key
 
 ANY = "any"
 GIB = 1 << 30
@@ -154,7 +155,7 @@ class StoredBuckets(Buckets):
         rows = self._load(metric)  # (node, device, metric, ts, value, n), sorted by node, device, ts
         for (node, dev), block in itertools.groupby(rows, key=operator.itemgetter(0, 1)):
             values = np.array([r[3:6] for r in block], dtype=np.float64)
-            key = f"{node}/{dev}"
+            key = device_key(node, dev)
             self._places[key] = (node, dev)
             yield key, values[:, 0], values[:, 1], values[:, 2]
 

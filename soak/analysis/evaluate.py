@@ -26,6 +26,7 @@ from soak.analysis.model import PEER_KINDS, Finding
 from soak.analysis.profile import Profile, ThermalParams
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.analysis.trace import Trace
+from soak.device_names import device_key
 
 # Documented detection floors (docs/analysis.md): the smallest fault each detector is
 # designed to find. Targets: every fault at >= 2x the floor found, zero false findings.
@@ -174,15 +175,14 @@ RELATED: dict[str, set[tuple[str, str]]] = {
 def _where(f: Finding) -> str:
     if f.node is None:
         return str(f.device)
-    return f"{f.node}/*" if f.device is None else f"{f.node}/{f.device}"
+    return device_key(f.node, "*" if f.device is None else f.device)
 
 
 def _on(f: Finding, fault: Fault) -> bool:
-    loc = _where(f)
-    if fault.device in ("*", loc):
+    if fault.device in ("*", _where(f)):
         return True
     # a node-wide fault is found by the node's finding or by its chips' findings
-    return fault.device.endswith("/*") and loc.startswith(fault.device[:-1])
+    return f.node is not None and fault.device == device_key(f.node, "*")
 
 
 def _matches(f: Finding, fault: Fault) -> bool:

@@ -15,6 +15,7 @@ from soak.analysis.links import LINK_PREFIX, METRIC
 from soak.analysis.profile import Profile
 from soak.analysis.synth import link_rows
 from soak.analysis.trace import Trace
+from soak.device_names import device_key
 
 FLOOR = Profile().links.max_below_median_frac  # the relative rule's 20 %
 # Shown, not held to the harness' targets: with three nodes there are three pairs, and a slow
@@ -71,7 +72,7 @@ def run_link_case(case: LinkCase) -> dict[str, Any]:
     return {
         "family": case.family, "multiple": case.multiple, "scenario": f"{case.family}-{case.seed}",
         "detected": bool(hits) if want else None,
-        "false": [f"{f.kind}:{f.node}/{f.device}:{f.summary}" for f in false],
+        "false": [f"{f.kind}:{device_key(f.node, str(f.device))}:{f.summary}" for f in false],
         "series_days": pairs * case.tests / 24.0,  # a pair tested hourly for a day = one series-day
         "errors": errors,
     }

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from soak.analysis._stats import sorted_union
-from soak.device_names import HOST_DEVICE
+from soak.device_names import HOST_DEVICE, device_key
 
 CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
 
@@ -144,9 +144,13 @@ class Coverage:
         }
 
 
+# how a cluster trace's series key of a node's host row ends (``device_key(node, "host")``)
+_NODE_HOST = device_key("", HOST_DEVICE)
+
+
 def is_host(device: str) -> bool:
-    """The host pseudo-device, plain or of a cluster node (``node-a/host``)."""
-    return device == HOST_DEVICE or device.endswith("/" + HOST_DEVICE)
+    """The host pseudo-device, plain or a cluster trace's series key of a node's (``node-a/host``)."""
+    return device == HOST_DEVICE or device.endswith(_NODE_HOST)
 
 
 def chip_devices(devices: Iterable[str], metrics_of: Mapping[str, Iterable[str]]) -> list[str]:

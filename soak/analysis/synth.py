@@ -18,6 +18,7 @@ import numpy as np
 from soak.analysis.model import PEER_KINDS
 from soak.analysis.profile import Phase
 from soak.analysis.trace import Trace
+from soak.device_names import device_key
 
 GIB = 1 << 30
 HBM_TOTAL = 64 * GIB
@@ -64,12 +65,15 @@ class Scenario:
     shared_ambient: bool = False  # one daily temperature cycle per node (else one per chip)
 
     @property
-    def devices(self) -> list[str]:
-        """Series keys: the chips, or ``node/chip`` on a cluster."""
+    def places(self) -> list[tuple[str | None, str]]:
+        """(node, chip) of every chip; node None on a single node."""
         chips = [f"npu{i // 8}-{i % 8}" for i in range(self.n_devices)]
-        if self.nodes <= 1:
-            return chips
-        return [f"{n}/{c}" for n in self.node_names for c in chips]
+        return [(n, c) for n in self.node_names or [None] for c in chips]
+
+    @property
+    def devices(self) -> list[str]:
+        """Series keys: the chips, or ``node/chip`` on a cluster (``device_key``)."""
+        return [device_key(n, c) for n, c in self.places]
 
     @property
     def node_names(self) -> list[str]:
@@ -110,17 +114,18 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
     series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     faults_by_dev: dict[str, list[Fault]] = {}
     for f in sc.faults:
-        for d in sc.devices:
-            if f.device in ("*", d) or (f.device.endswith("/*") and d.startswith(f.device[:-1])):
+        for node, chip in sc.places:
+            d = device_key(node, chip)
+            if f.device in ("*", d) or (node is not None and f.device == device_key(node, "*")):
                 faults_by_dev.setdefault(d, []).append(f)
     global_dips = _dips(rng, dur, sc.dips_per_day / 2, t_rel)  # host-side stalls hit every chip
     # Natural differences come from their own generator: a trace without them is unchanged.
     spread_rng = np.random.default_rng((sc.seed, 7))
     node_off = {n: (spread_rng.normal(0, 1.5 * sc.spread), spread_rng.normal(0, 0.01 * sc.spread),
                     spread_rng.uniform(0, 6.3)) for n in sc.node_names or [""]}
-    for dev in sc.devices:
-        node = dev.split("/")[0] if "/" in dev else ""
-        n_temp, n_step, n_phase = node_off[node]
+    for node, chip in sc.places:
+        dev = device_key(node, chip)
+        n_temp, n_step, n_phase = node_off[node or ""]
         c_temp, c_power, c_step = (spread_rng.normal(0, 1.0 * sc.spread), spread_rng.normal(0, 0.03 * sc.spread),
                                    spread_rng.normal(0, 0.01 * sc.spread))
         # A chip labelled out of line is that much off its siblings' typical value.
@@ -175,7 +180,7 @@ def generate(sc: Scenario) -> tuple[Trace, list[Fault]]:
             "temp_c": sig["temp"], "power_w": sig["power"], "host_rss_bytes": sig["rss"],
             "comm_timeouts_total": comm,
         }
-        name = tuple(dev.split("/")) if "/" in dev else (dev,)
+        name = (chip,) if node is None else (node, chip)
         for m, v in put.items():
             series[(*name, m)] = (t[keep], v[keep])
         if "fatal" in sig:

@@ -1,8 +1,9 @@
 """Long-format traces: ``timestamp,[node,]device,metric,value`` rows turned into sorted series.
 
-A cluster trace (with ``node``) keys each chip ``node/device``: detectors work on keys and
-never see the difference; :meth:`Trace.place` gives a key's (node, device) back, and the
-analysis names both in its findings. A single-node trace has no places and costs nothing.
+A cluster trace (with ``node``) keys each chip ``node/device`` (``device_key``): detectors
+work on keys and never see the difference; :meth:`Trace.place` gives a key's (node, device)
+back as it was read, and the analysis names both in its findings. A single-node trace has no
+places and costs nothing.
 
 A trace is a set of series, one per (device, metric), each a pair of float64 numpy arrays
 sorted by time. Rows may arrive in any order and with gaps; a missing value (empty, ``NA``,
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.analysis._csv import node_key, read_long_csv, timestamp_problem
+from soak.analysis._csv import read_long_csv, timestamp_problem
+from soak.device_names import device_key
 from soak.errors import InputError
 
 
@@ -138,7 +140,7 @@ class Trace:
             try:
                 if len(row) == 5:
                     t, node, dev, met, val = row
-                    key_dev = node_key(str(node), str(dev))
+                    key_dev = device_key(str(node), str(dev))
                     places[key_dev] = (str(node), str(dev))
                     dev = key_dev
                 else:
@@ -189,7 +191,7 @@ class Trace:
         for name, (t, v) in series.items():
             if len(name) == 3:
                 node, chip, met = name
-                dev = node_key(node, chip)
+                dev = device_key(node, chip)
                 places[dev] = (node, chip)
             else:
                 dev, met = name

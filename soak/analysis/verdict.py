@@ -11,6 +11,7 @@ from soak.analysis.evidence import chip_hours as _covered_hours
 from soak.analysis.messages import Said, said, utc
 from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.trace import Trace
+from soak.device_names import device_key
 
 
 def chip_hours(trace: Trace) -> float:
@@ -36,7 +37,7 @@ def where(f: Finding) -> str:
     """The chip, rank or node a finding is about, as a reader names it."""
     if f.node is None:
         return f.device or "N/A"
-    return f"node {f.node}" if f.device is None else f"{f.node}/{f.device}"
+    return f"node {f.node}" if f.device is None else device_key(f.node, f.device)
 
 
 def place(findings: list[Finding], trace: Trace) -> list[Finding]:

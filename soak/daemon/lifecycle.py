@@ -41,6 +41,7 @@ from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, progress_line
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
+from soak.device_names import device_key
 from soak.errors import ClusterError, StoreError, UserError, redact
 from soak.judge import judge_run
 from soak.runplan import build_profile, online_bucket_s
@@ -376,7 +377,7 @@ class Daemon(ClusterAgent):
             key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
             if key not in self._seen_findings:
                 self._seen_findings.add(key)
-                where = f.get("device") if f.get("node") is None else f"{f.get('node')}/{f.get('device')}"
+                where = device_key(f.get("node"), str(f.get("device")))
                 if f.get("severity") != "info":
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()
