@@ -1,8 +1,10 @@
 """Fast, strict reader of long-format CSV traces (``timestamp,[node,]device,metric,value``).
 
 The ``node`` column is optional: a cluster trace names the machine of each chip. Its series
-are keyed ``node/device`` (``soak.device_names.device_key``); a four-column trace is read
-exactly as before, without a per-row cost for the column it does not have.
+are keyed ``node/device`` (``soak.device_names.device_key``) and placed on their node. A
+four-column trace is read without a per-row cost for the column it does not have; where its
+device names read ``node/device`` (``soak`` exports a cluster run so) they are placed the same
+way, once per name.
 
 pyarrow parses the file on all cores; each record batch is copied into three preallocated
 numpy arrays (time, series code, value: 18 bytes a row) and the Arrow table is freed. Device and metric names are dictionary-encoded by pyarrow, so
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -144,8 +147,8 @@ def read_long_csv(
     code], {device key: (node, device)}).
 
     With a ``node`` column the device of each code is ``device_key(node, device)`` and the
-    third value maps it back; without one that mapping is empty. Rows with a missing value
-    are dropped; a missing timestamp, node, device or metric is an error.
+    third value maps it back; without one, so is each device written ``node/device``. Rows
+    with a missing value are dropped; a missing timestamp, node, device or metric is an error.
     """
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -243,7 +246,21 @@ def read_long_csv(
     if row0 == 0:
         raise InputError(f"{path}: no data rows after the header")
     names = [k for k, _ in sorted(codes.items(), key=lambda kv: kv[1])]
+    if not with_node:
+        places = _written_places(d for d, _ in names)
     return {"t": ts, "key": keys, "v": vals}, names, places
+
+
+def _written_places(devices: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """The places of a four-column trace's devices written ``node/device``, as ``soak`` exports
+    a cluster run: this file format's own way to name a chip's node (a node name holds no
+    ``/``), read back into the node and the device apart."""
+    out: dict[str, tuple[str, str]] = {}
+    for key in devices:
+        node, sep, device = key.partition("/")
+        if sep and node and device:
+            out[key] = (node, device)
+    return out
 
 
 def _node_devices(ncol: Any, dcol: Any, places: dict[str, tuple[str, str]]) -> Any:

@@ -53,6 +53,21 @@ def test_bad_csv_names_file_and_line(tmp_path, text, message):
     assert message in str(err.value)
 
 
+def test_a_four_column_cluster_export_places_each_chip_on_its_node_as_the_five_column_form(tmp_path):
+    # what soak exports of a cluster run: a node's chip written node/device, a rank plain
+    four = _write(tmp_path, HEADER + "1,n1/npu0-0,temp_c,50\n1,n2/npu0-0,temp_c,52\n2,n1/npu0-0,temp_c,51\n"
+                  "1,lm-rank0,step_time_s,0.5\n", "four.csv")
+    five = _write(tmp_path, "timestamp,node,device,metric,value\n1,n1,npu0-0,temp_c,50\n1,n2,npu0-0,temp_c,52\n"
+                  "2,n1,npu0-0,temp_c,51\n", "five.csv")
+    a, b = Trace.from_csv(four), Trace.from_csv(five)
+    assert a.nodes == b.nodes == ["n1", "n2"]
+    assert a.place("n1/npu0-0") == b.place("n1/npu0-0") == ("n1", "npu0-0")
+    assert a.place("lm-rank0") == (None, "lm-rank0")
+    assert a.get("n1/npu0-0", "temp_c").v.tolist() == b.get("n1/npu0-0", "temp_c").v.tolist() == [50.0, 51.0]
+    # a single node's four-column trace has no nodes, as before
+    assert Trace.from_csv(_write(tmp_path, HEADER + "1,npu0-0,temp_c,50\n", "one.csv")).nodes == []
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         Trace.from_csv(tmp_path / "nope.csv")
