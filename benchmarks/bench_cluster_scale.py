@@ -145,12 +145,12 @@ def synthesize_raw(url: str, run_id: str, nodes: int, chips: int, hours: float) 
             w.add(Snapshot(ts=T0 - TICK, host="h", devices=tuple(DeviceSample(device=f"npu{c}-0", backend="npu")
                                                                   for c in range(chips))))
             w.flush()
-        ids = {dev: sid for sid, dev in store.run_series(run_id)}
+        ids = {(node, dev): sid for sid, node, dev in store.run_series(run_id)}
         cols = ["series_id", "ts", "util_pct", "temp_c", "power_w", "hbm_used_bytes", "hbm_total_bytes", "up"]
         for r in range(nodes):
             buf = io.StringIO()
             for c in range(chips):
-                sid = ids[f"n{r:02d}/npu{c}-0"]
+                sid = ids[(f"n{r:02d}", f"npu{c}-0")]
                 util = 95 + rng.normal(0, 1, n)
                 temp = 55 + rng.normal(0, 1) + rng.normal(0, 0.5, n)
                 power = 300 + rng.normal(0, 3, n)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from soak.analysis.profile import chip_of
 from soak.analysis.verdict import CPU_HOURS, clean_statement
 from soak.cluster import analysis as ca
 from soak.config import Plan
+from soak.device_names import device_key
 from soak.provenance import simulated_run
 from soak.runplan import plan_of, planned_window, profile_of, run_phases
 
@@ -102,7 +103,7 @@ def judge_trace(trace: Trace, profile: Profile | None = None, phases: Iterable[P
 def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases: Iterable[Phase] = (),
               now: float | None = None, bucket_s: float | None = None, status: str | None = None,
               why: str | None = None, plan: Plan | None = None, ended: float | None = None,
-              arrays: Mapping[tuple[str, str], Any] | None = None) -> Judgement | None:
+              arrays: Mapping[tuple[str, ...], Any] | None = None) -> Judgement | None:
     """Judge a recorded run from the store; None when it holds no run ``run_id``.
 
     ``status`` overrides the stored status (the daemon judges before it records the end);
@@ -134,7 +135,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
             trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
         trace = trace.placed(store.rank_places(run_id))
         result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
-        evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()})
+        evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()}, trace.place)
 
     time_scale = float(rec.time_scale or 1.0)
     running = status == "running"
@@ -155,7 +156,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         coverage = evidence.coverage(tick, planned_start, accounting.window_end,
                                      chips_expected=_chips_expected(plan, rec), outages=outages)
         hours = evidence.chip_hours(tick, planned_start, accounting.window_end, accounting.training)
-    unit = _chip_unit(evidence.keys(), rec.backend)
+    unit = _chip_unit(evidence.chips(), rec.backend)
 
     criteria: list[dict[str, Any]] = []
     reasons: list[str] = []
@@ -213,7 +214,8 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
 class _Evidence:
     """Where coverage and chip-hours come from: a trace's readings or a cluster's buckets."""
 
-    def keys(self) -> Iterable[tuple[str, str]]:
+    def chips(self) -> Iterable[str]:
+        """The chips read, each named as on its node."""
         raise NotImplementedError
 
     def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
@@ -227,9 +229,10 @@ class _Evidence:
 @dataclass(frozen=True)
 class _TraceEvidence(_Evidence):
     series: Mapping[tuple[str, str], Any]
+    place: Callable[[str], tuple[str | None, str]]  # Trace.place: a series key's (node, device)
 
-    def keys(self) -> Iterable[tuple[str, str]]:
-        return self.series.keys()
+    def chips(self) -> Iterable[str]:
+        return {self.place(d)[1] for d, m in self.series if not ev.is_host(d) and m in ev.CHIP_METRICS}
 
     def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
                  outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
@@ -244,19 +247,22 @@ class _BucketEvidence(_Evidence):
 
     def __init__(self, store: Any, run_id: str, width_s: float) -> None:
         self.store, self.run_id, self.width_s = store, run_id, width_s
-        self._seconds: dict[tuple[float, float], dict[tuple[str, str], float]] = {}
+        self._seconds: dict[tuple[float, float], dict[tuple[str, str, str], float]] = {}
 
-    def _covered(self, start: float, end: float) -> dict[tuple[str, str], float]:
+    def _covered(self, start: float, end: float) -> dict[tuple[str, str, str], float]:
         if (start, end) not in self._seconds:
             self._seconds[(start, end)] = self.store.bucket_coverage(self.run_id, start, end, self.width_s)
         return self._seconds[(start, end)]
 
-    def keys(self) -> Iterable[tuple[str, str]]:
-        return next(iter(self._seconds.values()), None) or self._covered(-math.inf, math.inf)
+    def chips(self) -> Iterable[str]:
+        covered = next(iter(self._seconds.values()), None) or self._covered(-math.inf, math.inf)
+        return {d for _, d, m in covered if not ev.is_host(d) and m in ev.CHIP_METRICS}
 
     def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
                  outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
-        return ev.coverage_of(self._covered(start, end), tick, start, end, chips_expected, outages)
+        # the coverage names each chip as the analysis' series do
+        seconds = {(device_key(n, d), m): s for (n, d, m), s in self._covered(start, end).items()}
+        return ev.coverage_of(seconds, tick, start, end, chips_expected, outages)
 
     def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
         totals = self.store.bucket_totals(self.run_id, bk.ANY, start, end, self.width_s)
@@ -272,8 +278,8 @@ def _chips_expected(plan: Plan, rec: Any) -> int:
     return max(want, 1) * max(1, int(rec.nodes or 1))
 
 
-def _chip_unit(series: Iterable[tuple[str, str]], backend: str | None) -> str:
-    chips = {d.rsplit("/", 1)[-1] for d, m in series if not ev.is_host(d) and m in ev.CHIP_METRICS}
+def _chip_unit(chips: Iterable[str], backend: str | None) -> str:
+    chips = set(chips)
     if chips and all(d.startswith("cpu") for d in chips):
         return CPU_HOURS
     return "chip-hours"

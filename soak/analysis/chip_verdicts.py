@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.analysis.evidence import is_host
+from soak.device_names import device_key
 
 VERDICTS = ("fail", "warn", "pass", "nodata")
 VERDICT_RANK = {"fail": 3, "nodata": 2, "warn": 1, "pass": 0}  # worst first when sorted descending
@@ -52,7 +53,7 @@ class ChipVerdict:
 
     node: str
     chip: str  # the device's name on its node (npu0-1), or ``#k`` for a chip never seen at all
-    device: str | None  # the key of its readings (node/npu0-1); None when none is known
+    device: str | None  # the key of its readings (device_key: node/npu0-1); None when none is known
     verdict: str  # fail | warn | pass | nodata
     code: str
     coverage: float | None = None  # the lowest covered share over its metrics (0-1)
@@ -153,27 +154,26 @@ def node_verdict(name: str, *, status: str | None, preflight: str | None, lost: 
     return NodeVerdict(name, verdict, tuple(reasons), lost)
 
 
-def cluster_chips(nodes: Sequence[Any], read: Iterable[str], findings: Iterable[PlacedFinding], *,
+def cluster_chips(nodes: Sequence[Any], read: Iterable[tuple[str, str]], findings: Iterable[PlacedFinding], *,
                   coverage: Mapping[str, Any] | None, min_coverage: float, nodes_planned: int | None = None,
                   lost_ever: Iterable[str] = ()) -> ClusterChips:
     """Every chip's and node's verdict of a cluster run.
 
     ``nodes`` are the store's node rows (``name``, ``chips``, ``status``, ``preflight``);
-    ``read`` the ``node/chip`` keys with readings in the store; ``coverage`` the judge's
-    (``Coverage.to_dict()``): a chip it holds no ratio for is not read (``nodata``), and each
-    node gets at least its share of ``chips_expected``, so the cells number what the judge
-    expected. Without a judgement (a run in progress) a chip with readings is judged on its
-    findings alone.
+    ``read`` the ``(node, chip)`` of every chip with readings in the store; ``coverage`` the
+    judge's (``Coverage.to_dict()``, its ratios keyed as the analysis names a chip,
+    ``device_key``): a chip it holds no ratio for is not read (``nodata``), and each node gets
+    at least its share of ``chips_expected``, so the cells number what the judge expected.
+    Without a judgement (a run in progress) a chip with readings is judged on its findings
+    alone.
     """
     judged = isinstance(coverage, Mapping) and coverage.get("ratios") is not None
     ratios: Mapping[str, Any] = ((coverage or {}).get("ratios") or {}) if judged else {}
-    keys = {k for k in read if not is_host(k)} | set(ratios)
     rows = {n.name: n for n in nodes}
     by_node_chip: dict[str, dict[str, str]] = {}
-    for key in keys:
-        node, sep, chip = key.partition("/")
-        if sep:
-            by_node_chip.setdefault(node, {})[chip] = key
+    for node, chip in read:
+        if not is_host(chip):
+            by_node_chip.setdefault(node, {})[chip] = device_key(node, chip)
     names = sorted(set(rows) | set(by_node_chip), key=lambda n: (getattr(rows.get(n), "rank", None) is None,
                                                                 getattr(rows.get(n), "rank", 0) or 0, natural(n)))
     columns = sorted({c for chips in by_node_chip.values() for c in chips}, key=natural)

@@ -46,15 +46,12 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
 
 
 def findings_per_node(findings: Iterable[Any]) -> dict[str, int]:
-    """How many findings each node has: a finding's own ``node`` (peer findings about a
-    whole node, a node agent's findings on plain device keys), else its ``node/chip`` key."""
-    from soak.store import node_of  # the store (SQLAlchemy) loads only when a command runs
-
+    """How many findings each node has, by each finding's ``node``: a node agent's findings on
+    its own chips and ranks, the leader's about a chip, a rank or a whole node."""
     out: dict[str, int] = {}
     for f in findings:
-        node = f.node or node_of(f.device)
-        if node:
-            out[node] = out.get(node, 0) + 1
+        if f.node:
+            out[f.node] = out.get(f.node, 0) + 1
     return out
 
 

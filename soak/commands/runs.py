@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.daemon.status import hms
+from soak.device_names import device_key
 from soak.errors import InputError, StoreError
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
@@ -97,10 +98,10 @@ def _show(args: argparse.Namespace) -> int:
         out = {
             **run.as_dict(),
             "samples": store.count_samples(run.id),
-            "devices": store.devices(run.id),
+            "devices": sorted(device_key(node, dev) for node, dev in store.devices(run.id)),
             "last_sample_ts": store.last_sample_ts(run.id),
             "events": [e.as_dict() for e in events],
-            "findings": [f.as_dict() for f in findings],
+            "findings": [{**f.as_dict(), "node": f.node} for f in findings],
             "cluster_nodes": [n.as_dict() for n in store.cluster_nodes(run.id)],
         }
     if args.format == "json":

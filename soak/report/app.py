@@ -96,12 +96,13 @@ def _report(url: str, run_id: str, last_ts: float | None, status: str) -> Any:
 
 
 @st.cache_data(ttl=3600, max_entries=64, show_spinner=False)
-def _series(url: str, run_id: str, device: str | None, start: float | None, end: float | None, last_ts: float | None) -> list[Any]:
+def _series(url: str, run_id: str, device: str | None, start: float | None, end: float | None, last_ts: float | None,
+            node: str | None = None) -> list[Any]:
     from soak.report.loader import MAX_POINTS, auto_bucket_s, device_series, step_series
 
     store = _store(url)
     bucket = auto_bucket_s(start, end, MAX_POINTS)
-    out = device_series(store, run_id, bucket, device)
+    out = device_series(store, run_id, bucket, device, node)
     if device is None or device.startswith("__steps"):
         out += step_series(store, run_id, bucket)
     return out
@@ -170,7 +171,8 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
         from soak.report.app_cluster import section_cluster
 
         end = run.ended_at if run.ended_at is not None else last_ts
-        section_cluster(data, lang, _tz(data), lambda dev: _series(url, run.run_id, dev, run.started_at, end, last_ts))
+        section_cluster(data, lang, _tz(data),
+                        lambda node, chip: _series(url, run.run_id, chip, run.started_at, end, last_ts, node))
     c = st.columns(4)
     c[0].metric(t("duration", lang), fmt_duration(run.duration_s))
     c[1].metric(t("chips", lang), chips_figure(data, lang))

@@ -9,7 +9,8 @@ from typing import Any
 
 import streamlit as st
 
-from soak.report.cluster import VERDICTS, ClusterView
+from soak.device_names import device_key
+from soak.report.cluster import VERDICTS, ChipCell, ClusterView
 from soak.report.cluster_text import (
     COLOURS,
     chip_row,
@@ -28,26 +29,27 @@ from soak.report.sentences import finding_text
 CHIP_KEY = "cluster_chip"
 
 
-def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str], list[Any]]) -> None:
-    """The whole cluster view; ``series_of(device)`` gives a chip's chart series."""
+def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str, str], list[Any]]) -> None:
+    """The whole cluster view; ``series_of(node, chip)`` gives a chip's chart series."""
     import pandas as pd
 
     view: ClusterView = data.cluster
     st.subheader(t("cluster_view", lang))
     st.markdown(counts_line(view, lang))
+    cells = {_name(c): c for c in view.cells}  # the picker names each chip as people read it
     picked = _matrix(view, lang)
     # the chart keeps its selection over reruns: a click opens the chip once, and the picker
     # below may choose another one after it
     if picked and picked != st.session_state.get("cluster_clicked"):
         st.session_state[CHIP_KEY] = picked
     st.session_state["cluster_clicked"] = picked
-    options = [c.device or f"{c.node}/{c.chip}" for c in view.cells]
-    flagged = [c.device or f"{c.node}/{c.chip}" for c in view.flagged()]
+    options = list(cells)
+    flagged = [_name(c) for c in view.flagged()]
     if st.session_state.get(CHIP_KEY) not in options:
         st.session_state[CHIP_KEY] = (flagged or options or [None])[0]
     chosen = st.selectbox(t("chip_pick", lang), options, key=CHIP_KEY)
     if chosen:
-        _chip_detail(data, view, chosen, lang, tz, series_of)
+        _chip_detail(data, view, cells[chosen], lang, tz, series_of)
 
     st.markdown(f"**{t('node_verdicts', lang)}**")
     heads = [t("node_col", lang), t("rank_col", lang), t("node_status", lang), t("node_chips", lang),
@@ -69,8 +71,12 @@ def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str], li
         st.markdown(line)
 
 
+def _name(cell: ChipCell) -> str:
+    return cell.device or device_key(cell.node, cell.chip)
+
+
 def _matrix(view: ClusterView, lang: str) -> str | None:
-    """The matrix as a chart whose cells can be clicked; the clicked chip (``node/chip``) or None."""
+    """The matrix as a chart whose cells can be clicked; the clicked chip's name or None."""
     import altair as alt
     import pandas as pd
 
@@ -99,10 +105,8 @@ def _matrix(view: ClusterView, lang: str) -> str | None:
     )
     event = st.altair_chart(chart, on_select="rerun", key="cluster_matrix", width="stretch")
     points = ((event or {}).get("selection") or {}).get("chip") or []
-    if points:
-        p = points[0]
-        return f"{p.get('node')}/{p.get('chip')}"
-    return None
+    cell = view.grid().get((points[0].get("node"), points[0].get("chip"))) if points else None
+    return None if cell is None else _name(cell)
 
 
 def _label_expr(lang: str) -> str:
@@ -111,20 +115,15 @@ def _label_expr(lang: str) -> str:
     return f"{cases} : datum.label"
 
 
-def _chip_detail(data: Any, view: ClusterView, key: str, lang: str, tz: Any,
-                 series_of: Callable[[str], list[Any]]) -> None:
+def _chip_detail(data: Any, view: ClusterView, cell: ChipCell, lang: str, tz: Any,
+                 series_of: Callable[[str, str], list[Any]]) -> None:
     import pandas as pd
 
-    node, _, chip = key.partition("/")
-    cell = view.grid().get((node, chip))
-    if cell is None:
-        return
-    st.markdown(f"#### {t('chip_detail', lang)}: {key} · {verdict_word(cell.verdict, lang)}")
+    st.markdown(f"#### {t('chip_detail', lang)}: {_name(cell)} · {verdict_word(cell.verdict, lang)}")
     heads = [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang), t("util_mean", lang),
              t("temp_max", lang), t("power_mean", lang), t("findings", lang)]
     st.table(pd.DataFrame([dict(zip(heads, chip_row(cell, view.min_coverage, lang), strict=True))]).set_index(heads[0]))
-    mine = [f for f in data.findings if f.device == cell.device
-            or (f.device == chip and f.evidence.get("node") == node)]
+    mine = [f for f in data.findings if f.node == cell.node and f.device == cell.chip]
     for f in mine:
         st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {finding_text(f, lang)}")
         rows = evidence_rows(f, tz, lang)
@@ -132,7 +131,7 @@ def _chip_detail(data: Any, view: ClusterView, key: str, lang: str, tz: Any,
             st.table(pd.DataFrame([{t("key", lang): k, t("value", lang): v} for k, v in rows]).set_index(t("key", lang)))
     if cell.device is None:
         return
-    for s in series_of(cell.device):
+    for s in series_of(cell.node, cell.chip):
         if s.metric in ("util_pct", "temp_c", "power_w"):
             frame = pd.DataFrame({"ts": pd.to_datetime(list(s.ts), unit="s", utc=True), t(s.metric, lang): list(s.values)})
             st.line_chart(frame.set_index("ts"), height=140)

@@ -113,23 +113,6 @@ class ClusterView:
         return tuple(sorted(bad, key=lambda c: (-VERDICT_RANK[c.verdict], c.node, natural(c.chip))))
 
 
-def split_device(device: str) -> tuple[str | None, str]:
-    """(node, chip) of a cluster run's device key ``node/chip``; (None, key) otherwise."""
-    node, sep, chip = device.partition("/")
-    return (node, chip) if sep else (None, device)
-
-
-def finding_place(f: FindingView) -> tuple[str | None, str | None]:
-    """(node, device on that node) a finding is about: its ``node`` evidence when the analysis
-    placed it, else the node of a ``node/chip`` key."""
-    node = f.evidence.get("node") if isinstance(f.evidence, Mapping) else None
-    if f.device is None:
-        return (str(node) if node else None), None
-    if node:
-        return str(node), f.device
-    return split_device(f.device)
-
-
 def cluster_view(
     data: ReportData,
     nodes: Sequence[Any],
@@ -141,11 +124,10 @@ def cluster_view(
     """The cluster view of ``data`` with the store's node rows (``Store.cluster_nodes``): the
     verdicts ``soak.analysis.chip_verdicts`` decides from the judge's coverage, laid out."""
     minimum = min_coverage_of(None) if min_coverage is None else float(min_coverage)
-    placed = []
-    for f in data.findings:
-        node, dev = finding_place(f)
-        placed.append(PlacedFinding(f.kind, f.severity, node, dev, f.metric, f.summary, f.code, f.values))
-    decided = cluster_chips(nodes, (c.device for c in data.chips), placed, coverage=data.coverage,
+    placed = [PlacedFinding(f.kind, f.severity, f.node, f.device, f.metric, f.summary, f.code, f.values)
+              for f in data.findings]
+    read = [(c.node, c.chip) for c in data.chips if c.node is not None and c.chip is not None]
+    decided = cluster_chips(nodes, read, placed, coverage=data.coverage,
                             min_coverage=minimum, nodes_planned=nodes_planned, lost_ever=lost_ever)
     summaries = {c.device: c for c in data.chips}
     cells = tuple(ChipCell(c.node, c.chip, c.device, c.verdict, c.coverage, c.findings,

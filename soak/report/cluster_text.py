@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from soak.analysis.chip_verdicts import NodeReason
+from soak.device_names import device_key
 from soak.report.cluster import ChipCell, ClusterView, NodeView
 from soak.report.i18n import t
 from soak.report.model import FindingView, ReportData
@@ -34,10 +35,9 @@ def counts_line(view: ClusterView, lang: str = "en") -> str:
 
 def where(f: FindingView) -> str:
     """The node, and the chip or rank, a finding is about: "node-1/lm-rank1", "node node-1"."""
-    node = f.evidence.get("node")
     if f.device is None:
-        return f"node {node}" if node else "N/A"
-    return f"{node}/{f.device}" if node and "/" not in f.device else f.device
+        return f"node {f.node}" if f.node else "N/A"
+    return device_key(f.node, f.device)
 
 
 def reason_text(r: NodeReason, lang: str = "en") -> str:

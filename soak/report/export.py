@@ -1,9 +1,9 @@
 """Fast export of a run's raw data as the long-format trace CSV.
 
 Same rows, order and number formatting as ``Store.export_csv`` (``timestamp,device,metric,
-value``; ``repr`` of floats; samples device by device in the store's series order, each in
-time order with metrics in column order, then steps by time), so the digest in the report
-can be reproduced with the store's own export.
+value``, a cluster node's device as ``node/device``; ``repr`` of floats; samples device by
+device in the store's series order, each in time order with metrics in column order, then
+steps by time), so the digest in the report can be reproduced with the store's own export.
 It takes the rows as plain tuples from ``Store.export_rows`` (two queries) and formats them
 with numpy instead of streaming 2 M Python tuples through ``csv.writer``: on a 72 h x 16-chip
 run that is the difference between ~20 s and a few seconds, and the same arrays feed the
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from soak.device_names import device_key
 from soak.store import STEP_TRACE_METRICS
 
 if TYPE_CHECKING:
@@ -31,8 +32,9 @@ _SPECIAL = set(',"\r\n')  # csv.writer would quote these
 class Export:
     csv: bytes
     rows: int
-    # {(device, metric): (t, v)} for Trace.from_arrays
-    arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    # {(device, metric): (t, v)}, a cluster node's {(node, device, metric): (t, v)}, for
+    # Trace.from_arrays
+    arrays: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]]
 
 
 def _fmt(values: np.ndarray) -> list[str]:
@@ -54,17 +56,18 @@ def export_run(store: Store, run_id: str) -> Export:
     raw = store.export_rows(run_id)
     rows, step_rows, metrics = raw.samples, raw.steps, raw.metrics
 
-    names = {r[1] for r in rows} | {r[1] for r in step_rows}
+    names = {device_key(r[1], r[2]) for r in rows} | {r[1] for r in step_rows}
     if any(_SPECIAL & set(name) for name in names):
         return _export_slow(store, run_id)
     out = io.StringIO()
     out.write(HEADER)
-    arrays: dict[tuple[str, str], tuple[list, list]] = {}
+    arrays: dict[tuple[str, ...], tuple[list, list]] = {}
     n = 0
     if rows:
         ts = np.fromiter((r[0] for r in rows), dtype=np.float64, count=len(rows))
-        devs = np.array([r[1] for r in rows], dtype=object)
-        vals = np.array([[np.nan if x is None else x for x in r[2:]] for r in rows], dtype=np.float64)
+        devs = np.array([device_key(r[1], r[2]) for r in rows], dtype=object)
+        place = {device_key(r[1], r[2]): (r[2],) if r[1] is None else (r[1], r[2]) for r in rows}
+        vals = np.array([[np.nan if x is None else x for x in r[3:]] for r in rows], dtype=np.float64)
         present = ~np.isnan(vals)  # (rows, metrics), row-major = the store's order
         ri, mi = np.nonzero(present)
         n += ri.size
@@ -86,7 +89,7 @@ def export_run(store: Store, run_id: str) -> Export:
                 v = vals[idx, j]
                 keep = ~np.isnan(v)
                 if keep.any():
-                    arrays[(dev, m)] = (ts[idx][keep], v[keep])
+                    arrays[(*place[dev], m)] = (ts[idx][keep], v[keep])
     step_series: dict[tuple[str, str], tuple[list, list]] = {}
     for ts_, dev, *values in step_rows:
         for m, v in zip(STEP_TRACE_METRICS, values, strict=True):
@@ -113,5 +116,8 @@ def _export_slow(store: Store, run_id: str) -> Export:
         n = store.export_csv(run_id, path)
         data = path.read_bytes()
         trace = Trace.from_csv(path)
-    arrays = {(s.device, s.metric): (s.t, s.v) for s in trace.series()}
+    arrays: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+    for s in trace.series():
+        node, dev = trace.place(s.device)
+        arrays[(dev, s.metric) if node is None else (node, dev, s.metric)] = (s.t, s.v)
     return Export(data, n, arrays)

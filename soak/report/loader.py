@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from soak.analysis.captures import Capture, captures_from_events, link
 from soak.analysis.model import SCHEMA_VERSION
-from soak.device_names import HOST_DEVICE, rank_device
+from soak.device_names import HOST_DEVICE, device_key, rank_device
 from soak.report.model import (
     CaptureView,
     ChipSummary,
@@ -57,9 +57,18 @@ def auto_bucket_s(start: float | None, end: float | None, max_points: int = MAX_
     return float(int(bucket))
 
 
-def chip_stats(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
+Place = tuple[str | None, str]  # (node, device as named on it); node None on a single node
+
+
+def chip_stats(store: Store, run_id: str) -> dict[Place, dict[str, Any]]:
     """Per-device statistics over the whole run: ``Store.chip_stats``, one aggregate query."""
     return store.chip_stats(run_id)
+
+
+def _place(key: tuple[Any, ...]) -> tuple[Place, str]:
+    """((node, device), metric) of an export array's key: ``(device, metric)`` or, on a
+    cluster node, ``(node, device, metric)``."""
+    return ((None, key[0]) if len(key) == 2 else (key[0], key[1])), key[-1]
 
 
 def step_series(store: Store, run_id: str, bucket_s: float | None) -> list[Series]:
@@ -67,13 +76,15 @@ def step_series(store: Store, run_id: str, bucket_s: float | None) -> list[Serie
     return [Series(dev, "step_time_s", x, y) for dev, (x, y) in store.step_series(run_id, bucket_s).items()]
 
 
-def device_series(store: Store, run_id: str, bucket_s: float | None, device: str | None = None) -> list[Series]:
-    """The chart series of every chip (or one), downsampled in SQL."""
-    rows = store.load_samples(run_id, device=device, bucket_s=bucket_s)
+def device_series(store: Store, run_id: str, bucket_s: float | None, device: str | None = None,
+                  node: str | None = None) -> list[Series]:
+    """The chart series of every chip (or one: ``device`` on ``node``), downsampled in SQL,
+    each named as the report shows it."""
+    rows = store.load_samples(run_id, device=device, bucket_s=bucket_s, node=node)
     by_dev: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r["device"] != HOST_DEVICE:
-            by_dev[r["device"]].append(r)
+            by_dev[device_key(r["node"], r["device"])].append(r)
     out: list[Series] = []
     for dev, rs in sorted(by_dev.items()):
         ts = tuple(float(r["ts"]) for r in rs)
@@ -84,19 +95,22 @@ def device_series(store: Store, run_id: str, bucket_s: float | None, device: str
     return out
 
 
-def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[str, Any]]:
+def stats_from_arrays(arrays: Mapping[tuple[str, ...], Any]) -> dict[Place, dict[str, Any]]:
     """``chip_stats`` from in-memory arrays (the PDF already holds them for the export)."""
     import numpy as np
 
-    out: dict[str, dict[str, Any]] = {}
-    devs = sorted({d for d, m in arrays if m in _SERIES_COLUMNS and d != HOST_DEVICE})
+    by_place: dict[tuple[Place, str], Any] = {_place(k): a for k, a in arrays.items()}
+    out: dict[Place, dict[str, Any]] = {}
+    devs = sorted({p for p, m in by_place if m in _SERIES_COLUMNS and p[1] != HOST_DEVICE},
+                  key=lambda p: (p[0] or "", p[1]))
 
-    def agg(dev: str, metric: str, fn: Callable[[Any], Any]) -> float | None:
-        a = arrays.get((dev, metric))
+    def agg(dev: Place, metric: str, fn: Callable[[Any], Any]) -> float | None:
+        a = by_place.get((dev, metric))
         return None if a is None or len(a[1]) == 0 else float(fn(a[1]))
 
     for dev in devs:
-        n = max((len(arrays[(dev, m)][0]) for m in _SERIES_COLUMNS if (dev, m) in arrays), default=0)
+        series = [by_place[(dev, m)][0] for m in _SERIES_COLUMNS if (dev, m) in by_place]
+        n = max((len(t) for t in series), default=0)
         out[dev] = {
             "samples": float(n),
             "util_mean_pct": agg(dev, "util_pct", np.mean),
@@ -106,19 +120,21 @@ def stats_from_arrays(arrays: Mapping[tuple[str, str], Any]) -> dict[str, dict[s
             "power_max_w": agg(dev, "power_w", np.max),
             "hbm_peak_bytes": agg(dev, "hbm_used_bytes", np.max),
             "hbm_total_bytes": agg(dev, "hbm_total_bytes", np.max),
-            "first_ts": min((float(arrays[(dev, m)][0][0]) for m in _SERIES_COLUMNS if (dev, m) in arrays and len(arrays[(dev, m)][0])), default=None),
-            "last_ts": max((float(arrays[(dev, m)][0][-1]) for m in _SERIES_COLUMNS if (dev, m) in arrays and len(arrays[(dev, m)][0])), default=None),
+            "first_ts": min((float(t[0]) for t in series if len(t)), default=None),
+            "last_ts": max((float(t[-1]) for t in series if len(t)), default=None),
         }
     return out
 
 
-def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | None) -> list[Series]:
+def series_from_arrays(arrays: Mapping[tuple[str, ...], Any], bucket_s: float | None) -> list[Series]:
     """Bucket means of the chart metrics (and per-rank step time), like the SQL path."""
     import numpy as np
 
+    named = sorted(((device_key(*place), metric, place[1], a) for (place, metric), a in
+                    ((_place(k), a) for k, a in arrays.items())), key=lambda x: x[:2])
     out: list[Series] = []
-    for (dev, metric), (t, v) in sorted(arrays.items()):
-        if dev == HOST_DEVICE or metric not in (*_SERIES_COLUMNS, "step_time_s") or len(t) == 0:
+    for dev, metric, on_node, (t, v) in named:
+        if on_node == HOST_DEVICE or metric not in (*_SERIES_COLUMNS, "step_time_s") or len(t) == 0:
             continue
         t = np.asarray(t, dtype=np.float64)
         v = np.asarray(v, dtype=np.float64)
@@ -132,7 +148,7 @@ def series_from_arrays(arrays: Mapping[tuple[str, str], Any], bucket_s: float | 
     return out
 
 
-def run_analysis(store: Store, run: RunRecord, arrays: Mapping[tuple[str, str], Any] | None = None) -> dict[str, Any] | None:
+def run_analysis(store: Store, run: RunRecord, arrays: Mapping[tuple[str, ...], Any] | None = None) -> dict[str, Any] | None:
     """The run judged as the daemon judges it (``soak.judge``: same plan, profile, phases
     and criteria); None when the store does not hold the run."""
     from soak.judge import judge_run
@@ -219,7 +235,7 @@ def load_report_data(
     analyze: bool = True,
     max_points: int = MAX_POINTS,
     with_series: bool = True,
-    arrays: Mapping[tuple[str, str], Any] | None = None,
+    arrays: Mapping[tuple[str, ...], Any] | None = None,
 ) -> ReportData:
     """Everything the report shows about ``run_id``. Raises ``InputError`` for an unknown run."""
     from soak.errors import InputError
@@ -267,17 +283,19 @@ def load_report_data(
 
     stats = stats_from_arrays(arrays) if arrays is not None else chip_stats(store, run_id)
     info = _device_info(rec.manifest)
-    per_dev = defaultdict(int)
+    per_dev: dict[Place, int] = defaultdict(int)
     for f in findings:
         if f.device:
-            node = f.evidence.get("node")  # a cluster finding the analysis placed on its node
-            per_dev[f"{node}/{f.device}" if node and "/" not in f.device else f.device] += 1
+            per_dev[(f.node, f.device)] += 1
+    # the run's manifest is one machine's: a cluster node's chips are described by their own
     chips = tuple(
         ChipSummary(
-            device=dev,
-            model=info.get(dev, {}).get("model"),
-            serial=info.get(dev, {}).get("serial"),
-            bus_id=info.get(dev, {}).get("bus_id"),
+            device=device_key(node, dev),
+            node=node,
+            chip=dev,
+            model=(info.get(dev, {}) if node is None else {}).get("model"),
+            serial=(info.get(dev, {}) if node is None else {}).get("serial"),
+            bus_id=(info.get(dev, {}) if node is None else {}).get("bus_id"),
             samples=None if s.get("samples") is None else int(s["samples"]),
             util_mean_pct=s.get("util_mean_pct"),
             util_min_pct=s.get("util_min_pct"),
@@ -286,9 +304,9 @@ def load_report_data(
             power_max_w=s.get("power_max_w"),
             hbm_peak_bytes=s.get("hbm_peak_bytes"),
             hbm_total_bytes=s.get("hbm_total_bytes"),
-            findings=per_dev.get(dev, 0),
+            findings=per_dev.get((node, dev), 0),
         )
-        for dev, s in stats.items()
+        for (node, dev), s in stats.items()
     )
     series: tuple[Series, ...] = ()
     if with_series:

@@ -76,7 +76,11 @@ class Customer:
 
 @dataclass(frozen=True)
 class ChipSummary:
-    """One device over the whole run (statistics computed in SQL or from the series)."""
+    """One device over the whole run (statistics computed in SQL or from the series).
+
+    ``device`` is the name the report shows (``node-1/npu0`` on a cluster: ``device_key``);
+    ``node`` and ``chip`` are where it is, as the store keeps them.
+    """
 
     device: str
     model: str | None = None
@@ -92,6 +96,8 @@ class ChipSummary:
     hbm_total_bytes: float | None = None
     step_time_median_s: float | None = None
     findings: int = 0
+    node: str | None = None  # the cluster node it is on; None on a single-node run
+    chip: str | None = None  # its name on that node
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ class FindingView:
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     capture: int | None = None  # id of the profiler capture that explains it (CaptureView.id)
-    node: str | None = None  # the node it is about (a cluster run); its device is then plain or None
+    node: str | None = None  # the cluster node it is about (its device is named as on that node)
     code: str = ""  # soak.analysis.messages: what the report renders (summary: the English as judged)
     values: Mapping[str, Any] = field(default_factory=dict)
 

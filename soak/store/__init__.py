@@ -17,10 +17,9 @@ from soak.store.records import (
     FindingRecord,
     NodeRecord,
     RunRecord,
-    node_of,
 )
 from soak.store.repo import Store
 from soak.store.writer import BatchWriter
 
 __all__ = ["FINDING_KEYS", "HOST_DEVICE", "STEP_TRACE_METRICS", "BatchWriter", "EventRecord", "ExportRows", "FindingRecord", "NodeRecord",
-           "RunRecord", "Store", "node_of"]
+           "RunRecord", "Store"]

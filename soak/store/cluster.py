@@ -130,15 +130,16 @@ class ClusterStore(RunStore):
         return self._read_tuples(select(b.c.node, b.c.device, b.c.metric, b.c.ts, b.c.value, b.c.n)
                                  .where(*where).order_by(b.c.metric, b.c.node, b.c.device, b.c.ts))
 
-    def bucket_coverage(self, run_id: str, start: float, end: float, width_s: float) -> dict[tuple[str, str], float]:
-        """Seconds the readings of each ``(node/device, metric)`` cover in the buckets that
+    def bucket_coverage(self, run_id: str, start: float, end: float,
+                        width_s: float) -> dict[tuple[str, str, str], float]:
+        """Seconds the readings of each ``(node, device, metric)`` cover in the buckets that
         overlap ``[start, end)``, summed in one GROUP BY (the agents clip what a bucket
         covers to the run's planned window)."""
         b = S.chip_buckets
         stmt = (select(b.c.node, b.c.device, b.c.metric, func.sum(b.c.covered_s))
                 .where(b.c.run_id == run_id, b.c.ts < end, b.c.ts + width_s > start)
                 .group_by(b.c.node, b.c.device, b.c.metric))
-        return {(f"{n}/{d}", m): float(s or 0.0) for n, d, m, s in self._read(stmt)}
+        return {(n, d, m): float(s or 0.0) for n, d, m, s in self._read(stmt)}
 
     def bucket_totals(self, run_id: str, metric: str, start: float, end: float,
                       width_s: float) -> list[tuple[float, float, int]]:

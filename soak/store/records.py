@@ -1,8 +1,9 @@
 """The store's frozen records and the keys of its rows: what a read hands back.
 
 A run, its events and findings, a cluster node, the raw rows of an export; and the device
-keys the tables share (the ``host`` pseudo-device, ``node/device`` of a cluster run,
-``<workload>-rank<R>`` of a rank's step metrics).
+keys the tables share (the ``host`` pseudo-device, ``<workload>-rank<R>`` of a rank's step
+metrics). A cluster run's rows name their node in a column of their own, beside the device as
+named on that node.
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from soak.device_names import HOST_DEVICE as HOST_DEVICE
 from soak.device_names import rank_device as rank_device
 
 RUN_STATUSES = ("running", "finished", "stopped", "failed")
-# The keys of an analysis finding that are columns of ``findings``; any other key is detail.
+# The keys of an analysis finding that are columns of ``findings`` (with ``node``, the finding
+# record's own field); any other key is detail.
 FINDING_KEYS = ("kind", "device", "metric", "start", "end", "severity", "summary")
 
 # The per-rank metrics the steps table gives a trace, in the order of ExportRows.steps[i][2:].
 STEP_TRACE_METRICS: tuple[str, ...] = ("step_time_s", "tokens_per_s", "compute_s")
-
-
-def node_of(device: str | None) -> str | None:
-    """The node of a cluster run's device key (``node/npu0-0``); None for a plain key."""
-    return device.split("/", 1)[0] if device and "/" in device else None
 
 
 @dataclass(frozen=True)
@@ -81,9 +78,12 @@ class FindingRecord:
     node: str | None = None  # the node it is about (cluster runs); its device may be plain or None
 
     def as_dict(self) -> dict[str, Any]:
-        """The analysis' flat shape: the fixed keys plus the detail keys."""
+        """The analysis' flat shape: the fixed keys plus the detail keys, and ``node`` when
+        there is one."""
         out = dict(self.detail)
         out.update({k: getattr(self, k) for k in FINDING_KEYS})
+        if self.node is not None:
+            out["node"] = self.node
         return out
 
 
@@ -113,8 +113,9 @@ class NodeRecord:
 class ExportRows:
     """A run's raw rows as plain tuples, in ``Store.export_csv``'s order, for a fast exporter."""
 
-    metrics: tuple[str, ...]  # the names of samples[i][2:]
-    # (ts, device, *metrics): device by device in series order, each in time order
+    metrics: tuple[str, ...]  # the names of samples[i][3:]
+    # (ts, node, device, *metrics): device by device in series order, each in time order;
+    # node is None on a single-node run
     samples: list[tuple[Any, ...]]
     # (ts, rank device, step_time_s, tokens_per_s, compute_s), in time order
     steps: list[tuple[Any, ...]]

@@ -132,8 +132,11 @@ class Store(TraceStore, ClusterStore):
         """Upgrade a database in place, one version at a time, in the caller's transaction."""
         while version in S.MIGRATIONS:
             log.warning("store %s: upgrading schema version %d to %d", self.url, version, version + 1)
-            for ddl in S.MIGRATIONS[version]:
-                conn.execute(text(ddl))
+            for step in S.MIGRATIONS[version]:
+                if isinstance(step, str):
+                    conn.execute(text(step))
+                else:
+                    step(conn)
             version += 1
         S.metadata.create_all(conn, checkfirst=True)
         conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(version)))
@@ -152,6 +155,6 @@ class Store(TraceStore, ClusterStore):
                node: str | None = None) -> BatchWriter:
         """A buffered sample writer: commits every ``max_rows`` rows or ``max_delay_s``.
 
-        ``node`` (a cluster run) stores each device as ``node/device``, so the chips of every
-        node stay apart in one run; ``node_of`` reads it back."""
+        ``node`` (a cluster run) is stored with each of its rows, so the chips of every node
+        stay apart in one run."""
         return BatchWriter(self, run_id, max_rows=max_rows, max_delay_s=max_delay_s, node=node)

@@ -23,7 +23,6 @@ from soak.store.records import (
     EventRecord,
     FindingRecord,
     RunRecord,
-    node_of,
 )
 
 
@@ -134,10 +133,10 @@ class RunStore(Database):
                     "severity": f.get("severity"),
                     "summary": f.get("summary"),
                     "detail": json.dumps(
-                        {k: v for k, v in f.items() if k not in FINDING_KEYS}, default=str
+                        {k: v for k, v in f.items() if k not in FINDING_KEYS and k != "node"}, default=str
                     ),
-                    # a node agent's own findings may carry a plain device key: they are its node's
-                    "node": f.get("node") or node or node_of(f.get("device")),
+                    # a node agent's own findings name no node: they are its node's
+                    "node": f.get("node") or node,
                 }
             )
 

@@ -1,8 +1,9 @@
 """The sample series of the store: each tick's chip and host readings, written and read back.
 
 ``SampleStore`` is a part of ``soak.store.Store``. A run's readings are stored per
-``(run, device)`` series (``sample_series``) in the ``samples`` table; readers get them as
-rows, as database-side bucket means, or as per-chip statistics over the whole run.
+``(run, node, device)`` series (``sample_series``; node None on a single-node run) in the
+``samples`` table; readers get them as rows, as database-side bucket means, or as per-chip
+statistics over the whole run, each with its node and device apart.
 """
 
 from __future__ import annotations
@@ -18,19 +19,26 @@ from soak.store.engine import Database
 from soak.store.records import HOST_DEVICE
 from soak.telemetry.records import Snapshot
 
+SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
+
+
+def _key(row: Mapping[str, Any]) -> SeriesKey:
+    return (row["run_id"], row.get("node"), row["device"])
+
 
 class SampleStore(Database):
     """Sample series writes and reads (a base of ``Store``)."""
 
     def __init__(self, engine: Engine, url: str) -> None:
         super().__init__(engine, url)
-        # (run_id, device) -> sample_series.id, filled as series are created or first seen.
-        self._series: dict[tuple[str, str], int] = {}
+        # (run_id, node, device) -> sample_series.id, filled as series are created or first seen.
+        self._series: dict[SeriesKey, int] = {}
 
     # ------------------------------------------------------------------ writing
     @staticmethod
-    def snapshot_rows(run_id: str, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The sample rows of one tick: one per device, plus one ``host`` row.
+    def snapshot_rows(run_id: str, snapshot: Snapshot, node: str | None = None) -> list[dict[str, Any]]:
+        """The sample rows of one tick: one per device, plus one ``host`` row (of ``node`` in
+        a cluster run).
 
         Every row has every column, so one executemany takes them all. A device has no
         host RSS or comm-timeout total: metrics a record lacks are None.
@@ -41,6 +49,7 @@ class SampleStore(Database):
                 {
                     "run_id": run_id,
                     "ts": snapshot.ts,
+                    "node": node,
                     "device": d.device,
                     **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
                     **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
@@ -60,7 +69,7 @@ class SampleStore(Database):
                     ddr_used_bytes=hs.mem_used_bytes,
                     ddr_total_bytes=hs.mem_total_bytes,
                 )
-            rows.append({"run_id": run_id, "ts": snapshot.ts, "device": HOST_DEVICE, **host})
+            rows.append({"run_id": run_id, "ts": snapshot.ts, "node": node, "device": HOST_DEVICE, **host})
         return rows
 
     def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:
@@ -70,21 +79,22 @@ class SampleStore(Database):
         return len(rows)
 
     def add_sample_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Sample rows as ``snapshot_rows`` makes them (with ``run_id`` and ``device``).
+        """Sample rows as ``snapshot_rows`` makes them (with ``run_id``, ``device`` and, in a
+        cluster run, ``node``).
 
-        The (run, device) series ids are looked up or created in the same transaction as
-        the rows, so a failed write leaves no series behind. A second row of a device at the
-        same ``ts`` is the same reading and is dropped.
+        The (run, node, device) series ids are looked up or created in the same transaction
+        as the rows, so a failed write leaves no series behind. A second row of a device at
+        the same ``ts`` is the same reading and is dropped.
         """
         if not rows:
             return
 
-        def insert_rows(conn: Connection) -> dict[tuple[str, str], int]:
-            ids, new = self._series_ids(conn, {(r["run_id"], r["device"]) for r in rows})
+        def insert_rows(conn: Connection) -> dict[SeriesKey, int]:
+            ids, new = self._series_ids(conn, {_key(r) for r in rows})
             out = []
             for r in rows:
-                row = {k: v for k, v in r.items() if k not in ("run_id", "device")}
-                row["series_id"] = ids[(r["run_id"], r["device"])]
+                row = {k: v for k, v in r.items() if k not in ("run_id", "node", "device")}
+                row["series_id"] = ids[_key(r)]
                 out.append(row)
             conn.execute(self._insert_ignoring_duplicates(S.samples), out)
             return new
@@ -93,38 +103,38 @@ class SampleStore(Database):
         self._series.update(self._retry(insert_rows))
 
     def _series_ids(
-        self, conn: Any, keys: set[tuple[str, str]]
-    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
-        """Ids of (run_id, device) series, creating missing ones; (all, not yet cached)."""
+        self, conn: Any, keys: set[SeriesKey]
+    ) -> tuple[dict[SeriesKey, int], dict[SeriesKey, int]]:
+        """Ids of (run_id, node, device) series, creating missing ones; (all, not yet cached)."""
         ids = {k: self._series[k] for k in keys if k in self._series}
         missing = keys - ids.keys()
         if not missing:
             return ids, {}
         ss = S.sample_series
-        runs = {run for run, _ in missing}
+        runs = {run for run, _, _ in missing}
         found = {
-            (r.run_id, r.device): r.id
-            for r in conn.execute(select(ss.c.id, ss.c.run_id, ss.c.device).where(ss.c.run_id.in_(runs)))
+            (r.run_id, r.node, r.device): r.id
+            for r in conn.execute(select(ss.c.id, ss.c.run_id, ss.c.node, ss.c.device).where(ss.c.run_id.in_(runs)))
         }
-        for key in sorted(missing - found.keys()):  # sorted: the same ids on every backend
+        # sorted: the same ids on every backend
+        for key in sorted(missing - found.keys(), key=lambda k: (k[0], k[1] or "", k[2])):
             found[key] = conn.execute(
-                insert(ss).values(run_id=key[0], device=key[1])
+                insert(ss).values(run_id=key[0], node=key[1], device=key[2])
             ).inserted_primary_key[0]
         new = {k: found[k] for k in missing}
         ids.update(new)
         return ids, new
 
     # ------------------------------------------------------------------ reading
-    def run_series(self, run_id: str) -> list[tuple[int, str]]:
-        """(series id, device) of the run's sample series, in id order."""
+    def run_series(self, run_id: str) -> list[tuple[int, str | None, str]]:
+        """(series id, node, device) of the run's sample series, in id order."""
         ss = S.sample_series
-        return [
-            (r[0], r[1])
-            for r in self._read(select(ss.c.id, ss.c.device).where(ss.c.run_id == run_id).order_by(ss.c.id))
-        ]
+        stmt = select(ss.c.id, ss.c.node, ss.c.device).where(ss.c.run_id == run_id).order_by(ss.c.id)
+        return [(r[0], r[1], r[2]) for r in self._read(stmt)]
 
-    def devices(self, run_id: str) -> list[str]:
-        return sorted(dev for _, dev in self.run_series(run_id))
+    def devices(self, run_id: str) -> list[tuple[str | None, str]]:
+        """(node, device) of every device the run has readings of, by node then device."""
+        return sorted(((node, dev) for _, node, dev in self.run_series(run_id)), key=lambda p: (p[0] or "", p[1]))
 
     def count_samples(self, run_id: str) -> int:
         t, ss = S.samples, S.sample_series
@@ -136,11 +146,11 @@ class SampleStore(Database):
         return int(self._read(stmt)[0][0])
 
     def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
-        """The newest reading of the run (of one node's devices, ``node/…``, when given)."""
+        """The newest reading of the run (of one node's devices, when given)."""
         t, ss = S.samples, S.sample_series
         series = select(ss.c.id).where(ss.c.run_id == run_id)
         if node is not None:
-            series = series.where(ss.c.device.startswith(f"{node}/", autoescape=True))
+            series = series.where(ss.c.node == node)
         stmt = select(func.max(t.c.ts)).where(t.c.series_id.in_(series))
         return self._read(stmt)[0][0]
 
@@ -151,8 +161,11 @@ class SampleStore(Database):
         bucket_s: float | None = None,
         start: float | None = None,
         end: float | None = None,
+        *,
+        node: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Sample rows ordered by device then time.
+        """Sample rows (with ``node`` and ``device``) ordered by node, device, then time; of
+        one ``device`` and one ``node`` when given.
 
         With ``bucket_s`` the database averages each device's rows per bucket (``ts`` is the
         bucket start; ``up`` is the worst of the bucket, so a gap stays visible), which keeps a
@@ -162,14 +175,16 @@ class SampleStore(Database):
         where = [t.c.run_id == run_id]
         if device is not None:
             where.append(t.c.device == device)
+        if node is not None:
+            where.append(t.c.node == node)
         if start is not None:
             where.append(t.c.ts >= start)
         if end is not None:
             where.append(t.c.ts <= end)
         metrics = list(S.SAMPLE_METRIC_COLUMNS)
         if not bucket_s:
-            cols = [t.c.ts, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
-            stmt = select(*cols).where(and_(*where)).order_by(t.c.device, t.c.ts)
+            cols = [t.c.ts, t.c.node, t.c.device, t.c.up, t.c.healthy, *[t.c[m] for m in metrics]]
+            stmt = select(*cols).where(and_(*where)).order_by(t.c.node, t.c.device, t.c.ts)
             return [dict(r._mapping) for r in self._read(stmt)]
         bucket = self._time_bucket(t.c.ts, bucket_s).label("ts")
         up_int = func.min(case((t.c.up, 1), else_=0)).label("up")
@@ -177,6 +192,7 @@ class SampleStore(Database):
         stmt = (
             select(
                 bucket,
+                t.c.node,
                 t.c.device,
                 up_int,
                 healthy_int.label("healthy"),
@@ -184,8 +200,8 @@ class SampleStore(Database):
                 func.count().label("n"),
             )
             .where(and_(*where))
-            .group_by(t.c.device, bucket)
-            .order_by(t.c.device, bucket)
+            .group_by(t.c.node, t.c.device, bucket)
+            .order_by(t.c.node, t.c.device, bucket)
         )
         out = []
         for r in self._read(stmt):
@@ -199,8 +215,9 @@ class SampleStore(Database):
             out.append(d)
         return out
 
-    def chip_stats(self, run_id: str) -> dict[str, dict[str, float | None]]:
-        """Per-device statistics over the whole run, in one GROUP BY; the host row left out.
+    def chip_stats(self, run_id: str) -> dict[tuple[str | None, str], dict[str, float | None]]:
+        """Per-device statistics over the whole run, keyed ``(node, device)``, in one GROUP BY;
+        the host rows left out.
 
         Keys: ``samples`` (rows, gaps included), ``util_mean_pct``, ``util_min_pct``,
         ``temp_max_c``, ``power_mean_w``, ``power_max_w``, ``hbm_peak_bytes``,
@@ -211,6 +228,7 @@ class SampleStore(Database):
         t = S.sample_rows
         stmt = (
             select(
+                t.c.node,
                 t.c.device,
                 func.count().label("samples"),
                 func.avg(t.c.util_pct).label("util_mean_pct"),
@@ -224,12 +242,12 @@ class SampleStore(Database):
                 func.max(t.c.ts).label("last_ts"),
             )
             .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE)
-            .group_by(t.c.device)
-            .order_by(t.c.device)
+            .group_by(t.c.node, t.c.device)
+            .order_by(t.c.node, t.c.device)
         )
-        out: dict[str, dict[str, float | None]] = {}
+        out: dict[tuple[str | None, str], dict[str, float | None]] = {}
         for r in self._read(stmt):
             d = dict(r._mapping)
-            dev = d.pop("device")
-            out[dev] = {k: (None if v is None else float(v)) for k, v in d.items()}
+            key = (d.pop("node"), d.pop("device"))
+            out[key] = {k: (None if v is None else float(v)) for k, v in d.items()}
         return out

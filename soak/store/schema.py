@@ -11,6 +11,9 @@ version row differs, rather than reading columns that are not there.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from sqlalchemy import (
     REAL,
     BigInteger,
@@ -23,9 +26,13 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
+    bindparam,
+    func,
     select,
+    text,
+    update,
 )
+from sqlalchemy.engine import Connection
 
 from soak.telemetry.records import METRICS
 
@@ -37,7 +44,10 @@ from soak.telemetry.records import METRICS
 #    under synchronous data parallelism, where every rank's step time is the same).
 # 5: ``chip_buckets``: each node agent's per-chip bucket statistics, what the leader of a
 #    cluster run compares (a version-4 database gains the table in place).
-SCHEMA_VERSION = 5
+# 6: ``sample_series`` gains ``node``: a cluster node's device is stored as its node and its
+#    name on the node, no longer as one ``node/device`` string (a version-5 database has its
+#    series and findings split in place: ``_split_node_device``).
+SCHEMA_VERSION = 6
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -95,8 +105,8 @@ nodes = Table(
 
 NODE_STATUSES = ("joined", "running", "finished", "failed", "lost", "stopped")
 
-# One row per (run, device): samples carry this small integer instead of repeating two
-# strings in every row and every index entry. It also keeps the primary-key index entries
+# One row per (run, node, device): samples carry this small integer instead of repeating
+# their strings in every row and every index entry. It also keeps the primary-key index entries
 # of ``samples`` at 4 + 8 bytes, small enough for PostgreSQL to split its pages 90/10 while
 # each device's timestamps grow (instead of 50/50: half-empty pages).
 sample_series = Table(
@@ -104,9 +114,13 @@ sample_series = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(64), nullable=False),
-    Column("device", String(64), nullable=False),
-    UniqueConstraint("run_id", "device", name="uq_sample_series_run_device"),
+    Column("node", String(255)),  # the cluster node the device is on; None on a single-node run
+    Column("device", String(64), nullable=False),  # as named on its node (npu0-0, host)
 )
+# One series per (run, node, device). A unique constraint would let a single-node run's
+# series repeat (NULL differs from NULL there); the index counts every NULL node as one.
+Index("uq_sample_series_run_node_device", sample_series.c.run_id, func.coalesce(sample_series.c.node, ""),
+      sample_series.c.device, unique=True)
 
 # One row per device per tick, wide: the canonical metric names are columns. The key is
 # (series = run + device, ts): a repeated reading of a device at the same instant is kept
@@ -136,10 +150,10 @@ samples = Table(
     Column("error", Text),
 )
 
-# The samples as readers want them, with ``run_id`` and ``device`` (a join the databases
-# flatten): ``select(...).where(sample_rows.c.run_id == ...)``.
+# The samples as readers want them, with ``run_id``, ``node`` and ``device`` (a join the
+# databases flatten): ``select(...).where(sample_rows.c.run_id == ...)``.
 sample_rows = (
-    select(sample_series.c.run_id, sample_series.c.device, samples)
+    select(sample_series.c.run_id, sample_series.c.node, sample_series.c.device, samples)
     .join_from(samples, sample_series, samples.c.series_id == sample_series.c.id)
     .subquery("sample_rows")
 )
@@ -198,20 +212,6 @@ EVENT_KINDS = (
     "link_test",  # the pairwise link test between nodes: detail.pairs (soak.analysis.links)
 )
 
-# Upgrades in place, from the version named to the next: columns added with their defaults
-# (new tables are created by ``create_all``). Plain DDL both SQLite and PostgreSQL accept.
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    2: (
-        "ALTER TABLE runs ADD COLUMN nodes INTEGER NOT NULL DEFAULT 1",
-        "ALTER TABLE runs ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
-        "ALTER TABLE runs ADD COLUMN plan_digest VARCHAR(64)",
-        "ALTER TABLE events ADD COLUMN node VARCHAR(255)",
-        "ALTER TABLE steps ADD COLUMN node VARCHAR(255)",
-        "ALTER TABLE findings ADD COLUMN node VARCHAR(255)",
-    ),
-    3: ("ALTER TABLE steps ADD COLUMN compute_s FLOAT",),
-    4: (),  # chip_buckets is a new table: create_all makes it
-}
 
 events = Table(
     "events",
@@ -245,6 +245,68 @@ findings = Table(
     Column("node", String(255)),
 )
 Index("ix_findings_run", findings.c.run_id)
+
+def _split_node_device(conn: Connection) -> None:
+    """Version 5 to 6: ``sample_series`` gains ``node``, and what version 5 stored as one
+    ``node/device`` string becomes the two columns, in series and findings alike.
+
+    This is the one place soak takes such a string apart: version 5 kept a cluster node's
+    device as ``node/device`` (the node agents' devices, and the findings of a cluster judged
+    from its samples), and a node name holds no ``/`` (``soak.cluster.node``), so the text
+    before the first one is the node. Everything after version 5 keeps the two apart.
+    """
+    ss, f = sample_series, findings
+    if conn.dialect.name == "sqlite":
+        # SQLite cannot drop the old unique (run_id, device) constraint: the table is made
+        # anew with the same ids (the samples refer to them)
+        conn.execute(text("ALTER TABLE sample_series RENAME TO sample_series_v5"))
+        ss.create(conn)
+        conn.execute(text("INSERT INTO sample_series (id, run_id, device) SELECT id, run_id, device FROM sample_series_v5"))
+        conn.execute(text("DROP TABLE sample_series_v5"))
+    else:
+        conn.execute(text("ALTER TABLE sample_series ADD COLUMN node VARCHAR(255)"))
+        conn.execute(text("ALTER TABLE sample_series DROP CONSTRAINT uq_sample_series_run_device"))
+        for index in ss.indexes:
+            index.create(conn)
+    series = [{"sid": sid, "n": node, "d": dev}
+              for sid, old in conn.execute(select(ss.c.id, ss.c.device).where(ss.c.device.contains("/")))
+              for node, _, dev in [old.partition("/")]]
+    if series:
+        conn.execute(update(ss).where(ss.c.id == bindparam("sid")).values(node=bindparam("n"), device=bindparam("d")),
+                     series)
+    rows = []
+    for fid, node, device, detail in conn.execute(select(f.c.id, f.c.node, f.c.device, f.c.detail)):
+        # version 5 also copied a finding's node into its detail: the column holds it now
+        extra = json.loads(detail) if detail else {}
+        if "node" not in extra and not (device and "/" in device):
+            continue
+        node = node or extra.pop("node", None)
+        extra.pop("node", None)
+        if device and "/" in device:
+            prefix, _, device = device.partition("/")
+            node = node or prefix
+        rows.append({"fid": fid, "n": node, "d": device, "x": json.dumps(extra)})
+    if rows:
+        conn.execute(update(f).where(f.c.id == bindparam("fid"))
+                     .values(node=bindparam("n"), device=bindparam("d"), detail=bindparam("x")), rows)
+
+
+# Upgrades in place, from the version named to the next: columns added with their defaults
+# (new tables are created by ``create_all``), plain DDL both SQLite and PostgreSQL accept; or a
+# step that needs more, given the connection of the upgrade's transaction.
+MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
+    2: (
+        "ALTER TABLE runs ADD COLUMN nodes INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE runs ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN plan_digest VARCHAR(64)",
+        "ALTER TABLE events ADD COLUMN node VARCHAR(255)",
+        "ALTER TABLE steps ADD COLUMN node VARCHAR(255)",
+        "ALTER TABLE findings ADD COLUMN node VARCHAR(255)",
+    ),
+    3: ("ALTER TABLE steps ADD COLUMN compute_s FLOAT",),
+    4: (),  # chip_buckets is a new table: create_all makes it
+    5: (_split_node_device,),
+}
 
 # A cluster run's per-chip summaries, written by each node agent for its own chips and ranks
 # as the run goes (``soak.analysis.peers.bucket_rows``): per time bucket of the peer

@@ -10,9 +10,11 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from sqlalchemy import and_, func, select
 
+from soak.device_names import device_key
 from soak.store import schema as S
 from soak.store.records import STEP_TRACE_METRICS, ExportRows, rank_device
 from soak.store.samples import SampleStore
@@ -47,8 +49,10 @@ class TraceStore(SampleStore):
     def load_trace(
         self, run_id: str, chunk_rows: int = 20000, bucket_s: float | None = None, *,
         node: str | None = None, start: float | None = None,
-    ) -> Iterator[tuple[float, str, str, float]]:
-        """The run as long-format ``(ts, device, metric, value)``, the analysis' input.
+    ) -> Iterator[tuple[Any, ...]]:
+        """The run as long-format ``(ts, device, metric, value)``, the analysis' input; a
+        cluster node's readings as ``(ts, node, device, metric, value)`` (``Trace.from_rows``
+        takes both).
 
         Device metrics come from the samples (None values left out: a gap, not a zero);
         ``STEP_TRACE_METRICS`` from the steps, with device ``<workload>-rank<R>``.
@@ -56,22 +60,26 @@ class TraceStore(SampleStore):
         device metrics are bucket means computed in SQL (the daemon's online analysis of a
         long run); the steps stay as stored.
 
-        ``node`` (a cluster run) reads that node's chips and ranks alone, devices named as
-        on the node (``npu0-0``, not ``node/npu0-0``); ``start`` the rows from then on.
+        ``node`` (a cluster run) reads that node's chips and ranks alone, as
+        ``(ts, device, metric, value)``; ``start`` the rows from then on.
         """
         t = S.samples
         metrics = S.SAMPLE_METRIC_COLUMNS
-        prefix = "" if node is None else f"{node}/"
-        series = [(sid, dev[len(prefix):]) for sid, dev in self.run_series(run_id) if dev.startswith(prefix)]
+        # (series id, the node a row names, device): a node asked for is not repeated
+        series = [(sid, None if node is not None else n, dev) for sid, n, dev in self.run_series(run_id)
+                  if node is None or n == node]
         if bucket_s:
-            for _sid, dev in series:
-                for r in self.load_samples(run_id, device=prefix + dev, bucket_s=bucket_s, start=start):
+            for _sid, n, dev in series:
+                place = (dev,) if n is None else (n, dev)
+                for r in self.load_samples(run_id, device=dev, node=n if node is None else node,
+                                           bucket_s=bucket_s, start=start):
                     for m in metrics:
                         if r[m] is not None:
-                            yield (r["ts"], dev, m, float(r[m]))
+                            yield (r["ts"], *place, m, float(r[m]))
         # Device by device (series id order), each in time order: the primary key's order,
         # read in chunks from the last timestamp seen.
-        for sid, dev in [] if bucket_s else series:
+        for sid, n, dev in [] if bucket_s else series:
+            place = (dev,) if n is None else (n, dev)
             last_ts: float | None = None
             while True:
                 where = [t.c.series_id == sid]
@@ -90,7 +98,7 @@ class TraceStore(SampleStore):
                     for i, m in enumerate(metrics):
                         v = r[1 + i]
                         if v is not None:
-                            yield (r[0], dev, m, float(v))
+                            yield (r[0], *place, m, float(v))
                 if len(rows) < chunk_rows:
                     break
                 last_ts = rows[-1][0]
@@ -121,7 +129,7 @@ class TraceStore(SampleStore):
         t = S.sample_rows
         metrics = S.SAMPLE_METRIC_COLUMNS
         samples = self._read_tuples(
-            select(t.c.ts, t.c.device, *[t.c[m] for m in metrics])
+            select(t.c.ts, t.c.node, t.c.device, *[t.c[m] for m in metrics])
             .where(t.c.run_id == run_id)
             .order_by(t.c.series_id, t.c.ts)
         )
@@ -167,12 +175,15 @@ class TraceStore(SampleStore):
                 for node, wl, rank, v, n, a, b in self._read_tuples(stmt)]
 
     def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
-        """Write the run's long-format trace CSV (``timestamp,device,metric,value``)."""
+        """Write the run's long-format trace CSV (``timestamp,device,metric,value``; a cluster
+        node's device as ``node/device``, which ``soak analyze`` places on its node again)."""
         n = 0
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
             w.writerow(["timestamp", "device", "metric", "value"])
-            for ts, dev, metric, value in self.load_trace(run_id):
+            for row in self.load_trace(run_id):
+                ts, metric, value = row[0], row[-2], row[-1]
+                dev = device_key(row[1], row[2]) if len(row) == 5 else row[1]
                 w.writerow([repr(float(ts)), dev, metric, repr(value)])
                 n += 1
         return n

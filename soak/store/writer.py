@@ -42,12 +42,8 @@ class BatchWriter:
         self.ticks = 0
 
     def rows(self, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The sample rows of one tick as this writer stores them (devices named ``node/…``)."""
-        rows = SampleStore.snapshot_rows(self.run_id, snapshot)
-        if self.node is not None:
-            for r in rows:
-                r["device"] = f"{self.node}/{r['device']}"
-        return rows
+        """The sample rows of one tick as this writer stores them (with its node)."""
+        return SampleStore.snapshot_rows(self.run_id, snapshot, node=self.node)
 
     def append(self, snapshot: Snapshot) -> None:
         """Buffer one tick without writing (``due`` says when a flush is); ``StoreError`` when

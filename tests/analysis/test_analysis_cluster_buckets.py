@@ -12,6 +12,7 @@ from soak.analysis import Profile, Trace, peers
 from soak.analysis import evidence as ev
 from soak.analysis.buckets import ANY, StoredBuckets, grid_for, node_rows
 from soak.analysis.synth import T0, Fault, Scenario, generate
+from soak.device_names import device_key
 from soak.store import Store
 
 # slow: a 6 x 8-chip, 24 h trace
@@ -72,7 +73,8 @@ def test_coverage_and_chip_hours_summed_by_the_store_are_the_raw_trace_s(cluster
     series = {(s.device, s.metric): s.t for s in trace.series()}
     raw = ev.coverage(series, sc.dt_s, t0, t1)
     width = profile.peers.bucket_s
-    summed = ev.coverage_of(store.bucket_coverage("c", t0, t1, width), sc.dt_s, t0, t1)
+    seconds = {(device_key(n, d), m): s for (n, d, m), s in store.bucket_coverage("c", t0, t1, width).items()}
+    summed = ev.coverage_of(seconds, sc.dt_s, t0, t1)
     assert summed.chips_seen == raw.chips_seen == 48 and summed.metrics == raw.metrics
     for chip, ratios in raw.ratios.items():
         assert summed.ratios[chip] == pytest.approx(ratios, abs=1e-6)

@@ -38,7 +38,7 @@ def test_a_lost_nodes_chips_read_before_it_was_lost_but_not_counted_by_the_judge
     # node-0 was lost mid-run: its chips have readings in the store, but the judge's
     # coverage holds none of them ("only 4 of 6 expected chips were read")
     nodes = [_Node("node-0", 0, status="lost"), _Node("node-1", 1), _Node("node-2", 2)]
-    read = [f"node-{n}/{c}" for n in range(3) for c in ("npu0-0", "npu0-1")] + ["node-0/host"]
+    read = [(f"node-{n}", c) for n in range(3) for c in ("npu0-0", "npu0-1")] + [("node-0", "host")]
     coverage = {"chips_expected": 6, "chips_seen": 4,
                 "ratios": {f"node-{n}/{c}": FULL for n in (1, 2) for c in ("npu0-0", "npu0-1")}}
     out = cluster_chips(nodes, read, [], coverage=coverage, min_coverage=0.95, nodes_planned=3, lost_ever={"node-0"})
@@ -53,8 +53,9 @@ def test_a_chip_read_too_little_fails_on_the_profiles_threshold_and_its_node_wit
     nodes = [_Node("a", 0), _Node("b", 1)]
     coverage = {"chips_expected": 4, "chips_seen": 4,
                 "ratios": {"a/x0": FULL, "a/x1": {"util_pct": 0.9, "temp_c": 1.0}, "b/x0": FULL, "b/x1": FULL}}
-    strict = cluster_chips(nodes, [], [], coverage=coverage, min_coverage=0.95)
-    lenient = cluster_chips(nodes, [], [], coverage=coverage, min_coverage=0.8)
+    read = [("a", "x0"), ("a", "x1"), ("b", "x0"), ("b", "x1")]
+    strict = cluster_chips(nodes, read, [], coverage=coverage, min_coverage=0.95)
+    lenient = cluster_chips(nodes, read, [], coverage=coverage, min_coverage=0.8)
     assert [(c.chip, c.verdict, c.code) for c in strict.chips if c.node == "a"] == [
         ("x0", "pass", "ok"), ("x1", "fail", "coverage")]
     assert [n.verdict for n in strict.nodes] == ["fail", "pass"]
@@ -65,8 +66,8 @@ def test_a_node_that_declared_fewer_chips_than_its_share_still_shows_the_judges_
     # the judge expects 2 chips per node; node b joined without saying how many it has and read none
     nodes = [_Node("a", 0), _Node("b", 1, chips=0)]
     coverage = {"chips_expected": 4, "chips_seen": 2, "ratios": {"a/x0": FULL, "a/x1": FULL}}
-    out = cluster_chips(nodes, [], [PlacedFinding("straggler", "warn", "a", "lm-rank0")], coverage=coverage,
-                        min_coverage=0.95, nodes_planned=2)
+    out = cluster_chips(nodes, [("a", "x0"), ("a", "x1")], [PlacedFinding("straggler", "warn", "a", "lm-rank0")],
+                        coverage=coverage, min_coverage=0.95, nodes_planned=2)
     assert [(c.node, c.verdict) for c in out.chips] == [("a", "pass"), ("a", "pass"), ("b", "nodata"), ("b", "nodata")]
     assert [(n.name, n.verdict) for n in out.nodes] == [("a", "warn"), ("b", "fail")]
 

@@ -100,13 +100,13 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(tmp_path,
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
         nodes = store.cluster_nodes("c1")
-        devices = {d for _, d in store.run_series("c1")}
+        devices = {(node, d) for _, node, d in store.run_series("c1")}
         steps = store.load_steps("c1")
         events = store.load_events("c1")
     assert run is not None and run.nodes == 3 and run.status == "finished"
     assert [(n.name, n.rank, n.status, n.chips) for n in nodes] == [
         (f"node-{r}", r, "finished", 2) for r in range(3)]
-    assert {f"node-{r}/npu{c}-0" for r in range(3) for c in range(2)} <= devices
+    assert {(f"node-{r}", f"npu{c}-0") for r in range(3) for c in range(2)} <= devices
     # step heartbeats from all three nodes, the job's global ranks 0..2 spread over them
     assert {s["rank"] for s in steps} == {0, 1, 2}
     with Store.open(db_url, create=False) as store:

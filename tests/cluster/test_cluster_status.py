@@ -23,10 +23,12 @@ def test_findings_stored_by_node_agents_with_plain_or_no_device_count_for_their_
         # what the node agents leave: their own chips' findings on plain device keys
         store.replace_findings("c1", [_finding("utilization_dropouts", "npu0-0"), _finding("thermal", "npu0-1")],
                                node="node-01", kinds=("utilization_dropouts", "thermal"))
-        # the leader's peer comparison: a straggling node (no device), and a chip keyed node/chip
+        # the leader's peer comparison: a straggling node (no device), and a chip of another node
         store.replace_findings("c1", [_finding("straggler", None, node="node-02"),
-                                      _finding("outlier", "node-00/npu0-1")], kinds=("straggler", "outlier"))
+                                      _finding("outlier", "npu0-1", node="node-00")], kinds=("straggler", "outlier"))
         data = cluster_status(store, "c1")
+        # the agents' rows: node in its own column, the device as named on the node
+        assert {(f.node, f.device) for f in store.load_findings("c1") if f.kind == "thermal"} == {("node-01", "npu0-1")}
     assert {n["name"]: n["findings"] for n in data["nodes"]} == {"node-00": 1, "node-01": 2, "node-02": 1}
     out = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", f"sqlite:///{db}",
                           "--format", "json"], capture_output=True, text=True, timeout=120, check=True)

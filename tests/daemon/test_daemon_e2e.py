@@ -134,7 +134,7 @@ analysis_every = "10s"
             assert k in kinds, k
         assert kinds.index("crash") < kinds.index("restart") < kinds.index("resume")
         assert s.load_events("accel", kind="resume")[0].detail["step"] == 40  # the last checkpoint
-        npu = [d for d in s.devices("accel") if d.startswith("npu")]
+        npu = [d for _, d in s.devices("accel") if d.startswith("npu")]
         assert len(npu) == 2
         ts = [r["ts"] for r in s.load_samples("accel", device=npu[0])]
         assert 300 < sorted(b - a for a, b in zip(ts, ts[1:], strict=False))[len(ts) // 2] < 1200

@@ -12,6 +12,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from soak.device_names import device_key
 from soak.store import Store
 
 GIB = 1024**3
@@ -182,10 +183,10 @@ def write_cluster_run(
     other_driver: str | None = None,
     seed: int = 11,
 ) -> SynthRun:
-    """A finished cluster run: ``nodes`` x ``chips`` chips keyed ``node/chip`` as the agents
+    """A finished cluster run: ``nodes`` x ``chips`` chips stored with their node as the agents
     store them, one node row each (with its manifest), one rank per node with compute time.
-    ``unread`` chips (``node/chip``) have no readings, ``half_read`` ones the first half only;
-    ``other_driver`` is a node whose driver differs from the others'."""
+    ``unread`` chips (named ``node/chip``) have no readings, ``half_read`` ones the first half
+    only; ``other_driver`` is a node whose driver differs from the others'."""
     rng = random.Random(seed)
     names = [f"node-{i:02d}" for i in range(nodes)]
     devs = devices(chips)
@@ -218,17 +219,17 @@ def write_cluster_run(
         ts = start + i * interval_s
         for node in names:
             # the node's host row, as the agents store it: never a chip
-            rows.append({"run_id": run_id, "ts": ts, "device": f"{node}/host", "up": True, "healthy": None,
+            rows.append({"run_id": run_id, "ts": ts, "node": node, "device": "host", "up": True, "healthy": None,
                          "health": None, "util_pct": None, "hbm_used_bytes": None, "hbm_total_bytes": None,
                          "temp_c": None, "power_w": None, "host_rss_bytes": 1 << 30})
             for k, d in enumerate(devs):
-                key = f"{node}/{d}"
+                key = device_key(node, d)
                 if key in unread or (key in half_read and i >= n // 2):
                     continue
                 util = 96.0 + rng.uniform(-2.0, 2.0)
                 power = 180.0 + util * 1.9 + rng.uniform(-6, 6)
-                rows.append({"run_id": run_id, "ts": ts, "device": key, "up": True, "healthy": True, "health": "OK",
-                             "util_pct": round(util, 1), "hbm_used_bytes": 48 * GIB, "hbm_total_bytes": 64 * GIB,
+                rows.append({"run_id": run_id, "ts": ts, "node": node, "device": d, "up": True, "healthy": True,
+                             "health": "OK", "util_pct": round(util, 1), "hbm_used_bytes": 48 * GIB, "hbm_total_bytes": 64 * GIB,
                              "temp_c": round(38.0 + power * 0.09 + 0.2 * (k % 3), 1), "power_w": round(power, 1),
                              "host_rss_bytes": None})
         if len(rows) >= 50_000:
@@ -243,4 +244,4 @@ def write_cluster_run(
                                  for i in range(n)], node=node)
     store.add_event(run_id, "start", ts=start, workload="lm", rank=0, message=f"lm on {nodes} nodes")
     store.finish_run(run_id, status="finished", ended_ts=end, verdict="pass")
-    return SynthRun(run_id, start, end, tuple(f"{node}/{d}" for node in names for d in devs), None, None, total)
+    return SynthRun(run_id, start, end, tuple(device_key(node, d) for node in names for d in devs), None, None, total)

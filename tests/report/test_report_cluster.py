@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from soak.analysis.messages import said, say
+from soak.device_names import device_key
 from soak.report.cluster import CHIPS_CSV_NAME, cluster_view
 from soak.report.loader import criterion_view
 from soak.report.model import ChipSummary, FindingView, Message, ReportData, RunInfo
@@ -136,9 +137,9 @@ def test_the_per_chip_csv_is_attached_and_verify_checks_it(big, keys, tmp_path):
     assert doc["chips_csv_sha256"] == hashlib.sha256(atts[CHIPS_CSV_NAME]).hexdigest()
 
 
-def _data(chips: list[str], findings: list[FindingView], ratios: dict | None = None) -> ReportData:
-    return ReportData(run=RunInfo("c"), chips=tuple(ChipSummary(device=c) for c in chips), findings=tuple(findings),
-                      coverage=None if ratios is None else {"ratios": ratios})
+def _data(chips: list[tuple[str, str]], findings: list[FindingView], ratios: dict | None = None) -> ReportData:
+    return ReportData(run=RunInfo("c"), chips=tuple(ChipSummary(device=device_key(n, c), node=n, chip=c) for n, c in chips),
+                      findings=tuple(findings), coverage=None if ratios is None else {"ratios": ratios})
 
 
 class _Node:
@@ -149,10 +150,10 @@ class _Node:
 
 
 def test_node_verdicts_follow_their_chips_ranks_status_and_preflight():
-    chips = ["a/npu0", "a/npu1", "b/npu0", "b/npu1", "c/npu0", "d/npu0", "d/npu1"]
-    findings = [FindingView("memory_creep", "a/npu1", "hbm_used_bytes", 0, 1, "warn", "x"),
-                FindingView("straggler", "lm-rank1", "compute_s", 0, 1, "fail", "y", {"node": "b"}),
-                FindingView("thermal", "d/npu0", "temp_c", 0, 1, "info", "explained")]
+    chips = [("a", "npu0"), ("a", "npu1"), ("b", "npu0"), ("b", "npu1"), ("c", "npu0"), ("d", "npu0"), ("d", "npu1")]
+    findings = [FindingView("memory_creep", "npu1", "hbm_used_bytes", 0, 1, "warn", "x", node="a"),
+                FindingView("straggler", "lm-rank1", "compute_s", 0, 1, "fail", "y", {"node": "b"}, node="b"),
+                FindingView("thermal", "npu0", "temp_c", 0, 1, "info", "explained", node="d")]
     nodes = [_Node("a", 0), _Node("b", 1), _Node("c", 2), _Node("d", 3, preflight="fail"), _Node("e", 4, "lost")]
     view = cluster_view(_data(chips, findings), nodes, lost_ever={"e"})
     verdicts = {n.name: n.verdict for n in view.nodes}

@@ -71,13 +71,29 @@ def test_fast_export_is_byte_identical_to_the_store_export(store, tmp_path):
     assert ("lm-rank0", "step_time_s") in exp.arrays
 
 
+def test_a_cluster_runs_fast_export_keeps_each_chip_on_its_node(store, tmp_path):
+    from tests.report.synth import write_cluster_run
+
+    shape = write_cluster_run(store, "c-x", nodes=2, chips=2, hours=0.05)
+    n = store.export_csv("c-x", tmp_path / "ref.csv")
+    exp = export_run(store, "c-x")
+    assert exp.rows == n and exp.csv == (tmp_path / "ref.csv").read_bytes()
+    assert b"\r\n1790000000.0,node-01/npu0-1,util_pct," in exp.csv
+    assert {k[:2] for k in exp.arrays if len(k) == 3} == {(n, d) for n in ("node-00", "node-01")
+                                                          for d in ("host", "npu0-0", "npu0-1")}
+    assert {k[0] for k in exp.arrays if len(k) == 2} == {"lm-rank0", "lm-rank1"}
+    sql, mine = chip_stats(store, "c-x"), stats_from_arrays(exp.arrays)
+    assert set(sql) == set(mine) == {(n, d) for n in ("node-00", "node-01") for d in ("npu0-0", "npu0-1")}
+    assert {s.device for s in device_series(store, "c-x", None)} == set(shape.devices)
+
+
 def test_stats_and_series_from_arrays_match_sql(tmp_path):
     with Store.open(tmp_path / "soak.db") as store:
         shape = write_run(store, "r-y", chips=4, hours=2.0, interval_s=10.0)
         exp = export_run(store, "r-y")
         sql = chip_stats(store, "r-y")
         mine = stats_from_arrays(exp.arrays)
-        assert set(sql) == set(mine) == set(shape.devices)
+        assert set(sql) == set(mine) == {(None, d) for d in shape.devices}
         for dev in sql:
             for key, value in sql[dev].items():
                 assert mine[dev][key] == pytest.approx(value, rel=1e-9), (dev, key)

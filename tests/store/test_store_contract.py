@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import Column, Integer, MetaData, String, Table, UniqueConstraint, update
 
 from soak.errors import StoreError
 from soak.store import HOST_DEVICE, STEP_TRACE_METRICS, Store
@@ -157,6 +157,27 @@ def test_export_csv_is_the_analysis_trace_format(store: Store, tmp_path) -> None
     assert [str(T0 + 0.5), "npu1-0", "power_w", "90.25"] in rows
 
 
+def test_a_cluster_runs_export_names_node_slash_device_and_reads_back_with_the_two_apart(store: Store, tmp_path) -> None:
+    from soak.analysis import Trace
+
+    _new_run(store)
+    for node, util in (("n1", 10.0), ("n2", 20.0)):
+        w = store.writer("r1", node=node)
+        w.add(_snap(T0, util, 5))
+        w.flush()
+    out = tmp_path / "trace.csv"
+    store.export_csv("r1", out)
+    with open(out, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["timestamp", "device", "metric", "value"]  # the format soak analyze reads
+    assert [str(T0), "n2/npu0-0", "util_pct", "20.0"] in rows and [str(T0), "n1/host", "util_pct", "12.5"] in rows
+    back, stored = Trace.from_csv(out), Trace.from_rows(store.load_trace("r1"))
+    assert back.nodes == stored.nodes == ["n1", "n2"]
+    assert {d: back.place(d) for d in back.devices} == {d: stored.place(d) for d in stored.devices}
+    assert back.place("n2/npu0-0") == ("n2", "npu0-0") and back.place("n1/host") == ("n1", "host")
+    assert float(back.get("n2/npu0-0", "util_pct").v[0]) == 20.0
+
+
 def test_batch_writer_commits_only_full_batches_until_flushed(store: Store) -> None:
     _new_run(store)
     w = store.writer("r1", max_rows=6, max_delay_s=3600)
@@ -257,14 +278,29 @@ def test_older_schema_is_refused_in_one_line_and_left_untouched(store_url: str) 
     engine.dispose()
 
 
+def _version_5_sample_series(md: MetaData) -> Table:
+    """``sample_series`` as soak wrote it up to schema version 5: one ``device`` string per
+    series, a cluster node's device as ``node/device``."""
+    return Table("sample_series", md,
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("run_id", String(64), nullable=False),
+                 Column("device", String(64), nullable=False),
+                 UniqueConstraint("run_id", "device", name="uq_sample_series_run_device"))
+
+
 def _downgrade(store_url: str, version: int) -> None:
-    """Make a store as soak wrote it at ``version``: drop what every later migration added."""
+    """Make a store as soak wrote it at ``version``: drop what every later migration added
+    (``sample_series`` is made anew as version 5 had it: its series are not kept)."""
     from sqlalchemy import create_engine, text
 
     engine = create_engine(store_url)
     with engine.begin() as conn:
         for v in sorted(S.MIGRATIONS, reverse=True):
             if v < version:
+                continue
+            if v == 5:
+                conn.execute(text("DROP TABLE sample_series"))
+                _version_5_sample_series(MetaData()).create(conn)
                 continue
             for ddl in S.MIGRATIONS[v]:
                 table, column = ddl.split()[2], ddl.split()[5]
@@ -318,7 +354,7 @@ def test_a_repeated_reading_is_kept_once_and_series_are_per_run(store: Store) ->
     store.add_snapshot("r1", _snap(T0, 2.0, 2))  # same devices, same instant: the first stays
     store.add_snapshot("r2", _snap(T0, 3.0, 3))
     assert store.count_samples("r1") == 3 and store.count_samples("r2") == 3
-    assert store.devices("r1") == store.devices("r2") == sorted(["npu0-0", "npu1-0", HOST_DEVICE])
+    assert store.devices("r1") == store.devices("r2") == [(None, d) for d in sorted(["npu0-0", "npu1-0", HOST_DEVICE])]
     rows = store.load_samples("r1", device="npu0-0")
     assert [(r["util_pct"], r["hbm_used_bytes"]) for r in rows] == [(1.0, 1)]
     assert [r["util_pct"] for r in store.load_samples("r2", device="npu0-0")] == [3.0]
@@ -397,7 +433,7 @@ def test_a_database_busy_three_times_or_broken_is_one_store_error(
 
 def test_snapshot_rows_fill_every_sample_column(store: Store) -> None:
     rows = Store.snapshot_rows("r1", _snap(T0, 90.0, 1))
-    columns = {c.name for c in S.samples.c} - {"series_id"} | {"run_id", "device"}
+    columns = {c.name for c in S.samples.c} - {"series_id"} | {"run_id", "node", "device"}
     assert [set(r) for r in rows] == [columns] * 3
     npu1 = rows[1]
     assert (npu1["healthy"], npu1["health"], npu1["host_rss_bytes"]) == (False, "Warning", None)
@@ -411,8 +447,8 @@ def test_chip_stats_are_true_extremes_per_chip_without_the_host(store: Store) ->
     store.add_snapshot("r1", _snap(T0 + 20, 60.0, 5 << 30))
     store.add_snapshot("other", _snap(T0 + 30, 1.0, 99 << 30))  # another run's rows stay out
     stats = store.chip_stats("r1")
-    assert list(stats) == ["npu0-0", "npu1-0"]  # sorted, no host row
-    assert stats["npu0-0"] == {
+    assert list(stats) == [(None, "npu0-0"), (None, "npu1-0")]  # sorted, no host row
+    assert stats[(None, "npu0-0")] == {
         "samples": 3.0,
         "util_mean_pct": 75.0,
         "util_min_pct": 60.0,
@@ -424,7 +460,7 @@ def test_chip_stats_are_true_extremes_per_chip_without_the_host(store: Store) ->
         "first_ts": T0,
         "last_ts": T0 + 20,
     }
-    assert stats["npu1-0"]["power_mean_w"] == 90.25 and stats["npu1-0"]["temp_max_c"] == 41.5
+    assert stats[(None, "npu1-0")]["power_mean_w"] == 90.25 and stats[(None, "npu1-0")]["temp_max_c"] == 41.5
     assert store.chip_stats("missing") == {}
 
 
@@ -462,10 +498,11 @@ def test_export_rows_are_the_trace_before_it_is_made_long(store: Store) -> None:
     ex = store.export_rows("r1")
     assert ex.metrics == S.SAMPLE_METRIC_COLUMNS
     # device by device in series order (created sorted within a tick), each in time order
-    assert [r[:2] for r in ex.samples] == [(ts, dev) for dev in ("host", "npu0-0", "npu1-0") for ts in (T0, T0 + 1)]
-    assert ex.samples[2][2 + ex.metrics.index("hbm_used_bytes")] == 1 << 30  # bytes stay exact
+    assert [r[:3] for r in ex.samples] == [(ts, None, dev) for dev in ("host", "npu0-0", "npu1-0")
+                                           for ts in (T0, T0 + 1)]
+    assert ex.samples[2][3 + ex.metrics.index("hbm_used_bytes")] == 1 << 30  # bytes stay exact
     assert ex.steps == [(T0 + 5, "lm-rank1", 0.25, 800.0, 0.125), (T0 + 6, "lm-rank0", None, 700.0, None)]
-    long = [(r[0], r[1], m, float(v)) for r in ex.samples for m, v in zip(ex.metrics, r[2:], strict=True)
+    long = [(r[0], r[2], m, float(v)) for r in ex.samples for m, v in zip(ex.metrics, r[3:], strict=True)
             if v is not None]
     for ts, dev, *values in ex.steps:
         long += [(ts, dev, m, v) for m, v in zip(STEP_TRACE_METRICS, values, strict=True) if v is not None]
@@ -491,10 +528,10 @@ def test_chip_buckets_are_written_once_and_summed_per_chip_and_per_bucket(store:
     # rows without a value (coverage only) are not compared
     assert {r[2] for r in store.load_buckets("r1")} == {"temp_c", "step_time_s"}
     assert store.bucket_coverage("r1", T0, T0 + 1200, 600) == {
-        ("n1/npu0-0", "temp_c"): 900.0, ("n1/npu0-0", "any"): 900.0, ("n1/lm-rank0", "step_time_s"): 600.0,
-        ("n2/npu0-0", "temp_c"): 600.0, ("n2/npu0-0", "any"): 590.0}
+        ("n1", "npu0-0", "temp_c"): 900.0, ("n1", "npu0-0", "any"): 900.0, ("n1", "lm-rank0", "step_time_s"): 600.0,
+        ("n2", "npu0-0", "temp_c"): 600.0, ("n2", "npu0-0", "any"): 590.0}
     # a window that holds the second bucket only
-    assert store.bucket_coverage("r1", T0 + 600, T0 + 1200, 600)[("n1/npu0-0", "any")] == 300.0
+    assert store.bucket_coverage("r1", T0 + 600, T0 + 1200, 600)[("n1", "npu0-0", "any")] == 300.0
     assert store.bucket_totals("r1", "any", T0, T0 + 1200, 600) == [(T0, 1190.0, 2), (T0 + 600, 300.0, 1)]
 
 
@@ -509,7 +546,7 @@ def test_findings_replaced_for_one_node_or_some_kinds_leave_the_others(store: St
                                   f("outlier", "n1", "npu1-0"), f("straggler", "n2", None)])
     store.replace_findings("r1", [f("memory_creep", "n1", "npu0-0")], node="n1", kinds=("thermal", "memory_creep"))
     store.replace_findings("r1", [f("outlier", "n2", "npu3-0")], kinds=("outlier", "straggler"))
-    got = sorted((r.kind, r.detail.get("node"), r.device) for r in store.load_findings("r1"))
+    got = sorted((r.kind, r.node, r.device) for r in store.load_findings("r1"))
     assert got == [("memory_creep", "n1", "npu0-0"), ("outlier", "n2", "npu3-0"), ("thermal", "n2", "npu0-0")]
 
 
@@ -527,7 +564,12 @@ def test_load_trace_of_one_node_names_its_devices_as_on_the_node(store: Store) -
     assert min(ts for ts, _, _, _ in rows) == T0 + 2
     assert sorted(v for ts, d, m, v in rows if d == "npu0-0" and m == "util_pct") == [20.0, 30.0]
     everything = list(store.load_trace("r1"))
-    assert {d for _, d, _, _ in everything} >= {"n1/npu0-0", "n2/npu0-0", "lm-rank1", "lm-rank2"}
+    # the whole run: each chip with its node apart, the ranks as the steps name them
+    assert {r[1:3] for r in everything if len(r) == 5} == {(n, d) for n in ("n1", "n2")
+                                                          for d in ("npu0-0", "npu1-0", HOST_DEVICE)}
+    assert {r[1] for r in everything if len(r) == 4} == {"lm-rank1", "lm-rank2"}
+    assert store.devices("r1") == [(n, d) for n in ("n1", "n2") for d in sorted(["npu0-0", "npu1-0", HOST_DEVICE])]
+    assert store.last_sample_ts("r1", node="n2") == T0 + 3 and store.last_sample_ts("r1", node="n3") is None
 
 
 def test_a_version_4_store_gains_the_chip_buckets_table_in_place(store_url: str) -> None:
@@ -545,4 +587,67 @@ def test_a_version_4_store_gains_the_chip_buckets_table_in_place(store_url: str)
         upgraded.add_buckets("r1", "n1", [("npu0-0", "any", T0, None, 1, 5.0)])
         assert upgraded.bucket_mark("r1", "n1") == T0
     assert inspect(engine).has_table("chip_buckets")
+    engine.dispose()
+
+
+def test_a_version_5_store_has_its_node_device_strings_split_in_place(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    import json
+
+    from sqlalchemy import create_engine, insert, select
+    from sqlalchemy.exc import IntegrityError
+
+    # A version-5 store as soak wrote it: today's other tables (unchanged since) and the old
+    # sample_series, with a cluster run's devices named node/device and a single-node run's plain.
+    engine = create_engine(store_url)
+    md = MetaData()
+    old_series = _version_5_sample_series(md)
+    with engine.begin() as conn:
+        S.metadata.create_all(conn, tables=[t for t in S.metadata.sorted_tables if t.name != "sample_series"])
+        old_series.create(conn)
+        conn.execute(insert(S.meta).values(key="schema_version", value="5"))
+        for run_id, nodes in (("c1", 2), ("s1", 1)):
+            conn.execute(insert(S.runs).values(id=run_id, host="n1", plan="{}", started_ts=T0, status="finished",
+                                               time_scale=1.0, restarts=0, nodes=nodes, generation=0))
+        ids = [conn.execute(insert(old_series).values(run_id=run_id, device=device)).inserted_primary_key[0]
+               for run_id, device in (("c1", "n1/npu0-0"), ("c1", "n1/host"), ("c1", "n2/npu0-0"), ("s1", "npu0-0"))]
+        assert ids == [1, 2, 3, 4]
+        conn.execute(insert(S.samples), [{"series_id": sid, "ts": T0 + i, "util_pct": 10.0 * sid + i, "up": True}
+                                         for sid in ids for i in range(3)])
+        # a finding of the cluster judged from its samples (node/chip, its node filled in by the
+        # store), and a node agent's (plain device, the node also in the detail)
+        conn.execute(insert(S.findings), [
+            {"run_id": "c1", "kind": "outlier", "device": "n2/npu0-0", "metric": "temp_c", "severity": "warn",
+             "summary": "hot", "detail": json.dumps({"node": None, "baseline": 40.0}), "node": "n2"},
+            {"run_id": "c1", "kind": "thermal", "device": "npu0-0", "metric": "temp_c", "severity": "warn",
+             "summary": "warm", "detail": json.dumps({"node": "n1", "peak_c": 91.0}), "node": "n1"},
+            {"run_id": "s1", "kind": "thermal", "device": "npu0-0", "metric": "temp_c", "severity": "warn",
+             "summary": "warm", "detail": json.dumps({"peak_c": 90.0}), "node": None}])
+
+    with Store.open(store_url) as upgraded:
+        assert upgraded.devices("c1") == [("n1", "host"), ("n1", "npu0-0"), ("n2", "npu0-0")]
+        assert upgraded.devices("s1") == [(None, "npu0-0")]
+        assert [(r[1], r[2], r[4]) for r in upgraded.load_trace("c1") if r[3] == "util_pct"][:4] == [
+            ("n1", "npu0-0", 10.0), ("n1", "npu0-0", 11.0), ("n1", "npu0-0", 12.0), ("n1", "host", 20.0)]
+        assert [r[1] for r in upgraded.load_trace("c1", node="n2")] == ["npu0-0"] * 3
+        assert list(upgraded.load_trace("s1")) == [(T0 + i, "npu0-0", "util_pct", 40.0 + i) for i in range(3)]
+        got = {(f.node, f.device, f.kind): f.detail for f in upgraded.load_findings("c1")}
+        assert got == {("n2", "npu0-0", "outlier"): {"baseline": 40.0}, ("n1", "npu0-0", "thermal"): {"peak_c": 91.0}}
+        (single,) = upgraded.load_findings("s1")
+        assert (single.node, single.device, single.detail) == (None, "npu0-0", {"peak_c": 90.0})
+        # written on after the upgrade: the same series go on, a new node's are new
+        upgraded.add_sample_rows([{"run_id": "c1", "ts": T0 + 9, "node": "n2", "device": "npu0-0", "up": True},
+                                  {"run_id": "c1", "ts": T0 + 9, "node": "n3", "device": "npu0-0", "up": True},
+                                  {"run_id": "s1", "ts": T0 + 9, "device": "npu0-0", "up": True}])
+        assert [sid for sid, _, _ in upgraded.run_series("c1")] == [1, 2, 3, 5]
+        assert upgraded.last_sample_ts("c1", node="n2") == T0 + 9 and upgraded.count_samples("s1") == 4
+        assert upgraded.devices("s1") == [(None, "npu0-0")]
+    with engine.begin() as conn:
+        assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "6"
+    # one series per (run, node, device), a NULL node included
+    for node in (None, "n1"):
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert(S.sample_series).values(run_id="s1" if node is None else "c1", node=node,
+                                                        device="npu0-0"))
     engine.dispose()
