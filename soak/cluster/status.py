@@ -1,8 +1,9 @@
 """``soak cluster status RUN_ID``: a cluster run's nodes, their state and the run's events.
 
 The JSON is a contract: ``{"run_id", "status", "verdict", "nodes": [{"name", "status",
-"chips", "last_seen", "restarts", ...}], "events": [{"ts", "kind", "node", "message"}]}``;
-a lost node has status ``lost`` and an event of kind ``node_lost`` naming it.
+"chips", "last_seen", "seen_ago_s", "restarts", ...}], "events": [{"ts", "kind", "node", "message"}]}``;
+a lost node has status ``lost`` and an event of kind ``node_lost`` naming it. ``last_seen`` is on
+the store's clock; ``seen_ago_s`` measures it with that clock.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
     if rec is None:
         raise InputError(f"run {run_id}: not in the store {store.url}")
     findings = findings_per_node(store.load_findings(run_id))
+    now = store.store_now()  # last_seen is on the store's clock (soak.cluster.member)
     nodes = [{
         "name": n.name, "rank": n.rank, "host": n.host, "status": n.status, "chips": n.chips,
-        "last_seen": n.last_seen, "joined": n.joined_ts, "ended": n.ended_ts, "restarts": n.restarts,
+        "last_seen": n.last_seen, "seen_ago_s": None if n.last_seen is None else max(0.0, now - n.last_seen), "joined": n.joined_ts, "ended": n.ended_ts, "restarts": n.restarts,
         "preflight": n.preflight, "findings": findings.get(n.name, 0), "listen": n.listen,
     } for n in store.cluster_nodes(run_id)]
     events = [{"ts": e.ts, "kind": e.kind, "node": e.node, "message": e.message}
@@ -67,9 +69,8 @@ def run_status(args: argparse.Namespace) -> int:
     out.write(f"cluster run {data['run_id']}: {data['status']}, verdict {fmt(data['verdict'])}, "
               f"{len(data['nodes'])} of {data['nodes_planned']} nodes, job generation {data['generation']}\n")
     out.write(f"{'rank':>4}  {'node':<20} {'status':<9} {'chips':>5} {'restarts':>8} {'findings':>8}  last seen\n")
-    now = time.time()
     for n in data["nodes"]:
-        ago = f"{now - n['last_seen']:.0f} s ago" if n["last_seen"] else "N/A"
+        ago = "N/A" if n["seen_ago_s"] is None else f"{n['seen_ago_s']:.0f} s ago"
         out.write(f"{n['rank']:>4}  {n['name']:<20} {n['status']:<9} {fmt(n['chips']):>5} {n['restarts']:>8} "
                   f"{n['findings']:>8}  {ago}\n")
     for e in data["events"][-20:]:
