@@ -32,7 +32,7 @@ CHECKPOINT_TMP_GLOB = "*/.step_*.pt.tmp-*"  # a checkpoint being written (or its
 STORE_SPOOL = "store-spool.jsonl"
 """What the daemon could not write while its store did not answer, one JSON record a line, in
 order (``soak.daemon.spool``); removed once written to the store."""
-RESERVE = ".disk-reserve"  # space the daemon holds for its last records (soak.daemon.lifecycle)
+RESERVE = ".disk-reserve"  # space the daemon holds for its last records (soak.daemon.disk)
 SIM = "sim"
 """The simulated fleet's tools (sim backend only), made when the daemon starts and removed
 when it ends; a killed daemon's copy is replaced by the next."""

@@ -7,6 +7,10 @@ final analysis, verdict and status.
 
 Threads: the main loop (heartbeats, supervisors, progress), the sampler (samples into a
 batching writer), the scheduler (jobs), the exporter. The store serialises their writes.
+
+``Daemon`` is that sequence and the main loop; its parts stand beside it in this package:
+the manifest and preflight (``prepare``), the workloads' command (``launch``), reader
+outages (``outages``), the run folder's disk (``disk``) and the final analysis (``final``).
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ from soak.cluster.node import node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
 from soak.daemon.cluster import ClusterAgent
+from soak.daemon.disk import DiskWatch
+from soak.daemon.final import judge_final
 from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
-from soak.daemon.jobs import Jobs, analysis_period_s, disk_free_bytes
+from soak.daemon.jobs import Jobs, analysis_period_s
+from soak.daemon.launch import ArgvFactory, default_argv
 from soak.daemon.lock import RunLock
 from soak.daemon.metrics import RunCollector
+from soak.daemon.outages import Outage, ReaderOutages
+from soak.daemon.prepare import record_manifest, run_preflight
 from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
-from soak.daemon.status import RankStatus, RunStatus, progress_line
+from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.device_names import device_key
 from soak.errors import ClusterError, StoreError, UserError, redact
@@ -50,35 +59,6 @@ from soak.telemetry.records import Snapshot
 from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger("soak.daemon")
-
-ArgvFactory = Callable[[WorkloadSpec, Path, int, float], list[str]]
-
-
-def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> ArgvFactory:
-    """torchrun argv of a workload attempt; ``wall_left_s`` bounds the attempt so that an
-    orphan of a killed daemon ends by itself near the run's planned end. ``rendezvous``
-    gives a cluster run's multi-node rendezvous of the current job generation."""
-    from soak.workloads.launch import build_command
-
-    device = {"sim": "cpu", "cpu": "cpu", "npu": "npu", "cuda": "cuda"}.get(plan.devices.backend, "auto")
-
-    cap = plan.capture
-    profile_args = ("--profile-steps", str(cap.steps), "--profile-every-s", f"{cap.every_s:g}",
-                    "--profile-max-mb", f"{cap.max_trace_bytes / 1e6:g}")
-
-    link_args: tuple[str, ...] = ()
-    if plan.cluster.nodes > 1:  # the pairwise link test: wall seconds, as the workers count
-        scale = plan.run.time_scale if plan.run.time_scale > 0 else 1.0
-        link_args = ("--link-test-every-s", f"{plan.cluster.link_test_every_s / scale:g}",
-                     "--link-test-bytes", str(plan.cluster.link_test_bytes))
-
-    def argv(w: WorkloadSpec, run_dir: Path, attempt: int, wall_left_s: float) -> list[str]:
-        return build_command(w.name, run_dir, w.nproc, w.size, duration_s=max(1.0, wall_left_s + 30.0),
-                             inject=plan.faults.inject,
-                             extra=("--device-backend", device, *profile_args, *link_args, *w.extra),
-                             rendezvous=None if rendezvous is None else rendezvous())
-
-    return argv
 
 
 def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
@@ -113,9 +93,7 @@ class Daemon(ClusterAgent):
         self.started: StartedRun | None = None
         self.supervisors: list[Supervisor] = []
         self.npu_smi: str | None = plan.devices.npu_smi if plan is not None else None
-        self.disk_message: str | None = None
-        self._disk_detail: dict[str, Any] = {}
-        self._outages: dict[str, tuple[float, str, tuple[str, ...]]] = {}
+        self.outages = ReaderOutages()
         self.member: ClusterMember | None = None  # this node's part of a cluster run
         self._latest_snapshot: Snapshot | None = None  # chips this node reads (cluster status)
         self._attempt_generation: dict[str, int] = {}
@@ -218,7 +196,7 @@ class Daemon(ClusterAgent):
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
         )
         store.add_event(run_id, "start", ts=started,
-                        message=f"run started: {workload_words(plan)} for {_hours(plan.run.duration_s)}",
+                        message=f"run started: {workload_words(plan)} for {duration_words(plan.run.duration_s)}",
                         detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
         return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
                           0, False)
@@ -238,60 +216,20 @@ class Daemon(ClusterAgent):
     def _workload_label(self) -> str:
         return ",".join(f"{w.name}x{w.nproc}" for w in self.plan.workloads)
 
-    def _manifest(self) -> dict[str, Any] | None:
-        from soak.manifest import collect_manifest
-
-        try:
-            manifest = collect_manifest(npu_smi=self.npu_smi or "npu-smi")
-            if self.member is None or self.member.rank == 0:
-                self.started.store.update_run(self.started.run_id, manifest=manifest)
-            return manifest
-        except UserError:
-            raise
-        except Exception as exc:  # the manifest documents the run; it must not stop it
-            log.warning("manifest: %s", exc)
-            self.started.store.add_event(self.started.run_id, "note", ts=self.started.clock.now(),
-                                         message=f"manifest failed: {exc}", node=self._node())
-            return None
-
-    def _preflight(self) -> str:
-        """``soak preflight`` in a child process: torch and the device checks stay out of the
-        daemon (its memory stays small for 72 h), and a check that crashes cannot take it down."""
-        import json
-        import subprocess
-
-        backend = {"sim": "cpu"}.get(self.plan.devices.backend, self.plan.devices.backend)
-        argv = [sys.executable, "-m", "soak", "preflight", "--backend", backend, "--run-dir",
-                str(self.started.run_dir), "--format", "json"]
-        if self.npu_smi:
-            argv += ["--npu-smi", self.npu_smi]
-        t0 = self.started.clock.now()
-        self.out.write("soak: preflight ...\n")
-        self.out.flush()
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-            detail = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {
-                "status": "error", "error": (r.stderr.strip().splitlines() or ["no output"])[-1]}
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            detail = {"status": "error", "error": str(exc)}
-        status = str(detail.get("status"))
-        failed = [c.get("name") for c in detail.get("checks", []) if c.get("status") == "fail"]
-        msg = f"preflight {status}" + (f": failed {', '.join(map(str, failed))}" if failed else "")
-        self.started.store.add_event(self.started.run_id, "preflight", ts=t0, end_ts=self.started.clock.now(),
-                                     message=msg, detail=detail, node=self._node())
-        self.out.write(f"soak: {msg}\n")
-        self.out.flush()
-        return status
-
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
         self._latest_snapshot = snapshot
-        self._track_outages(snapshot)
+        for outage in self.outages.track(snapshot):
+            self._record_outage(outage)
         try:  # written by the main loop (through the spool): a slow store never delays a tick
             self.writer.append(snapshot)
         except StoreError as exc:  # the main loop did not move rows out for minutes
             self.fatal = exc
             self.request_stop("store")
+
+    def _record_outage(self, o: Outage) -> None:
+        self.spool.event("outage", ts=o.start, end_ts=o.end, node=self._node(), message=o.message,
+                         detail=o.detail)
 
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
@@ -404,61 +342,12 @@ class Daemon(ClusterAgent):
         for req in made:
             log.info("capture %d requested: %s", req.n, req.reason)
 
-    def _track_outages(self, snapshot: Snapshot) -> None:
-        """Reader outages as events (start, end, error) and daemon log lines: a chip that
-        cannot be read is evidence missing, and the verdict says so (``soak.judge``)."""
-        down: dict[str, tuple[str, tuple[str, ...]]] = {}
-        for st in snapshot.readers:
-            if not st.ok:
-                down[st.reader] = (st.error or "failed", ())
-        failed = [d for d in snapshot.devices if not d.up]
-        if failed:
-            errors = sorted({d.error or "no reading" for d in failed})
-            down["devices"] = ("; ".join(errors)[:500], tuple(d.device for d in failed))
-        now = snapshot.ts
-        for key, (error, devices) in down.items():
-            if key not in self._outages:
-                self._outages[key] = (now, error, devices)
-                log.error("reader %s failing%s: %s", key, f" on {', '.join(devices)}" if devices else "", error)
-        for key in [k for k in self._outages if k not in down]:
-            self._close_outage(key, now)
-
-    def _close_outage(self, key: str, end: float) -> None:
-        start, error, devices = self._outages.pop(key)
-        log.warning("reader %s back after %.0f s (run time line)", key, end - start)
-        self.spool.event("outage", ts=start, end_ts=end, node=self._node(),
-                         message=f"{key}: {error}" + (f" ({len(devices)} chips)" if devices else ""),
-                         detail={"reader": key, "error": error, "devices": list(devices)})
-
-    def _disk_need(self) -> tuple[int, int]:
-        """(free bytes, bytes the run needs): ``jobs.min_free`` plus the largest checkpoint,
-        which the next checkpoint writes beside the old ones before it rotates them."""
-        run_dir = self.started.run_dir
-        return disk_free_bytes(run_dir), self.plan.jobs.min_free_bytes + layout.largest_checkpoint_bytes(run_dir)
-
-    def _disk_job(self) -> None:
-        free, need = self._disk_need()
-        if free < need:
-            self._disk_stop(free, need)
-
-    def _disk_stop(self, free: int, need: int, why: str = "stopping before it fills") -> None:
-        # The event is written by _finish once the workloads are stopped and temporary files
-        # removed: on a full disk the store may not take it now.
-        msg = f"only {free / 2**20:.1f} MiB free on the run folder's disk (needs {need / 2**20:.1f} MiB); {why}"
-        log.error(msg)
-        self.disk_message = f"{self.started.run_dir}: {msg} (run {self.started.run_id} stopped, its data kept)"
-        self._disk_detail = {"free_bytes": free, "need_bytes": need, "min_free_bytes": self.plan.jobs.min_free_bytes}
-        self.request_stop("disk")
-
     def _out_of_space(self) -> bool:
         """Whether the run failed for want of disk space (the store or a checkpoint could not
         be written): then it is stopped like the disk watch stops it, not left failed."""
         if self.stop_reason == "disk":
             return False
-        text = str(self.fatal or "").lower()
-        free, need = self._disk_need()
-        if free < need or "disk is full" in text or "no space left" in text:
-            self._disk_stop(free, need, "the disk filled")
+        if self.disk.out_of_space(self.fatal):
             self.stop_reason, self.fatal = "disk", None
             return True
         return False
@@ -533,9 +422,10 @@ class Daemon(ClusterAgent):
             self.npu_smi = str(Path(self.backend.sim_dir) / "npu-smi")
         manifest, preflight = None, None
         if not self.resume_id:
-            manifest = self._manifest()
+            manifest = record_manifest(self.started, npu_smi=self.npu_smi, node=self._node(),
+                                       on_run_row=self.member is None or self.member.rank == 0)
             if plan.run.preflight:
-                preflight = self._preflight()
+                preflight = run_preflight(self.started, npu_smi=self.npu_smi, node=self._node(), out=self.out)
                 # the soak's duration counts from the workloads' start, not the self-check's
                 self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
                 if self.member is None:
@@ -550,7 +440,8 @@ class Daemon(ClusterAgent):
             self.follower.resume_after(
                 self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()), self._node()),
                 self.started.clock.to_scaled)
-        _hold_reserve(self.started.run_dir)
+        self.disk = DiskWatch(self.started.run_dir, self.started.run_id, plan.jobs.min_free_bytes, self.request_stop)
+        self.disk.hold_reserve()
         self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s,
                                                 node=self._node())
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
@@ -585,7 +476,7 @@ class Daemon(ClusterAgent):
         pipeline = None
         wd_every = sdnotify.watchdog_interval_s()
         jobs = Jobs(plan, analysis=self._analysis_job, analysis_every_s=analysis_period_s(plan), wal_checkpoint=self.started.store.checkpoint_wal,
-                    disk_check=self._disk_job, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,
+                    disk_check=self.disk.check, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,
                     watchdog_every_s=wd_every)
         self._install_signals()
         status = "finished"
@@ -599,7 +490,7 @@ class Daemon(ClusterAgent):
             elif self.member is not None:
                 self._prepare_cluster(manifest, preflight)
             jobs.start()
-            self._disk_job()
+            self.disk.check()
             for s in self.supervisors:
                 s.tick()
             runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
@@ -632,7 +523,7 @@ class Daemon(ClusterAgent):
         listen = plan.exporter.listen
         metrics = f"http://{listen}/metrics" if listen else "not served (exporter.listen is empty)"
         data_dir = run.run_dir.parent
-        self.out.write(f"soak: run {run.run_id}: {workload_words(plan)} for {_hours(plan.run.duration_s)}"
+        self.out.write(f"soak: run {run.run_id}: {workload_words(plan)} for {duration_words(plan.run.duration_s)}"
                        + (f" (time scale ×{plan.run.time_scale:g})" if plan.run.time_scale != 1 else "") + "\n"
                        f"  metrics:    {metrics}\n"
                        f"  report app: soak report serve --data-dir {data_dir}   then open http://127.0.0.1:8501/\n")
@@ -730,12 +621,12 @@ class Daemon(ClusterAgent):
         # the workloads are stopped: what they left half-written goes, and on a full disk
         # the space held back for these last records is given to the store
         removed = layout.remove_temp_files(run.run_dir)
-        _release_reserve(run.run_dir)
+        self.disk.release_reserve()
         try:
             spool = self.spool
             if self.stop_reason == "disk":
-                spool.event("disk", ts=end, message=self.disk_message, node=self._node(),
-                            detail={**self._disk_detail, "temp_files_removed": [p.name for p in removed]})
+                spool.event("disk", ts=end, message=self.disk.message, node=self._node(),
+                            detail={**self.disk.detail, "temp_files_removed": [p.name for p in removed]})
             try:
                 spool.samples(self.writer, force=True)
             except StoreError as exc:  # (SQLite) the last batch is lost, the records below must not be
@@ -743,8 +634,8 @@ class Daemon(ClusterAgent):
                 if self.stop_reason != "disk":
                     fatal = fatal or exc
             self._drain_heartbeats(None)
-            for key in list(self._outages):
-                self._close_outage(key, end)
+            for outage in self.outages.close_all(end):
+                self._record_outage(outage)
             if not self._store_back():
                 # no 'stop' event: the run stays 'running' in the store, and --resume writes the
                 # spool and goes on (the time this node was down is its 'gap')
@@ -774,25 +665,11 @@ class Daemon(ClusterAgent):
                 member.wait_for_others(self.plan.cluster.node_silence_s + 30.0)
             else:
                 run.store.update_run(run.run_id, restarts=self._restarts())
-            try:
-                why = str(self.fatal) if self.fatal else self.stop_reason
-                judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, status=status,
-                                   why=why, ended=end)
-                self.findings = [] if judged is None else judged.findings
-                verdict = None if judged is None else judged.verdict
-                run.store.replace_findings(run.run_id, self.findings)
-            except UserError:
-                raise
-            except Exception:
-                log.exception("final analysis")
-                judged, verdict = None, ("fail" if status == "failed" else None)
-            run.store.finish_run(run.run_id, status=status, ended_ts=end, verdict=verdict)
-            run.store.checkpoint_wal()
-            if judged is not None:
-                try:
-                    layout.write_analysis(run.run_dir, judged.to_dict())
-                except OSError as exc:  # the report judges the run from the store instead
-                    log.error("could not save the final analysis in %s: %s", run.run_dir, exc.strerror or exc)
+            final = judge_final(run, status=status, why=str(self.fatal) if self.fatal else self.stop_reason,
+                                ended_ts=end)
+            judged, verdict = final.judged, final.verdict
+            if final.findings is not None:
+                self.findings = final.findings
         except StoreError as exc:
             fatal = fatal or exc
         sdnotify.notify("STOPPING=1", f"STATUS=run {run.run_id} {status}")
@@ -807,37 +684,8 @@ class Daemon(ClusterAgent):
                 self.out.write(f"  {reason}\n")
         self.out.flush()
         if self.stop_reason == "disk":
-            raise StoreError(self.disk_message)
+            raise StoreError(self.disk.message)
         return 1 if (status == "failed" or verdict == "fail") else 0
-
-
-RESERVE_BYTES = 1 << 20
-
-
-def _hold_reserve(run_dir: Path) -> None:
-    """Hold ``RESERVE_BYTES`` of the run folder's disk, given back when the run ends: a run
-    stopped by a full disk can still record why and that it stopped."""
-    try:
-        with open(run_dir / layout.RESERVE, "wb") as fh:
-            fh.write(b"\0" * RESERVE_BYTES)  # written, not truncated: a sparse file holds nothing
-    except OSError as exc:
-        log.warning("no disk reserve for the last records: %s", exc.strerror or exc)
-        _release_reserve(run_dir)
-
-
-def _release_reserve(run_dir: Path) -> None:
-    (run_dir / layout.RESERVE).unlink(missing_ok=True)
-
-
-def workload_words(plan: Plan) -> str:
-    """"lm on 2 processes, gemm on 1 process": the run's workloads for people."""
-    return ", ".join(f"{w.name} on {w.nproc} process{'es' if w.nproc != 1 else ''}" for w in plan.workloads)
-
-
-def _hours(seconds: float) -> str:
-    h, rem = divmod(int(round(seconds)), 3600)
-    m, s = divmod(rem, 60)
-    return " ".join(p for p in (f"{h} h" if h else "", f"{m} min" if m else "", f"{s} s" if s else "") if p) or "0 s"
 
 
 def _stop_quietly(fn: Callable[[], Any] | None) -> None:

@@ -1,11 +1,13 @@
 """The daemon's view of its run at one moment: read by the progress line, /metrics and
-sd_notify STATUS, built fresh by the daemon loop (so readers never see a half update)."""
+sd_notify STATUS, built fresh by the daemon loop (so readers never see a half update); and
+the run's workloads and duration in words, as the terminal and the start event say them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from soak.config import Plan
 from soak.tomlfile import finite
 
 
@@ -58,3 +60,15 @@ def progress_line(st: RunStatus) -> str:
         f"[{st.run_id}] {hms(st.elapsed_s)} elapsed, {hms(st.remaining_s)} left | {steps} | "
         f"restarts {st.restarts} | {find}"
     )
+
+
+def workload_words(plan: Plan) -> str:
+    """"lm on 2 processes, gemm on 1 process": the run's workloads for people."""
+    return ", ".join(f"{w.name} on {w.nproc} process{'es' if w.nproc != 1 else ''}" for w in plan.workloads)
+
+
+def duration_words(seconds: float) -> str:
+    """"2 h 30 min": a planned duration for people."""
+    h, rem = divmod(int(round(seconds)), 3600)
+    m, s = divmod(rem, 60)
+    return " ".join(p for p in (f"{h} h" if h else "", f"{m} min" if m else "", f"{s} s" if s else "") if p) or "0 s"
