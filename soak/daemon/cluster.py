@@ -1,38 +1,81 @@
 """The agent's part in a cluster run: joining the shared run, the version lock and barrier
-before training, rejoining after a resume, and the once-a-second look at the other nodes
-(liveness, whole-job restarts, the lost-node policy).
+before training, rejoining after a resume, the once-a-second look at the other nodes
+(liveness, whole-job restarts, the lost-node policy), this node's own analysis, and its last
+word at the end.
 
-``ClusterAgent`` is a base class of ``soak.daemon.lifecycle.Daemon``: these methods use the
-daemon's plan, output, started run, supervisors and stop request. The membership rules
-themselves (join, barrier, silence, leader) are in ``soak.cluster.member``.
+``ClusterMembership`` is the cluster's ``soak.daemon.membership.Membership``: the daemon
+calls it where a node of a cluster run acts otherwise than a run on one host, and hands it
+what it needs of the run with each call. The membership rules themselves (join, barrier,
+silence, leader) are in ``soak.cluster.member``.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from soak import runfolder as layout
+from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
+from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterMember
 from soak.cluster.node import node_name, node_rank
-from soak.config import dump_plan
+from soak.config import Plan, WorkloadSpec, dump_plan
 from soak.daemon.started import StartedRun
+from soak.daemon.supervisor import Supervisor
+from soak.errors import ClusterError, StoreError
+from soak.runplan import online_bucket_s
 from soak.store import Store
+from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
+
+log = logging.getLogger("soak.daemon")
 
 
-class ClusterAgent:
-    """Cluster membership of a ``Daemon`` (mixed in; single-node runs never call it)."""
+class ClusterMembership:
+    """This agent as one node of a cluster run."""
 
-    def _join_cluster(self, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
-        """Join (or create) the cluster run in the shared store; the run's time line is the
-        first node's."""
-        plan = self.plan
+    def __init__(self, member: ClusterMember, out: TextIO, step_window_s: float) -> None:
+        self.member = member
+        self.out = out
+        self.step_window_s = step_window_s  # the step rows' window the daemon was given
+        # the job generation each workload's current attempt joined: an older one is restarted
+        self._attempt_generation: dict[str, int] = {}
+        self._last_tick = 0.0  # monotonic
+
+    @classmethod
+    def of_plan(cls, plan: Plan, store: Store, run_id: str, *, out: TextIO,
+                step_window_s: float) -> ClusterMembership:
+        """This node of the plan's cluster run (its name and rank checked here)."""
         c = plan.cluster
         member = ClusterMember(plan, store, run_id, node_name(c.node_name), node_rank(c.node_rank, c.nodes))
+        return cls(member, out, step_window_s)
+
+    @property
+    def plan(self) -> Plan:
+        return self.member.plan
+
+    @property
+    def node(self) -> str:
+        return self.member.node
+
+    @property
+    def owns_run_row(self) -> bool:
+        return self.member.rank == 0
+
+    def _say(self, line: str) -> None:
+        self.out.write(f"soak: {line}\n")
+        self.out.flush()
+
+    # ------------------------------------------------------------------ joining
+    def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
+        """Join (or create) the cluster run in the shared store; the run's time line is the
+        first node's."""
+        member, c = self.member, plan.cluster
         started = time.time()
         rec = member.join(dict(
             host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
@@ -42,78 +85,165 @@ class ClusterAgent:
         # plan.toml marks a run that started: written only once the join is accepted, so a
         # refused join leaves nothing that refuses the corrected command (runfolder.make_run_dir)
         layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
-        self.member = member
-        self.out.write(f"soak: node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}\n")
-        self.out.flush()
+        self._say(f"node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}")
         clock = ScaledClock(scale=rec.time_scale, origin=rec.started_ts)
         return StartedRun(run_id, run_dir, plan, profile, store, clock, rec.started_ts,
                           rec.planned_end_ts or rec.started_ts + plan.run.duration_s, 0, False)
 
-    def _prepare_cluster(self, manifest: dict[str, Any] | None, preflight: str | None) -> None:
+    def resume(self) -> None:
+        """A node of a cluster run comes back: it joins again."""
+        self.member.join({}, host=socket.gethostname(), listen=self.plan.exporter.listen)
+
+    def planned_end_moved(self, run: StartedRun) -> None:
+        # every node's duration counts from the barrier, where rank 0 records it (start_training)
+        return None
+
+    def start_training(self, run: StartedRun, *, resumed: bool, manifest: dict[str, Any] | None,
+                       preflight: str | None, chips: int | None, moved: Callable[[StartedRun], None]) -> None:
+        if resumed:
+            self._rejoin(run)
+        else:
+            self._prepare(run, manifest, preflight, chips, moved)
+
+    def _prepare(self, run: StartedRun, manifest: dict[str, Any] | None, preflight: str | None,
+                 chips: int | None, moved: Callable[[StartedRun], None]) -> None:
         """Record this node's manifest and preflight, wait for the others, check the version
         lock; the soak's duration then counts from here."""
         member = self.member
-        assert member is not None
-        latest = self._latest_snapshot
-        chips = None if latest is None else len(latest.devices)
         member.prepared(manifest=manifest, preflight=preflight, chips=chips)
+        member.barrier(self._say)
+        run = replace(run, planned_end_ts=run.clock.now() + self.plan.run.duration_s)
+        moved(run)  # before the store has it: a run that fails from here ends on this time line
+        if self.owns_run_row:
+            run.store.update_run(run.run_id, planned_end_ts=run.planned_end_ts)
+        self._say(f"all {member.nodes} nodes joined; training across nodes (rendezvous {self.plan.cluster.rendezvous})")
 
-        def say(line: str) -> None:
-            self.out.write(f"soak: {line}\n")
-            self.out.flush()
-
-        member.barrier(say)
-        end = self.started.clock.now() + self.plan.run.duration_s
-        self.started = replace(self.started, planned_end_ts=end)
-        if member.rank == 0:
-            self.started.store.update_run(self.started.run_id, planned_end_ts=end)
-        say(f"all {member.nodes} nodes joined; training across nodes (rendezvous {self.plan.cluster.rendezvous})")
-
-    def _rejoin_cluster(self) -> None:
+    def _rejoin(self, run: StartedRun) -> None:
         """A resumed node joins the running job: the next generation counts it again."""
         member = self.member
-        assert member is not None
         member.touch(force=True, status="running")
         seen = member.stored_generation()
-        if self.started.store.bump_generation(self.started.run_id, seen):
-            self.started.store.add_event(
-                self.started.run_id, "cluster_restart", ts=self.started.clock.now(), node=member.node,
+        if run.store.bump_generation(run.run_id, seen):
+            run.store.add_event(
+                run.run_id, "cluster_restart", ts=run.clock.now(), node=member.node,
                 message=f"node {member.node} is back: the job restarts with it (generation {seen + 1})",
                 detail={"node": member.node, "generation": seen + 1, "rejoined": True})
-        self.out.write(f"soak: node {member.node} rejoined cluster run {self.started.run_id}\n")
-        self.out.flush()
+        self._say(f"node {member.node} rejoined cluster run {run.run_id}")
 
-    def _cluster_tick(self) -> None:
-        """Liveness, whole-job restarts and the lost-node policy (cluster runs)."""
+    # ------------------------------------------------------------------ the workloads
+    def rendezvous(self, workloads: Sequence[WorkloadSpec]) -> Callable[[], Any] | None:
         member = self.member
-        assert member is not None
+
+        def rendezvous() -> Any:
+            rdzv = member.rendezvous()
+            for w in workloads:
+                self._attempt_generation[w.name] = member.generation
+            return rdzv
+
+        return rendezvous
+
+    def workload_env(self) -> dict[str, str]:
+        # the link test names the nodes as the store does
+        return {NODE_NAME_ENV: self.member.node, NODE_RANK_ENV: str(self.member.rank)}
+
+    def metric_labels(self, run_id: str) -> dict[str, str] | None:
+        return {"node": self.member.node, "run_id": run_id}
+
+    def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
+                        rank: int | None) -> tuple[str, str]:
+        # torchrun's semantics: one failure restarts the whole job. The node that moves
+        # the job's generation first is named; the others' failures follow from it. At
+        # the planned end the first node to stop ends the job for the others.
+        ending = run.clock.wall_seconds(run.planned_end_ts - run.clock.now()) < 10.0
+        if ending:
+            return "note", f"{message} (at the end of the run: another node stopped first)"
+        if not self.member.job_failed(workload or "", message, rank):
+            return "note", f"{message} (the cluster job had failed on another node)"
+        return kind, message
+
+    # ------------------------------------------------------------------ during the run
+    def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
+             store_back_at: float | None) -> str | None:
+        """Liveness, whole-job restarts and the lost-node policy; a reason to stop, or None."""
+        member = self.member
         # The loop turns 4x a second; the store is shared by every node: look once a second
         # (the liveness bound is node_silence, tens of seconds), one read of the run row.
         now_mono = time.monotonic()
-        if now_mono - self._last_cluster_tick < 1.0:
-            return
-        self._last_cluster_tick = now_mono
-        latest = self._latest_snapshot
-        member.touch(restarts=self._restarts(), chips=None if latest is None else len(latest.devices))
-        run = self.started.store.get_run(self.started.run_id)
-        stored = member.generation if run is None else run.generation
-        for s in self.supervisors:
+        if now_mono - self._last_tick < 1.0:
+            return None
+        self._last_tick = now_mono
+        member.touch(restarts=restarts, chips=chips)
+        stored_run = run.store.get_run(run.run_id)
+        stored = member.generation if stored_run is None else stored_run.generation
+        for s in supervisors:
             if self._attempt_generation.get(s.name, stored) < stored and s.state == "running":
                 s.restart_now(f"the cluster job restarts (generation {stored})")
-        if run is not None and run.status != "running":
-            self.request_stop(f"cluster run {run.status}")
-            return
-        back = self.spool.back_at
-        if back is not None and now_mono - back < self.plan.cluster.node_silence_s:
+        if stored_run is not None and stored_run.status != "running":
+            return f"cluster run {stored_run.status}"
+        if store_back_at is not None and now_mono - store_back_at < self.plan.cluster.node_silence_s:
             # the store was away from every node alike: each gets node_silence to be seen again
-            return
+            return None
         if member.leader():
             lost = member.find_lost()
             if lost and self.plan.cluster.on_node_lost == "stop":
-                self.request_stop(f"node {', '.join(n.name for n in lost)} lost")
-            elif lost and self.started.store.bump_generation(self.started.run_id, stored):
+                return f"node {', '.join(n.name for n in lost)} lost"
+            if lost and run.store.bump_generation(run.run_id, stored):
                 names = ", ".join(n.name for n in lost)
-                self.started.store.add_event(
-                    self.started.run_id, "cluster_restart", ts=self.started.clock.now(), node=member.node,
+                run.store.add_event(
+                    run.run_id, "cluster_restart", ts=run.clock.now(), node=member.node,
                     message=f"node {names} lost: the job restarts on the other nodes (generation {stored + 1})",
                     detail={"lost": [n.name for n in lost], "generation": stored + 1})
+        return None
+
+    # ------------------------------------------------------------------ analysis
+    def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]]:
+        """This node's part of a cluster run's analysis: its own chips' findings and its
+        bucket summaries up to now (``final``: to the end), into the shared store. Every
+        node does this for its own chips; the leader compares and judges from what they left."""
+        plan, node = self.plan, self.member.node
+        now = run.clock.now()
+        result = analyze_node(run.store, run.run_id, node, plan=plan, profile=run.profile,
+                              now=None if final else now,
+                              bucket_s=None if final else online_bucket_s(plan, now - run.started_ts))
+        findings = [f.to_dict() for f in result.findings]
+        run.store.replace_findings(run.run_id, findings, node=node, kinds=NODE_KINDS)
+        # samples reach the store every flush, step rows every step window: a bucket is
+        # summarised once both have surely landed
+        lag = (plan.sampling.flush_every_s + self.step_window_s + 5.0) * run.clock.scale
+        write_node_buckets(run.store, run.run_id, node, plan=plan, profile=run.profile,
+                           planned_start=run.planned_end_ts - plan.run.duration_s,
+                           planned_end=run.planned_end_ts,
+                           upto=min(now, run.planned_end_ts) if final else now - lag, final=final)
+        return findings
+
+    def judges(self) -> bool:
+        return self.member.leader()
+
+    def keep_findings(self, run: StartedRun, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # the leader writes the comparison's findings; each node its own (node_findings)
+        peer = [f for f in findings if f["kind"] in PEER_KINDS]
+        run.store.replace_findings(run.run_id, peer, kinds=PEER_KINDS)
+        return peer
+
+    # ------------------------------------------------------------------ the end
+    def ended(self, run: StartedRun, *, status: str, ended_ts: float, restarts: int,
+              fatal: BaseException | None) -> bool:
+        """This node's last word on its own chips, then that it is done; the leader waits
+        (bounded) for the others and judges, every other node says who does."""
+        member = self.member
+        if not isinstance(fatal, ClusterError):
+            try:  # this node's last word on its own chips, before it says it is done
+                self.node_findings(run, final=True)
+            except StoreError:
+                raise
+            except Exception:
+                log.exception("final analysis of this node's chips")
+        member.touch(force=True, status=status, ended_ts=ended_ts, restarts=restarts)
+        if isinstance(fatal, ClusterError):  # the cluster never started: nothing to judge
+            raise StoreError(str(fatal))
+        if not member.leader():
+            self._say(f"node {member.node} {status}; the leader judges cluster run {run.run_id} "
+                      f"(soak cluster status {run.run_id} --db URL)")
+            return False
+        member.wait_for_others(self.plan.cluster.node_silence_s + 30.0)
+        return True

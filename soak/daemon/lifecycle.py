@@ -9,8 +9,10 @@ Threads: the main loop (heartbeats, supervisors, progress), the sampler (samples
 batching writer), the scheduler (jobs), the exporter. The store serialises their writes.
 
 ``Daemon`` is that sequence and the main loop; its parts stand beside it in this package:
-the manifest and preflight (``prepare``), the workloads' command (``launch``), reader
-outages (``outages``), the run folder's disk (``disk``) and the final analysis (``final``).
+the agent's part in the run, alone or as one node of a cluster run (``membership``,
+``cluster``), the manifest and preflight (``prepare``), the workloads' command (``launch``),
+reader outages (``outages``), the run folder's disk (``disk``) and the final analysis
+(``final``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -29,20 +30,17 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.analysis.captures import CapturePlanner, wall_of
-from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
-from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
-from soak.cluster.member import ClusterMember
-from soak.cluster.node import node_name, node_rank
-from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
+from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
-from soak.daemon.cluster import ClusterAgent
+from soak.daemon.cluster import ClusterMembership
 from soak.daemon.disk import DiskWatch
 from soak.daemon.final import judge_final
 from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
 from soak.daemon.jobs import Jobs, analysis_period_s
 from soak.daemon.launch import ArgvFactory, default_argv
 from soak.daemon.lock import RunLock
+from soak.daemon.membership import Membership, SingleNode
 from soak.daemon.metrics import RunCollector
 from soak.daemon.outages import Outage, ReaderOutages
 from soak.daemon.prepare import record_manifest, run_preflight
@@ -51,12 +49,11 @@ from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.device_names import device_key
-from soak.errors import ClusterError, StoreError, UserError, redact
+from soak.errors import StoreError, UserError, redact
 from soak.judge import judge_run
 from soak.runplan import build_profile, online_bucket_s
 from soak.store import Store
 from soak.telemetry.records import Snapshot
-from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger("soak.daemon")
 
@@ -68,7 +65,7 @@ def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
     return base_s if time_scale <= 1 else min(base_s, interval_s)
 
 
-class Daemon(ClusterAgent):
+class Daemon:
     def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
                  loop_interval_s: float = 0.25, step_window_s: float = 10.0,
@@ -93,11 +90,10 @@ class Daemon(ClusterAgent):
         self.started: StartedRun | None = None
         self.supervisors: list[Supervisor] = []
         self.npu_smi: str | None = plan.devices.npu_smi if plan is not None else None
+        # a single node until the run begins as one node of a cluster run (_begin)
+        self.membership: Membership = SingleNode()
         self.outages = ReaderOutages()
-        self.member: ClusterMember | None = None  # this node's part of a cluster run
-        self._latest_snapshot: Snapshot | None = None  # chips this node reads (cluster status)
-        self._attempt_generation: dict[str, int] = {}
-        self._last_cluster_tick = 0.0
+        self.chips_read: int | None = None  # chips in the latest snapshot (cluster status)
         self.status: RunStatus | None = None
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
@@ -163,13 +159,9 @@ class Daemon(ClusterAgent):
                 self.out.flush()
             clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
             orphans = runfolder.kill_orphans(run_dir, plan.restart.stop_grace_s)
-            node = None
-            if plan.cluster.nodes > 1:  # a node of a cluster run comes back: it joins again
-                c = plan.cluster
-                self.member = ClusterMember(plan, store, run_id, node_name(c.node_name),
-                                            node_rank(c.node_rank, c.nodes))
-                self.member.join({}, host=socket.gethostname(), listen=plan.exporter.listen)
-                node = self.member.node
+            self.membership = self._membership(store, run_id)
+            self.membership.resume()
+            node = self.membership.node
             # the daemon was down from its last reading (events such as findings may be
             # stamped later than the data they describe)
             last = store.last_sample_ts(run_id, node=node)
@@ -185,40 +177,32 @@ class Daemon(ClusterAgent):
                             detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
             return StartedRun(run_id, run_dir, plan, profile, store, clock, run.started_ts,
                               run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
-        if plan.cluster.nodes > 1:
-            return self._join_cluster(run_id, run_dir, store, profile)
-        clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
-        started = clock.now()
-        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
-        store.create_run(
-            run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
-            planned_end_ts=started + plan.run.duration_s, workload=",".join(w.name for w in plan.workloads),
-            backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
-        )
-        store.add_event(run_id, "start", ts=started,
-                        message=f"run started: {workload_words(plan)} for {duration_words(plan.run.duration_s)}",
-                        detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
-        return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
-                          0, False)
+        self.membership = self._membership(store, run_id)
+        return self.membership.start(plan, run_id, run_dir, store, profile)
+
+    def _membership(self, store: Store, run_id: str) -> Membership:
+        """This agent's part in the run: one node of a cluster run where the plan has more
+        than one node (its name and rank checked here), else the whole run."""
+        if self.plan.cluster.nodes > 1:
+            return ClusterMembership.of_plan(self.plan, store, run_id, out=self.out, step_window_s=self.step_window_s)
+        return SingleNode()
 
     @property
     def spool(self) -> StoreSpool:
         """The one path of the started run's store writes; it rides out a store outage."""
         if self._spool is None:
             run = self.started
-            self._spool = StoreSpool(run.store, run.run_id, layout.store_spool_path(run.run_dir), node=self._node(),
-                                     now=run.clock.now, outage_max_s=self.plan.cluster.store_outage_max_s)
+            self._spool = StoreSpool(run.store, run.run_id, layout.store_spool_path(run.run_dir),
+                                     node=self.membership.node, now=run.clock.now,
+                                     outage_max_s=self.plan.cluster.store_outage_max_s)
         return self._spool
-
-    def _node(self) -> str | None:
-        return None if self.member is None else self.member.node
 
     def _workload_label(self) -> str:
         return ",".join(f"{w.name}x{w.nproc}" for w in self.plan.workloads)
 
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
-        self._latest_snapshot = snapshot
+        self.chips_read = len(snapshot.devices)
         for outage in self.outages.track(snapshot):
             self._record_outage(outage)
         try:  # written by the main loop (through the spool): a slow store never delays a tick
@@ -228,22 +212,15 @@ class Daemon(ClusterAgent):
             self.request_stop("store")
 
     def _record_outage(self, o: Outage) -> None:
-        self.spool.event("outage", ts=o.start, end_ts=o.end, node=self._node(), message=o.message,
+        self.spool.event("outage", ts=o.start, end_ts=o.end, node=self.membership.node, message=o.message,
                          detail=o.detail)
 
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
-        if self.member is not None and kind in ("crash", "hang"):
-            # torchrun's semantics: one failure restarts the whole job. The node that moves
-            # the job's generation first is named; the others' failures follow from it. At
-            # the planned end the first node to stop ends the job for the others.
-            ending = self.started.clock.wall_seconds(self.started.planned_end_ts - self.started.clock.now()) < 10.0
-            if ending:
-                kind, message = "note", f"{message} (at the end of the run: another node stopped first)"
-            elif not self.member.job_failed(workload or "", message, rank):
-                kind, message = "note", f"{message} (the cluster job had failed on another node)"
+        if kind in ("crash", "hang"):
+            kind, message = self.membership.workload_failed(self.started, kind, message, workload, rank)
         self.spool.event(kind, ts=self.started.clock.now() if ts is None else ts,
-                         workload=workload, rank=rank, message=message, detail=detail, node=self._node())
+                         workload=workload, rank=rank, message=message, detail=detail, node=self.membership.node)
         if kind in ("crash", "hang", "restart", "stop"):
             self.out.write(f"soak: {message}\n")
             self.out.flush()
@@ -257,17 +234,13 @@ class Daemon(ClusterAgent):
             return
         t0 = time.monotonic()
         run = self.started
-        own: list[dict[str, Any]] = []
-        if self.member is not None:
-            # every node agent analyses its own chips and leaves its findings and bucket
-            # summaries in the store; the leader compares and judges from those
-            own = self._node_step(final=False)
-            if not self.member.leader():
-                self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
-                self._announce(own)
-                self.findings = own
-                self._ask_captures(own)
-                return
+        own = self.membership.node_findings(run, final=False)
+        if own is not None and not self.membership.judges():
+            self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
+            self._announce(own)
+            self.findings = own
+            self._ask_captures(own)
+            return
         now = run.clock.now()
         judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, now=now, status="running",
                            bucket_s=online_bucket_s(self.plan, now - run.started_ts))
@@ -276,36 +249,12 @@ class Daemon(ClusterAgent):
         if judged is None or judged.analysis.start is None:  # no data yet
             return
         findings = judged.findings
-        if self.member is None:
-            run.store.replace_findings(run.run_id, findings)
-            self._announce(findings)
-        else:  # the leader writes the comparison's findings; each node its own
-            peer = [f for f in findings if f["kind"] in PEER_KINDS]
-            run.store.replace_findings(run.run_id, peer, kinds=PEER_KINDS)
-            self._announce(own + peer)
+        kept = self.membership.keep_findings(run, findings)
+        self._announce((own or []) + kept)
         self.findings = findings
         self.passing = judged.verdict == "pass"
-        self._ask_captures(own if self.member is not None else findings)
-
-    def _node_step(self, final: bool) -> list[dict[str, Any]]:
-        """This node's part of a cluster run's analysis: its own chips' findings and its
-        bucket summaries up to now (``final``: to the end), into the shared store."""
-        run, member = self.started, self.member
-        assert member is not None
-        now = run.clock.now()
-        result = analyze_node(run.store, run.run_id, member.node, plan=self.plan, profile=run.profile,
-                              now=None if final else now,
-                              bucket_s=None if final else online_bucket_s(self.plan, now - run.started_ts))
-        findings = [f.to_dict() for f in result.findings]
-        run.store.replace_findings(run.run_id, findings, node=member.node, kinds=NODE_KINDS)
-        # samples reach the store every flush, step rows every step window: a bucket is
-        # summarised once both have surely landed
-        lag = (self.plan.sampling.flush_every_s + self.step_window_s + 5.0) * run.clock.scale
-        write_node_buckets(run.store, run.run_id, member.node, plan=self.plan, profile=run.profile,
-                           planned_start=run.planned_end_ts - self.plan.run.duration_s,
-                           planned_end=run.planned_end_ts,
-                           upto=min(now, run.planned_end_ts) if final else now - lag, final=final)
-        return findings
+        # captures are for this node's own chips: on a single node, all the run's
+        self._ask_captures(findings if own is None else own)
 
     def _announce(self, findings: list[dict[str, Any]]) -> None:
         """A finding seen for the first time: a line on the terminal and an event."""
@@ -319,7 +268,7 @@ class Daemon(ClusterAgent):
                 if f.get("severity") != "info":
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()
-                self.spool.event("finding", ts=now, message=f.get("summary"), node=self._node(),
+                self.spool.event("finding", ts=now, message=f.get("summary"), node=self.membership.node,
                                  detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
                                                                   "start", "end")})
 
@@ -422,14 +371,13 @@ class Daemon(ClusterAgent):
             self.npu_smi = str(Path(self.backend.sim_dir) / "npu-smi")
         manifest, preflight = None, None
         if not self.resume_id:
-            manifest = record_manifest(self.started, npu_smi=self.npu_smi, node=self._node(),
-                                       on_run_row=self.member is None or self.member.rank == 0)
+            manifest = record_manifest(self.started, npu_smi=self.npu_smi, node=self.membership.node,
+                                       on_run_row=self.membership.owns_run_row)
             if plan.run.preflight:
-                preflight = run_preflight(self.started, npu_smi=self.npu_smi, node=self._node(), out=self.out)
+                preflight = run_preflight(self.started, npu_smi=self.npu_smi, node=self.membership.node, out=self.out)
                 # the soak's duration counts from the workloads' start, not the self-check's
                 self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
-                if self.member is None:
-                    self.started.store.update_run(self.started.run_id, planned_end_ts=self.started.planned_end_ts)
+                self.membership.planned_end_moved(self.started)
         self.agg = StepAggregator(step_window_s(self.step_window_s, plan.run.time_scale, plan.sampling.interval_s),
                                   to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
@@ -438,28 +386,19 @@ class Daemon(ClusterAgent):
             # the orphaned workload went on stepping while no daemon ran: read on from what
             # the store holds, not from the end of the files
             self.follower.resume_after(
-                self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()), self._node()),
+                self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()),
+                                                   self.membership.node),
                 self.started.clock.to_scaled)
         self.disk = DiskWatch(self.started.run_dir, self.started.run_id, plan.jobs.min_free_bytes, self.request_stop)
         self.disk.hold_reserve()
         self.writer = self.started.store.writer(self.started.run_id, max_rows=4096, max_delay_s=plan.sampling.flush_every_s,
-                                                node=self._node())
+                                                node=self.membership.node)
         policy = RestartPolicy(plan.restart.max_restarts, plan.restart.backoff_initial_s,
                                plan.restart.backoff_max_s, plan.restart.hang_timeout_s, plan.restart.stop_grace_s)
-        rendezvous = None
-        if self.member is not None:
-            member = self.member
-
-            def rendezvous() -> Any:
-                rdzv = member.rendezvous()
-                for w in plan.workloads:
-                    self._attempt_generation[w.name] = member.generation
-                return rdzv
-        argv_factory = self.argv_factory or default_argv(plan, rendezvous)
+        argv_factory = self.argv_factory or default_argv(plan, self.membership.rendezvous(plan.workloads))
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        if self.member is not None:  # the link test names the nodes as the store does
-            env[NODE_NAME_ENV], env[NODE_RANK_ENV] = self.member.node, str(self.member.rank)
+        env.update(self.membership.workload_env())
         per_workload_restart_budget = self.started.restarts0
         for w in plan.workloads:
             def argv_for(attempt: int, w: WorkloadSpec = w) -> list[str]:
@@ -482,13 +421,11 @@ class Daemon(ClusterAgent):
         status = "finished"
         bug: Exception | None = None
         try:
-            labels = None if self.member is None else {"node": self.member.node, "run_id": self.started.run_id}
             pipeline = telemetry.start_pipeline(plan, self.backend, [self._sample_sink], self.started.clock,
-                                                RunCollector(lambda: self.status), labels=labels)
-            if self.member is not None and self.resume_id:
-                self._rejoin_cluster()
-            elif self.member is not None:
-                self._prepare_cluster(manifest, preflight)
+                                                RunCollector(lambda: self.status),
+                                                labels=self.membership.metric_labels(self.started.run_id))
+            self.membership.start_training(self.started, resumed=bool(self.resume_id), manifest=manifest,
+                                           preflight=preflight, chips=self.chips_read, moved=self._move_planned_end)
             jobs.start()
             self.disk.check()
             for s in self.supervisors:
@@ -529,6 +466,10 @@ class Daemon(ClusterAgent):
                        f"  report app: soak report serve --data-dir {data_dir}   then open http://127.0.0.1:8501/\n")
         self.out.flush()
 
+    def _move_planned_end(self, run: StartedRun) -> None:
+        """The soak's duration counts from here: a cluster run's, from its barrier."""
+        self.started = run
+
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run
         return sum(s.restarts for s in self.supervisors)
@@ -567,11 +508,15 @@ class Daemon(ClusterAgent):
             if self.started.clock.now() >= self.started.planned_end_ts:
                 return "finished"
             self._store_tick()
-            if self.member is not None and not self.spool.down:
+            if not self.spool.down:
                 try:
-                    self._cluster_tick()
+                    stop = self.membership.tick(self.started, self.supervisors, restarts=self._restarts(),
+                                                chips=self.chips_read, store_back_at=self.spool.back_at)
                 except StoreError as exc:  # a read of the cluster's state: tried again once it is back
                     self.spool.lost(exc)
+                else:
+                    if stop is not None:
+                        self.request_stop(stop)
             self._stop_event.wait(self.loop_interval_s)
 
     def _store_tick(self) -> None:
@@ -593,10 +538,10 @@ class Daemon(ClusterAgent):
         rows, events = self.agg.feed(records)
         rows += self.agg.flush(now_wall)
         if rows:
-            self.spool.steps(rows, node=self._node())
+            self.spool.steps(rows, node=self.membership.node)
         for e in events:
             self.spool.event(e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
-                             message=e["message"], detail=e["detail"], node=self._node())
+                             message=e["message"], detail=e["detail"], node=self.membership.node)
 
     def _store_back(self) -> bool:
         """At the end of a run during a store outage, whether the store came back (its spool
@@ -625,7 +570,7 @@ class Daemon(ClusterAgent):
         try:
             spool = self.spool
             if self.stop_reason == "disk":
-                spool.event("disk", ts=end, message=self.disk.message, node=self._node(),
+                spool.event("disk", ts=end, message=self.disk.message, node=self.membership.node,
                             detail={**self.disk.detail, "temp_files_removed": [p.name for p in removed]})
             try:
                 spool.samples(self.writer, force=True)
@@ -643,28 +588,10 @@ class Daemon(ClusterAgent):
                 raise fatal
             if status == "stopped":
                 spool.event("stop", ts=end, message=f"stopped ({self.stop_reason})",
-                            detail={"reason": self.stop_reason}, node=self._node())
+                            detail={"reason": self.stop_reason}, node=self.membership.node)
             judged = None
-            if self.member is not None:
-                member = self.member
-                if not isinstance(fatal, ClusterError):
-                    try:  # this node's last word on its own chips, before it says it is done
-                        self._node_step(final=True)
-                    except StoreError:
-                        raise
-                    except Exception:
-                        log.exception("final analysis of this node's chips")
-                member.touch(force=True, status=status, ended_ts=end, restarts=self._restarts())
-                if isinstance(fatal, ClusterError):  # the cluster never started: nothing to judge
-                    raise StoreError(str(fatal))
-                if not member.leader():
-                    self.out.write(f"soak: node {member.node} {status}; the leader judges cluster run {run.run_id} "
-                                   f"(soak cluster status {run.run_id} --db URL)\n")
-                    self.out.flush()
-                    return 1 if status == "failed" else 0
-                member.wait_for_others(self.plan.cluster.node_silence_s + 30.0)
-            else:
-                run.store.update_run(run.run_id, restarts=self._restarts())
+            if not self.membership.ended(run, status=status, ended_ts=end, restarts=self._restarts(), fatal=fatal):
+                return 1 if status == "failed" else 0  # another node judges the run
             final = judge_final(run, status=status, why=str(self.fatal) if self.fatal else self.stop_reason,
                                 ended_ts=end)
             judged, verdict = final.judged, final.verdict

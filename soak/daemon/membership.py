@@ -1,0 +1,147 @@
+"""How this agent takes part in its run: alone, or as one node of a cluster run.
+
+``Membership`` names every point where a node of a cluster run acts otherwise than a run on
+one host; the daemon (``soak.daemon.lifecycle``) calls it there and never asks which kind it
+has. ``SingleNode`` is a run on one host: it owns the run row and judges the run itself. A
+node of a cluster run is ``soak.daemon.cluster.ClusterMembership``.
+
+A membership holds only its own state; what it needs of the run (the started run, the
+supervisors, the restarts so far, the chips read) comes with each call.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from soak import runfolder as layout
+from soak.clock import ScaledClock
+from soak.config import Plan, WorkloadSpec, dump_plan
+from soak.daemon.started import StartedRun
+from soak.daemon.status import duration_words, workload_words
+from soak.daemon.supervisor import Supervisor
+from soak.store import Store
+
+
+class Membership(Protocol):
+    """This agent's part in its run, called by the daemon at each point where it matters."""
+
+    @property
+    def node(self) -> str | None:
+        """The node name this agent's rows and events carry; None on a single node."""
+
+    @property
+    def owns_run_row(self) -> bool:
+        """Whether this agent writes what the run row holds for every node (the manifest)."""
+
+    def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
+        """A new run: its row made (or, for a cluster, joined) and its time line set."""
+
+    def resume(self) -> None:
+        """A resumed run is taken up again, before its gap and resume events are written."""
+
+    def planned_end_moved(self, run: StartedRun) -> None:
+        """The planned end moved past the preflight (``run.planned_end_ts``)."""
+
+    def rendezvous(self, workloads: Sequence[WorkloadSpec]) -> Callable[[], Any] | None:
+        """The multi-node rendezvous of each workload attempt; None: torchrun's own."""
+
+    def workload_env(self) -> dict[str, str]:
+        """Environment the workloads get beside the daemon's own."""
+
+    def metric_labels(self, run_id: str) -> dict[str, str] | None:
+        """Labels every series of this agent's /metrics carries."""
+
+    def start_training(self, run: StartedRun, *, resumed: bool, manifest: dict[str, Any] | None,
+                       preflight: str | None, chips: int | None, moved: Callable[[StartedRun], None]) -> None:
+        """Telemetry runs and the workloads are about to start; ``moved`` is given the run
+        when its planned end moves here (a cluster's duration counts from its barrier)."""
+
+    def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
+                        rank: int | None) -> tuple[str, str]:
+        """The (kind, message) a workload's crash or hang is recorded as."""
+
+    def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
+             store_back_at: float | None) -> str | None:
+        """One turn of the daemon's loop while the store answers; a reason to stop, or None."""
+
+    def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]] | None:
+        """This node's own analysis, stored; None where the run's judgement is this node's."""
+
+    def judges(self) -> bool:
+        """Whether this agent judges the run (online and at the end)."""
+
+    def keep_findings(self, run: StartedRun, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Store the findings of an online judgement this agent answers for; those, to announce."""
+
+    def ended(self, run: StartedRun, *, status: str, ended_ts: float, restarts: int,
+              fatal: BaseException | None) -> bool:
+        """This node's part of the run ended; whether this agent goes on to judge the run."""
+
+
+class SingleNode:
+    """A run on one host: the run row and the judgement are this agent's alone."""
+
+    node: str | None = None
+    owns_run_row: bool = True
+
+    def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
+        clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
+        started = clock.now()
+        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
+        store.create_run(
+            run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
+            planned_end_ts=started + plan.run.duration_s, workload=",".join(w.name for w in plan.workloads),
+            backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
+        )
+        store.add_event(run_id, "start", ts=started,
+                        message=f"run started: {workload_words(plan)} for {duration_words(plan.run.duration_s)}",
+                        detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
+        return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
+                          0, False)
+
+    def resume(self) -> None:
+        return None
+
+    def planned_end_moved(self, run: StartedRun) -> None:
+        run.store.update_run(run.run_id, planned_end_ts=run.planned_end_ts)
+
+    def rendezvous(self, workloads: Sequence[WorkloadSpec]) -> Callable[[], Any] | None:
+        return None
+
+    def workload_env(self) -> dict[str, str]:
+        return {}
+
+    def metric_labels(self, run_id: str) -> dict[str, str] | None:
+        return None
+
+    def start_training(self, run: StartedRun, *, resumed: bool, manifest: dict[str, Any] | None,
+                       preflight: str | None, chips: int | None, moved: Callable[[StartedRun], None]) -> None:
+        return None
+
+    def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
+                        rank: int | None) -> tuple[str, str]:
+        return kind, message
+
+    def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
+             store_back_at: float | None) -> str | None:
+        return None
+
+    def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]] | None:
+        return None
+
+    def judges(self) -> bool:
+        return True
+
+    def keep_findings(self, run: StartedRun, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        run.store.replace_findings(run.run_id, findings)
+        return findings
+
+    def ended(self, run: StartedRun, *, status: str, ended_ts: float, restarts: int,
+              fatal: BaseException | None) -> bool:
+        run.store.update_run(run.run_id, restarts=restarts)
+        return True
