@@ -11,8 +11,8 @@ batching writer), the scheduler (jobs), the exporter. The store serialises their
 ``Daemon`` is that sequence and the main loop; its parts stand beside it in this package:
 the agent's part in the run, alone or as one node of a cluster run (``membership``,
 ``cluster``), the manifest and preflight (``prepare``), the workloads' command (``launch``),
-reader outages (``outages``), the run folder's disk (``disk``) and the final analysis
-(``final``).
+the online analysis (``online``), reader outages (``outages``), the run folder's disk
+(``disk``) and the final analysis (``final``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from soak import runfolder as layout
-from soak.analysis.captures import CapturePlanner, wall_of
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
 from soak.daemon import runfolder, sdnotify
@@ -42,16 +41,15 @@ from soak.daemon.launch import ArgvFactory, default_argv
 from soak.daemon.lock import RunLock
 from soak.daemon.membership import Membership, SingleNode
 from soak.daemon.metrics import RunCollector
+from soak.daemon.online import OnlineAnalysis
 from soak.daemon.outages import Outage, ReaderOutages
 from soak.daemon.prepare import record_manifest, run_preflight
 from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.device_names import device_key
 from soak.errors import StoreError, UserError, redact
-from soak.judge import judge_run
-from soak.runplan import build_profile, online_bucket_s
+from soak.runplan import build_profile
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 
@@ -95,11 +93,9 @@ class Daemon:
         self.outages = ReaderOutages()
         self.chips_read: int | None = None  # chips in the latest snapshot (cluster status)
         self.status: RunStatus | None = None
+        self.online = OnlineAnalysis(self.out)
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
-        self._next_analysis = 0.0
-        self._seen_findings: set[tuple[str, str | None, str | None, str | None]] = set()
-        self._captures: CapturePlanner | None = None
         self._spool: StoreSpool | None = None
 
     # ------------------------------------------------------------------ signals
@@ -226,70 +222,16 @@ class Daemon:
             self.out.flush()
 
     def _analysis_job(self) -> None:
-        if self._spool is not None and self._spool.down:  # nothing to read from; after the outage
-            return
-        # The trace grows all run long; keep the online analysis under ~2 % of a core by
-        # spacing runs at least 50x their own duration apart (the final one always runs).
-        if time.monotonic() < self._next_analysis:
-            return
-        t0 = time.monotonic()
-        run = self.started
-        own = self.membership.node_findings(run, final=False)
-        if own is not None and not self.membership.judges():
-            self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
-            self._announce(own)
-            self.findings = own
-            self._ask_captures(own)
-            return
-        now = run.clock.now()
-        judged = judge_run(run.store, run.run_id, plan=self.plan, profile=run.profile, now=now, status="running",
-                           bucket_s=online_bucket_s(self.plan, now - run.started_ts))
-        # the first run pays one-off imports: it does not set the spacing
-        self._next_analysis = time.monotonic() + (49 * (time.monotonic() - t0) if self._next_analysis else 0.0)
-        if judged is None or judged.analysis.start is None:  # no data yet
-            return
-        findings = judged.findings
-        kept = self.membership.keep_findings(run, findings)
-        self._announce((own or []) + kept)
-        self.findings = findings
-        self.passing = judged.verdict == "pass"
-        # captures are for this node's own chips: on a single node, all the run's
-        self._ask_captures(findings if own is None else own)
+        found = self.online.step(self.started, self.membership, self.spool, self._median_step_time)
+        if found is not None:
+            self.findings = found.findings
+            if found.passing is not None:  # None: another node judges the run
+                self.passing = found.passing
 
-    def _announce(self, findings: list[dict[str, Any]]) -> None:
-        """A finding seen for the first time: a line on the terminal and an event."""
-        run = self.started
-        now = run.clock.now()
-        for f in findings:
-            key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
-            if key not in self._seen_findings:
-                self._seen_findings.add(key)
-                where = device_key(f.get("node"), str(f.get("device")))
-                if f.get("severity") != "info":
-                    self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
-                    self.out.flush()
-                self.spool.event("finding", ts=now, message=f.get("summary"), node=self.membership.node,
-                                 detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
-                                                                  "start", "end")})
-
-    def _ask_captures(self, findings: list[dict[str, Any]]) -> None:
-        """Ask the ranks for a profiler capture on new throughput or dropout findings."""
-        run = self.started
-        if self._captures is None:
-            self._captures = CapturePlanner(run.run_dir, max_per_hour=self.plan.capture.max_per_hour,
-                                            steps=self.plan.capture.steps)
-        if not self.plan.capture.steps or not self.plan.capture.max_per_hour:
-            return
+    def _median_step_time(self) -> float | None:
         agg = getattr(self, "agg", None)  # None until the workloads are started
         times = sorted(s.step_time_s for s in (agg.ranks.values() if agg else ()) if s.step_time_s)
-        try:
-            made = self._captures.decide(findings, now=run.clock.now(), to_wall=wall_of(run.clock),
-                                         step_time_s=times[len(times) // 2] if times else None)
-        except OSError as exc:  # evidence, not the run: a full disk is the disk job's business
-            log.warning("capture request not written: %s", exc.strerror or exc)
-            return
-        for req in made:
-            log.info("capture %d requested: %s", req.n, req.reason)
+        return times[len(times) // 2] if times else None
 
     def _out_of_space(self) -> bool:
         """Whether the run failed for want of disk space (the store or a checkpoint could not

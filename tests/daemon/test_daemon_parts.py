@@ -202,7 +202,7 @@ def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path)
     object.__setattr__(clock, "now", lambda: t0 + 600 * 60)
     d.started = StartedRun("r", tmp_path, plan, build_profile(plan), store, clock, t0, t0 + 3600.0, 0, False)
     d._analysis_job()
-    d._next_analysis = 0.0
+    d.online.next_at = 0.0
     d._analysis_job()  # a second pass finds the same leak: no second event
     found = store.load_findings("r")
     assert [(f.kind, f.device, f.severity) for f in found] == [("memory_creep", "npu0-0", "fail")]

@@ -1,0 +1,110 @@
+"""The online analysis of a running soak: judged now and then while it runs, each new
+finding said once (a terminal line and an event), a profiler capture asked for where a
+finding needs one.
+
+The scheduler calls ``OnlineAnalysis.step`` (``soak.daemon.jobs``); the daemon keeps what it
+returns for its status. Who judges and what is stored follows the agent's membership: a
+single node judges its run; in a cluster every node analyses its own chips and the leader
+compares and judges from what they stored (``soak.daemon.cluster``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from soak.analysis.captures import CapturePlanner, wall_of
+from soak.daemon.membership import Membership
+from soak.daemon.spool import StoreSpool
+from soak.daemon.started import StartedRun
+from soak.device_names import device_key
+from soak.judge import judge_run
+from soak.runplan import online_bucket_s
+
+log = logging.getLogger("soak.daemon")
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one online analysis found."""
+
+    findings: list[dict[str, Any]]
+    passing: bool | None  # the run's verdict so far; None where another node judges it
+
+
+class OnlineAnalysis:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.next_at = 0.0  # monotonic: no analysis before
+        self._seen: set[tuple[str, str | None, str | None, str | None]] = set()
+        self._captures: CapturePlanner | None = None
+
+    def step(self, run: StartedRun, membership: Membership, spool: StoreSpool,
+             step_time_s: Callable[[], float | None]) -> Found | None:
+        """One online analysis, or None when none was due or there is nothing to judge yet.
+        ``step_time_s``: the ranks' median step time now, if any stepped."""
+        if spool.down:  # nothing to read from; after the outage
+            return None
+        # The trace grows all run long; keep the online analysis under ~2 % of a core by
+        # spacing runs at least 50x their own duration apart (the final one always runs).
+        if time.monotonic() < self.next_at:
+            return None
+        t0 = time.monotonic()
+        own = membership.node_findings(run, final=False)
+        if own is not None and not membership.judges():
+            self._space(t0)
+            self.announce(run, own, spool, membership.node)
+            self.ask_captures(run, own, step_time_s)
+            return Found(own, None)
+        now = run.clock.now()
+        judged = judge_run(run.store, run.run_id, plan=run.plan, profile=run.profile, now=now, status="running",
+                           bucket_s=online_bucket_s(run.plan, now - run.started_ts))
+        self._space(t0)
+        if judged is None or judged.analysis.start is None:  # no data yet
+            return None
+        findings = judged.findings
+        kept = membership.keep_findings(run, findings)
+        self.announce(run, (own or []) + kept, spool, membership.node)
+        # captures are for this node's own chips: on a single node, all the run's
+        self.ask_captures(run, findings if own is None else own, step_time_s)
+        return Found(findings, judged.verdict == "pass")
+
+    def _space(self, t0: float) -> None:
+        # the first run pays one-off imports: it does not set the spacing
+        self.next_at = time.monotonic() + (49 * (time.monotonic() - t0) if self.next_at else 0.0)
+
+    def announce(self, run: StartedRun, findings: list[dict[str, Any]], spool: StoreSpool,
+                 node: str | None) -> None:
+        """A finding seen for the first time: a line on the terminal and an event."""
+        now = run.clock.now()
+        for f in findings:
+            key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
+            if key not in self._seen:
+                self._seen.add(key)
+                where = device_key(f.get("node"), str(f.get("device")))
+                if f.get("severity") != "info":
+                    self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
+                    self.out.flush()
+                spool.event("finding", ts=now, message=f.get("summary"), node=node,
+                            detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
+                                                             "start", "end")})
+
+    def ask_captures(self, run: StartedRun, findings: list[dict[str, Any]],
+                     step_time_s: Callable[[], float | None]) -> None:
+        """Ask the ranks for a profiler capture on new throughput or dropout findings."""
+        cap = run.plan.capture
+        if self._captures is None:
+            self._captures = CapturePlanner(run.run_dir, max_per_hour=cap.max_per_hour, steps=cap.steps)
+        if not cap.steps or not cap.max_per_hour:
+            return
+        try:
+            made = self._captures.decide(findings, now=run.clock.now(), to_wall=wall_of(run.clock),
+                                         step_time_s=step_time_s())
+        except OSError as exc:  # evidence, not the run: a full disk is the disk job's business
+            log.warning("capture request not written: %s", exc.strerror or exc)
+            return
+        for req in made:
+            log.info("capture %d requested: %s", req.n, req.reason)
