@@ -45,7 +45,8 @@ class Membership(Protocol):
         """A resumed run is taken up again, before its gap and resume events are written."""
 
     def planned_end_moved(self, run: StartedRun) -> None:
-        """The planned end moved past the preflight (``run.planned_end_ts``)."""
+        """The planned end moved past the preflight (``run.planned_end_ts``): recorded,
+        unless this agent's duration counts from a later point (``start_training``)."""
 
     def rendezvous(self, workloads: Sequence[WorkloadSpec]) -> Callable[[], Any] | None:
         """The multi-node rendezvous of each workload attempt; None: torchrun's own."""
@@ -73,14 +74,15 @@ class Membership(Protocol):
         """This node's own analysis, stored; None where the run's judgement is this node's."""
 
     def judges(self) -> bool:
-        """Whether this agent judges the run (online and at the end)."""
+        """Whether this agent judges the run now (the online analysis)."""
 
     def keep_findings(self, run: StartedRun, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Store the findings of an online judgement this agent answers for; those, to announce."""
 
     def ended(self, run: StartedRun, *, status: str, ended_ts: float, restarts: int,
               fatal: BaseException | None) -> bool:
-        """This node's part of the run ended; whether this agent goes on to judge the run."""
+        """This node's part of the run ended (recorded); whether this agent goes on to judge
+        the run, or leaves it to another node."""
 
 
 class SingleNode:
