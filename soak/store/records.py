@@ -43,6 +43,9 @@ class RunRecord:
     nodes: int = 1
     generation: int = 0
     plan_digest: str | None = None
+    leader: str | None = None  # cluster run: the node holding the judging lease
+    lease_until: float | None = None  # store clock
+    rendezvous: str | None = None  # cluster run: this generation's c10d endpoint (None: the plan's)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

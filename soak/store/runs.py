@@ -177,6 +177,9 @@ class RunStore(Database):
             nodes=m["nodes"] or 1,
             generation=m["generation"] or 0,
             plan_digest=m["plan_digest"],
+            leader=m["leader"],
+            lease_until=m["lease_until"],
+            rendezvous=m["rendezvous"],
         )
 
     def list_runs(self) -> list[RunRecord]:

@@ -47,7 +47,7 @@ from soak.telemetry.records import METRICS
 # 6: ``sample_series`` gains ``node``: a cluster node's device is stored as its node and its
 #    name on the node, no longer as one ``node/device`` string (a version-5 database has its
 #    series and findings split in place: ``_split_node_device``).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -82,6 +82,11 @@ runs = Table(
     # a cluster run's job generation: every whole-job restart starts a new rendezvous id
     Column("generation", Integer, nullable=False, default=0),
     Column("plan_digest", String(64)),  # every node of a cluster run must run this plan
+    # the one agent that judges a cluster run: a lease on the store's clock (compare and set)
+    Column("leader", String(255)),
+    Column("lease_until", Float),  # store clock, unix seconds
+    # the c10d endpoint of the current generation's rendezvous (None: the plan's)
+    Column("rendezvous", String(255)),
 )
 
 # One row per node of a run (a single-node run has none): who joined, with what, how alive.
@@ -306,6 +311,11 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     3: ("ALTER TABLE steps ADD COLUMN compute_s FLOAT",),
     4: (),  # chip_buckets is a new table: create_all makes it
     5: (_split_node_device,),
+    6: (
+        "ALTER TABLE runs ADD COLUMN leader VARCHAR(255)",
+        "ALTER TABLE runs ADD COLUMN lease_until FLOAT",
+        "ALTER TABLE runs ADD COLUMN rendezvous VARCHAR(255)",
+    ),
 }
 
 # A cluster run's per-chip summaries, written by each node agent for its own chips and ranks

@@ -590,15 +590,33 @@ def test_a_version_4_store_gains_the_chip_buckets_table_in_place(store_url: str)
     engine.dispose()
 
 
+def test_a_version_6_store_gains_the_judging_lease_and_the_rendezvous_in_place(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from sqlalchemy import create_engine, inspect
+
+    with Store.open(store_url) as first:
+        _new_run(first)
+    _downgrade(store_url, 6)
+    engine = create_engine(store_url)
+    assert "leader" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+    with Store.open(store_url) as upgraded:
+        run = upgraded.get_run("r1")
+        assert run is not None and (run.leader, run.lease_until, run.rendezvous) == (None, None, None)
+        upgraded.update_run("r1", rendezvous="10.0.0.2:29400")
+        assert upgraded.get_run("r1").rendezvous == "10.0.0.2:29400"
+    engine.dispose()
+
+
 def test_a_version_5_store_has_its_node_device_strings_split_in_place(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
     import json
 
-    from sqlalchemy import create_engine, insert, select
+    from sqlalchemy import create_engine, insert, select, text
     from sqlalchemy.exc import IntegrityError
 
-    # A version-5 store as soak wrote it: today's other tables (unchanged since) and the old
+    # A version-5 store as soak wrote it: today's other tables (less what later versions added) and the old
     # sample_series, with a cluster run's devices named node/device and a single-node run's plain.
     engine = create_engine(store_url)
     md = MetaData()
@@ -606,6 +624,9 @@ def test_a_version_5_store_has_its_node_device_strings_split_in_place(store_url:
     with engine.begin() as conn:
         S.metadata.create_all(conn, tables=[t for t in S.metadata.sorted_tables if t.name != "sample_series"])
         old_series.create(conn)
+        for v in (v for v in sorted(S.MIGRATIONS) if v > 5):  # what later versions added to the other tables
+            for ddl in S.MIGRATIONS[v]:
+                conn.execute(text(f"ALTER TABLE {ddl.split()[2]} DROP COLUMN {ddl.split()[5]}"))
         conn.execute(insert(S.meta).values(key="schema_version", value="5"))
         for run_id, nodes in (("c1", 2), ("s1", 1)):
             conn.execute(insert(S.runs).values(id=run_id, host="n1", plan="{}", started_ts=T0, status="finished",
@@ -644,7 +665,7 @@ def test_a_version_5_store_has_its_node_device_strings_split_in_place(store_url:
         assert upgraded.last_sample_ts("c1", node="n2") == T0 + 9 and upgraded.count_samples("s1") == 4
         assert upgraded.devices("s1") == [(None, "npu0-0")]
     with engine.begin() as conn:
-        assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "6"
+        assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == str(S.SCHEMA_VERSION)
     # one series per (run, node, device), a NULL node included
     for node in (None, "n1"):
         with pytest.raises(IntegrityError), engine.begin() as conn:
