@@ -48,6 +48,7 @@ class ClusterMember:
     wall: Callable[[], float] = time.time
     generation: int = 0
     nnodes: int = 0
+    clock_offset_s: float | None = None  # this node's clock minus the store's, last measured
     _last_touch: float = 0.0
 
     def __post_init__(self) -> None:
@@ -62,7 +63,8 @@ class ClusterMember:
         t0 = self.wall()
         store = self.store.store_now()
         t1 = self.wall()
-        return (t0 + t1) / 2 - store
+        self.clock_offset_s = (t0 + t1) / 2 - store
+        return self.clock_offset_s
 
     def check_clock(self) -> float:
         """The offset to the store's clock; ClusterError past ``cluster.max_clock_offset``."""

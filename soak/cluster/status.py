@@ -19,7 +19,7 @@ from soak.output import add_format, fmt, print_json
 
 # events worth a cluster operator's eye (steps, checkpoints and findings have their own views)
 CLUSTER_EVENTS = ("start", "stop", "node_joined", "node_lost", "cluster_restart", "crash", "hang", "restart",
-                  "preflight", "gap", "resume", "disk", "outage", "store_outage")
+                  "preflight", "gap", "resume", "disk", "outage", "store_outage", "clock_drift")
 
 
 def add_status_parser(sub: argparse._SubParsersAction) -> None:

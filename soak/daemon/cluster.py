@@ -35,6 +35,9 @@ from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger("soak.daemon")
 
+CLOCK_CHECK_S = 300.0
+"""How often (wall) a node measures its clock against the store's again during the run."""
+
 
 class ClusterMembership:
     """This agent as one node of a cluster run."""
@@ -46,6 +49,8 @@ class ClusterMembership:
         # the job generation each workload's current attempt joined: an older one is restarted
         self._attempt_generation: dict[str, int] = {}
         self._last_tick = 0.0  # monotonic
+        self._last_clock = time.monotonic()  # the join measured it
+        self._clock_off = False  # past cluster.max_clock_offset at the last measure
 
     @classmethod
     def of_plan(cls, plan: Plan, store: Store, run_id: str, *, out: TextIO,
@@ -173,6 +178,9 @@ class ClusterMembership:
             return None
         self._last_tick = now_mono
         member.touch(restarts=restarts, chips=chips)
+        if now_mono - self._last_clock >= CLOCK_CHECK_S:
+            self._last_clock = now_mono
+            self.check_clock(run)
         stored_run = run.store.get_run(run.run_id)
         stored = member.generation if stored_run is None else stored_run.generation
         for s in supervisors:
@@ -194,6 +202,28 @@ class ClusterMembership:
                     message=f"node {names} lost: the job restarts on the other nodes (generation {stored + 1})",
                     detail={"lost": [n.name for n in lost], "generation": stored + 1})
         return None
+
+    @property
+    def clock_offset_s(self) -> float | None:
+        return self.member.clock_offset_s
+
+    def check_clock(self, run: StartedRun) -> float:
+        """Measure this node's clock against the store's again: a drift past
+        ``cluster.max_clock_offset`` is a ``clock_drift`` event (and one when it is back
+        within), so readings stamped on a drifting clock are named; the run goes on."""
+        offset = self.member.clock_offset()
+        bound = self.plan.cluster.max_clock_offset_s
+        off = abs(offset) > bound
+        if off != self._clock_off:
+            self._clock_off = off
+            what = (f"node {self.member.node}: its clock drifted {offset:+.1f} s off the store's (bound {bound:g} s, "
+                    "cluster.max_clock_offset): its readings' times are off by as much") if off else (
+                    f"node {self.member.node}: its clock is back within {bound:g} s of the store's ({offset:+.1f} s)")
+            (log.error if off else log.warning)("%s", what)
+            run.store.add_event(run.run_id, "clock_drift", ts=run.clock.now(), node=self.member.node, message=what,
+                                detail={"node": self.member.node, "offset_s": round(offset, 3), "bound_s": bound,
+                                        "off": off})
+        return offset
 
     # ------------------------------------------------------------------ analysis
     def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]]:

@@ -260,7 +260,7 @@ class Daemon:
             run_id=self.started.run_id, workload=self._workload_label(), verdict=verdict,
             elapsed_s=max(0.0, now - self.started.started_ts), remaining_s=max(0.0, self.started.planned_end_ts - now),
             restarts=self._restarts(),
-            ranks=ranks, findings=counts, passing=self.passing,
+            ranks=ranks, findings=counts, passing=self.passing, clock_offset_s=self.membership.clock_offset_s,
         )
 
     # ------------------------------------------------------------------ the run

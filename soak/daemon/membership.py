@@ -38,6 +38,10 @@ class Membership(Protocol):
     def owns_run_row(self) -> bool:
         """Whether this agent writes what the run row holds for every node (the manifest)."""
 
+    @property
+    def clock_offset_s(self) -> float | None:
+        """This node's clock minus the store's, last measured; None where no store clock matters."""
+
     def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
         """A new run: its row made (or, for a cluster, joined) and its time line set."""
 
@@ -90,6 +94,7 @@ class SingleNode:
 
     node: str | None = None
     owns_run_row: bool = True
+    clock_offset_s: float | None = None
 
     def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
         clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())

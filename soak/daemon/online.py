@@ -90,7 +90,7 @@ class OnlineAnalysis:
                     self.out.flush()
                 spool.event("finding", ts=now, message=f.get("summary"), node=node,
                             detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
-                                                             "start", "end")})
+                                                             "start", "end", "code", "values")})
 
     def ask_captures(self, run: StartedRun, findings: list[dict[str, Any]],
                      step_time_s: Callable[[], float | None]) -> None:

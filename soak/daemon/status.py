@@ -33,6 +33,7 @@ class RunStatus:
     findings: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (kind, severity) -> n
     passing: bool | None = None  # verdict of the online analysis so far; None before one ran
     state: str = "running"
+    clock_offset_s: float | None = None  # a cluster node's clock minus the store's
 
 
 def hms(seconds: float) -> str:

@@ -38,6 +38,7 @@ EVENT_NAMES = {
     "restart": ("restart", "重启"), "inject": ("fault injected", "注入故障"), "exit": ("exit", "退出"),
     "finding": ("finding", "发现问题"), "stop": ("stop", "停止"), "gap": ("gap", "中断"),
     "outage": ("reader outage", "读数中断"), "store_outage": ("store outage", "数据库中断"),
+    "clock_drift": ("clock drift", "时钟偏移"),
     "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),

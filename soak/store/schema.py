@@ -215,6 +215,7 @@ EVENT_KINDS = (
     "cluster_restart",
     "capture",  # a profiler capture: detail = its summary and trace path (soak.analysis.captures)
     "link_test",  # the pairwise link test between nodes: detail.pairs (soak.analysis.links)
+    "clock_drift",  # a node's clock past (or back within) cluster.max_clock_offset of the store's
 )
 
 

@@ -150,6 +150,10 @@ def test_run_metrics_use_the_contract_names_and_leave_unknowns_out() -> None:
     quiet = CollectorRegistry()
     quiet.register(RunCollector(lambda: _status(passing=None)))
     assert "soak_run_verdict_pass{" not in generate_latest(quiet).decode()
+    assert "soak_run_clock_offset_seconds{" not in text  # a single node has no store clock to be off from
+    node = CollectorRegistry()
+    node.register(RunCollector(lambda: _status(clock_offset_s=-0.25)))
+    assert 'soak_run_clock_offset_seconds{run_id="r1"} -0.25' in generate_latest(node).decode()
 
 
 def test_progress_line_is_one_short_line() -> None:
@@ -208,6 +212,8 @@ def test_online_analysis_stores_findings_and_one_event_per_new_finding(tmp_path)
     assert [(f.kind, f.device, f.severity) for f in found] == [("memory_creep", "npu0-0", "fail")]
     events = store.load_events("r", kind="finding")
     assert len(events) == 1 and events[0].detail["kind"] == "memory_creep"
+    # the event carries the finding's code and values: the report renders it in its language
+    assert events[0].detail["code"] == found[0].detail["code"] and events[0].detail["values"]["metric"] == "hbm_used_bytes"
     assert d.passing is False and d.findings[0]["kind"] == "memory_creep"
     store.close()
 

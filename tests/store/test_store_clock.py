@@ -67,3 +67,25 @@ def test_a_skewed_clock_neither_loses_healthy_nodes_nor_takes_the_lead(store: St
     # a node whose clock is behind does not see a live leader as gone either
     behind = _member(store, plan, 1, skew_s=-100.0)
     assert not behind.leader() and members[0].leader()
+
+
+def test_a_drift_during_the_run_is_an_event_when_it_crosses_the_bound_and_when_it_is_back(store: Store) -> None:
+    from soak.clock import ScaledClock
+    from soak.daemon.cluster import ClusterMembership
+    from soak.daemon.started import StartedRun
+
+    plan = _plan()
+    skew = {"s": 0.0}
+    member = ClusterMember(plan, store, "c1", "node-1", 1, wall=lambda: time.time() + skew["s"])
+    member.join(_run_values(plan), host="h1", listen=None)
+    ms = ClusterMembership(member, out=None, step_window_s=1.0)  # type: ignore[arg-type]
+    run = StartedRun("c1", None, plan, None, store, ScaledClock(), time.time(), time.time() + 60, 0, False)  # type: ignore[arg-type]
+    assert abs(ms.check_clock(run)) < 0.5 and not store.load_events("c1", kind="clock_drift")
+    skew["s"] = 5.0
+    assert ms.check_clock(run) == pytest.approx(5.0, abs=0.5) and ms.clock_offset_s == pytest.approx(5.0, abs=0.5)
+    ms.check_clock(run)  # still off: no second event
+    skew["s"] = 0.0
+    ms.check_clock(run)
+    drift = store.load_events("c1", kind="clock_drift")
+    assert [e.detail["off"] for e in drift] == [True, False] and all(e.node == "node-1" for e in drift)
+    assert "drifted +5." in drift[0].message and "cluster.max_clock_offset" in drift[0].message
