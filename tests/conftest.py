@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,22 @@ def skip_unless_ci(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason}, and CI must run this test")
     pytest.skip(reason)
+
+
+PG_URL = os.environ.get("SOAK_TEST_PG_URL")
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database of its own on the test PostgreSQL server (named after the test's
+    module), dropped afterwards."""
+    from tests.pgdb import fresh_database
+
+    if not PG_URL:
+        skip_unless_ci("SOAK_TEST_PG_URL is not set")
+    prefix = "soak_" + request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")[:20]
+    with fresh_database(PG_URL, prefix) as url:
+        yield url
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from tests import procs
-from tests.pgdb import fresh_database
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
@@ -96,11 +95,3 @@ PrintMotd no
     finally:
         proc.stop(grace_s=10)
 
-
-@pytest.fixture
-def db_url():
-    """A fresh database of its own on the test PostgreSQL server, dropped afterwards."""
-    if not PG_URL:
-        pytest.skip("SOAK_TEST_PG_URL is not set (a cluster run needs PostgreSQL)")
-    with fresh_database(PG_URL, "soak_cluster") as url:
-        yield url

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ from soak.daemon.cluster import ClusterMembership
 from soak.daemon.membership import SingleNode
 from soak.runplan import build_profile
 from soak.store import Store
-from tests.conftest import skip_unless_ci
-from tests.pgdb import fresh_database
 
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 
@@ -48,14 +45,6 @@ def test_single_node_makes_its_run_row_and_judges_the_run(tmp_path) -> None:
     assert single.ended(run, status="finished", ended_ts=run.clock.now(), restarts=3, fatal=None) is True
     assert store.get_run("r").restarts == 3
     store.close()
-
-
-@pytest.fixture
-def db_url() -> Iterator[str]:
-    if not PG_URL:
-        skip_unless_ci("SOAK_TEST_PG_URL is not set")
-    with fresh_database(PG_URL, "soak_member") as url:
-        yield url
 
 
 def _plan(tmp_path: Path, url: str, name: str, rank: int) -> Plan:

@@ -21,8 +21,6 @@ from soak.errors import StoreError
 from soak.runfolder import store_spool_path
 from soak.store import Store
 from tests import procs
-from tests.conftest import skip_unless_ci
-from tests.pgdb import fresh_database
 from tests.relay import Relay
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
@@ -31,14 +29,6 @@ PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 OUTAGE_S = 10.0
 INTERVAL_S = 1.0
 FLUSH_EVERY_S = SamplingSection().flush_every_s
-
-
-@pytest.fixture
-def db_url() -> Iterator[str]:
-    if not PG_URL:
-        skip_unless_ci("SOAK_TEST_PG_URL is not set")
-    with fresh_database(PG_URL, "soak_outage") as url:
-        yield url
 
 
 @pytest.fixture
