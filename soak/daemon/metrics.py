@@ -26,7 +26,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_run_last_heartbeat_timestamp_seconds": ("gauge", "Time of the rank's last heartbeat."),
     "soak_run_findings": ("gauge", "Findings so far by kind and severity."),
     "soak_run_verdict_pass": ("gauge", "1 while the run passes so far, 0 once it fails."),
-    "soak_run_clock_offset_seconds": ("gauge", "A cluster node's clock minus the store's, last measured."),
+    "soak_node_clock_offset_seconds": ("gauge", "A cluster node's clock minus the store's, last measured."),
 }
 METRIC_NAMES = served_names(FAMILIES)
 
@@ -78,6 +78,6 @@ class RunCollector:
             g.add_metric([rid], 1 if st.passing else 0)
             yield g
         if st.clock_offset_s is not None:  # a cluster node only
-            g = _family("soak_run_clock_offset_seconds", ["run_id"])
+            g = _family("soak_node_clock_offset_seconds", ["run_id"])
             g.add_metric([rid], st.clock_offset_s)
             yield g

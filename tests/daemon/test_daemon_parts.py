@@ -150,10 +150,10 @@ def test_run_metrics_use_the_contract_names_and_leave_unknowns_out() -> None:
     quiet = CollectorRegistry()
     quiet.register(RunCollector(lambda: _status(passing=None)))
     assert "soak_run_verdict_pass{" not in generate_latest(quiet).decode()
-    assert "soak_run_clock_offset_seconds{" not in text  # a single node has no store clock to be off from
+    assert "soak_node_clock_offset_seconds{" not in text  # a single node has no store clock to be off from
     node = CollectorRegistry()
     node.register(RunCollector(lambda: _status(clock_offset_s=-0.25)))
-    assert 'soak_run_clock_offset_seconds{run_id="r1"} -0.25' in generate_latest(node).decode()
+    assert 'soak_node_clock_offset_seconds{run_id="r1"} -0.25' in generate_latest(node).decode()
 
 
 def test_progress_line_is_one_short_line() -> None:

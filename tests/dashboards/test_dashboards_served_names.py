@@ -36,7 +36,7 @@ SNAPSHOT = Snapshot(
 )
 RUN = RunStatus(run_id="r", workload="lm", verdict="running", elapsed_s=1.0, remaining_s=1.0, restarts=0,
                 ranks=(RankStatus("lm", 0, 10, 0.1, 100.0, 1.0),), findings={("hang", "critical"): 1},
-                passing=True)
+                passing=True, clock_offset_s=0.1)  # a cluster node: every run family served
 
 
 class _Totals:
