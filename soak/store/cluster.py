@@ -1,5 +1,6 @@
-"""The cluster half of the store: nodes joining a run, the job generation, and the bucket
-summaries each node agent writes of its own chips (what the leader compares and judges).
+"""The cluster half of the store: nodes joining a run, the job generation, the judging lease,
+and the bucket summaries each node agent writes of its own chips (what the leader compares
+and judges).
 
 ``ClusterStore`` is a part of ``soak.store.Store``, on top of the runs (``RunStore``) it
 joins; its statements go through the engine's ``_retry``, ``_write``, ``_read`` and
@@ -9,15 +10,15 @@ joins; its statements go through the engine's ``_retry``, ``_write``, ``_read`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from soak.errors import StoreError
 from soak.store import schema as S
-from soak.store.records import NodeRecord, RunRecord
+from soak.store.records import RUN_STATUSES, NodeRecord, RunRecord
 from soak.store.runs import RunStore
 
 
@@ -29,9 +30,15 @@ class ClusterStore(RunStore):
     whose own clock is off can neither look lost nor make others look lost.
     """
 
+    clock: Callable[[], float] | None = None
+    """The store's clock (unix seconds) where a test sets one, to age a lease or a node
+    without waiting; None: the database's own, always in a run."""
+
     def _now_sql(self) -> ColumnElement[Any]:
         """The database's current time, unix seconds, as an SQL expression (PostgreSQL: the
         server's clock at the statement, not the transaction's start; SQLite: the host's)."""
+        if self.clock is not None:
+            return literal(float(self.clock()))
         if self.engine.dialect.name == "postgresql":
             return func.extract("epoch", func.clock_timestamp())
         return (func.julianday("now") - literal(2440587.5)) * literal(86400.0)
@@ -101,6 +108,46 @@ class ClusterStore(RunStore):
         r = S.runs
         res = self._write(update(r).where(r.c.id == run_id, r.c.generation == seen).values(generation=seen + 1))
         return bool(res.rowcount)
+
+    # ------------------------------------------------------------------ the judging lease
+    def take_lease(self, run_id: str, holder: str, ttl_s: float, *, force: bool = False) -> bool:
+        """Compare and set on ``runs.leader``/``lease_until``: ``holder`` holds the judging lease
+        of running cluster run ``run_id`` until the store's clock plus ``ttl_s`` when the lease
+        is free, its own already (renewed, even once expired, while no other took it) or
+        expired. True when ``holder`` holds it now. ``force``: taken whatever holds it and
+        whatever the run's status (an operator judging a run by hand)."""
+        r = S.runs
+        now = self._now_sql()
+        where = [r.c.id == run_id]
+        if not force:
+            where += [r.c.status == "running",
+                      or_(r.c.leader.is_(None), r.c.leader == holder, r.c.lease_until.is_(None),
+                          r.c.lease_until < now)]
+        res = self._write(update(r).where(*where).values(leader=holder, lease_until=now + ttl_s))
+        return bool(res.rowcount)
+
+    def finish_cluster_run(self, run_id: str, holder: str, *, status: str, ended_ts: float,
+                           verdict: str | None = None, run_dir: str | None = None) -> bool:
+        """The end and verdict of cluster run ``run_id``, written by the holder of its judging
+        lease alone, and once: the write releases the lease (``lease_until`` None) and keeps
+        ``leader``, the one that judged. False: refused, nothing written (another holds the
+        lease, or the run is judged already). ``run_dir``: the judge's run folder, which holds
+        the ``report/analysis.json`` the report reads."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {RUN_STATUSES}")
+        r = S.runs
+        values: dict[str, Any] = dict(status=status, ended_ts=ended_ts, verdict=verdict, lease_until=None)
+        if run_dir is not None:
+            values["run_dir"] = run_dir
+        res = self._write(update(r).where(r.c.id == run_id, r.c.leader == holder, r.c.lease_until.is_not(None))
+                          .values(**values))
+        if res.rowcount:
+            return True
+        # a commit whose answer was lost is tried again (the engine's retry): it finds its own
+        # write there, not another's
+        got = self.get_run(run_id)
+        return (got is not None and got.leader == holder and got.lease_until is None
+                and (got.status, got.ended_ts, got.verdict) == (status, ended_ts, verdict))
 
     # ------------------------------------------------------------------ chip buckets
     def add_buckets(self, run_id: str, node: str, rows: Iterable[Sequence[Any]]) -> int:

@@ -73,10 +73,15 @@ class RunStore(Database):
 
     def finish_run(
         self, run_id: str, *, status: str, ended_ts: float, verdict: str | None = None
-    ) -> None:
+    ) -> bool:
+        """The end and verdict of a run on one host; False (nothing written) for a cluster
+        run, whose end only the holder of its judging lease writes (``finish_cluster_run``)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"status must be one of {RUN_STATUSES}")
-        self.update_run(run_id, status=status, ended_ts=ended_ts, verdict=verdict)
+        r = S.runs
+        res = self._write(update(r).where(r.c.id == run_id, r.c.nodes <= 1)
+                          .values(status=status, ended_ts=ended_ts, verdict=verdict))
+        return bool(res.rowcount)
 
     def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]], node: str | None = None) -> None:
         """Aggregated step rows (keys as the ``steps`` table; run_id and node are filled in)."""

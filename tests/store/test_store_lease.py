@@ -1,0 +1,130 @@
+"""The judging lease of a cluster run, on every backend: one holder at a time by compare and
+set on the store's clock, renewed by its holder, taken over once expired; the run's end and
+verdict written by the holder alone, and once. The store's clock is set by the test
+(``Store.clock``), so a lease expires without waiting."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from soak.cluster.member import ClusterMember
+from soak.config import plan_from_dict
+from soak.store import Store
+
+T0 = 1_790_000_000.0
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(store: Store) -> Clock:
+    c = Clock(T0)
+    store.clock = c
+    return c
+
+
+def _plan(nodes: int = 3):
+    return plan_from_dict({"run": {"db": "postgresql+psycopg://soak@db.example/soak", "id": "c1"},
+                           "cluster": {"nodes": nodes, "rendezvous": "127.0.0.1:29400", "node_silence": "60s"}})
+
+
+def _cluster_run(store: Store, nodes: int = 3) -> list[ClusterMember]:
+    plan = _plan(nodes)
+    members = [ClusterMember(plan, store, "c1", f"node-{r}", r, wall=lambda: T0) for r in range(nodes)]
+    for m in members:
+        store.join_cluster("c1", node=m.node, rank=m.rank, nodes=nodes, plan_digest=plan.digest(), joined_ts=T0,
+                           run=dict(host="h", plan=plan.to_dict(), started_ts=T0, planned_end_ts=T0 + 3600,
+                                    workload="lm", backend="sim", time_scale=1.0, run_dir="/tmp/none"), host=m.node)
+    return members
+
+
+def _lease(store: Store) -> tuple:
+    run = store.get_run("c1")
+    return run.leader, run.lease_until
+
+
+def test_one_holder_at_a_time_renewed_by_it_and_taken_over_once_expired(store: Store, clock: Clock) -> None:
+    _cluster_run(store)
+    assert store.take_lease("c1", "node-0", 60.0)
+    assert _lease(store) == ("node-0", T0 + 60)
+    # a second holder is refused while the lease runs, and changes nothing
+    clock.t = T0 + 59
+    assert not store.take_lease("c1", "node-1", 60.0)
+    assert _lease(store) == ("node-0", T0 + 60)
+    assert store.take_lease("c1", "node-0", 60.0)  # renewed: a new term from now
+    assert _lease(store) == ("node-0", T0 + 119)
+    clock.t = T0 + 119
+    assert not store.take_lease("c1", "node-1", 60.0)  # its last instant still holds
+    clock.t = T0 + 119.5
+    assert store.take_lease("c1", "node-1", 60.0)  # expired: taken over
+    assert _lease(store) == ("node-1", T0 + 179.5)
+    assert not store.take_lease("c1", "node-0", 60.0)  # the old holder cannot renew a lease taken
+
+
+def test_an_expired_lease_no_other_took_is_still_its_holders(store: Store, clock: Clock) -> None:
+    """A holder whose store was away for longer than the term keeps its lease if no other
+    node took it meanwhile (the others were cut off alike)."""
+    _cluster_run(store)
+    assert store.take_lease("c1", "node-0", 60.0)
+    clock.t = T0 + 300
+    assert store.take_lease("c1", "node-0", 60.0)
+    assert _lease(store) == ("node-0", T0 + 360)
+
+
+def test_the_verdict_is_written_by_the_lease_holder_alone_and_once(store: Store, clock: Clock) -> None:
+    _cluster_run(store)
+    assert store.take_lease("c1", "node-0", 60.0)
+    # a node that does not hold the lease is refused, and nothing of its verdict is written
+    assert not store.finish_cluster_run("c1", "node-1", status="stopped", ended_ts=T0 + 10, verdict="pass")
+    # nor does the unguarded end of a run on one host write a cluster run's
+    assert not store.finish_run("c1", status="finished", ended_ts=T0 + 10, verdict="pass")
+    run = store.get_run("c1")
+    assert (run.status, run.verdict, run.ended_ts) == ("running", None, None)
+    assert store.finish_cluster_run("c1", "node-0", status="stopped", ended_ts=T0 + 20, verdict="fail",
+                                    run_dir="/data/node-0/c1")
+    run = store.get_run("c1")
+    assert (run.status, run.verdict, run.ended_ts, run.run_dir) == ("stopped", "fail", T0 + 20, "/data/node-0/c1")
+    # the write released the lease and names who judged
+    assert (run.leader, run.lease_until) == ("node-0", None)
+    # once: a second verdict is refused, even from the holder, and no node takes the lease of
+    # a run that ended, however long after
+    assert not store.finish_cluster_run("c1", "node-0", status="finished", ended_ts=T0 + 30, verdict="pass")
+    clock.t = T0 + 10_000
+    assert not store.take_lease("c1", "node-1", 60.0)
+    assert not store.finish_cluster_run("c1", "node-1", status="finished", ended_ts=T0 + 30, verdict="pass")
+    run = store.get_run("c1")
+    assert (run.status, run.verdict, run.leader) == ("stopped", "fail", "node-0")
+    # the same write again (a commit whose answer was lost, tried again) finds itself there
+    assert store.finish_cluster_run("c1", "node-0", status="stopped", ended_ts=T0 + 20, verdict="fail")
+
+
+def test_force_takes_the_lease_from_a_live_holder_whose_verdict_is_then_refused(store: Store, clock: Clock) -> None:
+    _cluster_run(store)
+    assert store.take_lease("c1", "node-0", 60.0)
+    assert store.take_lease("c1", "soak cluster judge on ops", 60.0, force=True)
+    assert not store.finish_cluster_run("c1", "node-0", status="finished", ended_ts=T0 + 5, verdict="pass")
+    assert store.finish_cluster_run("c1", "soak cluster judge on ops", status="failed", ended_ts=T0 + 5,
+                                    verdict="fail")
+    assert store.get_run("c1").leader == "soak cluster judge on ops"
+
+
+def test_a_run_on_one_host_is_finished_as_before(store: Store) -> None:
+    store.create_run("single", host="h", plan={}, started_ts=T0)
+    assert store.finish_run("single", status="finished", ended_ts=T0 + 5, verdict="pass")
+    assert store.get_run("single").verdict == "pass"
+
+
+def test_the_lease_runs_on_the_databases_clock(store: Store) -> None:
+    _cluster_run(store)
+    before = time.time()
+    assert store.take_lease("c1", "node-0", 60.0)
+    until = store.get_run("c1").lease_until
+    assert before + 59.0 <= until <= time.time() + 61.0
