@@ -306,7 +306,8 @@ class ClusterSection:
                                  _rendezvous)
     join_timeout_s: float = opt(600.0, "How long (wall) the nodes wait for each other to join.", _dur(),
                                 key="join_timeout", raw="10m")
-    node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost.", _dur(),
+    node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost; the term of the "
+                                "judging lease, which its holder renews every second.", _dur(),
                                 key="node_silence", raw="60s")
     link_test_every_s: float = opt(3600.0, "Pairwise link test between the nodes before the first step, then this often "
                                    "(run time line); 0: at the start only.", _dur(True), key="link_test_every", raw="1h")

@@ -10,8 +10,15 @@ Nodes never talk to each other except through torchrun's rendezvous and the shar
 - **generation**: every whole-job restart starts a new torchrun rendezvous id,
   ``<run>-g<generation>``, never a rejoin of a running rendezvous (not dependable). The node
   whose workload fails first moves the generation (compare and set) and names itself;
-- **liveness**: every node touches ``last_seen``; the leader (the lowest rank still alive,
-  so rank 0 unless it is gone) marks a node silent for ``cluster.node_silence`` as lost;
+- **liveness**: every node touches ``last_seen``; the leader marks a node silent for
+  ``cluster.node_silence`` as lost;
+- **the judging lease**: the leader is the one node holding the run's lease in the store
+  (``runs.leader``, ``runs.lease_until``), a compare and set on the store's clock with a term
+  of ``cluster.node_silence``. Its holder renews it every second; once it has expired the
+  lowest rank still alive (rank 0 unless it is gone) takes it over, and at the end a free or
+  expired lease goes to whichever node ends after it expired (the last one standing). Only
+  the holder analyses the cluster, marks nodes lost and writes the run's end and verdict,
+  once (``finish``); other nodes stop once it has stopped or failed;
 - **one clock**: liveness, leadership and loss are measured on the store's clock (the
   database's), never on a node's own; a node whose clock is further than
   ``cluster.max_clock_offset`` from the store's is refused at join, naming its offset, so the
@@ -37,6 +44,13 @@ log = logging.getLogger("soak.cluster")
 ALIVE = ("joined", "running", "finished")
 
 
+def silent(nodes: list[NodeRecord], now: float, silence_s: float, *, but: str | None = None) -> list[NodeRecord]:
+    """The nodes still training (by their rows) not seen for longer than ``silence_s`` on the
+    store's clock ``now``: lost. ``but``: the node asking, never lost to itself."""
+    return [n for n in nodes
+            if n.name != but and n.status in ("joined", "running") and now - n.last_seen > silence_s]
+
+
 @dataclass
 class ClusterMember:
     plan: Plan
@@ -50,6 +64,7 @@ class ClusterMember:
     nnodes: int = 0
     clock_offset_s: float | None = None  # this node's clock minus the store's, last measured
     _last_touch: float = 0.0
+    leading: bool = False  # this node held the judging lease at its last look
 
     def __post_init__(self) -> None:
         self.nnodes = self.plan.cluster.nodes
@@ -168,9 +183,48 @@ class ClusterMember:
                                  detail={"node": self.node, "generation": self.generation + 1})
         return first
 
+    @property
+    def lease_s(self) -> float:
+        """The judging lease's term: ``cluster.node_silence``, so a holder gone silent loses the
+        lead when it would be found lost, and a store outage shorter than that costs none."""
+        return self.plan.cluster.node_silence_s
+
     def leader(self) -> bool:
-        """The lowest rank among the nodes still alive leads (rank 0 unless it is gone); alive
-        on the store's clock."""
+        """Whether this node holds the run's judging lease now: renewed when it held it, taken
+        when it is free or expired and this node is the lowest rank still alive. The store's
+        compare and set grants it to one node at a time, whatever each node believes."""
+        if self.leading or self.first_alive():
+            self.leading = self.store.take_lease(self.run_id, self.node, self.lease_s)
+        return self.leading
+
+    def lead_at_end(self) -> bool:
+        """At the end of this node's part, whether it judges the run: the holder keeps its
+        lease; a free or expired one goes to this node whatever its rank (the others may be
+        gone: the last one standing judges)."""
+        self.leading = self.store.take_lease(self.run_id, self.node, self.lease_s)
+        return self.leading
+
+    def judge_ended(self, run: RunRecord) -> NodeRecord | None:
+        """The lease holder's node once it has stopped or failed (it is about to judge the run
+        so): this node's part ends too. None while the holder goes on, or holds no lease."""
+        if run.leader is None or run.leader == self.node or run.lease_until is None:
+            return None
+        for n in self.store.cluster_nodes(self.run_id):
+            if n.name == run.leader and n.status in ("stopped", "failed"):
+                return n
+        return None
+
+    def finish(self, *, status: str, ended_ts: float, verdict: str | None, run_dir: str | None) -> bool:
+        """The run's end and verdict, written if this node holds the lease (the write releases
+        it); False: refused, another node holds it or has judged the run."""
+        done = self.store.finish_cluster_run(self.run_id, self.node, status=status, ended_ts=ended_ts,
+                                             verdict=verdict, run_dir=run_dir)
+        self.leading = False
+        return done
+
+    def first_alive(self) -> bool:
+        """Whether this node is the lowest rank among the nodes still alive (rank 0 unless it
+        is gone), alive on the store's clock: the one that takes a free or expired lease."""
         now = self.store.store_now()
         silence = self.plan.cluster.node_silence_s
         alive = [n for n in self.store.cluster_nodes(self.run_id)
@@ -182,8 +236,7 @@ class ClusterMember:
         event naming each (stamped on this node's clock, the run's time line)."""
         now = self.store.store_now()
         silence = self.plan.cluster.node_silence_s
-        lost = [n for n in self.store.cluster_nodes(self.run_id)
-                if n.name != self.node and n.status in ("joined", "running") and now - n.last_seen > silence]
+        lost = silent(self.store.cluster_nodes(self.run_id), now, silence, but=self.node)
         for n in lost:
             at = self.wall()
             self.store.update_node(self.run_id, n.name, status="lost", ended_ts=at)
@@ -195,9 +248,11 @@ class ClusterMember:
         return lost
 
     def wait_for_others(self, bound_s: float) -> list[NodeRecord]:
-        """At the end, the leader waits (bounded) for every other node to finish or be lost."""
+        """At the end, the leader waits (bounded) for every other node to finish or be lost,
+        holding its lease meanwhile."""
         deadline = self.wall() + bound_s
         while True:
+            self.leader()
             self.find_lost()
             nodes = self.store.cluster_nodes(self.run_id)
             open_ = [n for n in nodes if n.name != self.node and n.status in ("joined", "running")]

@@ -122,6 +122,50 @@ def test_a_run_on_one_host_is_finished_as_before(store: Store) -> None:
     assert store.get_run("single").verdict == "pass"
 
 
+def test_the_lowest_live_rank_takes_the_lease_and_the_next_takes_over_when_it_goes_silent(
+        store: Store, clock: Clock) -> None:
+    members = _cluster_run(store)
+    for m in members:
+        m.touch(force=True)
+    # every node looks each second; only rank 0 takes the free lease, whatever the order
+    assert [m.leader() for m in reversed(members)] == [False, False, True]
+    assert [m.leader() for m in members] == [True, False, False]
+    # rank 0 goes silent: past node_silence, its lease has expired too, and rank 1 takes over
+    clock.t = T0 + 61
+    members[1].touch(force=True)
+    members[2].touch(force=True)
+    assert [m.leader() for m in members[1:]] == [True, False]
+    assert store.get_run("c1").leader == "node-1"
+    # rank 0 back (its store was away): it is the lowest rank again, but the lease is node-1's
+    members[0].touch(force=True)
+    assert not members[0].leader() and members[1].leader()
+
+
+def test_at_the_end_a_free_or_expired_lease_goes_to_one_node_whatever_its_rank(store: Store, clock: Clock) -> None:
+    """Every agent stopped before any took the lease: the first to end judges, the others
+    say who does."""
+    members = _cluster_run(store)
+    for m in members:
+        m.touch(force=True, status="stopped", ended_ts=T0 + 5)
+    assert [m.lead_at_end() for m in (members[2], members[0], members[1])] == [True, False, False]
+    assert store.get_run("c1").leader == "node-2"
+    # the holder of a lease that expired is gone: the last node to end takes it
+    clock.t = T0 + 61
+    assert members[1].lead_at_end() and not members[2].leader()
+
+
+def test_the_holders_node_stopping_ends_the_others_part(store: Store, clock: Clock) -> None:
+    members = _cluster_run(store)
+    for m in members:
+        m.touch(force=True, status="running")
+    assert members[0].leader()
+    assert members[1].judge_ended(store.get_run("c1")) is None
+    members[0].touch(force=True, status="stopped", ended_ts=T0 + 5)
+    ended = members[1].judge_ended(store.get_run("c1"))
+    assert ended is not None and (ended.name, ended.status) == ("node-0", "stopped")
+    assert members[0].judge_ended(store.get_run("c1")) is None  # the holder follows nobody
+
+
 def test_the_lease_runs_on_the_databases_clock(store: Store) -> None:
     _cluster_run(store)
     before = time.time()
