@@ -1,7 +1,7 @@
 """The agent's part in a cluster run: joining the shared run, the version lock and barrier
 before training, rejoining after a resume, the once-a-second look at the other nodes
-(liveness, whole-job restarts, the lost-node policy), this node's own analysis, and its last
-word at the end.
+(liveness, the judging lease, whole-job restarts, the lost-node policy, the judge's end),
+this node's own analysis, and its last word at the end.
 
 ``ClusterMembership`` is the cluster's ``soak.daemon.membership.Membership``: the daemon
 calls it where a node of a cluster run acts otherwise than a run on one host, and hands it
@@ -30,7 +30,7 @@ from soak.daemon.started import StartedRun
 from soak.daemon.supervisor import Supervisor
 from soak.errors import ClusterError, StoreError
 from soak.runplan import online_bucket_s
-from soak.store import Store
+from soak.store import RunRecord, Store
 from soak.workloads.linktest import NODE_NAME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger("soak.daemon")
@@ -201,6 +201,8 @@ class ClusterMembership:
                     run.run_id, "cluster_restart", ts=run.clock.now(), node=member.node,
                     message=f"node {names} lost: the job restarts on the other nodes (generation {stored + 1})",
                     detail={"lost": [n.name for n in lost], "generation": stored + 1})
+        elif stored_run is not None:
+            return self._judge_ended(stored_run)
         return None
 
     @property
@@ -224,6 +226,14 @@ class ClusterMembership:
                                 detail={"node": self.member.node, "offset_s": round(offset, 3), "bound_s": bound,
                                         "off": off})
         return offset
+
+    def _judge_ended(self, stored_run: RunRecord) -> str | None:
+        """A reason to stop once the lease holder's node has stopped or failed: it judges the
+        run as it ended there, so this node's part ends now (not after the holder's wait)."""
+        judge = self.member.judge_ended(stored_run)
+        if judge is None:
+            return None
+        return f"node {judge.name} {judge.status}, which judges the run"
 
     # ------------------------------------------------------------------ analysis
     def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]]:
@@ -258,8 +268,9 @@ class ClusterMembership:
     # ------------------------------------------------------------------ the end
     def ended(self, run: StartedRun, *, status: str, ended_ts: float, restarts: int,
               fatal: BaseException | None) -> bool:
-        """This node's last word on its own chips, then that it is done; the leader waits
-        (bounded) for the others and judges, every other node says who does."""
+        """This node's last word on its own chips, then that it is done; the holder of the
+        judging lease (or, where it is free or expired, this node) waits (bounded) for the
+        others and judges, every other node says who does."""
         member = self.member
         if not isinstance(fatal, ClusterError):
             try:  # this node's last word on its own chips, before it says it is done
@@ -271,9 +282,24 @@ class ClusterMembership:
         member.touch(force=True, status=status, ended_ts=ended_ts, restarts=restarts)
         if isinstance(fatal, ClusterError):  # the cluster never started: nothing to judge
             raise StoreError(str(fatal))
-        if not member.leader():
-            self._say(f"node {member.node} {status}; the leader judges cluster run {run.run_id} "
+        if not member.lead_at_end():
+            self._say(f"node {member.node} {status}; {self._judge_words(run)} "
                       f"(soak cluster status {run.run_id} --db URL)")
             return False
         member.wait_for_others(self.plan.cluster.node_silence_s + 30.0)
+        self._say(f"node {member.node} judges cluster run {run.run_id}")
         return True
+
+    def _judge_words(self, run: StartedRun) -> str:
+        """Who judges the run, when this node does not."""
+        rec = run.store.get_run(run.run_id)
+        if rec is None or rec.leader is None:
+            return f"no node judges cluster run {run.run_id} yet"
+        if rec.lease_until is None:
+            return f"node {rec.leader} judged cluster run {run.run_id} ({rec.status})"
+        return f"node {rec.leader} judges cluster run {run.run_id}"
+
+    def finish(self, run: StartedRun, *, status: str, ended_ts: float, verdict: str | None) -> bool:
+        """The run's end and verdict, if this node still holds the judging lease; the report
+        finds the analysis in this node's run folder."""
+        return self.member.finish(status=status, ended_ts=ended_ts, verdict=verdict, run_dir=str(run.run_dir))

@@ -534,8 +534,13 @@ class Daemon:
             judged = None
             if not self.membership.ended(run, status=status, ended_ts=end, restarts=self._restarts(), fatal=fatal):
                 return 1 if status == "failed" else 0  # another node judges the run
-            final = judge_final(run, status=status, why=str(self.fatal) if self.fatal else self.stop_reason,
-                                ended_ts=end)
+            final = judge_final(run, self.membership, status=status,
+                                why=str(self.fatal) if self.fatal else self.stop_reason, ended_ts=end)
+            if not final.recorded:  # the lease was taken from this agent while it judged
+                self.out.write(f"soak: run {run.run_id} {status}; this agent's verdict not recorded: another "
+                               f"holds the run's judging lease (soak cluster status {run.run_id} --db URL)\n")
+                self.out.flush()
+                return 1 if status == "failed" else 0
             judged, verdict = final.judged, final.verdict
             if final.findings is not None:
                 self.findings = final.findings

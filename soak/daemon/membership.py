@@ -88,6 +88,10 @@ class Membership(Protocol):
         """This node's part of the run ended (recorded); whether this agent goes on to judge
         the run, or leaves it to another node."""
 
+    def finish(self, run: StartedRun, *, status: str, ended_ts: float, verdict: str | None) -> bool:
+        """Record the judged run's end and verdict; False where this agent may not (another
+        holds a cluster run's judging lease, or has judged it): nothing written."""
+
 
 class SingleNode:
     """A run on one host: the run row and the judgement are this agent's alone."""
@@ -152,3 +156,6 @@ class SingleNode:
               fatal: BaseException | None) -> bool:
         run.store.update_run(run.run_id, restarts=restarts)
         return True
+
+    def finish(self, run: StartedRun, *, status: str, ended_ts: float, verdict: str | None) -> bool:
+        return run.store.finish_run(run.run_id, status=status, ended_ts=ended_ts, verdict=verdict)

@@ -91,5 +91,17 @@ def test_cluster_job_failure_is_named_once_and_the_leader_judges(tmp_path, db_ur
         out.truncate(0)
         out.seek(0)
         assert b.ended(run_b, status="finished", ended_ts=run_b.clock.now(), restarts=0, fatal=None) is False
-        assert out.getvalue() == ("soak: node b finished; the leader judges cluster run r "
+        assert out.getvalue() == ("soak: node b finished; node a judges cluster run r "
                                   "(soak cluster status r --db URL)\n")
+        # b may not write the verdict; a, holding the lease, does, once, from its own run folder
+        assert not b.finish(run_b, status="finished", ended_ts=run_b.clock.now(), verdict="pass")
+        out.truncate(0)
+        out.seek(0)
+        assert a.ended(run_a, status="finished", ended_ts=run_a.clock.now(), restarts=0, fatal=None) is True
+        assert out.getvalue() == "soak: node a judges cluster run r\n"
+        assert a.finish(run_a, status="finished", ended_ts=run_a.clock.now(), verdict="fail")
+        rec = store.get_run("r")
+        assert (rec.status, rec.verdict, rec.leader, rec.lease_until, rec.run_dir) == (
+            "finished", "fail", "a", None, str(tmp_path / "a"))
+        assert not a.finish(run_a, status="finished", ended_ts=run_a.clock.now(), verdict="pass")
+        assert store.get_run("r").verdict == "fail"
