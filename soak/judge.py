@@ -174,7 +174,10 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     extra: dict[str, Any] = {}
     if (rec.nodes or 1) > 1:
         lost_ever = {e.node for e in events if e.kind == "node_lost" and e.node}
-        criteria.append(cr.nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running, reasons, lost_ever))
+        # a run stopped on request is not judged on every node staying to its planned end (as
+        # its runtime is not), only on nodes lost or failed
+        criteria.append(cr.nodes_criterion(store.cluster_nodes(run_id), rec.nodes, running or status == "stopped",
+                                           reasons, lost_ever))
         links = lk.evaluate(tests, profile)
         criteria.append(cr.links_criterion(links, running))
         extra["links"] = links.to_dict()
