@@ -1,9 +1,12 @@
 """``soak cluster status RUN_ID``: a cluster run's nodes, their state and the run's events.
 
-The JSON is a contract: ``{"run_id", "status", "verdict", "nodes": [{"name", "status",
-"chips", "last_seen", "seen_ago_s", "restarts", ...}], "events": [{"ts", "kind", "node", "message"}]}``;
-a lost node has status ``lost`` and an event of kind ``node_lost`` naming it. ``last_seen`` is on
-the store's clock; ``seen_ago_s`` measures it with that clock.
+The JSON is a contract: ``{"run_id", "status", "verdict", "leader", "lease_left_s", "nodes":
+[{"name", "status", "chips", "last_seen", "seen_ago_s", "restarts", ...}], "events": [{"ts",
+"kind", "node", "message"}]}``; a lost node has status ``lost`` and an event of kind
+``node_lost`` naming it. ``last_seen`` is on the store's clock; ``seen_ago_s`` measures it with
+that clock. ``leader`` holds the judging lease (after the end: judged the run; None: nobody
+yet), ``lease_left_s`` its term left on the store's clock (negative: expired; None: released
+with the verdict, or never taken).
 """
 
 from __future__ import annotations
@@ -44,7 +47,21 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
     events = [{"ts": e.ts, "kind": e.kind, "node": e.node, "message": e.message}
               for e in store.load_events(run_id) if e.kind in CLUSTER_EVENTS]
     return {"run_id": rec.id, "status": rec.status, "verdict": rec.verdict, "nodes_planned": rec.nodes,
-            "generation": rec.generation, "nodes": nodes, "events": events}
+            "generation": rec.generation, "leader": rec.leader,
+            "lease_left_s": None if rec.lease_until is None else rec.lease_until - now,
+            "nodes": nodes, "events": events}
+
+
+def lease_words(data: dict[str, Any]) -> str:
+    """Who judges the run, as the status line says it."""
+    leader, left = data["leader"], data["lease_left_s"]
+    if leader is None:
+        return "no judge yet"
+    if left is None:
+        return f"judged by {leader}"
+    if left < 0:
+        return f"judge {leader} (lease expired {-left:.0f} s ago)"
+    return f"judge {leader} (lease {left:.0f} s left)"
 
 
 def findings_per_node(findings: Iterable[Any]) -> dict[str, int]:
@@ -67,7 +84,8 @@ def run_status(args: argparse.Namespace) -> int:
         return 0
     out = sys.stdout
     out.write(f"cluster run {data['run_id']}: {data['status']}, verdict {fmt(data['verdict'])}, "
-              f"{len(data['nodes'])} of {data['nodes_planned']} nodes, job generation {data['generation']}\n")
+              f"{len(data['nodes'])} of {data['nodes_planned']} nodes, job generation {data['generation']}, "
+              f"{lease_words(data)}\n")
     out.write(f"{'rank':>4}  {'node':<20} {'status':<9} {'chips':>5} {'restarts':>8} {'findings':>8}  last seen\n")
     for n in data["nodes"]:
         ago = "N/A" if n["seen_ago_s"] is None else f"{n['seen_ago_s']:.0f} s ago"

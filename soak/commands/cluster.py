@@ -76,8 +76,56 @@ def add_replay(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_replay)
 
 
+def add_judge(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "judge",
+        help="judge a cluster run no agent judged (all killed), from what the store holds",
+        description="A cluster run is judged by the agent holding its judging lease. Where none "
+        "did (every agent killed, the judge gone), judge it now from the store: nodes silent past "
+        "cluster.node_silence are marked lost, the nodes whose agents did not end get their last "
+        "analysis, and the run is recorded finished, stopped or failed (no agent finished it) with "
+        "its verdict. Refused while a live agent holds the lease of the running run, or for a run "
+        "judged already, unless --force. Exit status: 0 judged, 1 verdict fail, 2 refused.",
+    )
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--db", required=True, help="the cluster's shared store URL (postgresql+psycopg://...)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the analysis there (report/analysis.json's format)")
+    p.add_argument("--force", action="store_true",
+                   help="judge even while an agent holds the lease, or again after a verdict")
+    add_format(p)
+    p.set_defaults(func=_judge)
+
+
 # Each action of `soak cluster` adds its parser here.
-ACTIONS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_launch, add_status_parser, add_replay)
+ACTIONS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_launch, add_status_parser, add_replay,
+                                                                      add_judge)
+
+
+def _judge(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from soak.cluster.judge import judge_after
+    from soak.errors import InputError
+    from soak.store import Store
+
+    out = Path(args.output) if args.output else None
+    if out is not None and not out.parent.is_dir():  # said before the run is recorded
+        raise InputError(f"-o {out}: no folder {out.parent}")
+    with Store.open(args.db, create=False) as store:
+        done = judge_after(store, args.run_id, force=args.force)
+    if out is not None and done.analysis is not None:
+        try:
+            out.write_text(json.dumps(done.analysis, indent=1, sort_keys=True, default=str), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"-o {out}: {exc.strerror or exc} (the run's verdict is recorded: "
+                             f"soak cluster status {args.run_id})") from None
+    if args.format == "json":
+        print_json(done.to_dict())
+    else:
+        print(done.line())
+    return 1 if done.verdict == "fail" else 0
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -33,3 +33,19 @@ def test_findings_stored_by_node_agents_with_plain_or_no_device_count_for_their_
     out = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", f"sqlite:///{db}",
                           "--format", "json"], capture_output=True, text=True, timeout=120, check=True)
     assert [n["findings"] for n in json.loads(out.stdout)["nodes"]] == [1, 2, 1]
+
+
+def test_the_status_names_who_judges_the_run_and_the_lease_left(tmp_path):
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        write_cluster_run(store, "c1", nodes=2, chips=1, hours=0.05)
+        judged = cluster_status(store, "c1")
+        store.update_run("c1", status="running", verdict=None, leader="node-01", lease_until=store.store_now() + 40)
+        running = cluster_status(store, "c1")
+    assert (judged["leader"], judged["lease_left_s"]) == ("node-00", None)  # released with the verdict
+    assert running["leader"] == "node-01" and 38 < running["lease_left_s"] <= 40
+    out = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", f"sqlite:///{db}"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("cluster run c1: running, verdict N/A, 2 of 2 nodes, job generation 0, judge node-01 "
+                            "(lease ") and first.endswith(" s left)"), first
