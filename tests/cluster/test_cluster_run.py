@@ -410,3 +410,118 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
                           timeout=60).stdout
     assert "3 个节点：node-0, node-1, node-2" in text and "节点 node-2（rank 2）失联" in text
     assert not english_left(text), english_left(text)
+
+
+def _judge_training(db_url: str, nodes: int) -> str | None:
+    """The judging lease's holder of run c1 once all ``nodes`` nodes train; None before."""
+    try:
+        with Store.open(db_url, create=False) as store:
+            run = store.get_run("c1")
+            training = [n for n in store.cluster_nodes("c1") if n.status == "running"] if run else []
+    except StoreError:
+        return None
+    return run.leader if len(training) == nodes else None
+
+
+def _exit_times(agents: list[Agent], timeout_s: float) -> list[float]:
+    """When each agent exited (monotonic); one still running after ``timeout_s`` fails the
+    test with its output, and every agent is ended whatever happens."""
+    ended: dict[int, float] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(ended) < len(agents) and time.monotonic() < deadline:
+            for i, a in enumerate(agents):
+                if i not in ended and a.proc.poll() is not None:
+                    ended[i] = time.monotonic()
+            time.sleep(0.1)
+        for a in agents:
+            a.wait(1)  # fails with its output and daemon.log if it is still there
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    return [ended[i] for i in range(len(agents))]
+
+
+def test_three_agents_all_sent_sigterm_end_the_run_stopped_judged_once_by_the_lease_holder(tmp_path, db_url) -> None:
+    """What scancel, kubectl delete or Ctrl-C of `soak cluster launch` do: every agent gets
+    SIGTERM mid-run. The one holding the judging lease waits for the others to mark their
+    node stopped and judges the run as stopped, once; every agent exits."""
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nnode_silence = "20s"\njoin_timeout = "2m"\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 3, port, str(plan), duration="10m") for r in range(3)]
+    try:
+        _wait_for(lambda: _ranks_stepping(db_url) == 3 and _judge_training(db_url, 3), 150,
+                  "all three nodes stepping and one holding the judging lease", agents)
+    except BaseException:
+        for a in agents:
+            a.kill()
+        raise
+    sent = time.monotonic()
+    for a in agents:
+        a.proc.terminate()  # the agent's own process, as systemd, Kubernetes and Slurm signal it
+    exits = _exit_times(agents, 150)
+    codes = [a.proc.returncode for a in agents]
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        nodes = store.cluster_nodes("c1")
+        stops = store.load_events("c1", kind="stop")
+    judge = next(a for a in agents if a.name == run.leader)
+    others = [a for a in agents if a is not judge]
+    print(f"\nSIGTERM to the verdict (the judge's exit): {exits[agents.index(judge)] - sent:.1f} s; "
+          f"the others exited after {', '.join(f'{exits[agents.index(a)] - sent:.1f}' for a in others)} s")
+    assert (run.status, run.lease_until) == ("stopped", None) and run.ended_ts is not None
+    assert [(n.name, n.status) for n in nodes] == [(f"node-{r}", "stopped") for r in range(3)]
+    assert {e.node for e in stops} == {"node-0", "node-1", "node-2"}
+    # one judge, which says so; the others name it
+    assert f"soak: node {judge.name} judges cluster run c1" in judge.text()
+    for a in others:
+        assert "judges cluster run c1" not in a.text().replace(f"node {judge.name} judges", ""), a.text()[-1500:]
+        assert f"soak: node {a.name} stopped; node {judge.name} judge" in a.text(), a.text()[-1500:]
+        assert not (a.dir / "c1" / "report" / "analysis.json").exists()
+    assert all(c in (0, 1) for c in codes) and [a.proc.returncode for a in others] == [0, 0], codes
+    # the verdict of a run stopped on request, as the judge gives it, with its analysis in
+    # the judge's run folder, where the run row points the report
+    analysis = json.loads((judge.dir / "c1" / "report" / "analysis.json").read_text())
+    assert (analysis["status"], analysis["verdict"]) == ("stopped", run.verdict)
+    assert run.run_dir == str(judge.dir / "c1")
+    assert codes[agents.index(judge)] == (1 if run.verdict == "fail" else 0)
+    if run.verdict is None:
+        assert "run stopped before its planned end (SIGTERM): not judged" in analysis["reasons"], analysis["reasons"]
+    assert f"run c1 stopped, verdict {run.verdict or 'N/A'}" in judge.text()
+
+
+def test_cluster_judge_records_a_run_whose_agents_were_all_sigkilled(tmp_path, db_url) -> None:
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nnode_silence = "4s"\njoin_timeout = "2m"\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 2, port, str(plan), duration="10m") for r in range(2)]
+    try:
+        _wait_for(lambda: _judge_training(db_url, 2), 120, "both nodes training and one holding the judging lease",
+                  agents)
+        for a in agents:
+            a.kill()  # the agent and its workers: nobody is left to judge the run
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+
+    def lease_expired() -> bool:
+        with Store.open(db_url, create=False) as store:
+            return store.store_now() > store.get_run("c1").lease_until + 0.5
+    procs.wait_until(lease_expired, timeout_s=30, what="the judging lease to expire")
+    judged = procs.run([sys.executable, "-m", "soak", "cluster", "judge", "c1", "--db", db_url], tmp_path,
+                       "cluster-judge", timeout_s=120)
+    assert judged.returncode == 1, judged.stdout + judged.stderr  # the verdict fails: both nodes lost
+    [line] = judged.stdout.strip().splitlines()
+    assert line.startswith("cluster run c1 failed (no agent finished it: node-0 lost, node-1 lost), verdict fail, "), line
+    assert f"; judged by soak cluster judge on {socket.gethostname()}" in line
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        nodes = store.cluster_nodes("c1")
+        lost = store.load_events("c1", kind="node_lost")
+    assert (run.status, run.verdict, run.lease_until) == ("failed", "fail", None)
+    assert run.leader == f"soak cluster judge on {socket.gethostname()}"
+    assert [(n.name, n.status) for n in nodes] == [("node-0", "lost"), ("node-1", "lost")]
+    assert sorted(e.node for e in lost) == ["node-0", "node-1"]

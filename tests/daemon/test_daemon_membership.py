@@ -105,3 +105,21 @@ def test_cluster_job_failure_is_named_once_and_the_leader_judges(tmp_path, db_ur
             "finished", "fail", "a", None, str(tmp_path / "a"))
         assert not a.finish(run_a, status="finished", ended_ts=run_a.clock.now(), verdict="pass")
         assert store.get_run("r").verdict == "fail"
+
+
+@pytest.mark.pg
+def test_a_node_ends_its_part_once_the_node_judging_the_run_has_stopped(tmp_path, db_url) -> None:
+    """on_node_lost = "stop", or the judge's agent alone sent SIGTERM: the judge stops and
+    judges the run as stopped; the other nodes follow at their next look, not after its wait."""
+    out = io.StringIO()
+    with Store.open(db_url) as store:
+        a, run_a = _join(tmp_path, store, db_url, "a", 0, out)
+        b, run_b = _join(tmp_path, store, db_url, "b", 1, out)
+        for m in (a, b):
+            m.member.touch(force=True, status="running")
+        assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) is None
+        assert a.tick(run_a, [], restarts=0, chips=2, store_back_at=None) is None
+        assert store.get_run("r").leader == "a"
+        a.member.touch(force=True, status="stopped")
+        time.sleep(1.05)  # a node looks once a second
+        assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) == "node a stopped, which judges the run"
