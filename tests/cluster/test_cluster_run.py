@@ -511,8 +511,10 @@ def test_cluster_judge_records_a_run_whose_agents_were_all_sigkilled(tmp_path, d
         with Store.open(db_url, create=False) as store:
             return store.store_now() > store.get_run("c1").lease_until + 0.5
     procs.wait_until(lease_expired, timeout_s=30, what="the judging lease to expire")
+    t0 = time.monotonic()
     judged = procs.run([sys.executable, "-m", "soak", "cluster", "judge", "c1", "--db", db_url], tmp_path,
                        "cluster-judge", timeout_s=120)
+    print(f"\nsoak cluster judge took {time.monotonic() - t0:.1f} s")
     assert judged.returncode == 1, judged.stdout + judged.stderr  # the verdict fails: both nodes lost
     [line] = judged.stdout.strip().splitlines()
     assert line.startswith("cluster run c1 failed (no agent finished it: node-0 lost, node-1 lost), verdict fail, "), line
