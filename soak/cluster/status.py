@@ -55,8 +55,8 @@ def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
 def lease_words(data: dict[str, Any]) -> str:
     """Who judges the run, as the status line says it."""
     leader, left = data["leader"], data["lease_left_s"]
-    if leader is None:
-        return "no judge yet"
+    if leader is None:  # (a run that ended before training, at the version lock, has none)
+        return "no judge yet" if data["status"] == "running" else "no judge"
     if left is None:
         return f"judged by {leader}"
     if left < 0:

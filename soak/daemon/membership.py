@@ -78,7 +78,8 @@ class Membership(Protocol):
         """This node's own analysis, stored; None where the run's judgement is this node's."""
 
     def judges(self) -> bool:
-        """Whether this agent judges the run now (the online analysis)."""
+        """Whether this agent judges the run now: the online analysis, and the final one
+        before its verdict is written (a cluster run: it holds the judging lease)."""
 
     def keep_findings(self, run: StartedRun, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Store the findings of an online judgement this agent answers for; those, to announce."""
