@@ -190,6 +190,8 @@ class ClusterMembership:
             return f"cluster run {stored_run.status}"
         if store_back_at is not None and now_mono - store_back_at < self.plan.cluster.node_silence_s:
             # the store was away from every node alike: each gets node_silence to be seen again
+            if member.leading:  # and the judge keeps its lease meanwhile
+                member.leader()
             return None
         if member.leader():
             lost = member.find_lost()

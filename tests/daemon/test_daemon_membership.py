@@ -123,3 +123,16 @@ def test_a_node_ends_its_part_once_the_node_judging_the_run_has_stopped(tmp_path
         a.member.touch(force=True, status="stopped")
         time.sleep(1.05)  # a node looks once a second
         assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) == "node a stopped, which judges the run"
+
+
+@pytest.mark.pg
+def test_the_judge_keeps_its_lease_while_every_node_gets_its_grace_after_a_store_outage(tmp_path, db_url) -> None:
+    out = io.StringIO()
+    with Store.open(db_url) as store:
+        a, run_a = _join(tmp_path, store, db_url, "a", 0, out)
+        assert a.tick(run_a, [], restarts=0, chips=2, store_back_at=None) is None
+        store.update_run("r", lease_until=store.store_now() - 1)  # it ran out while the store was away
+        time.sleep(1.05)
+        assert a.tick(run_a, [], restarts=0, chips=2, store_back_at=time.monotonic()) is None
+        run = store.get_run("r")
+        assert run.leader == "a" and run.lease_until > store.store_now() + 50
