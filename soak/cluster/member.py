@@ -205,8 +205,9 @@ class ClusterMember:
         return self.leading
 
     def judge_ended(self, run: RunRecord) -> NodeRecord | None:
-        """The lease holder's node once it has stopped or failed (it is about to judge the run
-        so): this node's part ends too. None while the holder goes on, or holds no lease."""
+        """The lease holder's node once it has stopped or failed: it judges the run as it ended
+        there, so this node's part ends too. None while the holder goes on, or none holds the
+        lease."""
         if run.leader is None or run.leader == self.node or run.lease_until is None:
             return None
         for n in self.store.cluster_nodes(self.run_id):
