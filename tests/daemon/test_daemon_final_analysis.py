@@ -51,7 +51,8 @@ def test_saved_analysis_carries_thresholds_versions_and_the_run_verdict(tmp_path
         assert saved["run_id"] == "r" and saved["detector_versions"]["hang"]
         assert saved["thresholds"]["hang"]["threshold_s"] == 300.0
         data = load_report_data(store, "r", with_series=False)
-    assert data.verdict == "pass" and data.clean_statement == saved["clean_statement"]
+    assert data.verdict == "pass" and data.clean_statement.text == saved["clean_statement"]
+    assert data.clean_statement.code == saved["clean_statement_typed"]["code"] == "statement.clean"
     assert {d.name for d in data.detectors} >= {"hang", "memory_creep", "profile"}
 
 
@@ -64,7 +65,7 @@ def test_report_shows_the_stored_verdict_of_a_failed_run(tmp_path) -> None:
         assert any(r.startswith("run failed:") for r in saved["reasons"])
         data = load_report_data(store, "r", with_series=False)
         assert (data.verdict, data.clean_statement) == ("fail", None)
-        assert any(r.startswith("run failed:") for r in data.verdict_reasons)
+        assert any(r.text.startswith("run failed:") and r.code == "reason.run_failed" for r in data.verdict_reasons)
         if shutil.which("pdftotext") is None:
             pytest.skip("poppler-utils not installed")
         from soak.report.build import build_pdf

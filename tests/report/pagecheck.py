@@ -113,7 +113,7 @@ def chip_figures(text: str) -> dict[str, int]:
 
 
 def _english_phrases() -> set[str]:
-    """Every run of two or more English words (three letters or more) that a template of the
+    """Every run of three or more English words (three letters or more) that a template of the
     judgement's English table writes itself, not from its values: what a Chinese page must
     not show. The chip figures' sources are data quoted as written (in English), so phrases
     they hold are left out."""
@@ -132,7 +132,9 @@ def _english_phrases() -> set[str]:
                 if re.fullmatch(r"[a-z][a-z'-]{2,}", w):
                     run.append(w)
                     continue
-                if len(run) >= 2 and " ".join(run) not in quoted:
+                # three words or more: a shorter run ("other node") is as likely an event's own
+                # English (events are not the judgement's sentences)
+                if len(run) >= 3 and " ".join(run) not in quoted:
                     out.add(" ".join(run))
                 run = []
     return out
