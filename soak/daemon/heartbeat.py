@@ -86,9 +86,10 @@ class HeartbeatFollower:
 
         ``marks``: per (workload, rank), the run-time ``ts`` of the last step row and of the
         last heartbeat event the store holds (``Store.heartbeat_marks``); ``to_ts`` maps a
-        heartbeat's wall ``ts`` onto the run's time line. An orphaned workload goes on
-        stepping after its daemon died, and the steps of the last open window were never
-        stored: those lines are read again, the ones already stored are dropped.
+        heartbeat's wall ``ts`` onto the run's time line. The steps of the last open window
+        before the daemon died were never stored (and an orphaned workload, where nothing
+        tied it to its daemon, went on stepping): those lines are read again, the ones
+        already stored are dropped.
         """
         self._stored = dict(marks)
         self._to_ts = to_ts

@@ -15,7 +15,8 @@ ArgvFactory = Callable[[WorkloadSpec, Path, int, float], list[str]]
 
 def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> ArgvFactory:
     """torchrun argv of a workload attempt; ``wall_left_s`` bounds the attempt so that an
-    orphan of a killed daemon ends by itself near the run's planned end. ``rendezvous``
+    orphan of a killed daemon (where Linux's parent-death signal did not end it) ends by
+    itself near the run's planned end. ``rendezvous``
     gives a cluster run's multi-node rendezvous of the current job generation."""
     from soak.workloads.launch import build_command
 

@@ -325,8 +325,9 @@ class Daemon:
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
-            # the orphaned workload went on stepping while no daemon ran: read on from what
-            # the store holds, not from the end of the files
+            # the steps of the last open window were never stored (and an orphan, where no
+            # parent-death signal tied it to the dead daemon, went on stepping): read on
+            # from what the store holds, not from the end of the files
             self.follower.resume_after(
                 self.started.store.heartbeat_marks(self.started.run_id, set(EVENT_KINDS.values()),
                                                    self.membership.node),
@@ -351,6 +352,10 @@ class Daemon:
                 w.name, argv_for, self.started.run_dir / layout.LOGS, policy, progress=self.agg.min_progress,
                 emit=lambda kind, msg, detail, name=w.name: self._event(kind, msg, detail, workload=name),
                 env=env, restarts=per_workload_restart_budget,
+                # a killed agent leaves no orphan training: on a cluster node it would go on
+                # hosting the rendezvous, unsupervised; started from this thread (the loop's
+                # tick), which lives as long as the daemon
+                die_with_agent=True,
             ))
             per_workload_restart_budget = 0  # restarts so far are counted once, on the first
 

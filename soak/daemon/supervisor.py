@@ -1,12 +1,15 @@
 """Supervising one workload's torchrun: start, detect exit/crash/hang, kill, restart.
 
 Each attempt runs in its own process group (``start_new_session``) so a kill reaches
-torchrun and every rank it spawned. With ``die_with_agent`` (a cluster node) torchrun is
-also tied to the agent's life: the agent SIGKILLed, Linux SIGKILLs torchrun, and its ranks
-follow (``soak.workloads.common.die_with_parent``), so a node whose agent is gone leaves the
-job at once instead of training unsupervised and hosting the rendezvous as an orphan. Restarts wait an exponential backoff and the workload
-resumes from its last checkpoint by itself; after ``max_restarts`` the supervisor gives up.
-The supervisor never blocks: ``tick()`` is called from the daemon's loop.
+torchrun and every rank it spawned. With ``die_with_agent`` (every workload the daemon
+starts) torchrun is also tied to the agent's life: the agent SIGKILLed, Linux SIGKILLs
+torchrun, and its ranks follow (``soak.workloads.common.die_with_parent``), so a workload
+never trains unsupervised, and a cluster node whose agent is gone leaves the job at once
+instead of hosting the rendezvous as an orphan. Linux sends that signal when the *thread*
+that forked the child ends: the daemon starts workloads only from ``tick()``, on the thread
+that runs its loop, which lives as long as the daemon. Restarts wait an exponential backoff
+and the workload resumes from its last checkpoint by itself; after ``max_restarts`` the
+supervisor gives up. The supervisor never blocks: ``tick()`` is called from the daemon's loop.
 """
 
 from __future__ import annotations
@@ -54,9 +57,12 @@ def _pdeathsig_kill() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
     pr_set_pdeathsig = 1
+    agent = os.getpid()
 
     def tie() -> None:
         prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != agent:  # the agent died between the fork and prctl: nobody would ask
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return tie
 
@@ -107,8 +113,8 @@ class Supervisor:
         self.last_exit: int | None = None
         self._mono = monotonic
         self._wall = wall
-        # started from the daemon's main thread (tick): the parent death Linux watches is the
-        # agent's own, not a helper thread's
+        # started from the daemon's loop thread (tick): the parent death Linux watches is the
+        # agent's own, not a short-lived helper thread's
         self._preexec = _pdeathsig_kill() if die_with_agent else None
 
     @property

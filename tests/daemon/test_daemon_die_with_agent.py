@@ -1,6 +1,7 @@
-"""A cluster node's torchrun dies with its agent: an agent SIGKILLed takes its workload along
-(Linux's parent-death signal), where a single node's orphan lives on until ``--resume`` ends
-it. Real processes: a parent supervising a child, then SIGKILLed."""
+"""A workload's torchrun dies with its agent: an agent SIGKILLed takes its workload along
+(Linux's parent-death signal), where an untied one lives on as an orphan (what ``--resume``
+ends). Real processes: a parent supervising a child, then SIGKILLed. The daemon ties every
+workload it starts (tests/daemon/test_daemon_resume.py)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,6 @@ def test_a_tied_workload_dies_with_its_agent_and_an_untied_one_lives_on(tmp_path
     orphan = _child_of_killed_parent(tmp_path, "loose")
     try:
         time.sleep(0.5)
-        assert _alive(orphan)  # a single node's workload: --resume ends it
+        assert _alive(orphan)  # untied: --resume ends it
     finally:
         os.killpg(orphan, signal.SIGKILL)

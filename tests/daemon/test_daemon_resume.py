@@ -1,5 +1,6 @@
 """The daemon itself killed with SIGKILL, then ``--resume``: nothing committed is lost, the
-gap is marked, the orphaned workload is ended, and a second daemon on the run is refused."""
+gap is marked, the workload died with its daemon (no orphan for the resume to end), and a
+second daemon on the run is refused."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def _wait(cond, daemon: procs.Proc, run_dir: Path, what: str, timeout_s: float =
                      retry_on=(StoreError,))  # the daemon is still creating the database (schema half made, or locked)
 
 
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def _committed(db: Path) -> list[tuple[float, str]]:
     if not db.exists():
         return []
@@ -67,7 +76,8 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     finally:
         if first.poll() is None:
             first.kill()
-    os.killpg(workload_pid, 0)  # the orphaned workload still runs
+    # the workload dies with its daemon (Linux's parent-death signal): nothing trains unsupervised
+    procs.wait_until(lambda: _group_gone(workload_pid), timeout_s=10, what="the workload to die with its daemon")
     committed = _committed(db)
     assert set(before) <= set(committed)
     time.sleep(1.0)  # the daemon is down for a while
@@ -93,7 +103,7 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
         last_before = max(ts for ts, _ in committed)
         # the gap starts at the last stored sample (not a later event)
         assert gap[0].ts == last_before and gap[0].end_ts - gap[0].ts >= 1.0
-        assert gap[0].detail["orphans_ended"] == [workload_pid]
+        assert gap[0].detail["orphans_ended"] == []  # none left to end
         assert [e.kind for e in s.load_events("r1") if e.kind in ("gap", "resume")][:2] == ["gap", "resume"]
         # samples continue after the gap, up to the original planned end
         assert max(ts for ts, _ in after) > gap[0].end_ts
@@ -166,10 +176,11 @@ def _heartbeat_steps(path: Path) -> list[tuple[float, int]]:
     return out
 
 
-def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphans_steps(tmp_path) -> None:
+def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_steps_it_missed(tmp_path) -> None:
     """Three things a killed daemon left behind: a /tmp/soak-sim-* folder per kill (the
-    simulated fleet), the steps its orphaned workload made while no daemon ran (skipped on
-    resume), and a traceback when logs/ was cleaned up before the resume."""
+    simulated fleet), the steps its workload wrote before the kill that the daemon had not
+    stored yet (skipped on resume), and a traceback when logs/ was cleaned up before the
+    resume."""
     plan = fake_plan(tmp_path, run={"duration": "24s"}, devices={"backend": "sim"}, sim={"chips": 2})
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text(dump_plan(plan))
@@ -185,10 +196,20 @@ def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphan
         with Store.open(db, create=False) as s:
             return s.load_steps("r1")
 
+    beats = run_dir / "heartbeats" / "lm-rank0.jsonl"
+
+    def unstored_steps() -> int:
+        """Steps in the heartbeats past the last one stored (rows are written a window at a time)."""
+        stored = stored_steps()
+        if not stored or len(_committed(db)) < 2 or not beats.exists():
+            return 0
+        return max((step for _, step in _heartbeat_steps(beats)), default=0) - max(r["step"] for r in stored)
+
     first = procs.start([sys.executable, DRIVER, plan_file], tmp_path, "daemon", env=env)
     try:
-        _wait(lambda: len(stored_steps()) >= 1 and len(_committed(db)) >= 2, first, run_dir,
-              "a stored step and 2 stored ticks")
+        _wait(lambda: unstored_steps() > 10, first, run_dir,
+              "a stored step, 2 stored ticks and 10 steps the store has not had yet")
+        workload_pid = json.loads((run_dir / "daemon.json").read_text())["workload_pgids"][0]
         assert (run_dir / "sim" / "npu-smi").is_file()  # the fleet lives in the run folder
         first.send_signal(signal.SIGKILL)
         first.wait(10)
@@ -197,7 +218,7 @@ def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphan
             first.kill()
     assert not list(tmp.glob("soak-sim-*"))
     stored_at_kill = max(r["step"] for r in stored_steps())
-    time.sleep(2.0)  # the orphan goes on stepping while no daemon runs
+    procs.wait_until(lambda: _group_gone(workload_pid), timeout_s=10, what="the workload to die with its daemon")
     shutil.rmtree(run_dir / "logs")
 
     resumed = procs.run([sys.executable, DRIVER, plan_file, "--resume", "r1"], tmp_path, "resumed", env=env,
@@ -209,12 +230,11 @@ def test_sigkilled_sim_daemon_leaves_nothing_in_tmp_and_resume_stores_the_orphan
     with Store.open(db, create=False) as s:
         resume_ts = s.load_events("r1", kind="resume")[0].ts
         rows = s.load_steps("r1")
-    # every step the orphan made before the resume ended it is in the store, including the
-    # ones made after the kill (time scale 1: run time is wall time)
-    orphan_last = max(step for ts, step in _heartbeat_steps(run_dir / "heartbeats" / "lm-rank0.jsonl")
-                      if ts < resume_ts)
-    assert orphan_last > stored_at_kill + 10
-    assert max(r["step"] for r in rows if r["ts"] < resume_ts) == orphan_last
+    # every step the workload made before it died with the daemon is in the store, including
+    # the ones the daemon had not stored yet (time scale 1: run time is wall time)
+    last_before = max(step for ts, step in _heartbeat_steps(beats) if ts < resume_ts)
+    assert last_before > stored_at_kill + 10
+    assert max(r["step"] for r in rows if r["ts"] < resume_ts) == last_before
     # and none twice: the rows of one attempt never go back in steps
     before = [r["step"] for r in rows if r["ts"] < resume_ts]
     assert before == sorted(before) and len(set(before)) == len(before)
