@@ -94,6 +94,19 @@ def _rendezvous(value: Any, key: str) -> str | None:
     return endpoint
 
 
+def _advertise(value: Any, key: str) -> str | None:
+    """A host name or address without a port (the rendezvous keeps cluster.rendezvous's
+    port); an IPv6 address with or without brackets."""
+    text = _opt_string(value, key)
+    if text is None:
+        return None
+    host = text.strip("[]")
+    if not host or host.count(":") == 1 or any(c.isspace() or c in "/@" for c in host):
+        raise ConfigError(f"{key} must be a host name or address without a port (the port is cluster.rendezvous's), "
+                          f"got {text!r}")
+    return host
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     def parse(value: Any, key: str) -> str:
         if value not in options:
@@ -302,8 +315,12 @@ class ClusterSection:
                                 "(JOB_COMPLETION_INDEX, VC_TASK_INDEX, PET_NODE_RANK, SLURM_NODEID).", _opt_rank)
     node_name: str | None = opt(None, "This node's name; empty: NODE_NAME from the environment, else the host name.",
                                 _opt_string)
-    rendezvous: str | None = opt(None, "HOST:PORT of torchrun's c10d rendezvous store (hosted by node rank 0).",
+    rendezvous: str | None = opt(None, "HOST:PORT of torchrun's c10d rendezvous store, hosted by node rank 0 (once it is "
+                                 "lost, by the live node of lowest rank at its address, cluster.advertise).",
                                  _rendezvous)
+    advertise: str | None = opt(None, "The address the other nodes reach this node at when the job's rendezvous moves "
+                                "to it (its host lost); empty: on node rank 0 the host of cluster.rendezvous, on the "
+                                "others the local address of their route to that host.", _advertise)
     join_timeout_s: float = opt(600.0, "How long (wall) the nodes wait for each other to join.", _dur(),
                                 key="join_timeout", raw="10m")
     node_silence_s: float = opt(60.0, "A node not seen in the store for this long (wall) is lost; the term of the "
@@ -328,7 +345,8 @@ class ClusterSection:
 
 # The keys that differ from node to node: the plan digest every node must agree on leaves them
 # out (the store URL too: a node may reach the one database through its own pgbouncer or name).
-NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("run", "data_dir"), ("run", "db"),
+NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("cluster", "advertise"),
+                   ("run", "data_dir"), ("run", "db"),
                    ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"),
                    ("sim", "driver_version"))
 

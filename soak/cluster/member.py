@@ -28,6 +28,7 @@ Nodes never talk to each other except through torchrun's rendezvous and the shar
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,7 +99,8 @@ class ClusterMember:
                                       host=host, listen=listen)
         self.store.add_event(self.run_id, "node_joined", ts=self.wall(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
-                             detail={"rank": self.rank, "host": host, "clock_offset_s": round(offset, 3)})
+                             detail={"rank": self.rank, "host": host, "hostname": socket.gethostname(),
+                                     "clock_offset_s": round(offset, 3)})
         log.info("joined cluster run %s as node %s (rank %d of %d)", self.run_id, self.node, self.rank, self.nodes)
         return rec
 

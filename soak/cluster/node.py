@@ -7,6 +7,7 @@ Indexed Job sets ``JOB_COMPLETION_INDEX``, Volcano ``VC_TASK_INDEX``, Kubeflow's
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -14,6 +15,8 @@ from typing import Any
 
 from soak.errors import ConfigError
 from soak.manifest import NOT_DRIFT, flatten
+
+log = logging.getLogger("soak.cluster")
 
 RANK_VARIABLES = ("JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "PET_NODE_RANK", "SLURM_NODEID")
 
@@ -45,6 +48,39 @@ def node_name(configured: str | None, env: Mapping[str, str] | None = None) -> s
     if "/" in name or len(name) > 200:
         raise ConfigError(f"cluster.node_name {name!r}: no '/' and at most 200 characters")
     return name
+
+
+def node_address(advertise: str | None, rendezvous: str, rank: int) -> str:
+    """The address the other nodes reach this node at: where the job's rendezvous goes when
+    it moves to this node (its host lost). ``cluster.advertise`` when given; else on node rank
+    0 the host of ``cluster.rendezvous`` (the plan names rank 0's address there); else the
+    local address this node's route to that host leaves from, the network the nodes share
+    (a connected UDP socket: no packet is sent); else the host name."""
+    if advertise:
+        return advertise
+    host, _, port = rendezvous.rpartition(":")
+    host = host.strip("[]")
+    if rank == 0:
+        return host
+    try:
+        found = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)
+    except (OSError, ValueError):
+        found = []
+    for family, kind, proto, _, addr in found:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.connect(addr)
+                return str(s.getsockname()[0])
+        except OSError:
+            continue
+    log.warning("no route to the rendezvous host %s: the other nodes reach this one by its host name, %s "
+                "(set cluster.advertise if they cannot)", host, socket.gethostname())
+    return socket.gethostname()
+
+
+def endpoint(address: str, port: int | str) -> str:
+    """``HOST:PORT`` as torchrun reads it, an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 def _locked(key: str) -> bool:

@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "VC_TASK_INDEX, PET_NODE_RANK or SLURM_NODEID)")
     c.add_argument("--node-name", help="this node's name (default: NODE_NAME, else the host name)")
     c.add_argument("--rendezvous", metavar="HOST:PORT", help="torchrun c10d rendezvous on node rank 0 (cluster.rendezvous)")
+    c.add_argument("--advertise", metavar="HOST", help="the address the other nodes reach this node at when the "
+                   "rendezvous moves to it (cluster.advertise; default: rank 0 the rendezvous host, the others "
+                   "their route's local address to it)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="S",
                    help="seconds between progress lines (default: 5)")
     p.set_defaults(func=main)
@@ -52,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 _PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
                "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
-               "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous")
+               "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous", "advertise")
 
 
 def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
@@ -84,6 +87,7 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     _set(data, "cluster", "node_rank", args.node_rank)
     _set(data, "cluster", "node_name", args.node_name)
     _set(data, "cluster", "rendezvous", args.rendezvous)
+    _set(data, "cluster", "advertise", args.advertise)
     if args.inject:
         _set(data, "faults", "inject", list(args.inject))
     if args.workload:

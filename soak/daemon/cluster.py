@@ -24,7 +24,7 @@ from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
 from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterMember
-from soak.cluster.node import node_name, node_rank
+from soak.cluster.node import node_address, node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan
 from soak.daemon.started import StartedRun
 from soak.daemon.supervisor import Supervisor
@@ -69,6 +69,14 @@ class ClusterMembership:
         return self.member.node
 
     @property
+    def address(self) -> str:
+        """Where the other nodes reach this one: its row's ``host``, where the job's
+        rendezvous moves when this node is the live node of lowest rank and the host is gone."""
+        c = self.plan.cluster
+        assert c.rendezvous is not None
+        return node_address(c.advertise, c.rendezvous, self.member.rank)
+
+    @property
     def owns_run_row(self) -> bool:
         return self.member.rank == 0
 
@@ -86,7 +94,7 @@ class ClusterMembership:
             host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
             planned_end_ts=started + plan.run.duration_s, workload=plan.workloads[0].name,
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
-        ), host=socket.gethostname(), listen=plan.exporter.listen)
+        ), host=self.address, listen=plan.exporter.listen)
         # plan.toml marks a run that started: written only once the join is accepted, so a
         # refused join leaves nothing that refuses the corrected command (runfolder.make_run_dir)
         layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
@@ -97,7 +105,7 @@ class ClusterMembership:
 
     def resume(self) -> None:
         """A node of a cluster run comes back: it joins again."""
-        self.member.join({}, host=socket.gethostname(), listen=self.plan.exporter.listen)
+        self.member.join({}, host=self.address, listen=self.plan.exporter.listen)
 
     def planned_end_moved(self, run: StartedRun) -> None:
         # every node's duration counts from the barrier, where rank 0 records it (start_training)

@@ -276,3 +276,24 @@ def test_soak_run_with_a_rendezvous_without_host_is_one_line_and_exit_2(capsys) 
                  "--db", "postgresql+psycopg://u@127.0.0.1:1/db", "--workload", "lm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cluster.rendezvous must be HOST:PORT with the host" in err[0] and "':29400'" in err[0]
+
+
+@pytest.mark.parametrize("advertise", ["node1:29400", "10.0.0.2:29400", "a b", "node@1", "[]"])
+def test_a_cluster_advertise_address_with_a_port_or_odd_characters_is_refused(advertise: str) -> None:
+    data = {"run": {"id": "c1", "db": "postgresql+psycopg://u@h/db"}, "workloads": [{"name": "lm"}],
+            "cluster": {"nodes": 2, "rendezvous": "node0:29400", "advertise": advertise}}
+    with pytest.raises(ConfigError) as refused:
+        plan_from_dict(data)
+    assert str(refused.value).startswith("cluster.advertise must be a host name or address without a port")
+
+
+@pytest.mark.parametrize(("advertise", "kept"), [("node1", "node1"), ("10.0.0.2", "10.0.0.2"),
+                                                 ("fd00::2", "fd00::2"), ("[fd00::2]", "fd00::2")])
+def test_a_cluster_advertise_address_is_node_local(advertise: str, kept: str) -> None:
+    data = {"run": {"id": "c1", "db": "postgresql+psycopg://u@h/db"}, "workloads": [{"name": "lm"}],
+            "cluster": {"nodes": 2, "rendezvous": "node0:29400"}}
+    plain = plan_from_dict(data)
+    data["cluster"]["advertise"] = advertise
+    given = plan_from_dict(data)
+    assert given.cluster.advertise == kept
+    assert given.digest() == plain.digest()  # every node may give its own
