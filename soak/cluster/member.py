@@ -19,6 +19,10 @@ Nodes never talk to each other except through torchrun's rendezvous and the shar
   expired lease goes to whichever node ends after it expired (the last one standing). Only
   the holder analyses the cluster, marks nodes lost and writes the run's end and verdict,
   once (``finish``); other nodes stop once it has stopped or failed;
+- **rendezvous host**: a generation's c10d store is hosted by one node, rank 0 as the plan
+  says until it is gone; then the leader moves the next generation's rendezvous to the live
+  node of lowest rank, at the address it joined with (``soak.cluster.node.node_address``)
+  and the plan's port, in the same compare and set that starts that generation;
 - **one clock**: liveness, leadership and loss are measured on the store's clock (the
   database's), never on a node's own; a node whose clock is further than
   ``cluster.max_clock_offset`` from the store's is refused at join, naming its offset, so the
@@ -30,11 +34,11 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from soak.cluster.node import version_drift
+from soak.cluster.node import endpoint, version_drift
 from soak.config import Plan
 from soak.errors import ClusterError
 from soak.store import NodeRecord, RunRecord, Store
@@ -52,6 +56,30 @@ def silent(nodes: list[NodeRecord], now: float, silence_s: float, *, but: str | 
             if n.name != but and n.status in ("joined", "running") and now - n.last_seen > silence_s]
 
 
+@dataclass(frozen=True)
+class RendezvousHost:
+    """Where a generation of the cluster job meets: the node hosting torchrun's c10d store and
+    the endpoint the others reach it at. The run row keeps it as ``NODE@HOST:PORT``
+    (``runs.rendezvous``; an endpoint holds no ``@``); none kept: the plan's, on node rank 0."""
+
+    node: str | None  # None: node rank 0, whose address the plan's cluster.rendezvous is
+    endpoint: str
+
+    @classmethod
+    def of_run(cls, stored: str | None, planned: str) -> RendezvousHost:
+        if not stored:
+            return cls(None, planned)
+        node, at, where = stored.rpartition("@")
+        return cls(node if at else None, where)
+
+    def stored(self) -> str:
+        return f"{self.node}@{self.endpoint}"
+
+    def hosted_by(self, node: NodeRecord | ClusterMember) -> bool:
+        name = node.name if isinstance(node, NodeRecord) else node.node
+        return self.node == name if self.node is not None else node.rank == 0
+
+
 @dataclass
 class ClusterMember:
     plan: Plan
@@ -64,6 +92,7 @@ class ClusterMember:
     generation: int = 0
     nnodes: int = 0
     clock_offset_s: float | None = None  # this node's clock minus the store's, last measured
+    rendezvous_at: RendezvousHost | None = None  # of the generation last read (rendezvous())
     _last_touch: float = 0.0
     leading: bool = False  # this node held the judging lease at its last look
 
@@ -166,8 +195,43 @@ class ClusterMember:
         self.nnodes = max(1, len(alive))
         c = self.plan.cluster
         assert c.rendezvous is not None
-        return Rendezvous(nnodes=self.nnodes, endpoint=c.rendezvous, rdzv_id=f"{self.run_id}-g{self.generation}",
-                          is_host=self.rank == 0, join_timeout_s=c.join_timeout_s)
+        # read with the generation, from the same row: a generation is never met elsewhere
+        at = RendezvousHost.of_run(None if run is None else run.rendezvous, c.rendezvous)
+        self.rendezvous_at = at
+        return Rendezvous(nnodes=self.nnodes, endpoint=at.endpoint, rdzv_id=f"{self.run_id}-g{self.generation}",
+                          is_host=at.hosted_by(self), join_timeout_s=c.join_timeout_s)
+
+    def move_rendezvous(self, lost: Sequence[NodeRecord] = ()) -> RendezvousHost | None:
+        """The leader's look after ``find_lost``: when the node hosting the job's rendezvous is
+        gone (lost, failed, stopped), no generation can form there again (torchrun has no other
+        store). Start the next generation on the live node of lowest rank, at the address it
+        joined with and the plan's port, in one compare and set, so that whoever reads the new
+        generation reads where it meets. The new host; None when nothing moved (the host is
+        alive, or the generation moved meanwhile: looked at again on the next call)."""
+        run = self.store.get_run(self.run_id)
+        if run is None or run.status != "running":
+            return None
+        c = self.plan.cluster
+        assert c.rendezvous is not None
+        at = RendezvousHost.of_run(run.rendezvous, c.rendezvous)
+        nodes = self.store.cluster_nodes(self.run_id)
+        gone = next((n for n in nodes if at.hosted_by(n)), None)
+        live = [n for n in nodes if n.status in ("joined", "running") and n.host]
+        if gone is None or gone.status in ALIVE or not live:
+            return None
+        to = min(live, key=lambda n: n.rank)
+        new = RendezvousHost(to.name, endpoint(str(to.host), c.rendezvous.rpartition(":")[2]))
+        if not self.store.bump_generation(self.run_id, run.generation, rendezvous=new.stored()):
+            return None
+        generation = run.generation + 1
+        msg = (f"node {gone.name} ({gone.status}) hosted the job's rendezvous: the job restarts on the other nodes "
+               f"(generation {generation}), its rendezvous on node {to.name} at {new.endpoint}")
+        log.warning("%s", msg)
+        self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), node=self.node, message=msg,
+                             detail={"lost": [n.name for n in lost], "generation": generation,
+                                     "rendezvous": new.endpoint, "rendezvous_node": to.name,
+                                     "previous_rendezvous": at.endpoint, "previous_rendezvous_node": gone.name})
+        return new
 
     def stored_generation(self) -> int:
         run = self.store.get_run(self.run_id)

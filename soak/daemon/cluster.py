@@ -148,9 +148,14 @@ class ClusterMembership:
         member = self.member
 
         def rendezvous() -> Any:
+            before = member.rendezvous_at
             rdzv = member.rendezvous()
             for w in workloads:
                 self._attempt_generation[w.name] = member.generation
+            at = member.rendezvous_at
+            if before is not None and at is not None and at != before:
+                self._say(f"the job's rendezvous moved to node {at.node} at {at.endpoint}"
+                          + (" (this node hosts it)" if rdzv.is_host else ""))
             return rdzv
 
         return rendezvous
@@ -205,6 +210,7 @@ class ClusterMembership:
             lost = member.find_lost()
             if lost and self.plan.cluster.on_node_lost == "stop":
                 return f"node {', '.join(n.name for n in lost)} lost"
+            member.move_rendezvous(lost)  # its host gone, the next generation meets elsewhere
             if lost and run.store.bump_generation(run.run_id, stored):
                 names = ", ".join(n.name for n in lost)
                 run.store.add_event(

@@ -102,11 +102,15 @@ class ClusterStore(RunStore):
             values["manifest"] = json.dumps(values["manifest"], default=str)
         self._write(update(S.nodes).where(S.nodes.c.run_id == run_id, S.nodes.c.name == node).values(**values))
 
-    def bump_generation(self, run_id: str, seen: int) -> bool:
+    def bump_generation(self, run_id: str, seen: int, *, rendezvous: str | None = None) -> bool:
         """Start the cluster job's next generation if it is still ``seen`` (compare and set:
-        of several nodes that see the same failure, exactly one moves it)."""
+        of several nodes that see the same failure, exactly one moves it); ``rendezvous``: the
+        new generation meets there (``runs.rendezvous``), set in the same statement."""
         r = S.runs
-        res = self._write(update(r).where(r.c.id == run_id, r.c.generation == seen).values(generation=seen + 1))
+        values: dict[str, Any] = {"generation": seen + 1}
+        if rendezvous is not None:
+            values["rendezvous"] = rendezvous
+        res = self._write(update(r).where(r.c.id == run_id, r.c.generation == seen).values(**values))
         return bool(res.rowcount)
 
     # ------------------------------------------------------------------ the judging lease

@@ -45,7 +45,9 @@ class RunRecord:
     plan_digest: str | None = None
     leader: str | None = None  # cluster run: the node holding the judging lease
     lease_until: float | None = None  # store clock
-    rendezvous: str | None = None  # cluster run: this generation's c10d endpoint (None: the plan's)
+    # cluster run: the node hosting this generation's c10d store and its endpoint, NODE@HOST:PORT
+    # (soak.cluster.member.RendezvousHost); None: the plan's, on node rank 0
+    rendezvous: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -85,7 +85,8 @@ runs = Table(
     # the one agent that judges a cluster run: a lease on the store's clock (compare and set)
     Column("leader", String(255)),
     Column("lease_until", Float),  # store clock, unix seconds
-    # the c10d endpoint of the current generation's rendezvous (None: the plan's)
+    # the current generation's rendezvous, NODE@HOST:PORT: the node hosting the c10d store and
+    # where the others reach it (None: the plan's cluster.rendezvous, on node rank 0)
     Column("rendezvous", String(255)),
 )
 

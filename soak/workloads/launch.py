@@ -26,7 +26,7 @@ class Rendezvous:
     nnodes: int
     endpoint: str  # HOST:PORT
     rdzv_id: str  # new for every whole-job restart: a running rendezvous is not rejoined
-    is_host: bool  # this node hosts the c10d store
+    is_host: bool  # this node hosts the c10d store (soak.cluster.member.RendezvousHost)
     join_timeout_s: float = 600.0
 
 
@@ -55,7 +55,8 @@ def build_command(
     inject = list(inject)
     parse_all(inject, workload)
     # one node: a private rendezvous; several: the cluster's c10d rendezvous, whose store
-    # node rank 0 hosts (said explicitly: torchrun cannot always tell, e.g. on one host)
+    # one node hosts (rank 0, or where the job moved it): said explicitly, torchrun cannot
+    # always tell (e.g. several nodes on one host)
     where = ["--standalone"] if rendezvous is None else [
         f"--nnodes={rendezvous.nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
         f"--rdzv-id={rendezvous.rdzv_id}",

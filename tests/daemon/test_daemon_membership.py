@@ -1,6 +1,7 @@
 """The agent's part in its run, without a daemon: a single node owns and judges its run; a
 node of a cluster run restarts an attempt of an older job generation, stops when the run
-ended elsewhere, names a job failure once, and leaves the judgement to the leader."""
+ended elsewhere, names a job failure once, leaves the judgement to the leader, and meets the
+job where its rendezvous moved when rank 0 is lost."""
 
 from __future__ import annotations
 
@@ -47,14 +48,15 @@ def test_single_node_makes_its_run_row_and_judges_the_run(tmp_path) -> None:
     store.close()
 
 
-def _plan(tmp_path: Path, url: str, name: str, rank: int) -> Plan:
+def _plan(tmp_path: Path, url: str, name: str, rank: int, nodes: int = 2, **cluster: object) -> Plan:
     return plan_from_dict({"run": {"duration": "1h", "data_dir": str(tmp_path), "db": url, "id": "r"},
-                           "cluster": {"nodes": 2, "node_name": name, "node_rank": rank,
-                                       "rendezvous": "127.0.0.1:29500"}})
+                           "cluster": {"nodes": nodes, "node_name": name, "node_rank": rank,
+                                       "rendezvous": "127.0.0.1:29500", **cluster}})
 
 
-def _join(tmp_path: Path, store: Store, url: str, name: str, rank: int, out: io.StringIO):
-    plan = _plan(tmp_path, url, name, rank)
+def _join(tmp_path: Path, store: Store, url: str, name: str, rank: int, out: io.StringIO, nodes: int = 2,
+          **cluster: object):
+    plan = _plan(tmp_path, url, name, rank, nodes, **cluster)
     (tmp_path / name).mkdir()
     membership = ClusterMembership.of_plan(plan, store, "r", out=out, step_window_s=1.0)
     return membership, membership.start(plan, "r", tmp_path / name, store, build_profile(plan))
@@ -136,3 +138,70 @@ def test_the_judge_keeps_its_lease_while_every_node_gets_its_grace_after_a_store
         assert a.tick(run_a, [], restarts=0, chips=2, store_back_at=time.monotonic()) is None
         run = store.get_run("r")
         assert run.leader == "a" and run.lease_until > store.store_now() + 50
+
+
+@pytest.mark.pg
+def test_rank_0_lost_moves_the_next_generations_rendezvous_to_the_lowest_live_rank(tmp_path, db_url) -> None:
+    said = {name: io.StringIO() for name in "abc"}
+    with Store.open(db_url) as store:
+        a, run_a = _join(tmp_path, store, db_url, "a", 0, said["a"], 3)
+        b, run_b = _join(tmp_path, store, db_url, "b", 1, said["b"], 3, advertise="10.9.0.2")
+        c, run_c = _join(tmp_path, store, db_url, "c", 2, said["c"], 3, advertise="10.9.0.3")
+        assert [(n.name, n.host) for n in store.cluster_nodes("r")] == [
+            ("a", "127.0.0.1"), ("b", "10.9.0.2"), ("c", "10.9.0.3")]
+        first = {m.node: m.rendezvous(run_a.plan.workloads)() for m in (a, b, c)}
+        assert {n: (r.endpoint, r.is_host, r.nnodes) for n, r in first.items()} == {
+            "a": ("127.0.0.1:29500", True, 3), "b": ("127.0.0.1:29500", False, 3), "c": ("127.0.0.1:29500", False, 3)}
+        # rank 0 goes silent past node_silence: the next rank leads, marks it lost and moves
+        # the job's rendezvous to itself, the lowest live rank, in the generation it starts
+        store.update_node("r", "a", last_seen=store.store_now() - 120)
+        lm_b, lm_c = FakeSupervisor("lm"), FakeSupervisor("lm")
+        assert b.tick(run_b, [lm_b], restarts=0, chips=2, store_back_at=None) is None
+        run = store.get_run("r")
+        assert (run.generation, run.rendezvous) == (1, "b@10.9.0.2:29500")
+        [restart] = store.load_events("r", kind="cluster_restart")
+        assert restart.message == ("node a (lost) hosted the job's rendezvous: the job restarts on the other "
+                                   "nodes (generation 1), its rendezvous on node b at 10.9.0.2:29500")
+        assert restart.detail["lost"] == ["a"] and restart.detail["rendezvous_node"] == "b"
+        assert c.tick(run_c, [lm_c], restarts=0, chips=2, store_back_at=None) is None
+        assert lm_c.restarted == ["the cluster job restarts (generation 1)"]
+        again = {m.node: m.rendezvous(run_b.plan.workloads)() for m in (b, c)}
+        assert {n: (r.endpoint, r.is_host, r.nnodes, r.rdzv_id) for n, r in again.items()} == {
+            "b": ("10.9.0.2:29500", True, 2, "r-g1"), "c": ("10.9.0.2:29500", False, 2, "r-g1")}
+        assert said["b"].getvalue().endswith("soak: the job's rendezvous moved to node b at 10.9.0.2:29500 "
+                                             "(this node hosts it)\n")
+        assert said["c"].getvalue().endswith("soak: the job's rendezvous moved to node b at 10.9.0.2:29500\n")
+        # once moved, nothing moves again; rank 0 back (its agent resumed) joins where the job meets
+        time.sleep(1.05)
+        assert b.tick(run_b, [lm_b], restarts=0, chips=2, store_back_at=None) is None
+        assert store.get_run("r").generation == 1
+        a.resume()
+        back = a.rendezvous(run_a.plan.workloads)()
+        assert (back.endpoint, back.is_host, back.nnodes) == ("10.9.0.2:29500", False, 3)
+
+
+@pytest.mark.pg
+def test_a_rendezvous_host_that_is_alive_stays_and_a_lost_host_moves_once_the_generation_settles(
+        tmp_path, db_url) -> None:
+    with Store.open(db_url) as store:
+        a, _ = _join(tmp_path, store, db_url, "a", 0, io.StringIO(), 3)
+        b, _ = _join(tmp_path, store, db_url, "b", 1, io.StringIO(), 3)
+        c, _ = _join(tmp_path, store, db_url, "c", 2, io.StringIO(), 3)
+        store.update_node("r", "c", status="lost")  # not the host: the rendezvous stays on rank 0
+        assert b.member.move_rendezvous() is None and store.get_run("r").rendezvous is None
+        store.update_node("r", "a", status="failed")  # its agent gave up and ended
+        seen = store.get_run("r").generation
+        real = store.bump_generation
+
+        def raced(run_id: str, seen_: int, **kw: object) -> bool:
+            real(run_id, seen_)  # another node's workload failed between the look and the compare and set
+            return real(run_id, seen_, **kw)
+
+        store.bump_generation = raced  # type: ignore[method-assign]
+        assert b.member.move_rendezvous() is None
+        store.bump_generation = real  # type: ignore[method-assign]
+        assert store.get_run("r").rendezvous is None
+        moved = b.member.move_rendezvous()
+        assert moved is not None and moved.node == "b" and moved.endpoint == "127.0.0.1:29500"
+        run = store.get_run("r")
+        assert (run.generation, run.rendezvous) == (seen + 2, "b@127.0.0.1:29500")

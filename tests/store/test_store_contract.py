@@ -54,6 +54,19 @@ def test_run_round_trip_and_listing_newest_first(store: Store) -> None:
     assert (r.status, r.verdict, r.ended_ts, r.restarts, r.manifest) == ("finished", "fail", T0 + 99, 3, {"torch": "2.13"})
 
 
+def test_a_generation_moves_once_and_takes_its_rendezvous_with_it(store: Store) -> None:
+    _new_run(store)
+    assert store.bump_generation("r1", 0)  # a job failure: the rendezvous stays where it was
+    assert (store.get_run("r1").generation, store.get_run("r1").rendezvous) == (1, None)
+    assert store.bump_generation("r1", 1, rendezvous="node-1@10.0.0.2:29400")
+    # a node that saw generation 1 too is refused, and moves nothing
+    assert not store.bump_generation("r1", 1, rendezvous="node-2@10.0.0.3:29400")
+    run = store.get_run("r1")
+    assert (run.generation, run.rendezvous) == (2, "node-1@10.0.0.2:29400")
+    assert store.bump_generation("r1", 2)  # a later failure keeps the moved rendezvous
+    assert store.get_run("r1").rendezvous == "node-1@10.0.0.2:29400"
+
+
 def test_duplicate_run_id_is_refused(store: Store) -> None:
     _new_run(store)
     with pytest.raises(StoreError, match="run r1 already exists"):
