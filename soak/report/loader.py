@@ -332,8 +332,7 @@ def load_report_data(
     verdict = "running" if running else ((analysis or {}).get("verdict") or rec.verdict)
     reasons = _reasons(analysis)
     if not reasons and verdict == "fail":
-        reasons = tuple(Message(f"{f.kind} on {f.device or 'N/A'}: {f.summary}") for f in findings
-                        if f.severity == "fail")
+        reasons = tuple(_finding_reason(f) for f in findings if f.severity == "fail")
     versions = (analysis or {}).get("detector_versions") or {}
     thresholds = (analysis or {}).get("thresholds") or {}
     detectors = tuple(
@@ -423,6 +422,20 @@ def _thresholds_for(name: str, thresholds: Mapping[str, Any]) -> dict[str, Any]:
         return dict(section)
     direct = thresholds.get(name) if isinstance(thresholds, Mapping) else None
     return dict(direct) if isinstance(direct, Mapping) else {}
+
+
+def _finding_reason(f: FindingView) -> Message:
+    """A failing finding as a reason of the verdict (a stored verdict without the judge's
+    reasons), coded like the judge's own so it reads in the report's language."""
+    from soak.analysis.messages import said
+
+    values = {"severity_label": "FAIL", "severity": "fail", "kind": f.kind, "node": f.node, "device": f.device,
+              "start": f.start, "summary": f.summary, "finding_code": f.code or None,
+              "finding_values": dict(f.values)}
+    if f.start is None:  # the template says when: without a time, the words as they were
+        return Message(f"{f.kind} on {f.device or 'N/A'}: {f.summary}")
+    s = said("reason.finding", values)
+    return Message(str(s), s.code, s.values)
 
 
 def _finding_from_dict(d: Mapping[str, Any]) -> FindingView:

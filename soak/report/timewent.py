@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from soak.analysis.captures import SHARES
+from soak.device_names import device_key
 from soak.report.i18n import t
 from soak.report.model import CaptureView, FindingView, ReportData, fmt
+from soak.report.names import kind_name
+from soak.report.sentences import finding_text
 
 TOP = 5
 
@@ -26,6 +29,13 @@ class Section:
     capture: CaptureView | None
 
 
+def _where(f: FindingView) -> str:
+    """The chip or rank a finding is about, on its node; the node alone for a whole node."""
+    if f.device is None:
+        return "N/A" if f.node is None else f.node
+    return device_key(f.node, f.device)
+
+
 def sections(data: ReportData, lang: str = "en") -> list[Section]:
     """One section per finding with a capture link (kind of ``TRIGGER_KINDS``), else the
     baseline alone; empty when the run has no capture."""
@@ -37,7 +47,7 @@ def sections(data: ReportData, lang: str = "en") -> list[Section]:
         if f.capture is None and not _triggering(f):
             continue
         cap = by_id.get(f.capture) if f.capture is not None else None
-        title = f"{f.kind} · {f.device or 'N/A'}: {f.summary}"
+        title = f"{kind_name(f.kind, lang)} · {_where(f)}: {finding_text(f, lang)}"
         if cap is None:
             out.append(Section(title, t("no_capture_for_finding", lang), (), (), None))
             continue
@@ -46,7 +56,7 @@ def sections(data: ReportData, lang: str = "en") -> list[Section]:
         done.add(cap.id)
         more = [g for g in data.findings if g.capture == cap.id and g is not f]
         if more:
-            title += "; " + "; ".join(f"{g.kind} · {g.device or 'N/A'}" for g in more)
+            title += "; " + "; ".join(f"{kind_name(g.kind, lang)} · {_where(g)}" for g in more)
         b = next((c for c in data.captures if c.label == "baseline" and not c.error
                   and (c.workload, c.rank) == (cap.workload, cap.rank)), base)
         cols = [x for x in (b, cap) if x is not None]
