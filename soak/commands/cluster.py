@@ -106,7 +106,7 @@ def _judge(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from soak.cluster.judge import judge_after
+    from soak.cluster_judge import judge_after
     from soak.errors import InputError
     from soak.store import Store
 
