@@ -128,13 +128,16 @@ class Browser:
             last = now
             time.sleep(0.2)
 
-    def click_label(self, label: str) -> None:
-        """Click the sidebar radio option whose text is ``label``."""
-        ok = self.eval(
-            "(() => { for (const l of document.querySelectorAll('[data-testid=\"stSidebar\"] label')) {"
-            f" if (l.innerText.trim() === {json.dumps(label)}) {{ l.click(); return true; }} }} return false; }})()")
-        if not ok:
-            raise AssertionError(f"no sidebar option {label!r}")
+    def click_label(self, label: str, timeout_s: float = 60.0) -> None:
+        """Click the sidebar radio option whose text is ``label`` once it is drawn: a page drawn
+        again in another language names its options a moment after its title (on a busy
+        machine, seconds)."""
+        click = ("(() => { for (const l of document.querySelectorAll('[data-testid=\"stSidebar\"] label')) {"
+                 f" if (l.innerText.trim() === {json.dumps(label)}) {{ l.click(); return true; }} }} return false; }})()")
+        options = ("Array.from(document.querySelectorAll('[data-testid=\"stSidebar\"] label'))"
+                   ".map(l => l.innerText.trim()).join(' | ')")
+        procs.wait_until(lambda: bool(self.eval(click)), self.proc, timeout_s, what=f"sidebar option {label!r}",
+                         context=lambda: f"sidebar options: {self.eval(options)!r}")
 
     def text_boxes(self) -> tuple[list[Box], float, str]:
         res = self.eval(_TEXT_BOXES)
