@@ -40,8 +40,9 @@ def test_run_serves_metrics_on_ipv6_loopback(tmp_path: Path) -> None:
          "--interval", "1s"], tmp_path / "procs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         def with_a_device() -> str:
+            # the sampler's device series come first; the run's once the run has started
             text = _scrape(f"http://[::1]:{port}/metrics")
-            return text if 'device="cpu"' in text else ""
+            return text if 'device="cpu"' in text and 'soak_run_info{run_id="v6"' in text else ""
 
         text = procs.wait_until(with_a_device, proc, 60, logs=[procs.daemon_log(tmp_path / "v6")], interval_s=0.5)
         assert 'soak_run_info{run_id="v6"' in text
