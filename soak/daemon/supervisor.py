@@ -177,10 +177,11 @@ class Supervisor:
                 self._schedule_restart(f"crashed ({how})", detail)
         elif self.state == WAITING and self._mono() >= self.next_start:
             first = self.attempt == 0
-            if not first:
-                self.restarts += 1
             self._start()
             if not first:
+                # counted once the new process exists: a reader on another thread that sees
+                # restart n also sees attempt n+1's pid, never the reaped one before it
+                self.restarts += 1
                 self.emit("restart", f"{self.name}: restart {self.restarts} (attempt {self.attempt})",
                           {"attempt": self.attempt, "restarts": self.restarts, "pid": self.pid})
         return self.state

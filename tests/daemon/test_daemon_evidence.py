@@ -98,10 +98,13 @@ def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(
                      restart={"backoff_initial": "0.1s", "backoff_max": "0.2s", "max_restarts": 20})
     tr = run_daemon(plan)
     d = tr.daemon
+    killed: set[int] = set()
     for n in range(8):
-        tr.wait_for(lambda n=n: d.supervisors[0].restarts == n and d.agg.rank_state("lm", 0).step >= 3 * (n + 1),
-                    timeout_s=20)
-        os.kill(d.supervisors[0].pid, signal.SIGKILL)
+        tr.wait_for(lambda n=n: d.supervisors[0].restarts == n and d.supervisors[0].pid not in killed
+                    and d.agg.rank_state("lm", 0).step >= 3 * (n + 1), timeout_s=20)
+        pid = d.supervisors[0].pid
+        killed.add(pid)
+        os.kill(pid, signal.SIGKILL)
     tr.wait_for(lambda: d.supervisors[0].restarts == 8, timeout_s=20)
     assert tr.join(60) == 1
     analysis = _analysis(tmp_path, "r1")
