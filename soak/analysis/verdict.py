@@ -53,16 +53,25 @@ def place(findings: list[Finding], trace: Trace) -> list[Finding]:
     return out
 
 
+def finding_reason(f: Any, index: int | None = None) -> Said:
+    """A finding as a reason of the verdict, coded (``reason.finding``). ``f``: a ``Finding``
+    or anything with its fields (the report's view of a stored one); ``index``: its place in
+    the analysis' findings, where the reason links to it."""
+    values = {"severity_label": f.severity.upper(), "severity": f.severity, "kind": f.kind, "where": where(f),
+              "node": f.node, "device": f.device, "start": f.start, "summary": f.summary,
+              "finding_code": f.code or None, "finding_values": dict(f.values or {})}
+    if index is not None:
+        values["finding_index"] = index
+    return said("reason.finding", values)
+
+
 def reasons(findings: list[Finding]) -> list[str]:
     fails = [f for f in findings if f.severity == "fail"]
     warns = [f for f in findings if f.severity == "warn"]
     index = {id(f): i for i, f in enumerate(findings)}
     out: list[str] = []
     for f in fails + warns:
-        values = {"severity_label": f.severity.upper(), "severity": f.severity, "kind": f.kind, "where": where(f),
-                  "node": f.node, "device": f.device, "start": f.start, "summary": f.summary,
-                  "finding_index": index[id(f)], "finding_code": f.code, "finding_values": f.values}
-        out.append(said("reason.finding", values))
+        out.append(finding_reason(f, index[id(f)]))
     if not out:
         out.append(said("reason.no_findings", {}))
     return out

@@ -427,14 +427,11 @@ def _thresholds_for(name: str, thresholds: Mapping[str, Any]) -> dict[str, Any]:
 def _finding_reason(f: FindingView) -> Message:
     """A failing finding as a reason of the verdict (a stored verdict without the judge's
     reasons), coded like the judge's own so it reads in the report's language."""
-    from soak.analysis.messages import said
+    from soak.analysis.verdict import finding_reason, where
 
-    values = {"severity_label": "FAIL", "severity": "fail", "kind": f.kind, "node": f.node, "device": f.device,
-              "start": f.start, "summary": f.summary, "finding_code": f.code or None,
-              "finding_values": dict(f.values)}
     if f.start is None:  # the template says when: without a time, the words as they were
-        return Message(f"{f.kind} on {f.device or 'N/A'}: {f.summary}")
-    s = said("reason.finding", values)
+        return Message(f"{f.kind} on {where(f)}: {f.summary}")
+    s = finding_reason(f)
     return Message(str(s), s.code, s.values)
 
 
