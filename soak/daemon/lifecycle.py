@@ -92,6 +92,7 @@ class Daemon:
         self.membership: Membership = SingleNode()
         self.outages = ReaderOutages()
         self.chips_read: int | None = None  # chips in the latest snapshot (cluster status)
+        self.readings_taken = 0  # ticks with a chip read, by this process: what the store must hold
         self.status: RunStatus | None = None
         self.online = OnlineAnalysis(self.out)
         self.findings: list[dict[str, Any]] = []
@@ -199,6 +200,8 @@ class Daemon:
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
         self.chips_read = len(snapshot.devices)
+        if snapshot.devices:
+            self.readings_taken += 1
         for outage in self.outages.track(snapshot):
             self._record_outage(outage)
         try:  # written by the main loop (through the spool): a slow store never delays a tick
@@ -392,6 +395,8 @@ class Daemon:
                 s.stop()
             if pipeline is not None:
                 _stop_quietly(pipeline.stop)
+                # checked against the store's rows to tell a reading lost from one never taken
+                log.info("sampler: %d ticks read chips", self.readings_taken)
             jobs.shutdown()
             _stop_quietly(self.backend.close)
         if status == "failed" and bug is None and self._out_of_space():

@@ -1,0 +1,136 @@
+"""Three real `soak run` agents of one cluster run whose shared PostgreSQL store goes away
+mid-run and comes back: every node keeps training and sampling, spools what it cannot write,
+writes it once the store answers, no node is taken for lost (even when the store was away
+longer than ``cluster.node_silence``), and one agent judges the run.
+
+A relay between the agents and the server stands in for the server's restart (the shared
+test server is never restarted): stopping it drops every connection and refuses new ones."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from soak.errors import StoreError
+from soak.store import Store
+from tests.cluster.test_cluster_run import Agent, _free_port, _judge_training, _wait_all, _wait_for
+from tests.relay import Relay
+
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
+NODES = ("node-0", "node-1", "node-2")
+
+
+@pytest.fixture
+def relay(db_url: str) -> Iterator[Relay]:
+    from sqlalchemy.engine import make_url
+
+    pg = make_url(db_url)
+    r = Relay(pg.host or "127.0.0.1", pg.port or 5432)
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+def _steps_by_rank(db_url: str) -> dict[int, list[float]]:
+    try:
+        with Store.open(db_url, create=False) as store:
+            rows = store.load_steps("c1")
+    except StoreError:
+        return {}
+    out: dict[int, list[float]] = {}
+    for s in rows:
+        out.setdefault(s["rank"], []).append(s["ts"])
+    return out
+
+
+def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, duration: str) -> dict:
+    """Three agents through the relay; the store away ``outage_s`` once all three train and
+    one holds the judging lease. What the store holds at the end, and the times measured."""
+    port = _free_port()
+    agents = [Agent(tmp_path, relay.url(db_url), r, 3, port, duration=duration) for r in range(3)]
+    try:
+        _wait_for(lambda: len(_steps_by_rank(db_url)) == 3 and _judge_training(db_url, 3), 180,
+                  "all three nodes stepping and one holding the judging lease", agents)
+        relay.stop()
+        down = time.monotonic()
+        down_wall = time.time()
+        # every agent lives through it (one that exits fails the wait with its output)
+        _wait_for(lambda: time.monotonic() - down >= outage_s, outage_s + 10, "the outage's end", agents)
+        relay.start()
+        back = time.monotonic()
+        back_wall = time.time()
+
+        def replayed() -> bool:
+            with Store.open(db_url, create=False) as s:
+                return {e.node for e in s.load_events("c1", kind="store_outage")} == set(NODES)
+
+        _wait_for(replayed, 60, "a store_outage event from every node", agents)
+        replayed_s = time.monotonic() - back
+    except BaseException:
+        for a in agents:
+            a.kill()
+        raise
+    codes = _wait_all(agents)
+    with Store.open(db_url, create=False) as s:
+        held = {
+            "run": s.get_run("c1"),
+            "nodes": s.cluster_nodes("c1"),
+            "outages": s.load_events("c1", kind="store_outage"),
+            "lost": s.load_events("c1", kind="node_lost"),
+            "restarts": s.load_events("c1", kind="cluster_restart"),
+            "steps": _steps_by_rank(db_url),
+            "samples": {f"{n}/npu{i}-0": [r["ts"] for r in s.load_samples("c1", device=f"npu{i}-0", node=n)]
+                        for n in NODES for i in range(2)},
+        }
+    # what each node's sampler took (its daemon.log, once it stopped) against what the store holds
+    taken = {a.name: int(re.findall(r"sampler: (\d+) ticks read chips", a.daemon_log.read_text())[-1]) for a in agents}
+    judges = [a.name for a in agents if f"soak: node {a.name} judges cluster run c1" in a.text()]
+    print(f"\nstore away {back - down:.1f} s; every node's spool written {replayed_s:.1f} s after it came back; "
+          f"judged by {judges}; exit codes {codes}")
+    for e in held["outages"]:
+        print(f"  {e.node}: {e.message} {e.detail}")
+    for device, ts in held["samples"].items():
+        gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+        print(f"  {device}: {len(ts)} readings stored of {taken[device.split('/')[0]]} taken; "
+              f"widest gap {max(gaps):.1f} s")
+    return {**held, "taken": taken, "codes": codes, "judges": judges, "down_wall": down_wall, "back_wall": back_wall, "outage_s": outage_s,
+            "agents": agents}
+
+
+def _assert_rode_out(h: dict) -> None:
+    run = h["run"]
+    assert all(c in (0, 1) for c in h["codes"]), [a.text()[-2000:] for a in h["agents"]]
+    assert run.status == "finished" and run.verdict in ("pass", "fail"), run
+    assert len(h["judges"]) == 1 and run.leader in NODES, h["judges"]
+    # nobody was taken for lost and the job was never restarted for it
+    assert [(n.name, n.status) for n in h["nodes"]] == [(n, "finished") for n in NODES]
+    assert h["lost"] == [] and h["restarts"] == [], (h["lost"], h["restarts"])
+    # one outage a node, its node named, lasting about as long as the store was away, and
+    # every record it spooled written
+    assert sorted(e.node for e in h["outages"]) == list(NODES)
+    for e in h["outages"]:
+        d = e.detail
+        assert d["node"] == e.node and d["records"] > 0 and d["replayed"] == d["records"], d
+        assert h["outage_s"] - 8 <= d["wall_s"] <= h["outage_s"] + 8, d
+    # no reading lost: every tick each node's sampler took is stored, for each of its chips
+    for device, ts in h["samples"].items():
+        assert len(set(ts)) == h["taken"][device.split("/")[0]], (device, len(set(ts)), h["taken"])
+    # training went on through the outage on every rank: step rows (one a 10 s window) stamped
+    # while the store was away reached the store from the spools
+    for rank, ts in h["steps"].items():
+        assert any(h["down_wall"] <= t <= h["back_wall"] for t in ts), (rank, "no step stored from the outage")
+
+
+def test_three_agents_ride_out_a_store_away_10_s(tmp_path: Path, db_url: str, relay: Relay) -> None:
+    _assert_rode_out(_ride_out(tmp_path, db_url, relay, 10.0, "75s"))
+
+
+def test_three_agents_ride_out_a_store_away_90_s_longer_than_node_silence(tmp_path: Path, db_url: str,
+                                                                          relay: Relay) -> None:
+    _assert_rode_out(_ride_out(tmp_path, db_url, relay, 90.0, "170s"))
