@@ -649,3 +649,45 @@ def test_rank_0_sigkilled_leaves_no_orphan_and_the_job_reforms_on_the_others_aro
     analysis = json.loads((tmp_path / "node-1" / "c1" / "report" / "analysis.json").read_text())
     assert analysis["verdict"] == "fail"
     assert any("node node-0 (rank 0) lost" in r for r in analysis["reasons"]), analysis["reasons"]
+
+
+def test_on_node_lost_stop_ends_the_run_on_every_node_judged_once_naming_the_lost_node(tmp_path, db_url) -> None:
+    """``on_node_lost = "stop"``: the lease holder finds the SIGKILLed node lost, stops and
+    judges the run as stopped, failing it on that node; the other live node follows at its
+    next look."""
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cluster]\nnode_silence = "6s"\njoin_timeout = "2m"\non_node_lost = "stop"\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 3, port, str(plan), duration="10m") for r in range(3)]
+    survivors = agents[:2]
+    try:
+        _wait_for(lambda: _ranks_stepping(db_url) == 3 and _judge_training(db_url, 3), 150,
+                  "all three nodes stepping and one holding the judging lease", agents)
+        killed = time.time()
+        agents[2].kill()
+        exits = _exit_times(survivors, 120)
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        nodes = {n.name: n.status for n in store.cluster_nodes("c1")}
+        (lost,) = store.load_events("c1", kind="node_lost")
+        restarts = store.load_events("c1", kind="cluster_restart")
+    judge = next(a for a in survivors if a.name == run.leader)
+    other = next(a for a in survivors if a is not judge)
+    print(f"\nnode-2 lost {lost.ts - killed:.1f} s after its SIGKILL (node_silence 6 s); the judge exited "
+          f"{exits[survivors.index(judge)] - exits[survivors.index(other)]:+.1f} s after {other.name}")
+    assert lost.node == "node-2" and "node-2" in lost.message and lost.ts - killed <= 6 + 10, lost
+    # stopped, not restarted without it (its rank's death failed the job before it was found lost:
+    # that restart, a crash's, is torchrun's)
+    assert [e.detail for e in restarts if "lost" in e.detail] == [], restarts
+    assert (run.status, run.verdict, run.lease_until) == ("stopped", "fail", None), run
+    assert nodes == {"node-0": "stopped", "node-1": "stopped", "node-2": "lost"}, nodes
+    assert [a.proc.returncode for a in (judge, other)] == [1, 0]
+    assert f"soak: node {judge.name} judges cluster run c1" in judge.text()
+    assert "judges cluster run c1" in other.text() and f"node {other.name} judges" not in other.text()
+    analysis = json.loads((judge.dir / "c1" / "report" / "analysis.json").read_text())
+    assert (analysis["status"], analysis["verdict"]) == ("stopped", "fail")
+    assert any("node node-2 (rank 2) lost" in r for r in analysis["reasons"]), analysis["reasons"]
