@@ -105,6 +105,7 @@ class Supervisor:
         self.emit = emit
         self.env = env
         self.restarts = restarts  # carried over on resume
+        self._uncounted = False  # the next start is restart_now's: not this workload's restart
         self.attempt = 0
         self.state = WAITING
         self.proc: subprocess.Popen[bytes] | None = None
@@ -176,14 +177,17 @@ class Supervisor:
                 self.emit("crash", f"{self.name}: crashed ({how})", detail)
                 self._schedule_restart(f"crashed ({how})", detail)
         elif self.state == WAITING and self._mono() >= self.next_start:
-            first = self.attempt == 0
+            first, counted = self.attempt == 0, not self._uncounted
+            self._uncounted = False
             self._start()
             if not first:
-                # counted once the new process exists: a reader on another thread that sees
-                # restart n also sees attempt n+1's pid, never the reaped one before it
-                self.restarts += 1
-                self.emit("restart", f"{self.name}: restart {self.restarts} (attempt {self.attempt})",
-                          {"attempt": self.attempt, "restarts": self.restarts, "pid": self.pid})
+                if counted:
+                    # counted once the new process exists: a reader on another thread that sees
+                    # restart n also sees attempt n+1's pid, never the reaped one before it
+                    self.restarts += 1
+                what = f"restart {self.restarts}" if counted else "restarted with the cluster job, not counted"
+                self.emit("restart", f"{self.name}: {what} (attempt {self.attempt})",
+                          {"attempt": self.attempt, "restarts": self.restarts, "pid": self.pid, "counted": counted})
         return self.state
 
     def _kill(self) -> None:
@@ -205,12 +209,15 @@ class Supervisor:
     def restart_now(self, why: str) -> None:
         """End the running attempt and start the next one at once, not counted as this
         workload's restart (a cluster job restarting for another node's failure)."""
-        if self.state == RUNNING:
+        running = self.state == RUNNING
+        if running:
             self._kill()
         if self.state in (RUNNING, WAITING):
             log.warning("%s: %s; starting attempt %d", self.name, why, self.attempt + 1)
             self.next_start = self._mono()
             self.state = WAITING
+            # waiting on its own failure's backoff, that restart stays counted
+            self._uncounted = self._uncounted or running
 
     def stop(self) -> None:
         if self.state == RUNNING:
