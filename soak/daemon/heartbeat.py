@@ -163,6 +163,7 @@ class RankState:
     last_hb_ts: float | None = None  # wall
     last_progress_wall: float | None = None  # wall time the step last moved forward
     step_time_s: float | None = None
+    compute_s: float | None = None  # of the last step: outside the collectives
     tokens_per_s: float | None = None
     loss: float | None = None
     # the current aggregation window
@@ -230,6 +231,7 @@ class StepAggregator:
                 st.pending["ts"] = ts
                 st.pending["step"] = step
                 st.step_time_s = rec.get("step_time_s")
+                st.compute_s = rec.get("compute_s")
                 st.tokens_per_s = rec.get("tokens_per_s")
                 st.loss = rec.get("loss")
             elif ev in EVENT_KINDS:

@@ -41,7 +41,7 @@ from soak.daemon.launch import ArgvFactory, default_argv
 from soak.daemon.lock import RunLock
 from soak.daemon.membership import Membership, SingleNode
 from soak.daemon.metrics import RunCollector
-from soak.daemon.online import OnlineAnalysis
+from soak.daemon.online import Found, OnlineAnalysis
 from soak.daemon.outages import Outage, ReaderOutages
 from soak.daemon.prepare import record_manifest, run_preflight
 from soak.daemon.spool import StoreSpool, replay_file
@@ -97,6 +97,7 @@ class Daemon:
         self.online = OnlineAnalysis(self.out)
         self.findings: list[dict[str, Any]] = []
         self.passing: bool | None = None
+        self.found: Found | None = None  # the latest online analysis, for /metrics
         self._spool: StoreSpool | None = None
 
     # ------------------------------------------------------------------ signals
@@ -227,6 +228,7 @@ class Daemon:
     def _analysis_job(self) -> None:
         found = self.online.step(self.started, self.membership, self.spool, self._median_step_time)
         if found is not None:
+            self.found = found
             self.findings = found.findings
             if found.passing is not None:  # None: another node judges the run
                 self.passing = found.passing
@@ -251,7 +253,7 @@ class Daemon:
         now = self.started.clock.now()
         ranks = tuple(
             RankStatus(s.workload, s.rank, s.step, s.step_time_s, s.tokens_per_s,
-                       None if s.last_hb_ts is None else self.started.clock.to_scaled(s.last_hb_ts))
+                       None if s.last_hb_ts is None else self.started.clock.to_scaled(s.last_hb_ts), s.compute_s)
             for _, s in sorted(self.agg.ranks.items())
         )
         counts: dict[tuple[str, str], int] = {}
@@ -264,6 +266,9 @@ class Daemon:
             elapsed_s=max(0.0, now - self.started.started_ts), remaining_s=max(0.0, self.started.planned_end_ts - now),
             restarts=self._restarts(),
             ranks=ranks, findings=counts, passing=self.passing, clock_offset_s=self.membership.clock_offset_s,
+            **({} if self.found is None else dict(
+                open_findings=self.found.open, criteria=self.found.criteria, link_test=self.found.link_test,
+                nodes_by_status=self.found.nodes_by_status)),
         )
 
     # ------------------------------------------------------------------ the run

@@ -27,6 +27,13 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_run_findings": ("gauge", "Findings so far by kind and severity."),
     "soak_run_verdict_pass": ("gauge", "1 while the run passes so far, 0 once it fails."),
     "soak_node_clock_offset_seconds": ("gauge", "A cluster node's clock minus the store's, last measured."),
+    "soak_finding_active": ("gauge", "1 while the run's latest analysis holds this finding (this node's, or the "
+                                     "peer comparison's where this node judges)."),
+    "soak_run_verdict_so_far": ("gauge", "Each judged criterion of the run so far: 1 met, 0 missed."),
+    "soak_link_busbw_gbps": ("gauge", "Bus bandwidth (GB/s) between this node and the peer in the last link test."),
+    "soak_link_test_timestamp_seconds": ("gauge", "Time of the last link test this node took part in (run time line)."),
+    "soak_rank_compute_seconds": ("gauge", "The rank's last step time outside the collectives."),
+    "soak_cluster_nodes": ("gauge", "Nodes of the cluster run in each status (served by the node that judges)."),
 }
 METRIC_NAMES = served_names(FAMILIES)
 
@@ -56,8 +63,10 @@ class RunCollector:
             g = _family(name, ["run_id"])
             g.add_metric([rid], value)
             yield g
+        yield from _run_families(st)
         per_rank = [
             ("soak_run_step", lambda r: r.step),
+            ("soak_rank_compute_seconds", lambda r: r.compute_s),
             ("soak_run_step_time_seconds", lambda r: r.step_time_s),
             ("soak_run_tokens_per_second", lambda r: r.tokens_per_s),
             ("soak_run_last_heartbeat_timestamp_seconds", lambda r: r.last_heartbeat_ts),
@@ -81,3 +90,34 @@ class RunCollector:
             g = _family("soak_node_clock_offset_seconds", ["run_id"])
             g.add_metric([rid], st.clock_offset_s)
             yield g
+
+
+def _run_families(st: RunStatus) -> Iterator[Metric]:
+    """What the latest online analysis left: open findings, the criteria so far, the last
+    link test, the cluster's nodes by status. A value not known is left out, never 0."""
+    rid = st.run_id
+    g = family_of(FAMILIES, "soak_finding_active")  # its labels differ by finding
+    for f in st.open_findings:
+        labels = {"run_id": rid, "kind": f.kind, "severity": f.severity, "device": f.device or "",
+                  "metric": f.metric or "", "code": f.code or ""}
+        if f.node is not None:  # a peer finding the judge serves names its own node
+            labels["node"] = f.node
+        g.add_sample("soak_finding_active", labels, 1.0)
+    yield g
+    g = _family("soak_run_verdict_so_far", ["run_id", "criterion"])
+    for name, met in sorted(st.criteria.items()):
+        g.add_metric([rid, name], 1.0 if met else 0.0)
+    yield g
+    if st.link_test is not None:
+        g = _family("soak_link_busbw_gbps", ["run_id", "peer"])
+        for peer, bw in sorted(st.link_test.busbw_gbps.items()):
+            g.add_metric([rid, peer], bw)
+        yield g
+        g = _family("soak_link_test_timestamp_seconds", ["run_id"])
+        g.add_metric([rid], st.link_test.ts)
+        yield g
+    if st.nodes_by_status:
+        g = _family("soak_cluster_nodes", ["run_id", "status"])
+        for status, n in sorted(st.nodes_by_status.items()):
+            g.add_metric([rid, status], n)
+        yield g

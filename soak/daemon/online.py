@@ -12,27 +12,71 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from soak.analysis import links as lk
 from soak.analysis.captures import CapturePlanner, wall_of
 from soak.daemon.membership import Membership
 from soak.daemon.spool import StoreSpool
 from soak.daemon.started import StartedRun
+from soak.daemon.status import LinkTest, OpenFinding
 from soak.device_names import device_key
 from soak.judge import judge_run
 from soak.runplan import online_bucket_s
+from soak.store.schema import NODE_STATUSES
 
 log = logging.getLogger("soak.daemon")
 
 
 @dataclass(frozen=True)
 class Found:
-    """What one online analysis found."""
+    """What one online analysis found, and what of it this agent serves on /metrics."""
 
     findings: list[dict[str, Any]]
     passing: bool | None  # the run's verdict so far; None where another node judges it
+    # the findings this agent answers for: its own chips' and, judging, the peer comparison's
+    open: tuple[OpenFinding, ...] = ()
+    criteria: Mapping[str, bool] = field(default_factory=dict)  # judged criteria (judging only)
+    link_test: LinkTest | None = None  # this node's pairs in the run's last link test
+    nodes_by_status: Mapping[str, int] = field(default_factory=dict)  # a cluster run's judge only
+
+
+def open_findings(findings: Iterable[Mapping[str, Any]]) -> tuple[OpenFinding, ...]:
+    """The findings an analysis holds, as /metrics names them (one per name, in order)."""
+    out = {OpenFinding(str(f["kind"]), str(f.get("severity")), f.get("node"), f.get("device"), f.get("metric"),
+                       f.get("code")) for f in findings}
+    return tuple(sorted(out, key=lambda o: tuple(str(v) for v in vars(o).values())))
+
+
+def criteria_so_far(criteria: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+    """Each judged criterion, named by its code without the ``criterion.`` prefix: met or not
+    (one not judged yet is left out, never counted as met or missed)."""
+    return {str(c["code"]).removeprefix("criterion."): bool(c["met"]) for c in criteria
+            if c.get("met") is not None and c.get("code")}
+
+
+def last_link_test(store: Any, run_id: str, node: str | None) -> LinkTest | None:
+    """``node``'s pairs in the run's last link test (``soak.analysis.links``); None before one."""
+    if node is None:  # a link test runs between the nodes of a cluster run
+        return None
+    events = store.load_events(run_id, "link_test", last=1)
+    if not events:
+        return None
+    bw: dict[str, float] = {}
+    for r in lk.from_events(events).results:
+        if r.busbw_gbps is not None and node in (r.a, r.b):
+            bw[r.b if r.a == node else r.a] = r.busbw_gbps
+    return LinkTest(events[-1].ts, bw) if bw else None
+
+
+def nodes_by_status(store: Any, run_id: str) -> dict[str, int]:
+    """How many nodes of a cluster run are in each status (every status named, 0 when none)."""
+    counts = dict.fromkeys(NODE_STATUSES, 0)
+    for n in store.cluster_nodes(run_id):
+        counts[n.status] = counts.get(n.status, 0) + 1
+    return counts if any(counts.values()) else {}
 
 
 class OnlineAnalysis:
@@ -54,11 +98,12 @@ class OnlineAnalysis:
             return None
         t0 = time.monotonic()
         own = membership.node_findings(run, final=False)
+        links = last_link_test(run.store, run.run_id, membership.node)
         if own is not None and not membership.judges():
             self._space(t0)
             self.announce(run, own, spool, membership.node)
             self.ask_captures(run, own, step_time_s)
-            return Found(own, None)
+            return Found(own, None, open_findings(own), link_test=links)
         now = run.clock.now()
         judged = judge_run(run.store, run.run_id, plan=run.plan, profile=run.profile, now=now, status="running",
                            bucket_s=online_bucket_s(run.plan, now - run.started_ts))
@@ -70,7 +115,8 @@ class OnlineAnalysis:
         self.announce(run, (own or []) + kept, spool, membership.node)
         # captures are for this node's own chips: on a single node, all the run's
         self.ask_captures(run, findings if own is None else own, step_time_s)
-        return Found(findings, judged.verdict == "pass")
+        return Found(findings, judged.verdict == "pass", open_findings((own or []) + kept),
+                     criteria_so_far(judged.criteria), links, nodes_by_status(run.store, run.run_id))
 
     def _space(self, t0: float) -> None:
         # the first run pays one-off imports: it does not set the spacing

@@ -19,6 +19,27 @@ class RankStatus:
     step_time_s: float | None
     tokens_per_s: float | None
     last_heartbeat_ts: float | None  # on the run's time line
+    compute_s: float | None = None  # the last step's time outside the collectives
+
+
+@dataclass(frozen=True)
+class OpenFinding:
+    """A finding the run's latest analysis holds, as /metrics names it."""
+
+    kind: str
+    severity: str
+    node: str | None  # None on a single node
+    device: str | None  # None for a whole node
+    metric: str | None
+    code: str | None
+
+
+@dataclass(frozen=True)
+class LinkTest:
+    """This node's pairs in the run's last link test: each peer's bus bandwidth (GB/s)."""
+
+    ts: float  # on the run's time line
+    busbw_gbps: Mapping[str, float]  # peer node -> bandwidth of the pair
 
 
 @dataclass(frozen=True)
@@ -34,6 +55,11 @@ class RunStatus:
     passing: bool | None = None  # verdict of the online analysis so far; None before one ran
     state: str = "running"
     clock_offset_s: float | None = None  # a cluster node's clock minus the store's
+    # what the latest online analysis left for /metrics (soak.daemon.online.Found)
+    open_findings: tuple[OpenFinding, ...] = ()
+    criteria: Mapping[str, bool] = field(default_factory=dict)  # judged criteria: met or not
+    link_test: LinkTest | None = None
+    nodes_by_status: Mapping[str, int] = field(default_factory=dict)  # the judge of a cluster run
 
 
 def hms(seconds: float) -> str:

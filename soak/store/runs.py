@@ -227,12 +227,17 @@ class RunStore(Database):
             for r in self._read(stmt)
         ]
 
-    def load_events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+    def load_events(self, run_id: str, kind: str | None = None, *, last: int | None = None) -> list[EventRecord]:
+        """The run's events in time order; ``last``: only the latest so many (a running agent
+        reads the last link test every few seconds, not all of them)."""
         t = S.events
         where = [t.c.run_id == run_id]
         if kind is not None:
             where.append(t.c.kind == kind)
         stmt = select(t).where(and_(*where)).order_by(t.c.ts, t.c.id)
+        if last is not None:
+            latest = select(t).where(and_(*where)).order_by(t.c.ts.desc(), t.c.id.desc()).limit(last).subquery()
+            stmt = select(latest).order_by(latest.c.ts, latest.c.id)
         return [
             EventRecord(
                 ts=r.ts,

@@ -156,6 +156,38 @@ def test_run_metrics_use_the_contract_names_and_leave_unknowns_out() -> None:
     assert 'soak_node_clock_offset_seconds{run_id="r1"} -0.25' in generate_latest(node).decode()
 
 
+def test_what_the_judge_knows_is_served_with_the_node_a_peer_finding_names() -> None:
+    from soak.daemon.status import LinkTest, OpenFinding
+
+    st = _status(
+        ranks=(RankStatus("lm", 0, 120, 0.25, 800.0, 1000.0, 0.2), RankStatus("lm", 1, 119, None, None, None)),
+        open_findings=(OpenFinding("straggler", "fail", "node-1", None, "compute_s", "straggler.node.compute_s"),
+                       OpenFinding("thermal", "warn", None, "npu0-0", "temp_c", "thermal.excursions")),
+        criteria={"coverage": True, "nodes": False}, link_test=LinkTest(1700.5, {"node-1": 12.5, "node-2": 3.25}),
+        nodes_by_status={"running": 2, "lost": 1})
+    reg = CollectorRegistry()
+    reg.register(RunCollector(lambda: st))
+    text = generate_latest(reg).decode()
+    assert ('soak_finding_active{code="straggler.node.compute_s",device="",kind="straggler",metric="compute_s",'
+            'node="node-1",run_id="r1",severity="fail"} 1.0') in text
+    # this node's own finding: its node label is the agent's own (added to every series)
+    assert ('soak_finding_active{code="thermal.excursions",device="npu0-0",kind="thermal",metric="temp_c",'
+            'run_id="r1",severity="warn"} 1.0') in text
+    assert 'soak_run_verdict_so_far{criterion="coverage",run_id="r1"} 1.0' in text
+    assert 'soak_run_verdict_so_far{criterion="nodes",run_id="r1"} 0.0' in text
+    assert 'soak_link_busbw_gbps{peer="node-2",run_id="r1"} 3.25' in text
+    assert 'soak_link_test_timestamp_seconds{run_id="r1"} 1700.5' in text
+    assert 'soak_rank_compute_seconds{rank="0",run_id="r1",workload="lm"} 0.2' in text
+    assert 'soak_rank_compute_seconds{rank="1"' not in text
+    assert 'soak_cluster_nodes{run_id="r1",status="lost"} 1.0' in text
+    # before any analysis: no criterion, link or node series (not judged is not 0)
+    quiet = CollectorRegistry()
+    quiet.register(RunCollector(lambda: _status()))
+    plain = generate_latest(quiet).decode()
+    for name in ("soak_finding_active{", "soak_run_verdict_so_far{", "soak_link_busbw_gbps", "soak_cluster_nodes"):
+        assert name not in plain
+
+
 def test_progress_line_is_one_short_line() -> None:
     line = progress_line(_status())
     assert line == ("[r1] 1:02:05 elapsed, 0:01:00 left | lm/0 step 120 (250 ms), lm/1 step 119 | "
@@ -244,3 +276,28 @@ def test_online_finding_is_printed_when_found(tmp_path) -> None:
     d._analysis_job()
     assert out.getvalue().startswith("soak: finding [fail] memory_creep on npu0-0: hbm_used_bytes creeps"), out.getvalue()
     store.close()
+
+
+def test_the_served_link_test_is_this_nodes_pairs_in_the_last_one_and_criteria_only_judged() -> None:
+    from soak.daemon.online import criteria_so_far, last_link_test, open_findings
+    from soak.store import Store
+
+    with Store.open("sqlite://") as store:
+        store.create_run("c1", host="h", plan={}, started_ts=1000.0, planned_end_ts=2000.0, workload="lm",
+                         backend="sim", time_scale=1.0)
+        assert last_link_test(store, "c1", "node-1") is None  # before the first test: nothing served
+        pairs = [{"a": "node-0", "b": "node-1", "busbw_gbps": 10.0}, {"a": "node-0", "b": "node-2", "busbw_gbps": 9.0},
+                 {"a": "node-1", "b": "node-2", "busbw_gbps": None}]
+        store.add_event("c1", "link_test", ts=1100.0, detail={"pairs": pairs, "when": "preflight"})
+        pairs[0] = {"a": "node-0", "b": "node-1", "busbw_gbps": 4.5}
+        store.add_event("c1", "link_test", ts=1700.0, detail={"pairs": pairs, "when": "periodic"})
+        got = last_link_test(store, "c1", "node-1")
+        # the last test only; a pair that measured nothing is left out, not 0
+        assert got is not None and (got.ts, dict(got.busbw_gbps)) == (1700.0, {"node-0": 4.5})
+        assert last_link_test(store, "c1", None) is None  # a single node takes no part in one
+    criteria = [{"code": "criterion.coverage", "met": True}, {"code": "criterion.nodes", "met": None},
+                {"code": "criterion.kind.hang", "met": False}]
+    assert criteria_so_far(criteria) == {"coverage": True, "kind.hang": False}
+    f = {"kind": "thermal", "severity": "warn", "device": "npu0-0", "metric": "temp_c", "code": "thermal.excursions"}
+    # two findings of one name (two stretches of one chip) are one series
+    assert len(open_findings([f, {**f, "start": 5.0}])) == 1

@@ -18,7 +18,7 @@ from exporters.server import serve
 from soak import dashboards as d
 from soak.daemon import metrics as run_metrics
 from soak.daemon.metrics import RunCollector
-from soak.daemon.status import RankStatus, RunStatus
+from soak.daemon.status import LinkTest, OpenFinding, RankStatus, RunStatus
 from soak.telemetry.records import DeviceSample, HostSample, ReaderStatus, Snapshot
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
@@ -35,8 +35,11 @@ SNAPSHOT = Snapshot(
     comm_timeouts={"hccl_plog:socket_timeout": 1}, readers=(ReaderStatus("npu-smi", True, 0.01),),
 )
 RUN = RunStatus(run_id="r", workload="lm", verdict="running", elapsed_s=1.0, remaining_s=1.0, restarts=0,
-                ranks=(RankStatus("lm", 0, 10, 0.1, 100.0, 1.0),), findings={("hang", "critical"): 1},
-                passing=True, clock_offset_s=0.1)  # a cluster node: every run family served
+                ranks=(RankStatus("lm", 0, 10, 0.1, 100.0, 1.0, 0.05),), findings={("hang", "critical"): 1},
+                passing=True, clock_offset_s=0.1,  # the judging node of a cluster run: every run family served
+                open_findings=(OpenFinding("hang", "fail", None, "npu0-0", "util_pct", "hang.stuck"),),
+                criteria={"coverage": True}, link_test=LinkTest(1.0, {"node-1": 10.0}),
+                nodes_by_status={"running": 3})
 
 
 class _Totals:

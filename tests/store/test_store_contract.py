@@ -144,6 +144,17 @@ def test_events_round_trip_in_time_order(store: Store) -> None:
         store.add_event("r1", "nonsense", ts=T0)
 
 
+def test_the_last_events_of_a_kind_come_in_time_order(store: Store) -> None:
+    _new_run(store)
+    for i, ts in enumerate((T0 + 30, T0 + 10, T0 + 20, T0 + 20)):
+        store.add_event("r1", "link_test", ts=ts, detail={"n": i})
+    store.add_event("r1", "gap", ts=T0 + 40)
+    assert [e.detail["n"] for e in store.load_events("r1", "link_test", last=1)] == [0]
+    # two at the same time: the one written later is the later one
+    assert [e.detail["n"] for e in store.load_events("r1", "link_test", last=3)] == [2, 3, 0]
+    assert [e.kind for e in store.load_events("r1", last=1)] == ["gap"]
+
+
 def test_replace_findings_keeps_analysis_keys(store: Store) -> None:
     _new_run(store)
     f1 = {"kind": "memory_creep", "device": "npu0-0", "metric": "hbm_used_bytes", "start": T0,
