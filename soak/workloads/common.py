@@ -453,7 +453,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
             t0 = time.perf_counter()
             fields = wl.step(step + 1)
             ctx.injector.after_step(step + 1, time.perf_counter() - t0)
-            fields = slowed_rates(fields, ctx.injector.slowdown())
+            fields = slowed_rates(fields, ctx.injector.slowdown(step + 1))
             step += 1
             hb.last_step = step
             step_time_s = time.perf_counter() - t_iter

@@ -12,7 +12,8 @@ spec                      effect
 ``hang:AT[,RANK]``        before step AT the rank stops stepping but stays alive
 ``crash:AT[,RANK]``       before step AT the rank calls ``os._exit(1)``; once per run
                           folder (a marker file), ``crash:AT,always`` on every attempt
-``slow-rank:R,FACTOR``    rank R takes FACTOR times as long per step
+``slow-rank:R,FACTOR[,AT]`` rank R takes FACTOR times as long per step (from step AT on,
+                          an ``inject`` event marking the moment; from the start without)
 ``comm-delay:R,SECONDS``  rank R sleeps SECONDS before each collective
 ``corrupt:AT``            gemm only: corrupt the device result at step AT (SDC check)
 ``slow-data:every=N,``    slow data loader: every N-th step's batch takes S seconds longer
@@ -132,9 +133,8 @@ def parse_inject(raw: str) -> InjectSpec:
         at = _int(raw, args[0], "AT (a step)", 1)
         rank = _int(raw, args[1], "RANK") if len(args) == 2 else None
         return InjectSpec(kind, raw, at_step=at, rank=rank, always=always)
-    if n != 2:
-        what = "FACTOR" if kind == "slow-rank" else "SECONDS"
-        raise _bad(raw, f"expected {kind}:R,{what}")
+    if n != 2 and not (kind == "slow-rank" and n == 3):
+        raise _bad(raw, "expected slow-rank:R,FACTOR[,AT]" if kind == "slow-rank" else f"expected {kind}:R,SECONDS")
     rank = _int(raw, args[0], "R (a rank)")
     if kind == "slow-rank":
         try:
@@ -143,7 +143,8 @@ def parse_inject(raw: str) -> InjectSpec:
             factor = 0.0
         if factor < 1.0:
             raise _bad(raw, f"FACTOR must be a number >= 1, got {args[1]!r}")
-        return InjectSpec(kind, raw, rank=rank, factor=factor)
+        at = _int(raw, args[2], "AT (a step)", 1) if n == 3 else None
+        return InjectSpec(kind, raw, rank=rank, factor=factor, at_step=at)
     return InjectSpec(kind, raw, rank=rank, delay_s=_duration(raw, args[1]))
 
 
@@ -252,17 +253,23 @@ class Injector:
             if step % int(s.every_steps or 1) == 0:
                 self._sleep(float(s.delay_s or 0))
 
+    def _slow_ranks(self, step: int) -> list[InjectSpec]:
+        return [s for s in self.of("slow-rank") if s.at_step is None or step >= s.at_step]
+
     def after_step(self, step: int, compute_s: float) -> None:
-        for s in self.of("slow-rank"):
+        for s in self._slow_ranks(step):
+            if s.at_step == step:  # the moment a slow-down begins mid-run
+                self._emit("inject", step, f"{s.raw}: rank slowed {s.factor:g} times from step {step}")
             self._sleep(compute_s * (float(s.factor or 1.0) - 1.0))
 
-    def slowdown(self) -> float:
-        """How many times as long this rank's compute takes (1.0: not slowed). A rate the
-        workload measured around its own compute, before ``after_step`` stretched it, is
-        this many times too high: the rank must report it divided, as a slow chip would."""
+    def slowdown(self, step: int = 0) -> float:
+        """How many times as long this rank's compute takes at ``step`` (1.0: not slowed). A
+        rate the workload measured around its own compute, before ``after_step`` stretched it,
+        is this many times too high: the rank must report it divided, as a slow chip would."""
         f = 1.0
         for s in self.of("slow-rank"):
-            f *= float(s.factor or 1.0)
+            if s.at_step is None or step >= s.at_step:
+                f *= float(s.factor or 1.0)
         return f
 
     def before_collective(self) -> None:

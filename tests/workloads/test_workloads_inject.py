@@ -18,7 +18,9 @@ def test_inject_specs_parse_with_units():
     s = parse_inject("crash:8,1,always")
     assert (s.at_step, s.rank, s.always) == (8, 1, True)
     s = parse_inject("slow-rank:1,2.5")
-    assert (s.rank, s.factor) == (1, 2.5)
+    assert (s.rank, s.factor, s.at_step) == (1, 2.5, None)
+    s = parse_inject("slow-rank:1,2.5,40")
+    assert (s.rank, s.factor, s.at_step) == (1, 2.5, 40)
     assert parse_inject("comm-delay:0,2min").delay_s == 120.0
 
 

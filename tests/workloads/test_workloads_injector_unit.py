@@ -50,6 +50,17 @@ def test_slow_rank_and_comm_delay_hit_only_their_rank(clock, tmp_path):
     assert clock.slept == [0.2, 2.5]  # factor 3 -> two extra step times
 
 
+def test_a_slow_rank_from_a_step_on_is_fast_before_it_and_marks_the_moment(clock, tmp_path):
+    events: list = []
+    r1 = make(["slow-rank:1,3,5"], 1, clock, tmp_path, events=events)
+    for step in range(1, 7):
+        r1.after_step(step, 0.1)
+    assert clock.slept == [0.2, 0.2]  # steps 5 and 6 only
+    assert events[-1] == ("inject", 5, "slow-rank:1,3,5: rank slowed 3 times from step 5")
+    assert [e for e in events if e[0] == "inject"] == [("inject", 0, "armed slow-rank:1,3,5"), events[-1]]
+    assert (r1.slowdown(4), r1.slowdown(5)) == (1.0, 3.0)
+
+
 def test_a_slowed_rank_reports_its_throughput_slowed_too(clock, tmp_path):
     from soak.workloads.common import slowed_rates
 
