@@ -32,6 +32,7 @@ SCHEMA_VERSION = 39  # Grafana 10.x/11.x classic model; newer Grafana migrates i
 NODE = 'node=~"$node"'
 CHIP = 'node=~"$node", device=~"$chip"'
 RUN = 'run_id=~"$run"'
+RUN_NODE = 'run_id=~"$run", node=~"$node"'
 
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
 
@@ -353,6 +354,10 @@ def dashboard(uid: str, title: str, description: str, tags: list[str], layout: L
 
 
 NODE_VAR = variable_query("node", "Node", "label_values(soak_device_up, node)")
+RUN_VAR = variable_query("run", "Run", "label_values(soak_run_info, run_id)")
+# the nodes of the chosen runs: a cluster run's agents serve `node`, and the scrape configs in
+# deploy/ set it for a single node
+RUN_NODE_VAR = variable_query("node", "Node", 'label_values(soak_run_info{run_id=~"$run"}, node)')
 CHIP_VAR = variable_query("chip", "Chip", 'label_values(soak_device_up{node=~"$node"}, device)')
 
 
@@ -491,37 +496,36 @@ def chip_detail() -> dict[str, Any]:
 
 def soak_run() -> dict[str, Any]:
     lay = Layout()
-    run = variable_query("run", "Run", "label_values(soak_run_info, run_id)")
     lay.row("Run $run")
-    lay.add(stat("Verdict so far", f"min(soak_run_verdict_pass{{{RUN}}})", "none",
+    lay.add(stat("Verdict so far", f"min(soak_run_verdict_pass{{{RUN_NODE}}})", "none",
                  "PASS while no failing finding has been seen; FAIL as soon as one is.",
                  HEALTH_STEPS, VERDICT_MAP), 4, 5)
     lay.add(stat("Nodes reporting", f"count(count by (node) (soak_run_info{{{RUN}}}))", "none",
                  "Nodes serving this run now; a cluster run that loses one raises "
                  "SoakNodeMissing.", steps((None, BLUE))), 4, 5)
-    lay.add(stat("Elapsed", f"max(soak_run_elapsed_seconds{{{RUN}}})", "dtdurations",
+    lay.add(stat("Elapsed", f"max(soak_run_elapsed_seconds{{{RUN_NODE}}})", "dtdurations",
                  "Time since the run started.", steps((None, BLUE))), 4, 5)
-    lay.add(stat("Remaining", f"max(soak_run_remaining_seconds{{{RUN}}})", "dtdurations",
+    lay.add(stat("Remaining", f"max(soak_run_remaining_seconds{{{RUN_NODE}}})", "dtdurations",
                  "Planned time left.", steps((None, BLUE))), 4, 5)
-    lay.add(stat("Restarts", f"max(soak_run_restarts_total{{{RUN}}})", "none",
+    lay.add(stat("Restarts", f"max(soak_run_restarts_total{{{RUN_NODE}}})", "none",
                  "Workload restarts after a crash or hang (resumed from checkpoint).",
                  steps((None, GREEN), (1, ORANGE), (3, RED)), decimals=0), 4, 5)
-    lay.add(stat("Findings", f"sum(soak_run_findings{{{RUN}}})", "none",
+    lay.add(stat("Findings", f"sum(soak_run_findings{{{RUN_NODE}}})", "none",
                  "Findings raised so far by the online detectors.",
                  COUNT_BAD_STEPS, decimals=0), 4, 5)
     lay.row("Progress")
-    lay.add(timeseries("Step", [(f"soak_run_step{{{RUN}}}", "{{run_id}} {{node}} rank {{rank}}")],
+    lay.add(timeseries("Step", [(f"soak_run_step{{{RUN_NODE}}}", "{{run_id}} {{node}} rank {{rank}}")],
                        "none", "Global optimizer step per rank. A flat line while the run is "
                        "active is a hang.", minv=0), 12, 8)
-    lay.add(timeseries("Step time", [(f"soak_run_step_time_seconds{{{RUN}}}",
+    lay.add(timeseries("Step time", [(f"soak_run_step_time_seconds{{{RUN_NODE}}}",
                                       "{{run_id}} {{node}} rank {{rank}}")], "s",
                        "Wall time of the last step per rank: a slow rank stands out.",
                        minv=0), 12, 8)
-    lay.add(timeseries("Tokens per second", [(f"soak_run_tokens_per_second{{{RUN}}}",
+    lay.add(timeseries("Tokens per second", [(f"soak_run_tokens_per_second{{{RUN_NODE}}}",
                                               "{{run_id}} {{node}} rank {{rank}}")], "none",
                        "Language-model throughput per rank.", minv=0), 12, 8)
     lay.add(timeseries("Heartbeat age", [(f"time() - soak_run_last_heartbeat_timestamp_seconds"
-                                          f"{{{RUN}}}", "{{run_id}} {{node}} rank {{rank}}")], "s",
+                                          f"{{{RUN_NODE}}}", "{{run_id}} {{node}} rank {{rank}}")], "s",
                        "Seconds since each rank last wrote a heartbeat.",
                        thresholds=steps((None, GREEN), (60, YELLOW), (300, RED)), minv=0),
             12, 8)
@@ -536,21 +540,192 @@ def soak_run() -> dict[str, Any]:
                                      "thresholds": COUNT_BAD_STEPS}, "overrides": []},
         "options": {"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-        "targets": [target(f"sum by (kind, severity) (soak_run_findings{{{RUN}}})",
+        "targets": [target(f"sum by (kind, severity) (soak_run_findings{{{RUN_NODE}}})",
                            "{{kind}} ({{severity}})", instant=True)],
     }, 12, 8)
-    lay.add(timeseries("Restarts", [(f"soak_run_restarts_total{{{RUN}}}", "{{run_id}}")],
+    lay.add(timeseries("Restarts", [(f"soak_run_restarts_total{{{RUN_NODE}}}", "{{run_id}}")],
                        "none", "Cumulative workload restarts.", minv=0), 12, 8)
     return dashboard("soak-run", "soak / Soak run",
                      "One soak run: time elapsed and left, progress per rank, throughput, "
                      "findings and the verdict so far.",
-                     ["run"], lay, [run], refresh="30s", time_from="now-24h")
+                     ["run"], lay, [RUN_VAR, RUN_NODE_VAR], refresh="30s", time_from="now-24h")
+
+
+# The cluster dashboard reads what soak's analysis reads, through the recording rules of
+# alerts.yaml (group soak-peers), with the acceptance profile's floors as thresholds.
+TEMP_DEV_STEPS = steps((None, BLUE), (-2, GREEN), (2, YELLOW), (4.5, RED))  # peers.temp_min_c
+STRAGGLER_STEPS = steps((None, GREEN), (1.05, ORANGE), (1.2, RED))  # step_min_frac, straggler_fail_frac
+LINK_STEPS = steps((None, RED), (0.8, GREEN))  # links.max_below_median_frac
+CRITERION_MAP = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "MISSED", "color": RED, "index": 0},
+            "1": {"text": "met", "color": GREEN, "index": 1},
+        },
+    }
+]
+CLOCK_STEPS = steps((None, RED), (-2, GREEN), (2, RED))  # cluster.max_clock_offset
+
+
+def matrix(title: str, expr: str, unit: str, thresholds: dict[str, Any], description: str,
+           decimals: int = 2) -> dict[str, Any]:
+    """A node x peer table: one row per node, one column per peer, a coloured cell per pair."""
+    return {
+        "type": "table",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {
+            "defaults": {"unit": unit, "decimals": decimals, "thresholds": thresholds,
+                         "color": {"mode": "thresholds"},
+                         "custom": {"align": "center",
+                                    "cellOptions": {"type": "color-background", "mode": "basic"}}},
+            "overrides": [{"matcher": {"id": "byName", "options": "node\\peer"},
+                           "properties": [{"id": "custom.cellOptions", "value": {"type": "auto"}}]}],
+        },
+        "options": {"showHeader": True, "cellHeight": "sm"},
+        "targets": [target(expr, instant=True, fmt="table")],
+        "transformations": [
+            {"id": "groupingToMatrix", "options": {"columnField": "peer", "rowField": "node",
+                                                   "valueField": "Value"}},
+        ],
+    }
+
+
+def findings_table(title: str, expr: str, description: str) -> dict[str, Any]:
+    """One row per open finding: its node, chip, kind, severity and code."""
+    return {
+        "type": "table",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": "none", "custom": {"align": "left"}}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm",
+                    "sortBy": [{"displayName": "Severity", "desc": False}]},
+        "targets": [target(expr, instant=True, fmt="table")],
+        "transformations": [
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value": True},
+                "indexByName": {"node": 0, "device": 1, "kind": 2, "severity": 3, "metric": 4, "code": 5},
+                "renameByName": {"node": "Node", "device": "Chip", "kind": "Kind", "severity": "Severity",
+                                 "metric": "Metric", "code": "Code"}}},
+        ],
+    }
+
+
+def annotation(name: str, expr: str, color: str, title: str, tags: str) -> dict[str, Any]:
+    """A Prometheus annotation: a mark wherever ``expr`` returns a series."""
+    return {"name": name, "datasource": DS, "enable": True, "hide": False, "iconColor": color,
+            "expr": expr, "step": "1m", "titleFormat": title, "tagKeys": tags, "textFormat": "",
+            "useValueForTime": False}
+
+
+def cluster() -> dict[str, Any]:
+    lay = Layout()
+    lay.row("Run $run: the verdict so far")
+    lay.add(stat("Criteria so far", f"max by (criterion) (soak_run_verdict_so_far{{{RUN}}})", "none",
+                 "Each criterion the judging node has judged so far: met, or MISSED. A criterion not "
+                 "judged yet is not shown.", HEALTH_STEPS, CRITERION_MAP, legend="{{criterion}}"), 12, 6)
+    lay.add({
+        "type": "bargauge",
+        "title": "Nodes by status",
+        "description": "The run's nodes in each status, as the judging node reads them from the store.",
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": "none", "decimals": 0, "min": 0,
+                                     "color": {"mode": "thresholds"},
+                                     "thresholds": steps((None, BLUE))},
+                        "overrides": [{"matcher": {"id": "byName", "options": name},
+                                       "properties": [{"id": "thresholds",
+                                                       "value": steps((None, GREEN), (1, RED))}]}
+                                      for name in ("lost", "failed")]},
+        "options": {"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
+                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+        "targets": [target(f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}", instant=True)],
+    }, 6, 6)
+    lay.add(stat("Open findings", f"count(soak_finding_active{{{RUN_NODE}}}) or vector(0)", "none",
+                 "Findings the run's latest analysis holds on the selected nodes.",
+                 COUNT_BAD_STEPS, decimals=0), 3, 6)
+    lay.add(stat("Worst clock offset", f"max(abs(soak_node_clock_offset_seconds{{{RUN_NODE}}}))", "s",
+                 "The largest distance of a node's clock from the store's (2 s: cluster.max_clock_offset).",
+                 steps((None, GREEN), (2, RED))), 3, 6)
+    lay.row("Chips against their siblings")
+    lay.add(status_history(
+        "Chip temperature against its node's median",
+        f"max by (node, device) (soak:chip_temperature_vs_node_median:celsius{{{NODE}}})",
+        "{{node}} {{device}}", "celsius",
+        "Node x chip: each chip's temperature minus its node's median, while its power is within 10 % "
+        "of the node's median (nodes of 3 chips or more). Red from 4.5 °C: SoakChipOutOfLine, and an "
+        "outlier finding once it lasts 2 h of run time.", TEMP_DEV_STEPS), 24, 9)
+    lay.row("Stragglers")
+    cols = [
+        ("A", f"max by (node) (soak:node_compute_seconds:median{{{RUN_NODE}}})", "s", steps((None, BLUE)),
+         "Compute time (median)", None),
+        ("B", f"max by (node) (soak:node_compute_vs_cluster_median:ratio{{{RUN_NODE}}})", "none",
+         STRAGGLER_STEPS, "Over the cluster median", None),
+    ]
+    lay.add(table("Stragglers: nodes", "Each node's time outside the collectives (its ranks' median) and "
+                  "that over the cluster's median node: above 1.05 a straggler, above 1.2 it fails the run.",
+                  cols, {"node": "Node"}, "Node"), 8, 8)
+    rank_ratio = (f"max by (node, rank) (soak_rank_compute_seconds{{{RUN_NODE}}} / on (run_id) group_left "
+                  f"quantile by (run_id) (0.5, soak_rank_compute_seconds{{{RUN}}}))")
+    cols = [
+        ("A", f"max by (node, rank) (soak_rank_compute_seconds{{{RUN_NODE}}})", "s", steps((None, BLUE)),
+         "Compute time (last step)", None),
+        ("B", rank_ratio, "none", STRAGGLER_STEPS, "Over the median rank", None),
+    ]
+    lay.add(table("Stragglers: ranks", "Each rank's last step outside the collectives, and that over the "
+                  "median rank of the run.", cols, {"node": "Node", "rank": "Rank"}, "Node"), 8, 8)
+    lay.add(timeseries("Node compute time over the cluster median",
+                       [(f"soak:node_compute_vs_cluster_median:ratio{{{RUN_NODE}}}", "{{node}}")], "none",
+                       "1 = the cluster's median node. Lines at 1.05 (straggler) and 1.2 (fails the run).",
+                       thresholds=STRAGGLER_STEPS, minv=0), 8, 8)
+    lay.row("Links")
+    lay.add(matrix("Link matrix: bus bandwidth over the test's median",
+                   f"max by (node, peer) (soak:link_busbw_vs_test_median:ratio{{{RUN_NODE}}})", "percentunit",
+                   LINK_STEPS, "Node x peer in the last pairwise link test: each pair's bus bandwidth as a "
+                   "share of the test's median pair. Red below 80 %: SoakLinkSlow. A row red everywhere "
+                   "is the node; one red pair is the path between two nodes.", decimals=0), 10, 8)
+    lay.add(matrix("Link matrix: bus bandwidth", f"max by (node, peer) (soak_link_busbw_gbps{{{RUN_NODE}}})",
+                   "none", steps((None, BLUE)), "Node x peer: bus bandwidth (GB/s) of each pair in the "
+                   "last link test.", decimals=1), 10, 8)
+    lay.add(stat("Last link test", f"max(soak_link_test_timestamp_seconds{{{RUN}}}) * 1000", "dateTimeAsIso",
+                 "When the last link test ran (the run's time line: accelerated in a simulated run).",
+                 steps((None, BLUE))), 4, 8)
+    lay.row("Findings and nodes")
+    lay.add(findings_table("Findings", f"max by (node, device, kind, severity, metric, code) "
+                           f"(soak_finding_active{{{RUN_NODE}}})",
+                           "What the report will say: each finding the run's latest analysis holds. "
+                           "The judging node serves the peer comparison's findings, each with the node "
+                           "it names."), 12, 8)
+    lay.add(timeseries("Nodes by status", [(f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}")],
+                       "none", "The run's nodes in each status over time: a lost node is a step here "
+                       "and an annotation on every panel.", minv=0), 6, 8)
+    lay.add(timeseries("Clock offset against the store",
+                       [(f"soak_node_clock_offset_seconds{{{RUN_NODE}}}", "{{node}}")], "s",
+                       "Each node's clock minus the store's, measured at join and every 5 minutes. "
+                       "Past 2 s: SoakNodeClockSkew.", thresholds=CLOCK_STEPS), 6, 8)
+    board = dashboard("soak-cluster", "soak / Cluster",
+                      "A cluster run as the report will judge it: chips against their siblings, "
+                      "straggler nodes and ranks, the link matrix, open findings, the verdict so far "
+                      "and the nodes by status.", ["cluster"], lay, [RUN_VAR, RUN_NODE_VAR],
+                      time_from="now-6h")
+    board["annotations"]["list"] += [
+        annotation("Findings", f"count by (node, kind, severity) (soak_finding_active{{{RUN_NODE}}} unless "
+                   f"soak_finding_active{{{RUN_NODE}}} offset 2m)", ORANGE, "finding {{kind}} ({{severity}})",
+                   "node,kind,severity"),
+        annotation("Node lost", f"max by (run_id) (soak_cluster_nodes{{{RUN}, status=\"lost\"}}) > "
+                   f"max by (run_id) (soak_cluster_nodes{{{RUN}, status=\"lost\"}} offset 2m)", RED,
+                   "node lost in run {{run_id}}", "run_id"),
+    ]
+    return board
 
 
 DASHBOARDS = {
     "fleet-overview.json": fleet_overview,
     "chip-detail.json": chip_detail,
     "soak-run.json": soak_run,
+    "cluster.json": cluster,
 }
 
 

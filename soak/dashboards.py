@@ -34,7 +34,7 @@ from soak.errors import InputError, redact
 DATASOURCE_UID = "soak-prometheus"
 DATASOURCE_NAME = "soak Prometheus"
 TOKEN_ENV = "SOAK_GRAFANA_TOKEN"
-DASHBOARD_FILES = ("fleet-overview.json", "chip-detail.json", "soak-run.json")
+DASHBOARD_FILES = ("fleet-overview.json", "chip-detail.json", "soak-run.json", "cluster.json")
 ALERTS_FILE = "alerts.yaml"
 
 # Every metric soak serves, as its collectors declare them, plus what Prometheus adds to every
@@ -85,16 +85,31 @@ def load_dashboards(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
-def load_alert_rules(path: Path) -> list[dict[str, Any]]:
-    """The alerting rules of a Prometheus rule file, flattened over its groups."""
+def _rules(path: Path, kind: str) -> list[dict[str, Any]]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not readable as YAML ({exc})") from None
     rules = []
     for group in (doc or {}).get("groups", []):
-        rules.extend(r for r in group.get("rules", []) if "alert" in r)
+        rules.extend(r for r in group.get("rules", []) if kind in r)
     return rules
+
+
+def load_alert_rules(path: Path) -> list[dict[str, Any]]:
+    """The alerting rules of a Prometheus rule file, flattened over its groups."""
+    return _rules(path, "alert")
+
+
+def load_recording_rules(path: Path) -> list[dict[str, Any]]:
+    """The recording rules of a Prometheus rule file (``record``, ``expr``), over its groups."""
+    return _rules(path, "record")
+
+
+def recorded_names(directory: Path) -> frozenset[str]:
+    """The series the rule file of ``directory`` records: a panel or alert may read them."""
+    path = directory / ALERTS_FILE
+    return frozenset(r["record"] for r in load_recording_rules(path)) if path.is_file() else frozenset()
 
 
 def panels_of(board: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -117,12 +132,16 @@ class Query:
 
 
 def queries_of(board: Mapping[str, Any]) -> list[Query]:
+    """Every panel's queries, and every Prometheus annotation's."""
     out = []
     for panel in panels_of(board):
         for tgt in panel.get("targets", []):
             if tgt.get("expr"):
                 out.append(Query(f"{board['uid']} / {panel.get('title')} / {tgt.get('refId')}",
                                  tgt["expr"]))
+    for ann in board.get("annotations", {}).get("list", []):
+        if ann.get("expr"):
+            out.append(Query(f"{board['uid']} / annotation {ann.get('name')}", ann["expr"]))
     return out
 
 
@@ -208,7 +227,7 @@ def probe_expr(expr: str) -> str:
 
 def lint(directory: Path, known: Iterable[str] = KNOWN_METRICS) -> list[str]:
     """Problems found in the dashboards and alert rules of ``directory`` (empty: all good)."""
-    known = frozenset(known)
+    known = frozenset(known) | recorded_names(directory)
     problems: list[str] = []
     boards = load_dashboards(directory)
     uids: set[str] = set()
@@ -238,19 +257,31 @@ def lint(directory: Path, known: Iterable[str] = KNOWN_METRICS) -> list[str]:
                 problems.append(f"{q.where}: unknown metric {name}")
     rules_path = directory / ALERTS_FILE
     if rules_path.is_file():
+        for rule in load_recording_rules(rules_path):
+            for name_ in sorted(metric_names(rule["expr"]) - known):
+                problems.append(f"record {rule['record']}: unknown metric {name_}")
         for rule in load_alert_rules(rules_path):
             name = rule["alert"]
             for name_ in sorted(metric_names(rule["expr"]) - known):
                 problems.append(f"alert {name}: unknown metric {name_}")
             if "for" not in rule:
                 problems.append(f"alert {name}: no 'for:'")
-            if rule.get("labels", {}).get("severity") not in ("critical", "warning"):
+            if not _severity_ok(rule.get("labels", {}).get("severity")):
                 problems.append(f"alert {name}: severity must be critical or warning")
             ann = rule.get("annotations", {})
             for key in ("summary", "description", "runbook_url"):
                 if not ann.get(key):
                     problems.append(f"alert {name}: no {key} annotation")
     return problems
+
+
+def _severity_ok(severity: Any) -> bool:
+    """``critical`` or ``warning``, or a template that can only say one of them (a
+    finding's alert takes its severity from the finding's)."""
+    if not isinstance(severity, str):
+        return False
+    words = re.sub(r"\{\{.*?\}\}", " ", severity).split()
+    return bool(words) and set(words) <= {"critical", "warning"} and ("{{" in severity or len(words) == 1)
 
 
 # --- verify against a live Prometheus -------------------------------------------------------
@@ -303,6 +334,7 @@ def all_queries(directory: Path) -> list[Query]:
         queries += queries_of(board) + variable_queries_of(board)
     rules_path = directory / ALERTS_FILE
     if rules_path.is_file():
+        queries += [Query(f"record {r['record']}", r["expr"]) for r in load_recording_rules(rules_path)]
         queries += [Query(f"alert {r['alert']}", r["expr"]) for r in load_alert_rules(rules_path)]
     return queries
 

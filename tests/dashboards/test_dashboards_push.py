@@ -32,8 +32,8 @@ def test_first_push_creates_second_updates_without_duplicates(fake_grafana, caps
     first = json.loads(out)["steps"]
     assert [(s["kind"], s["action"]) for s in first] == [
         ("datasource", "created"), ("folder", "created"),
-        ("dashboard", "created"), ("dashboard", "created"), ("dashboard", "created")]
-    assert sorted(state.dashboards) == ["soak-chip-detail", "soak-fleet-overview", "soak-run"]
+        ("dashboard", "created"), ("dashboard", "created"), ("dashboard", "created"), ("dashboard", "created")]
+    assert sorted(state.dashboards) == ["soak-chip-detail", "soak-cluster", "soak-fleet-overview", "soak-run"]
     assert state.datasources["soak-prometheus"]["url"] == "http://prometheus:9090"
     assert state.datasources["soak-prometheus"]["type"] == "prometheus"
     assert {b["folderUid"] for b in state.dashboards.values()} == {"soak-soak-tests"}
@@ -44,8 +44,8 @@ def test_first_push_creates_second_updates_without_duplicates(fake_grafana, caps
     second = json.loads(out2)["steps"]
     assert [(s["kind"], s["action"]) for s in second] == [
         ("datasource", "kept"), ("folder", "kept"),
-        ("dashboard", "updated"), ("dashboard", "updated"), ("dashboard", "updated")]
-    assert len(state.datasources) == 1 and len(state.folders) == 1 and len(state.dashboards) == 3
+        ("dashboard", "updated"), ("dashboard", "updated"), ("dashboard", "updated"), ("dashboard", "updated")]
+    assert len(state.datasources) == 1 and len(state.folders) == 1 and len(state.dashboards) == 4
     assert {uid: b["dashboard"]["id"] for uid, b in state.dashboards.items()} == ids
     assert all(b["dashboard"]["version"] == 2 for b in state.dashboards.values())
 
