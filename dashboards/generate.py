@@ -698,7 +698,7 @@ def cluster() -> dict[str, Any]:
                            "What the report will say: each finding the run's latest analysis holds. "
                            "The judging node serves the peer comparison's findings, each with the node "
                            "it names."), 12, 8)
-    lay.add(timeseries("Nodes by status", [(f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}")],
+    lay.add(timeseries("Nodes by status over time", [(f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}")],
                        "none", "The run's nodes in each status over time: a lost node is a step here "
                        "and an annotation on every panel.", minv=0), 6, 8)
     lay.add(timeseries("Clock offset against the store",

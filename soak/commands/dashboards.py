@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--prometheus-url", required=True, metavar="URL",
                         help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     verify.add_argument("--dir", metavar="DIR", help="folder with the dashboards (default: built in)")
+    verify.add_argument("--cluster", action="store_true",
+                        help="Prometheus scrapes a cluster run: fail the queries of what only a cluster "
+                        "serves (links, clock offsets, nodes by status) too when they return nothing")
     add_format(verify)
     verify.set_defaults(func=_verify)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
@@ -115,7 +118,7 @@ def _verify(args: argparse.Namespace) -> int:
     from soak import dashboards as d
 
     directory = d.resolve_dir(args.dir)
-    results = d.verify(directory, args.prometheus_url)
+    results = d.verify(directory, args.prometheus_url, cluster=args.cluster)
     bad = [r for r in results if not r.ok]
     if args.format == "json":
         rows = [dict(r.__dict__, ok=r.ok) for r in results]
@@ -129,6 +132,8 @@ def _verify(args: argparse.Namespace) -> int:
                 detail = f"{r.series} series"
                 if r.empty_selectors:
                     detail += "; no series for " + ", ".join(r.empty_selectors)
+                    if r.cluster_only:
+                        detail += " (only a cluster run serves them: --cluster to require them)"
                 elif r.series == 0 and r.needs_history:
                     detail += " (looks back further than the data held; selectors match)"
             print(f"{'ok  ' if r.ok else 'FAIL'} {r.where}: {detail}")

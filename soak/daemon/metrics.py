@@ -36,6 +36,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_cluster_nodes": ("gauge", "Nodes of the cluster run in each status (served by the node that judges)."),
 }
 METRIC_NAMES = served_names(FAMILIES)
+# served only by a node of a cluster run (the links and nodes by status by its judging node)
+CLUSTER_ONLY = frozenset({"soak_node_clock_offset_seconds", "soak_link_busbw_gbps",
+                          "soak_link_test_timestamp_seconds", "soak_cluster_nodes"})
 
 
 def _family(name: str, labels: list[str]) -> Metric:

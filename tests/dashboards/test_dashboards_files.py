@@ -205,3 +205,11 @@ def test_every_alert_has_firing_and_quiet_cases():
             (fired if t["exp_alerts"] else quiet).add(t["alertname"])
     names = {r["alert"] for r in d.load_alert_rules(DASHBOARDS / "alerts.yaml")}
     assert fired == names and quiet == names
+
+
+def test_what_only_a_cluster_serves_includes_the_series_recorded_from_it():
+    # `soak dashboards verify` on a single node's Prometheus does not fail these; --cluster does
+    assert d.cluster_names(DASHBOARDS) == d.CLUSTER_METRICS | {"soak:link_busbw_vs_test_median:ratio"}
+    assert d.recorded_names(DASHBOARDS) == {
+        "soak:chip_temperature_vs_node_median:celsius", "soak:node_compute_seconds:median",
+        "soak:node_compute_vs_cluster_median:ratio", "soak:link_busbw_vs_test_median:ratio"}
