@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Render a PNG preview of the fleet-overview dashboard from a live Prometheus.
+"""Render a PNG preview of the fleet-overview or the cluster dashboard from a live Prometheus.
 
-Grafana is not needed: the panels' own PromQL (from fleet-overview.json, template variables
-set to match everything) is run through Prometheus' HTTP API and drawn with matplotlib in a
-dark, Grafana-like layout, with the dashboard's units and thresholds. The image is titled as
-a preview, since it is not a Grafana screenshot.
+Grafana is not needed: the panels' own PromQL (from fleet-overview.json or cluster.json,
+template variables set to match everything) is run through Prometheus' HTTP API and drawn
+with matplotlib in a dark, Grafana-like layout, with the dashboard's units and thresholds. The
+image is titled as a preview, since it is not a Grafana screenshot.
 
     python dashboards/preview.py --prometheus-url http://127.0.0.1:9090 --minutes 5 \
         --out docs/images/dashboard.png
+    python dashboards/preview.py --board cluster --prometheus-url http://127.0.0.1:9090 \
+        --minutes 10 --end 1764630000 --out docs/images/cluster.png
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def legend(metric: dict[str, str], fmt_: str) -> str:
     return out if "{{" not in out else ",".join(metric.values())
 
 
-def render(base: str, minutes: float, out: Path, title_note: str) -> None:
+def render(base: str, minutes: float, out: Path, title_note: str, end: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +86,7 @@ def render(base: str, minutes: float, out: Path, title_note: str) -> None:
 
     board = json.loads((HERE / "fleet-overview.json").read_text(encoding="utf-8"))
     panels = {p["title"]: p for p in panels_of(board)}
-    end = time.time()
+    end = time.time() if end is None else end
     start = end - minutes * 60
     step = max(2.0, minutes * 60 / 300)
     variables = {"__range": f"{int(minutes * 60)}s"}
@@ -143,15 +145,193 @@ def render(base: str, minutes: float, out: Path, title_note: str) -> None:
     print(f"wrote {out}")
 
 
+def _style(ax: Any, title: str) -> None:
+    ax.set_facecolor(PANEL)
+    ax.set_title(title, color=TEXT, fontsize=10, loc="left")
+    ax.tick_params(colors=TEXT, labelsize=8)
+    for spine in ax.spines.values():
+        spine.set_color(GRID)
+
+
+def _cell_text(ax: Any, rows: list[list[str]], colors: list[list[str]] | None = None) -> None:
+    """A small table drawn as text: the first row is the header."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    n, m = len(rows), max(len(r) for r in rows)
+    for i, row in enumerate(rows):
+        for j, cell in enumerate(row):
+            y = 1 - (i + 0.7) / max(n, 6)
+            color = colors[i][j] if colors and colors[i][j] else (TEXT if i else "#8e8e8e")
+            ax.text((j + 0.05) / m, y, cell, color=color, fontsize=8, transform=ax.transAxes,
+                    weight="bold" if color not in (TEXT, "#8e8e8e") else "normal")
+
+
+def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: float | None = None) -> None:
+    """The cluster dashboard's panels, each from its own query in cluster.json."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from datetime import datetime
+
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    board = json.loads((HERE / "cluster.json").read_text(encoding="utf-8"))
+    panels = {p["title"]: p for p in panels_of(board)}
+    end = time.time() if end is None else end
+    start = end - minutes * 60
+    step = max(5.0, minutes * 60 / 200)
+    variables = {"__range": f"{int(minutes * 60)}s"}
+
+    def instant(title: str, ref: int = 0) -> list[dict[str, Any]]:
+        expr = substitute(panels[title]["targets"][ref]["expr"], variables)
+        return query(base, "query", {"query": expr, "time": end})
+
+    def ranged(title: str) -> list[dict[str, Any]]:
+        expr = substitute(panels[title]["targets"][0]["expr"], variables)
+        return query(base, "query_range", {"query": expr, "start": start, "end": end, "step": step})
+
+    def tcolor(title: str, value: float) -> str:
+        return color_for(value, panels[title]["fieldConfig"]["defaults"]["thresholds"])
+
+    fig = plt.figure(figsize=(16, 13), facecolor=BG)
+    fig.suptitle(f"Preview of the soak cluster panels  —  {title_note}", color=TEXT, fontsize=13,
+                 x=0.01, ha="left", y=0.99)
+    grid = fig.add_gridspec(4, 12, height_ratios=[0.9, 1.7, 1.4, 1.3], left=0.08, right=0.99, top=0.94,
+                            bottom=0.04, hspace=0.55, wspace=0.9)
+    # the verdict so far: one box per judged criterion
+    ax = fig.add_subplot(grid[0, 0:6])
+    crit = sorted(instant("Criteria so far"), key=lambda r: r["metric"].get("criterion", ""))
+    _style(ax, "Criteria so far (judging node)")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    per_row = max(1, math.ceil(len(crit) / 3))  # three rows of boxes, as a wide stat panel wraps
+    for i, r in enumerate(crit):
+        met = float(r["value"][1]) >= 1
+        x, y = (i % per_row) / per_row, 1 - (i // per_row + 1) / 3
+        ax.add_patch(plt.Rectangle((x + 0.004, y + 0.02), 1 / per_row - 0.008, 1 / 3 - 0.04,
+                                   color=COLORS["green" if met else "red"], transform=ax.transAxes))
+        ax.text(x + 0.5 / per_row, y + 1 / 6, f"{r['metric']['criterion']}: {'met' if met else 'MISSED'}",
+                ha="center", va="center", color="white", fontsize=7, transform=ax.transAxes)
+    # nodes by status
+    ax = fig.add_subplot(grid[0, 6:9])
+    _style(ax, "Nodes by status")
+    st = sorted(instant("Nodes by status"), key=lambda r: r["metric"]["status"])
+    ax.barh([r["metric"]["status"] for r in st], [float(r["value"][1]) for r in st],
+            color=[COLORS["red"] if r["metric"]["status"] in ("lost", "failed") and float(r["value"][1]) else
+                   COLORS["blue"] for r in st])
+    ax.set_xlim(0, max([float(r["value"][1]) for r in st] + [1]) + 0.5)
+    ax = fig.add_subplot(grid[0, 9:12])
+    res = instant("Open findings")
+    value = float(res[0]["value"][1]) if res else float("nan")
+    _style(ax, "Open findings")
+    ax.set_facecolor(tcolor("Open findings", value) if not math.isnan(value) else PANEL)
+    ax.text(0.5, 0.45, fmt(value, "none"), ha="center", va="center", fontsize=22, color="white",
+            weight="bold", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    # node x chip: temperature against the node's median, over time
+    title = "Chip temperature against its node's median"
+    ax = fig.add_subplot(grid[1, :])
+    _style(ax, title + " (°C; red from 4.5 °C)")
+    series = sorted(ranged(title), key=lambda r: (r["metric"].get("node", ""), r["metric"].get("device", "")))
+    times = [start + i * step for i in range(int((end - start) / step) + 1)]
+    rows = []
+    for r in series:
+        by_t = {round(float(t)): float(v) for t, v in r["values"]}
+        rows.append([by_t.get(round(t), float("nan")) for t in times])
+    th = panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    bounds = [-100.0] + [st_["value"] for st_ in th[1:]] + [100.0]
+    cmap = ListedColormap([COLORS.get(st_["color"], st_["color"]) for st_ in th])
+    cmap.set_bad(PANEL)
+    if rows:
+        x0, x1 = mdates.date2num(datetime.fromtimestamp(start)), mdates.date2num(datetime.fromtimestamp(end))
+        ax.imshow(rows, aspect="auto", cmap=cmap, norm=BoundaryNorm(bounds, cmap.N), interpolation="nearest",
+                  extent=(x0, x1, len(rows) - 0.5, -0.5))
+        ax.set_yticks(range(len(rows)), [f"{r['metric'].get('node')} {r['metric'].get('device')}" for r in series])
+        ax.xaxis_date()
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    # stragglers: nodes table, the ratio over time, the link matrix
+    ax = fig.add_subplot(grid[2, 0:3])
+    _style(ax, "Stragglers: nodes")
+    comp = {r["metric"]["node"]: float(r["value"][1]) for r in instant("Stragglers: nodes", 0)}
+    ratio = {r["metric"]["node"]: float(r["value"][1]) for r in instant("Stragglers: nodes", 1)}
+    table = [["node", "compute (median)", "over median"]]
+    colors: list[list[str]] = [["", "", ""]]
+    for node in sorted(set(comp) | set(ratio)):
+        table.append([node, f"{comp.get(node, float('nan')) * 1000:.1f} ms", f"{ratio.get(node, float('nan')):.2f}x"])
+        colors.append(["", "", tcolor("Node compute time over the cluster median", ratio.get(node, 0.0))])
+    _cell_text(ax, table, colors)
+    title = "Node compute time over the cluster median"
+    ax = fig.add_subplot(grid[2, 3:8])
+    _style(ax, title + " (1 = median node)")
+    for r in sorted(ranged(title), key=lambda r: r["metric"].get("node", "")):
+        ax.plot([datetime.fromtimestamp(float(t)) for t, _ in r["values"]], [float(v) for _, v in r["values"]],
+                lw=1.2, label=r["metric"].get("node"))
+    for st_ in panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]:
+        ax.axhline(st_["value"], color=COLORS.get(st_["color"], st_["color"]), lw=0.8, ls="--")
+    ax.grid(color=GRID, lw=0.6)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.legend(fontsize=7, facecolor=PANEL, edgecolor=GRID, labelcolor=TEXT)
+    title = "Link matrix: bus bandwidth over the test's median"
+    ax = fig.add_subplot(grid[2, 8:12])
+    _style(ax, "Link matrix: busbw / test median")
+    cells = {(r["metric"]["node"], r["metric"]["peer"]): float(r["value"][1]) for r in instant(title)}
+    nodes = sorted({n for pair in cells for n in pair})
+    ax.set_xlim(-0.5, len(nodes) - 0.5)
+    ax.set_ylim(len(nodes) - 0.5, -0.5)
+    for i, a in enumerate(nodes):
+        for j, b in enumerate(nodes):
+            v = cells.get((a, b))
+            if v is None:
+                continue
+            ax.add_patch(plt.Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, color=tcolor(title, v)))
+            ax.text(j, i, f"{v * 100:.0f}%", ha="center", va="center", color="white", fontsize=9, weight="bold")
+    ax.set_xticks(range(len(nodes)), nodes)
+    ax.set_yticks(range(len(nodes)), nodes)
+    # findings and clock offsets
+    ax = fig.add_subplot(grid[3, 0:8])
+    _style(ax, "Findings (what the report will say)")
+    found = sorted(instant("Findings"), key=lambda r: (r["metric"].get("node", ""), r["metric"].get("kind", "")))
+    table = [["node", "chip", "kind", "severity", "metric", "code"]]
+    colors = [[""] * 6]
+    for r in found[:7]:
+        m = r["metric"]
+        table.append([m.get("node", ""), m.get("device", "-") or "-", m.get("kind", ""), m.get("severity", ""),
+                      m.get("metric", ""), m.get("code", "")])
+        colors.append(["", "", "", COLORS["red"] if m.get("severity") == "fail" else COLORS["orange"], "", ""])
+    _cell_text(ax, table, colors)
+    title = "Clock offset against the store"
+    ax = fig.add_subplot(grid[3, 8:12])
+    _style(ax, title + " (s)")
+    for r in sorted(ranged(title), key=lambda r: r["metric"].get("node", "")):
+        ax.plot([datetime.fromtimestamp(float(t)) for t, _ in r["values"]], [float(v) for _, v in r["values"]],
+                lw=1.2, label=r["metric"].get("node"))
+    ax.grid(color=GRID, lw=0.6)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.legend(fontsize=7, facecolor=PANEL, edgecolor=GRID, labelcolor=TEXT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100, facecolor=BG)
+    print(f"wrote {out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prometheus-url", required=True)
+    ap.add_argument("--board", choices=("fleet", "cluster"), default="fleet",
+                    help="the fleet overview (default) or the cluster dashboard's panels")
     ap.add_argument("--minutes", type=float, default=5.0, help="time range drawn (default: 5)")
-    ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "images" / "dashboard.png")
-    ap.add_argument("--note", default="data: soak exporter, simulated 8-chip 910B node",
-                    help="text after the title")
+    ap.add_argument("--end", type=float, help="end of the range, unix seconds (default: now)")
+    ap.add_argument("--out", type=Path, help="PNG to write (default: docs/images/dashboard.png or cluster.png)")
+    ap.add_argument("--note", help="text after the title")
     args = ap.parse_args(argv)
-    render(args.prometheus_url, args.minutes, args.out, args.note)
+    if args.board == "cluster":
+        render_cluster(args.prometheus_url, args.minutes, args.out or HERE.parent / "docs" / "images" / "cluster.png",
+                       args.note or "data: three soak run agents on loopback, simulated fleets", args.end)
+    else:
+        render(args.prometheus_url, args.minutes, args.out or HERE.parent / "docs" / "images" / "dashboard.png",
+               args.note or "data: soak exporter, simulated 8-chip 910B node", args.end)
     return 0
 
 
