@@ -104,6 +104,8 @@ def test_kubernetes_wiring():
     sm = _docs("servicemonitor.yaml")[0]
     assert sm["apiVersion"] == "monitoring.coreos.com/v1" and sm["kind"] == "ServiceMonitor"
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    # the judging node's peer findings keep the node they name over the target's `node`
+    assert sm["spec"]["endpoints"][0]["honorLabels"] is True
     services = _docs("service.yaml")
     # the job label is the Service name: the alert rules select up{job=~"soak.*"}
     assert all(s["metadata"]["name"].startswith("soak") for s in services)
