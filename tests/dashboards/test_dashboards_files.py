@@ -213,3 +213,14 @@ def test_what_only_a_cluster_serves_includes_the_series_recorded_from_it():
     assert d.recorded_names(DASHBOARDS) == {
         "soak:chip_temperature_vs_node_median:celsius", "soak:node_compute_seconds:median",
         "soak:node_compute_vs_cluster_median:ratio", "soak:link_busbw_vs_test_median:ratio"}
+
+
+def test_a_finding_alerts_severity_may_follow_the_finding_only_as_critical_or_warning(tmp_path):
+    for name in d.DASHBOARD_FILES + (d.ALERTS_FILE,):
+        shutil.copy(DASHBOARDS / name, tmp_path / name)
+    assert d.lint(tmp_path) == []  # the template yields critical or warning
+    rules = (tmp_path / "alerts.yaml").read_text()
+    template = '''severity: '{{ if eq $labels.severity "fail" }}critical{{ else }}warning{{ end }}\''''
+    assert template in rules
+    (tmp_path / "alerts.yaml").write_text(rules.replace(template, "severity: '{{ $labels.severity }}'"))
+    assert d.lint(tmp_path) == ["alert SoakFindingOpen: severity must be critical or warning"]
