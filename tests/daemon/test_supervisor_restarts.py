@@ -36,7 +36,7 @@ def test_a_cluster_job_restart_is_not_counted_against_max_restarts(tmp_path) -> 
         for n in (2, 3, 4):  # more often than max_restarts allows: none of them counted
             first = sup.pid
             sup.restart_now("the cluster job restarts")
-            _tick_until(sup, lambda: sup.state == RUNNING and sup.attempt == n)
+            _tick_until(sup, lambda n=n: sup.state == RUNNING and sup.attempt == n)
             assert sup.pid != first
         assert sup.restarts == 0
         assert [(k, d["counted"]) for k, d in events if k == "restart"] == [("restart", False)] * 3
