@@ -343,6 +343,20 @@ class ClusterSection:
                             "coming) or stop the run.", _choice_policy)
 
 
+def _node_counts(value: Any, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1_000_000 for v in value):
+        raise ConfigError(f"{key} must be a list of node counts (integers 1..1000000), got {value!r}")
+    return tuple(sorted(set(value)))
+
+
+@dataclass(frozen=True)
+class ReliabilitySection:
+    project_nodes: tuple[int, ...] = opt((64, 256), "Job sizes in nodes the MTTF lower bound is projected to, besides "
+                                         "this run's own (a job over N nodes: the node's bound / N).", _node_counts,
+                                         raw=[64, 256])
+
+
 # The keys that differ from node to node: the plan digest every node must agree on leaves them
 # out (the store URL too: a node may reach the one database through its own pgbouncer or name).
 NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("cluster", "advertise"),
@@ -368,6 +382,7 @@ class Plan:
     jobs: JobsSection = field(default_factory=JobsSection)
     capture: CaptureSection = field(default_factory=CaptureSection)
     cluster: ClusterSection = field(default_factory=ClusterSection)
+    reliability: ReliabilitySection = field(default_factory=ReliabilitySection)
 
     def __post_init__(self) -> None:
         if self.run.time_scale != 1.0 and self.devices.backend != "sim":

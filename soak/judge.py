@@ -26,6 +26,7 @@ from soak.analysis import buckets as bk
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
+from soak.analysis import reliability as rel
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
@@ -55,6 +56,7 @@ class Judgement:
     status: str | None = None
     simulated: bool = False
     captures: tuple[Capture, ...] = ()
+    reliability: rel.Reliability | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +77,8 @@ class Judgement:
             out["accounting"] = self.accounting.to_dict()
         if self.coverage is not None:
             out["coverage"] = self.coverage.to_dict()
+        if self.reliability is not None:
+            out["reliability"] = self.reliability.to_dict()
         if self.run_id is not None:
             out.update(run_id=self.run_id, status=self.status)
             attach(out, self.captures)  # each finding's capture id, and the captures
@@ -210,7 +214,48 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
         captures=tuple(captures_from_events(events)), extra=extra,
+        reliability=None if accounting is None else reliability_of(store, rec, plan, events, accounting),
     )
+
+
+def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting) -> rel.Reliability:
+    """The run's reliability from its accounting: its nodes under test, each one's time away
+    (lost until it joined again), the job sizes of the plan."""
+    nodes = [n.name for n in store.cluster_nodes(rec.id)] if (rec.nodes or 1) > 1 else []
+    if not nodes:
+        nodes = [rec.host or "node"]
+    away: dict[str, list[tuple[float, float]]] = {}
+    for e in events:
+        if e.kind != "node_lost" or not e.node:
+            continue
+        d = e.detail if isinstance(e.detail, Mapping) else {}
+        seen = d.get("last_seen")
+        start = float(seen) if isinstance(seen, int | float) and seen <= e.ts else e.ts
+        back = min((j.ts for j in events if j.kind == "node_joined" and j.node == e.node and j.ts > e.ts),
+                   default=math.inf)
+        away.setdefault(e.node, []).append((start, back))
+    return rel.assess(accounting, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
+                      project_nodes=plan.reliability.project_nodes)
+
+
+def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel.Reliability | None:
+    """A recorded run's reliability from its events alone (no samples read: ``soak runs
+    show``), accounted as ``judge_run`` accounts it; None when the store holds no such run or
+    it has no planned end."""
+    rec = store.get_run(run_id)
+    if rec is None:
+        return None
+    plan = plan_of(rec)
+    planned_start, planned_end = planned_window(rec, plan)
+    if planned_end is None or plan is None:
+        return None
+    events = store.load_events(run_id)
+    ended = (now if now is not None else time.time()) if rec.status == "running" else rec.ended_ts
+    if ended is None:
+        ended = store.last_sample_ts(run_id) or planned_start
+    accounting = ev.account(events, [w.name for w in plan.workloads], planned_start=planned_start,
+                            planned_end=planned_end, ended=ended, time_scale=float(rec.time_scale or 1.0))
+    return reliability_of(store, rec, plan, events, accounting)
 
 
 # --------------------------------------------------------------------------- evidence

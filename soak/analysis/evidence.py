@@ -8,7 +8,7 @@ the run's events, on the run's time line:
   missing one is); the same two ticks at the start and the end of the window. A chip whose reader failed has no reading
   then (``up`` 0, values None), so an outage lowers its coverage;
 - **interruptions**: every stretch in which a workload was not training, with its cause
-  (start-up, a crash or hang, the daemon down, a stop), ending when the workload's rank 0
+  (start-up, a crash or hang, a node of a cluster lost, the daemon down, a stop), ending when the workload's rank 0
   starts again; **training time** is the soak window less their union;
 - **chip-hours**: per accelerator chip, the time its readings cover *while training*, so
   gaps, downtime and the host pseudo-device never count.
@@ -33,6 +33,7 @@ CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
 # Causes of an interruption; ``excused`` ones do not count against availability: a workload
 # must start somewhere, and an injected canary fault is expected by the plan.
 STARTUP, CRASH, HANG, DAEMON_DOWN, STOPPED, GAVE_UP = "startup", "crash", "hang", "daemon down", "stopped", "gave up"
+NODE_LOST = "node lost"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Interruption:
     workload: str | None = None
     injected: bool = False
     message: str | None = None
+    node: str | None = None  # the node it happened on (a cluster run's crash, hang or lost node)
 
     @property
     def duration_s(self) -> float:
@@ -66,7 +68,7 @@ class Interruption:
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "duration_s": self.duration_s, "cause": self.cause,
-                "workload": self.workload, "injected": self.injected, "message": self.message,
+                "workload": self.workload, "injected": self.injected, "message": self.message, "node": self.node,
                 "code": self.code, "values": self.values}
 
 
@@ -247,7 +249,7 @@ def _clip(i: Interruption, start: float, end: float) -> Interruption | None:
     a, b = max(i.start, start), min(i.end, end)
     if b <= a:
         return None
-    return Interruption(a, b, i.cause, i.workload, i.injected, i.message)
+    return Interruption(a, b, i.cause, i.workload, i.injected, i.message, i.node)
 
 
 def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: float, planned_end: float,
@@ -256,8 +258,8 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
     ``end_ts``, ``kind``, ``workload``, ``rank``, ``message``, ``detail``).
 
     A workload trains from the ``start``/``resume`` heartbeat of its rank 0 until a crash,
-    hang or stop; the daemon being down (a ``gap``) stops every workload until each starts
-    again. A crash or hang that follows an ``inject`` event of the same workload since its
+    hang or stop; the daemon being down (a ``gap``) or a node of a cluster lost (``node_lost``)
+    stops every workload until each starts again. A crash or hang that follows an ``inject`` event of the same workload since its
     last start is an injected canary.
     """
     planned_s = max(0.0, planned_end - planned_start)
@@ -288,13 +290,22 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
             if e.kind == "hang" and isinstance(detail.get("stalled_s"), int | float):
                 begin = e.ts - float(detail["stalled_s"]) * time_scale  # it hung at its last step
             raw.append(Interruption(begin, back_up(w, e.ts), CRASH if e.kind == "crash" else HANG, w,
-                                    injected=armed.pop(w, False), message=e.message))
+                                    injected=armed.pop(w, False), message=e.message, node=getattr(e, "node", None)))
         elif e.kind == "gap" and not getattr(e, "node", None):
             # (one node's agent down in a cluster run: the others trained on; its absence is
             # the cluster's "nodes" criterion)
             end = e.end_ts if e.end_ts is not None else e.ts
             for name in names:
                 raw.append(Interruption(e.ts, max(end, back_up(name, end)), DAEMON_DOWN, name, message=e.message))
+        elif e.kind == "node_lost":
+            # a data-parallel job stops with any of its nodes: from the lost node's last sign of
+            # life (on the store's clock, which the run's time line follows) until the job formed
+            # again without it
+            seen = detail.get("last_seen")
+            begin = float(seen) if isinstance(seen, int | float) and seen <= e.ts else e.ts
+            for name in names:
+                raw.append(Interruption(begin, back_up(name, e.ts), NODE_LOST, name, message=e.message,
+                                        node=detail.get("node") or getattr(e, "node", None)))
         elif e.kind == "stop":
             cause = GAVE_UP if detail.get("gave_up") else STOPPED
             for name in [w] if w in ups else names:

@@ -180,6 +180,7 @@ PARTS: dict[str, str] = {
     "part.not_finished": "{count} node(s) did not finish",
     "part.cause_count": "{count} [[injected|injected ]]{cause:cause}",
     "part.low_coverage": "{chip} {metric} {ratio:pct}",
+    "part.lost": "{cause:cause} {seconds:hm}",
 }
 """Parts of sentences, composed by ``DERIVED``."""
 
@@ -233,11 +234,31 @@ INTERRUPTIONS: dict[str, str] = {
     "interruption.daemon_down": "the daemon was down",
     "interruption.stopped": "stopped",
     "interruption.gave_up": "{workload} gave up",
+    "interruption.node_lost": "the job lost a node[[message|: {message}]]",
 }
 """Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
 
+RELIABILITY: dict[str, str] = {
+    "reliability.ettr": ("effective training time ratio (ETTR) [[ettr_pct|{ettr_pct:.2f}%]][[!ettr_pct|N/A]]: trained {productive_s:hm} of the {planned_s:hm} "
+                         "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s), which never "
+                         "count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
+    "reliability.failures": ("{failures} unexpected failure(s) of the machine in {node_hours:.3g} node-hours "
+                             "({crash} crash, {hang} hang, {node_lost} node lost)"
+                             "[[node_mttf_h|: mean time to failure per node {node_mttf_h:.3g} h]]"),
+    "reliability.mttf_lower": ("mean time to failure per node >= {node_mttf_h_lower90:.3g} h with 90% confidence "
+                               "(2T / chi2(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f})"),
+    "reliability.projection": ("a job over {nodes} node(s)[[this_cluster| (this cluster)]]: mean time to failure "
+                               ">= {mttf_h_lower90:.3g} h with 90% confidence"),
+    "reliability.meaning": ("a lower bound, not a forecast: {node_hours:.3g} node-hours with {failures} failure(s) can "
+                            "show no more than a mean time to failure above {node_mttf_h_lower90:.3g} h per node; "
+                            "a longer run or more nodes is the only way to show more"),
+    "reliability.repeat_offender": "node {node} failed in {runs} runs of the store: {run_ids}[[more| (+{more})]]",
+    "reliability.no_repeat_offender": "no node of this run failed in two or more runs of the store",
+}
+"""The reliability section: ETTR, failures and the MTTF bound (``soak.analysis.reliability``)."""
+
 ENGLISH: dict[str, str] = {**FINDINGS, **CRITERIA, **CRITERION_TEXTS, **PARTS, **REASONS, **NODE_REASONS, **STATEMENTS,
-                           **INTERRUPTIONS}
+                           **INTERRUPTIONS, **RELIABILITY}
 """Every code, with its English template."""
 
 Sub = Callable[[str, Mapping[str, Any]], str]
@@ -314,6 +335,9 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "criterion.nodes.measured": lambda v, sub: {"bad": ", ".join(
         sub("part.node_status", {"node": n, "status": st})
         for n, st in zip(v.get("bad_nodes") or [], v.get("bad_statuses") or [], strict=True))},
+    "reliability.ettr": lambda v, sub: {"lost": ", ".join(
+        sub("part.lost", {"cause": c, "seconds": x}) for c, x in zip(v.get("lost_causes") or [], v.get("lost_seconds") or [],
+                                                                     strict=True))},
     "criterion.links.measured": _failing_links,
     "criterion.compute.measured": _failing_compute,
 }

@@ -19,10 +19,11 @@ KINDS = (
     "outlier",
     "straggler",
 )
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,
 interruptions and (``reasons_typed``, beside ``reasons``) the reasons of a verdict; 3 adds a
-criterion's ``required_code`` and ``measured_code`` (the report renders all of them)."""
+criterion's ``required_code`` and ``measured_code`` (the report renders all of them); 4 adds
+``reliability`` (``soak.analysis.reliability``) and an interruption's ``node``."""
 PEER_KINDS = ("outlier", "straggler")
 """The kinds found by comparing a chip or node with its peers, not by looking at it alone."""
 SEVERITIES = ("info", "warn", "fail")  # ascending

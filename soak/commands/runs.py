@@ -86,6 +86,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from soak.judge import reliability_of_run
     from soak.store import Store
 
     (url,) = _stores(args, None if args.db else args.run_id)
@@ -104,6 +105,8 @@ def _show(args: argparse.Namespace) -> int:
             "findings": [{**f.as_dict(), "node": f.node} for f in findings],
             "cluster_nodes": [n.as_dict() for n in store.cluster_nodes(run.id)],
         }
+        reliability = reliability_of_run(store, run.id)
+        out["reliability"] = None if reliability is None else reliability.to_dict()
     if args.format == "json":
         print_json(out)
         return 0
@@ -130,6 +133,9 @@ def _show(args: argparse.Namespace) -> int:
         nodes = out["cluster_nodes"]
         print(f"nodes     {len(nodes)} of {run.nodes} joined: "
               + ", ".join(f"{n['name']} ({n['status']})" for n in nodes) + f"  (soak cluster status {run.id})")
+    if reliability is not None:
+        for line in reliability.statements():
+            print(f"reliability  {line}")
     print(f"findings  {len(findings)}")
     for f in findings:
         print(f"  [{f.severity}] {f.kind} {fmt(f.device)}/{fmt(f.metric)}: {f.summary}")

@@ -441,6 +441,7 @@ CHINESE: dict[str, str] = {
     "part.not_finished": "{count} 个节点未运行到结束",
     "part.cause_count": "{count} 次[[injected|注入的]]{cause:cause}",
     "part.low_coverage": "{chip} {metric:metric} {ratio:pct}",
+    "part.lost": "{cause:cause} {seconds:hm}",
     # reasons of a verdict
     "reason.finding": "{severity_label:severity}：{where} 的{kind:kind}，自 {start:utc} 起：{summary}",
     "reason.no_findings": "无失败级或告警级问题",
@@ -480,5 +481,19 @@ CHINESE: dict[str, str] = {
     "interruption.daemon_down": "守护进程停止",
     "interruption.stopped": "停止",
     "interruption.gave_up": "{workload} 放弃重启",
+    "interruption.node_lost": "作业失去一个节点[[message|：{message}]]",
+    # reliability
+    "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr_pct|{ettr_pct:.2f}%]][[!ettr_pct|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
+                         "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（注入故障从不计入机器）]]；"
+                         "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
+    "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"
+                             "节点失联 {node_lost}）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
+    "reliability.mttf_lower": ("以 90% 置信度，每节点平均无故障时间 >= {node_mttf_h_lower90:.3g} 小时"
+                               "（2T / χ²(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f}）"),
+    "reliability.projection": "{nodes} 个节点的作业[[this_cluster|（本集群）]]：以 90% 置信度，平均无故障时间 >= {mttf_h_lower90:.3g} 小时",
+    "reliability.meaning": ("这是下限而非预测：{node_hours:.3g} 节点小时、{failures} 次故障，最多只能说明每节点平均无故障时间"
+                            "高于 {node_mttf_h_lower90:.3g} 小时；要说明更多，只能运行更久或用更多节点"),
+    "reliability.repeat_offender": "节点 {node} 在存储的 {runs} 次运行中出现故障：{run_ids}[[more|（+{more}）]]",
+    "reliability.no_repeat_offender": "本次运行的节点均未在存储的两次及以上运行中出现故障",
 }
 """Every code of ``soak.analysis.messages.ENGLISH`` in Chinese (a test checks it is complete)."""

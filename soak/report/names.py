@@ -46,6 +46,11 @@ EVENT_NAMES = {
 CAUSE_NAMES = {
     "startup": ("start-up", "启动"), "crash": ("crash", "崩溃"), "hang": ("hang", "挂起"),
     "daemon down": ("daemon down", "守护进程停止"), "stopped": ("stopped", "停止"), "gave up": ("gave up", "放弃"),
+    "node lost": ("node lost", "节点失联"),
+    # the keys of the reliability's time lost by cause
+    "daemon_down": ("daemon down", "守护进程停止"), "gave_up": ("gave up", "放弃"), "node_lost": ("node lost", "节点失联"),
+    "not_run": ("not run (ended early)", "未运行（提前结束）"), "injected": ("injected canaries", "注入故障"),
+    "productive": ("productive training", "有效训练"),
 }
 
 

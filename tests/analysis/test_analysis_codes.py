@@ -28,6 +28,7 @@ from soak.analysis.messages import (
     NODE_REASONS,
     PARTS,
     REASONS,
+    RELIABILITY,
     STATEMENTS,
     Said,
     render,
@@ -37,7 +38,7 @@ from soak.analysis.model import SCHEMA_VERSION
 from soak.analysis.synth import generate, link_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = re.compile(r"^(criterion|reason|interruption|part|node|statement|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
+CODE = re.compile(r"^(criterion|reason|interruption|part|node|statement|reliability|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
 
 
 def _check(findings: list[Finding]) -> set[str]:
@@ -61,7 +62,7 @@ def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> N
             assert field is None or re.fullmatch(r"\w+", field), (code, field)
             assert spec is None or "{" not in spec, code
     assert set(ENGLISH) == (set(FINDINGS) | set(CRITERIA) | set(CRITERION_TEXTS) | set(PARTS) | set(REASONS)
-                            | set(NODE_REASONS) | set(STATEMENTS) | set(INTERRUPTIONS))
+                            | set(NODE_REASONS) | set(STATEMENTS) | set(INTERRUPTIONS) | set(RELIABILITY))
     assert {c.split(".")[0] for c in FINDINGS} <= set(KINDS)
 
 
@@ -114,7 +115,7 @@ def test_links_and_compute_findings_carry_codes() -> None:
 
 def test_the_analysis_document_carries_schema_version_and_typed_reasons() -> None:
     d = analyze(Trace.from_rows([])).to_dict()
-    assert d["schema_version"] == SCHEMA_VERSION == 3
+    assert d["schema_version"] == SCHEMA_VERSION == 4
     assert d["reasons_typed"] == [{"code": "reason.no_data", "values": {}}]
     assert d["reasons"] == [say("reason.no_data", {})]
 

@@ -1,0 +1,120 @@
+"""ETTR, time lost by cause and the MTTF bound, from the time accounting of a run's events."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+from scipy.stats import chi2
+
+from soak.analysis import evidence as ev
+from soak.analysis import reliability as rel
+
+
+def _e(ts, kind, workload="lm", rank=0, message=None, detail=None, end_ts=None, node=None):
+    return SimpleNamespace(ts=ts, kind=kind, workload=workload, rank=rank, message=message, detail=detail or {},
+                           end_ts=end_ts, node=node)
+
+
+def _parts(r: rel.Reliability) -> float:
+    return r.productive_s + r.injected_s + sum(r.lost_s.values())
+
+
+def test_a_clean_run_has_no_failure_and_the_bound_is_t_over_ln_10() -> None:
+    acc = ev.account([_e(10, "start")], ["lm"], planned_start=0, planned_end=7200, ended=7200)
+    r = rel.assess(acc, nodes=["n1"], project_nodes=[64, 256])
+    assert r.productive_s == 7190 and r.lost_s["startup"] == 10 and _parts(r) == 7200
+    assert r.ettr == pytest.approx(7190 / 7200)
+    assert r.failure_count == 0 and r.node_mttf_h is None
+    assert r.node_hours == 2.0
+    # 2T / chi2(0.90; 2) = T / ln(10) = T / 2.303
+    assert r.node_mttf_h_lower90 == pytest.approx(2.0 / math.log(10), rel=1e-12)
+    assert [(p.nodes, p.mttf_h_lower90) for p in r.projections] == [
+        (1, pytest.approx(2.0 / math.log(10))), (64, pytest.approx(2.0 / math.log(10) / 64)),
+        (256, pytest.approx(2.0 / math.log(10) / 256))]
+
+
+def test_eight_crashes_give_eight_failures_and_the_chi_square_bound() -> None:
+    events = [_e(5, "start")]
+    for k in range(8):
+        events += [_e(100 + 100 * k, "crash", message="exit -9"), _e(110 + 100 * k, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=3600, ended=3600)
+    r = rel.assess(acc, nodes=["n1"])
+    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0}
+    assert r.lost_s["crash"] == pytest.approx(80) and r.productive_s == pytest.approx(3600 - 85)
+    assert r.node_mttf_h == pytest.approx(1 / 8)
+    assert r.node_mttf_h_lower90 == pytest.approx(2 * 1.0 / chi2.ppf(0.90, 18), rel=1e-9)
+    assert r.per_node[0]["failures"]["crash"] == 8 and r.per_node[0]["last_failure"] == 800
+
+
+def test_an_injected_crash_is_kept_apart_and_given_back_in_the_ettr() -> None:
+    events = [_e(0, "start"), _e(90, "inject", message="crash: exiting at step 40"), _e(100, "crash"),
+              _e(160, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc)
+    assert r.injected_s == 60 and r.injected_count == 1 and r.failure_count == 0
+    assert r.ettr == pytest.approx(940 / 940) and _parts(r) == 1000
+
+
+def test_overlapping_causes_share_no_second_and_an_early_end_is_not_run() -> None:
+    # a daemon outage over an injected crash and an unexpected hang of a second workload;
+    # the run stopped 200 s before its planned end
+    events = [_e(0, "start"), _e(0, "start", workload="gemm"),
+              _e(90, "inject", message="crash: exiting now"), _e(100, "crash"), _e(400, "start"),
+              _e(150, "gap", workload=None, end_ts=300), _e(320, "start", workload="gemm"),
+              _e(600, "hang", workload="gemm", detail={"stalled_s": 50}), _e(700, "start", workload="gemm"),
+              _e(800, "stop", workload=None)]
+    acc = ev.account(events, ["lm", "gemm"], planned_start=0, planned_end=1000, ended=800)
+    r = rel.assess(acc)
+    # the outage lasts until every workload trains again (lm at 400): the injected crash's
+    # time under it is the outage's
+    assert r.lost_s["daemon_down"] == pytest.approx(250)
+    assert r.injected_s == pytest.approx(50)  # 100 .. 150
+    assert r.lost_s["hang"] == pytest.approx(150)  # from its last step, 550 .. 700
+    assert r.lost_s["not_run"] == 200
+    assert r.productive_s == pytest.approx(acc.training_s) == pytest.approx(800 - 250 - 50 - 150)
+    assert _parts(r) == pytest.approx(1000)
+    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0}
+    # the daemon's own outage and the stop are not the machine's failures; the run's node-hours
+    # end with the run
+    assert r.node_hours == pytest.approx(800 / 3600)
+
+
+def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
+    events = [_e(0, "start"), _e(105, "crash", node="node-0", message="rank lost"),
+              _e(115, "node_lost", workload=None, node="node-2", detail={"node": "node-2", "last_seen": 100}),
+              _e(140, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    away = {"node-2": [(100.0, math.inf)]}
+    r = rel.assess(acc, nodes=["node-0", "node-1", "node-2"], away=away, cluster_nodes=3, project_nodes=[64])
+    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1}
+    assert r.lost_s["node_lost"] == pytest.approx(40) and r.lost_s["crash"] == 0
+    assert _parts(r) == pytest.approx(1000)
+    assert r.node_hours == pytest.approx((3 * 1000 - 900) / 3600)
+    assert [p.nodes for p in r.projections] == [3, 64]
+    per = {n["node"]: n for n in r.per_node}
+    assert per["node-2"]["failures"]["node_lost"] == 1 and per["node-0"]["failures"]["crash"] == 0
+    assert per["node-2"]["node_hours"] == pytest.approx(100 / 3600)
+
+
+def test_the_statements_say_the_bound_as_t_over_its_divisor() -> None:
+    acc = ev.account([_e(0, "start")], ["lm"], planned_start=0, planned_end=72 * 3600, ended=72 * 3600)
+    r = rel.assess(acc, nodes=["n1"], project_nodes=[64])
+    said = {s.code: s for s in r.statements()}
+    assert "(2T / chi2(0.90; 2) = 72 / 2.303)" in said["reliability.mttf_lower"]
+    assert said["reliability.mttf_lower"].startswith("mean time to failure per node >= 31.3 h")
+    projections = [s for s in r.statements() if s.code == "reliability.projection"]
+    assert projections == ["a job over 1 node(s) (this cluster): mean time to failure >= 31.3 h with 90% confidence",
+                           "a job over 64 node(s): mean time to failure >= 0.489 h with 90% confidence"]
+    d = r.to_dict()
+    assert set(d) >= {"ettr", "planned_s", "productive_s", "injected_s", "lost_s", "failures", "node_hours",
+                      "node_mttf_h", "node_mttf_h_lower90", "projections"}
+    assert d["projections"][0] == {"nodes": 1, "mttf_h_lower90": pytest.approx(72 / math.log(10))}
+
+
+def test_no_time_under_test_has_no_bound() -> None:
+    acc = ev.account([], ["lm"], planned_start=0, planned_end=100, ended=0)
+    r = rel.assess(acc)
+    assert r.node_hours == 0 and r.node_mttf_h_lower90 is None and r.lost_s["not_run"] == 100
+    assert [s.code for s in r.statements()] == ["reliability.ettr", "reliability.failures"]
