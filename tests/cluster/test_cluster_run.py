@@ -394,6 +394,18 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     from soak.report.signing import create_keys
     from tests.report.pagecheck import chip_figures, english_left
 
+    # the reliability: the loss is one failure of the machine and its time is under its own
+    # cause; the lost node's hours under test end with it; the parts add up to the plan
+    shown = subprocess.run([sys.executable, "-m", "soak", "runs", "show", "c1", "--db", db_url, "--format", "json"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    rel = json.loads(shown.stdout)["reliability"]
+    assert rel["failures"]["node_lost"] == 1 and rel["lost_s"]["node_lost"] > 0, rel
+    assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
+    hours = {n["node"]: n["node_hours"] for n in rel["per_node"]}
+    assert hours["node-2"] < hours["node-0"] == pytest.approx(hours["node-1"]), hours
+    assert rel["node_hours"] == pytest.approx(sum(hours.values()))
+    assert [p["nodes"] for p in rel["projections"]][0] == 3
+
     keys = create_keys(tmp_path / "keys", common_name="Test Engineer")
     pdf = tmp_path / "c1.pdf"
     assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(pdf), "--key", str(keys.key_path),

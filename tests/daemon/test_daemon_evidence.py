@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scipy.stats import chi2
 
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
@@ -116,3 +117,20 @@ def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(
     # one device ("cpu"), never the host row, and only while training: less than the window
     assert analysis["chip_unit"].startswith("CPU device-hours")
     assert 0 < analysis["chip_hours"] * 3600 <= acc["training_s"] + 1e-6 < acc["window_end"] - acc["window_start"]
+    # the reliability: 8 failures of the machine, the chi-square bound over the run's node-hours,
+    # and the planned time split without a second lost or counted twice
+    rel = analysis["reliability"]
+    assert rel["failures"] == {"crash": 8, "hang": 0, "node_lost": 0}
+    assert rel["node_hours"] == pytest.approx((acc["window_end"] - acc["window_start"]) / 3600)
+    assert rel["node_mttf_h"] == pytest.approx(rel["node_hours"] / 8)
+    assert rel["node_mttf_h_lower90"] == pytest.approx(2 * rel["node_hours"] / chi2.ppf(0.90, 18), rel=1e-9)
+    assert rel["productive_s"] == pytest.approx(acc["training_s"]) and rel["injected_s"] == 0
+    assert rel["lost_s"]["crash"] > 0
+    assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
+    assert rel["planned_s"] == acc["planned_s"]
+    # `soak runs show` says the same from the store's events
+    shown = subprocess.run([sys.executable, "-m", "soak", "runs", "show", "r1", "--data-dir",
+                            plan.run.data_dir, "--format", "json"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(shown.stdout)["reliability"]["failures"] == rel["failures"]
+    assert json.loads(shown.stdout)["reliability"]["lost_s"] == pytest.approx(rel["lost_s"])

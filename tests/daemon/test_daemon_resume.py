@@ -5,6 +5,7 @@ second daemon on the run is refused."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -95,6 +96,13 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     # chip-hours leave the downtime out: less than the run's span of the one device
     acc = analysis["accounting"]
     assert analysis["chip_hours"] * 3600 <= acc["window_end"] - acc["window_start"] - downs[0]["duration_s"] + 1e-6
+    # the reliability shows the downtime under its cause, and the parts add up to the plan
+    rel = analysis["reliability"]
+    assert rel["lost_s"]["daemon_down"] == pytest.approx(sum(i["duration_s"] for i in downs))
+    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0}  # the daemon's outage is not the machine's
+    assert rel["productive_s"] == pytest.approx(acc["training_s"])
+    assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
+    assert rel["node_mttf_h_lower90"] == pytest.approx(rel["node_hours"] / math.log(10))
     with Store.open(db, create=False) as s:
         after = {(r["ts"], r["device"]) for r in s.load_samples("r1")}
         assert set(committed) <= after  # every sample committed before the kill is kept
