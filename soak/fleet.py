@@ -1,0 +1,123 @@
+"""Every node a store has seen, across its runs: hours under test, failures, findings, and
+the repeat offenders.
+
+A site that soaks its cluster again and again learns which nodes keep failing: in production
+data a few nodes cause most of the exclusions (3 of 63 nodes, over half of them). A node
+that **failed in two or more runs** (a failure of the machine on it: a crash, hang or loss,
+or a finding of severity ``fail`` about it) is a repeat offender: ``soak nodes`` lists it,
+and the report of a run names any among its nodes.
+
+A node is its name: a cluster run's node names, or a single-node run's host. Each run's
+figures are its reliability as the judge accounts it (``soak.judge.reliability_of_run``),
+from the store's events alone, so a store of many long runs is read without their samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.analysis import reliability as rel
+
+REPEAT_RUNS = 2
+"""A node that failed in this many runs or more is a repeat offender."""
+
+
+@dataclass(frozen=True)
+class RunOfNode:
+    """What one run says about one node."""
+
+    run_id: str
+    node: str
+    started_ts: float
+    verdict: str | None
+    node_hours: float
+    failures: Mapping[str, int]
+    last_failure: float | None
+    findings: Mapping[str, int]  # kind -> count, every severity
+    fail_findings: int
+
+    @property
+    def failed(self) -> bool:
+        return sum(self.failures.values()) > 0 or self.fail_findings > 0
+
+
+@dataclass(frozen=True)
+class NodeHistory:
+    """A node's record across the store's runs."""
+
+    name: str
+    runs: tuple[str, ...]
+    node_hours: float
+    failures: Mapping[str, int]
+    findings: Mapping[str, int]
+    last_failure: float | None  # unix seconds of its latest failure, None when it never failed
+    last_failure_run: str | None
+    failed_runs: tuple[str, ...] = field(default=())
+
+    @property
+    def repeat_offender(self) -> bool:
+        return len(self.failed_runs) >= REPEAT_RUNS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "runs": list(self.runs), "node_hours": self.node_hours,
+                "failures": dict(self.failures), "findings": dict(self.findings),
+                "last_failure": self.last_failure, "last_failure_run": self.last_failure_run,
+                "failed_runs": list(self.failed_runs), "repeat_offender": self.repeat_offender}
+
+
+def of_run(run: Any, reliability: rel.Reliability | None, findings: Iterable[Any]) -> list[RunOfNode]:
+    """One run's nodes (``RunRecord``, its reliability, its ``FindingRecord``s); a finding
+    without a node is the single node's."""
+    per_node = list(reliability.per_node) if reliability is not None else []
+    if not per_node:
+        per_node = [{"node": run.host or "node", "node_hours": 0.0, "failures": rel.count(()), "last_failure": None}]
+    names = [str(n["node"]) for n in per_node]
+    kinds: dict[str, dict[str, int]] = {n: {} for n in names}
+    fails = dict.fromkeys(names, 0)
+    for f in findings:
+        node = f.node if f.node is not None else (names[0] if len(names) == 1 else None)
+        if node not in kinds:
+            continue
+        kinds[node][f.kind] = kinds[node].get(f.kind, 0) + 1
+        fails[node] += f.severity == "fail"
+    return [RunOfNode(run_id=run.id, node=str(n["node"]), started_ts=run.started_ts, verdict=run.verdict,
+                      node_hours=float(n["node_hours"]), failures=dict(n["failures"]),
+                      last_failure=n.get("last_failure"), findings=kinds[str(n["node"])],
+                      fail_findings=fails[str(n["node"])])
+            for n in per_node]
+
+
+def histories(rows: Sequence[RunOfNode]) -> list[NodeHistory]:
+    """Every node's record, by name: repeat offenders first, then by failures."""
+    by_node: dict[str, list[RunOfNode]] = {}
+    for r in sorted(rows, key=lambda r: (r.started_ts, r.run_id)):
+        by_node.setdefault(r.node, []).append(r)
+    out = []
+    for name, runs in by_node.items():
+        failures = rel.count(())
+        findings: dict[str, int] = {}
+        for r in runs:
+            for c, n in r.failures.items():
+                failures[c] = failures.get(c, 0) + n
+            for k, n in r.findings.items():
+                findings[k] = findings.get(k, 0) + n
+        last = max((r for r in runs if r.last_failure is not None), key=lambda r: r.last_failure or 0, default=None)
+        out.append(NodeHistory(name=name, runs=tuple(r.run_id for r in runs),
+                               node_hours=sum(r.node_hours for r in runs), failures=failures,
+                               findings=dict(sorted(findings.items())),
+                               last_failure=None if last is None else last.last_failure,
+                               last_failure_run=None if last is None else last.run_id,
+                               failed_runs=tuple(r.run_id for r in runs if r.failed)))
+    return sorted(out, key=lambda h: (not h.repeat_offender, -len(h.failed_runs), -sum(h.failures.values()), h.name))
+
+
+def read(store: Any) -> list[NodeHistory]:
+    """Every node of every run in ``store``."""
+    from soak.judge import reliability_of_run
+
+    rows: list[RunOfNode] = []
+    for run in store.list_runs():
+        rows += of_run(run, reliability_of_run(store, run.id), store.load_findings(run.id))
+    return histories(rows)

@@ -1,0 +1,72 @@
+"""``soak nodes``: every node across a store's runs, and the node that failed in two runs named
+a repeat offender, on every backend."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from soak import fleet
+from soak.cli import main
+
+HOUR = 3600.0
+
+
+def _run(store, run_id: str, host: str, t0: float, events=(), findings=(), verdict: str = "pass") -> None:
+    store.create_run(run_id, host=host, plan={"run": {"duration": HOUR}}, started_ts=t0, planned_end_ts=t0 + HOUR,
+                     workload="lm", backend="cpu")
+    store.add_event(run_id, "start", ts=t0 + 10, workload="lm", rank=0)
+    for kind, at, message in events:
+        store.add_event(run_id, kind, ts=t0 + at, workload="lm", rank=0, message=message)
+        if kind in ("crash", "hang"):
+            store.add_event(run_id, "start", ts=t0 + at + 20, workload="lm", rank=0)
+    if findings:
+        store.replace_findings(run_id, findings)
+    store.finish_run(run_id, status="finished", ended_ts=t0 + HOUR, verdict=verdict)
+
+
+def _fill(store) -> None:
+    t0 = 1_700_000_000.0
+    _run(store, "r1", "node-a", t0, [("crash", 600, "lm: crashed (signal 9)")], verdict="fail")
+    _run(store, "r2", "node-b", t0 + 2 * HOUR)
+    _run(store, "r3", "node-a", t0 + 4 * HOUR, [("hang", 900, "lm: no step for 600 s")], verdict="fail")
+    # an injected crash is the plan's canary: not a failure of node-b
+    _run(store, "r4", "node-b", t0 + 6 * HOUR, [("inject", 290, "crash: exiting at step 40"),
+                                                ("crash", 300, "lm: crashed (exit 1)")])
+    _run(store, "r5", "node-c", t0 + 8 * HOUR, findings=[
+        {"kind": "thermal", "device": "npu0", "metric": "temp_c", "start": t0 + 8 * HOUR + 60,
+         "end": t0 + 8 * HOUR + 600, "severity": "fail", "summary": "3 excursion(s) above 95 C"}], verdict="fail")
+
+
+def test_a_node_that_failed_in_two_runs_is_a_repeat_offender(store) -> None:
+    _fill(store)
+    nodes = {n.name: n for n in fleet.read(store)}
+    assert set(nodes) == {"node-a", "node-b", "node-c"}
+    a, b, c = nodes["node-a"], nodes["node-b"], nodes["node-c"]
+    assert a.repeat_offender and a.failed_runs == ("r1", "r3") and a.runs == ("r1", "r3")
+    assert a.failures == {"crash": 1, "hang": 1, "node_lost": 0}
+    assert a.last_failure_run == "r3" and a.last_failure == 1_700_000_000.0 + 4 * HOUR + 900
+    assert a.node_hours == pytest.approx(2.0)
+    assert not b.repeat_offender and b.failed_runs == () and b.failures == {"crash": 0, "hang": 0, "node_lost": 0}
+    assert not c.repeat_offender and c.failed_runs == ("r5",) and c.findings == {"thermal": 1}
+    assert [n.name for n in fleet.read(store)][0] == "node-a"  # repeat offenders first
+
+
+def test_soak_nodes_prints_every_node_as_json(store_url, capsys) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory store is one process's: the command opens its own")
+    from soak.store import Store
+
+    with Store.open(store_url) as store:
+        _fill(store)
+    assert main(["nodes", "--db", store_url, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by = {n["name"]: n for n in out["nodes"]}
+    assert by["node-a"]["repeat_offender"] is True and by["node-a"]["failed_runs"] == ["r1", "r3"]
+    assert by["node-b"]["repeat_offender"] is False and by["node-b"]["runs"] == ["r2", "r4"]
+    assert math.isclose(by["node-b"]["node_hours"], 2.0)
+    assert main(["nodes", "--db", store_url]) == 0
+    table = capsys.readouterr().out
+    assert next(line for line in table.splitlines() if line.startswith("node-a")).endswith("REPEAT OFFENDER")
