@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from soak.report import reliability_text as rt
 from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro
@@ -185,6 +186,7 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
     _table([dict(zip(heads, criterion_cells(k, lang), strict=True)) for k in data.criteria], wrap=True)
+    _reliability(data, lang, tz)
     acc = accounting_rows(data.accounting, lang)
     if acc:
         st.subheader(t("accounting", lang))
@@ -478,3 +480,16 @@ def main() -> None:
 
 
 main()
+
+
+def _reliability(data: Any, lang: str, tz: Any) -> None:
+    """ETTR, the planned time by part, the MTTF bound and the repeat offenders, as the PDF's cover
+    says them."""
+    rows = rt.part_rows(data.reliability, lang)
+    if not rows:
+        return
+    st.subheader(t("reliability", lang))
+    heads = [t("int_cause", lang), t("how_long", lang), t("rel_share", lang)]
+    _table([dict(zip(heads, r, strict=True)) for r in rows])
+    st.markdown("\n".join(f"- {line}" for line in rt.lines(data.reliability, lang, tz)
+                          + rt.offender_lines(data.repeat_offenders, lang)))

@@ -54,6 +54,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "time_zone": ("Time zone", "时区"),
     "times_in": ("Times in {zone}", "时间均为 {zone}"),
     "accounting": ("Where the planned time went", "计划时间的去向"),
+    "reliability": ("Reliability: effective training time and time to failure", "可靠性：有效训练时间与无故障时间"),
+    "rel_share": ("Share of the planned time", "占计划时间"),
     "acc_planned": ("Planned soak", "计划拷机时长"),
     "acc_ran": ("Ran", "实际运行"),
     "acc_training": ("Training (share of planned)", "训练时间（占计划）"),

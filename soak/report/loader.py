@@ -148,6 +148,16 @@ def series_from_arrays(arrays: Mapping[tuple[str, ...], Any], bucket_s: float | 
     return out
 
 
+def _repeat_offenders(store: Store, reliability: Mapping[str, Any] | None) -> tuple[dict[str, Any], ...] | None:
+    """The repeat offenders of the store (``soak.fleet``) among the run's nodes."""
+    from soak import fleet
+
+    names = {n.get("node") for n in (reliability or {}).get("per_node") or []}
+    if not names:
+        return None
+    return tuple(h.to_dict() for h in fleet.read(store) if h.repeat_offender and h.name in names)
+
+
 def run_analysis(store: Store, run: RunRecord, arrays: Mapping[tuple[str, ...], Any] | None = None) -> dict[str, Any] | None:
     """The run judged as the daemon judges it (``soak.judge``: same plan, profile, phases
     and criteria); None when the store does not hold the run."""
@@ -372,6 +382,8 @@ def load_report_data(
         chip_hours=(analysis or {}).get("chip_hours"),
         chip_unit=(analysis or {}).get("chip_unit"),
         links=(analysis or {}).get("links"),
+        reliability=(analysis or {}).get("reliability"),
+        repeat_offenders=_repeat_offenders(store, (analysis or {}).get("reliability")),
     )
     if (rec.nodes or 1) > 1:
         data = replace(data, cluster=_cluster(store, run_id, data, analysis, all_events))

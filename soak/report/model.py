@@ -215,6 +215,9 @@ class ReportData:
     chip_hours: float | None = None
     chip_unit: str | None = None
     links: Mapping[str, Any] | None = None  # soak.analysis.links.LinkVerdict.to_dict(): the busbw tables
+    reliability: Mapping[str, Any] | None = None  # soak.analysis.reliability.Reliability.to_dict()
+    # the repeat offenders among the run's nodes (soak.fleet.NodeHistory.to_dict()); None: not looked up
+    repeat_offenders: tuple[Mapping[str, Any], ...] | None = None
     # a run over several nodes: soak.report.cluster.ClusterView (None for one node)
     cluster: Any = None
 

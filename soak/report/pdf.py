@@ -12,10 +12,12 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
+from soak.report import reliability_text as rt
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import CJK_FONT_NAME, register_cjk_font, try_register_cjk_font
@@ -182,6 +184,7 @@ def render_pdf(
                            crit_rows, [40 * mm, 45 * mm, page_w - 106 * mm, 21 * mm]))
     else:
         story.append(st.p("N/A"))
+    story += _reliability_section(st, data, lang, page_w, tz)
     story.append(Spacer(1, 2 * mm))
     generated = t("generated_wall", lang) if scaled else t("generated", lang)
     story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
@@ -385,6 +388,35 @@ def render_pdf(
     )
     doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
     return buf.getvalue(), slot
+
+
+def _reliability_section(st: Styles, data: ReportData, lang: str, page_w: float, tz: tzinfo) -> list:
+    """ETTR, the planned time as a bar of its parts, the MTTF bound and its projections, the
+    repeat offenders: on the cover, in the customer's terms."""
+    from reportlab.lib import colors
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer, Table, TableStyle
+
+    parts = rt.parts(data.reliability, lang)
+    if not parts:
+        return []
+    out: list = [st.p(t("reliability", lang), st.h2)]
+    # the bar: one cell per part, as wide as its share of the planned time (a sliver stays visible)
+    total = sum(p.seconds for p in parts)
+    widths = [max(0.6 * mm, page_w * p.seconds / total) for p in parts]
+    widths = [w * page_w / sum(widths) for w in widths]
+    bar = Table([[""] * len(parts)], colWidths=widths, rowHeights=[5 * mm])
+    bar.setStyle(TableStyle([("BACKGROUND", (i, 0), (i, 0), colors.HexColor(p.color)) for i, p in enumerate(parts)]
+                            + [("LEFTPADDING", (0, 0), (-1, -1), 0), ("RIGHTPADDING", (0, 0), (-1, -1), 0)]))
+    # the legend in one line, each part's name in its colour: the cover has little room left
+    legend = " · ".join(f'<span backColor="{p.color}">&nbsp;&nbsp;&nbsp;&nbsp;</span> {escape(name)} {escape(how_long)} '
+                        f'({escape(share)})'
+                        for p, (name, how_long, share) in zip(parts, rt.part_rows(data.reliability, lang), strict=True))
+    tight = st.small.clone("rel", spaceBefore=0, spaceAfter=0.5)
+    out += [bar, Spacer(1, 1 * mm), st.p(Markup(legend), tight, markup=True)]
+    for line in rt.lines(data.reliability, lang, tz) + rt.offender_lines(data.repeat_offenders, lang):
+        out.append(st.p(f"• {line}", tight))
+    return out
 
 
 def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> list:

@@ -89,6 +89,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     The verdict fails on the leak (not on the canary crash), and the signed PDF shows
     coverage, availability and the crash as injected."""
     import json
+    import math
     import os
     import shutil
     import subprocess
@@ -106,6 +107,13 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     assert crit["no memory_creep (fail)"]["met"] is False
     fails = [r for r in analysis["reasons"] if not r.startswith("WARN")]
     assert fails and all("memory_creep" in r for r in fails), analysis["reasons"]
+    # the reliability: the injected crash kept apart, no failure of the machine, and the MTTF's
+    # 90 % lower bound over the run's node-hours T is T / ln(10) = T / 2.303
+    rel = analysis["reliability"]
+    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0} and rel["injected_s"] > 0
+    assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
+    assert rel["node_mttf_h_lower90"] == pytest.approx(rel["node_hours"] / math.log(10))
+    assert rel["ettr"] == pytest.approx(rel["productive_s"] / (rel["planned_s"] - rel["injected_s"]))
     if shutil.which("pdftotext") is None:
         pytest.skip("poppler-utils not installed")
     pdf = next((run_dir / "report").glob("soak-report-*-en.pdf"))
@@ -113,6 +121,11 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
                           check=True).stdout
     for words in ("Evidence coverage", "Availability", "injected"):
         assert words in text, words
+    cover = text.split("\f")[0]
+    ettr = math.floor(rel["ettr"] * 10000) / 100
+    assert f"(ETTR) {ettr:.2f}%" in cover and "injected canaries" in cover, cover
+    assert f"(2T / chi2(0.90; 2) = {rel['node_hours']:.3g} / 2.303)" in " ".join(cover.split()), cover
+    assert f">= {rel['node_mttf_h_lower90']:.3g} h with 90% confidence" in " ".join(cover.split())
     # the Chinese PDF of the same run says every sentence of the judgement in Chinese
     from soak.cli import main
     from tests.report.pagecheck import english_left

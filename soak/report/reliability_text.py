@@ -1,0 +1,75 @@
+"""The "Reliability" section: the run's ETTR, time lost by cause, MTTF bound and repeat
+offenders, as rows the PDF and the app both render.
+
+Every figure comes from the analysis document's ``reliability`` (``soak.analysis.reliability``)
+and the store's node records (``soak.fleet``); nothing is computed again here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, tzinfo
+from typing import Any
+
+from soak.report.names import CAUSE_NAMES, pick
+from soak.report.sentences import message
+from soak.report.units import dur, pct
+
+PRODUCTIVE, INJECTED = "productive", "injected"
+COLORS = {
+    PRODUCTIVE: "#1a7f37", INJECTED: "#8c8c8c", "startup": "#c9d6e3", "stopped": "#d9d9d9", "not_run": "#eeeeee",
+    "crash": "#b22222", "hang": "#e07b39", "node_lost": "#6f42c1", "daemon_down": "#d4a017", "gave_up": "#7a1f1f",
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the planned time: its cause, name, seconds and share of the plan."""
+
+    key: str
+    name: str
+    seconds: float
+    share: float | None
+    color: str
+
+
+def parts(rel: Mapping[str, Any] | None, lang: str = "en") -> list[Part]:
+    """Productive time, injected canaries and every cause with time lost, in that order; they
+    add up to the planned time."""
+    if not rel:
+        return []
+    planned = rel.get("planned_s") or 0.0
+    items = [(PRODUCTIVE, rel.get("productive_s") or 0.0), (INJECTED, rel.get("injected_s") or 0.0),
+             *((c, s or 0.0) for c, s in (rel.get("lost_s") or {}).items())]
+    return [Part(k, pick(CAUSE_NAMES, k, lang), s, None if planned <= 0 else s / planned, COLORS.get(k, "#555555"))
+            for k, s in items if s > 0]
+
+
+def part_rows(rel: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:
+    """(cause, how long, share of the planned time) per part."""
+    # floored: a share is never said larger than it is
+    return [(p.name, dur(p.seconds), pct(None if p.share is None else math.floor(p.share * 10000) / 10000, 2))
+            for p in parts(rel, lang)]
+
+
+def lines(rel: Mapping[str, Any] | None, lang: str = "en", tz: tzinfo = UTC) -> list[str]:
+    """The section's sentences in ``lang``: ETTR, failures, the MTTF bound, the projections
+    to larger jobs and what the bound means."""
+    return [message(s.get("code"), s.get("values"), lang, tz, fallback=s.get("summary"))
+            for s in (rel or {}).get("statements") or []]
+
+
+def offender_lines(offenders: tuple[Mapping[str, Any], ...] | None, lang: str = "en") -> list[str]:
+    """The repeat offenders among the run's nodes (``soak.fleet.NodeHistory.to_dict``); one
+    line saying there is none; nothing when the store was not asked."""
+    if offenders is None:
+        return []
+    if not offenders:
+        return [message("reliability.no_repeat_offender", {}, lang)]
+    most = 6
+    return [message("reliability.repeat_offender",
+                    {"node": o["name"], "runs": len(o["failed_runs"]), "run_ids": list(o["failed_runs"][:most]),
+                     "more": max(0, len(o["failed_runs"]) - most)}, lang)
+            for o in offenders]
