@@ -121,7 +121,7 @@ class Reliability:
         out = [said("reliability.ettr", {
             # floored, never rounded up: 99.96 % is not "100.0 %"
             "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
-            "injected_s": self.injected_s, "injected_count": self.injected_count,
+            "injected_s": self.injected_s or None, "injected_count": self.injected_count,
             "lost_total_s": sum(self.lost_s.values()),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]
         r, hours, lower = self.failure_count, self.node_hours, self.node_mttf_h_lower90
@@ -181,7 +181,12 @@ def failed(acc: ev.Accounting) -> list[ev.Interruption]:
     """The machine's unexpected failures, one interruption each (a node's loss once, however
     many workloads it stopped)."""
     losses = [i for i in acc.interruptions if i.cause == ev.NODE_LOST]
-    out = list({(i.start, i.node, i.message): i for i in losses}.values())
+    out: list[ev.Interruption] = []
+    # one loss of a node, however many workloads it stopped or agents recorded it: a second
+    # record of the same node within the first one's stretch is the same loss
+    for i in sorted(losses, key=lambda i: i.start):
+        if not any(o.node == i.node and o.start <= i.start <= o.end for o in out):
+            out.append(i)
     for i in acc.interruptions:
         if i.cause in (ev.CRASH, ev.HANG) and not i.injected and not any(x.start <= i.start <= x.end for x in losses):
             out.append(i)

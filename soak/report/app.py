@@ -479,9 +479,6 @@ def main() -> None:
         body()
 
 
-main()
-
-
 def _reliability(data: Any, lang: str, tz: Any) -> None:
     """ETTR, the planned time by part, the MTTF bound and the repeat offenders, as the PDF's cover
     says them."""
@@ -493,3 +490,6 @@ def _reliability(data: Any, lang: str, tz: Any) -> None:
     _table([dict(zip(heads, r, strict=True)) for r in rows])
     st.markdown("\n".join(f"- {line}" for line in rt.lines(data.reliability, lang, tz)
                           + rt.offender_lines(data.repeat_offenders, lang)))
+
+
+main()

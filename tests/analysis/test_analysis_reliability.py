@@ -84,6 +84,8 @@ def test_overlapping_causes_share_no_second_and_an_early_end_is_not_run() -> Non
 def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
     events = [_e(0, "start"), _e(105, "crash", node="node-0", message="rank lost"),
               _e(115, "node_lost", workload=None, node="node-2", detail={"node": "node-2", "last_seen": 100}),
+              # the same loss recorded by a second agent a moment later
+              _e(116, "node_lost", workload=None, node="node-2", detail={"node": "node-2", "last_seen": 100.5}),
               _e(140, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     away = {"node-2": [(100.0, math.inf)]}

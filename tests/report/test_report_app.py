@@ -214,3 +214,27 @@ def test_serve_beyond_loopback_tells_the_app_not_to_sign(capsys):
     assert capsys.readouterr().out.rstrip().endswith("--signing cli")
     assert main(["report", "serve", "--dry-run"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("--signing local")
+
+
+def test_a_run_with_a_plan_shows_its_reliability_as_the_pdf_does(tmp_path, monkeypatch):
+    from soak.config import plan_from_dict
+
+    db = tmp_path / "plan.db"
+    with Store.open(db) as store:
+        write_run(store, "r-rel", chips=2, hours=1.0, findings=False)
+        run = store.get_run("r-rel")
+        plan = plan_from_dict({"run": {"duration": "1h", "preflight": False}, "devices": {"backend": "sim"},
+                               "reliability": {"project_nodes": [64]}})
+        store.update_run("r-rel", plan=plan.to_dict(), planned_end_ts=run.started_ts + 3600)
+        store.add_event("r-rel", "start", ts=run.started_ts + 60, workload="lm", rank=0)
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    md = " ".join(m.value for m in at.markdown)
+    assert "Reliability: effective training time and time to failure" in [h.value for h in at.subheader]
+    # one node-hour with its crash (no inject event before it: not the plan's canary): the bound
+    # is 2T / chi2(0.90; 4), and a 64-node job's is 1/64 of it
+    assert "1 unexpected failure(s) of the machine in 1 node-hours (1 crash, 0 hang, 0 node lost)" in md
+    assert "mean time to failure per node >= 0.257 h with 90% confidence (2T / chi2(0.90; 4) = 1 / 3.890)" in md
+    assert "a job over 64 node(s): mean time to failure >= 0.00402 h" in md
+    assert "injected canary" not in md  # none was injected: nothing to keep apart

@@ -107,6 +107,14 @@ def test_accounting_and_coverage_are_shown(pdfs):
     assert "Evidence coverage per chip" in text and "npu7-1" in text
 
 
+def test_the_reliability_is_on_the_cover_in_both_languages(pdfs):
+    en, zh = pdf_pages(pdfs["en"])[0].text, pdf_pages(pdfs["zh"])[0].text
+    assert "Reliability: effective training time and time to failure" in en
+    assert "(ETTR)" in en and "productive training" in en and "a lower bound, not a forecast" in en
+    assert "2T / chi2(0.90;" in " ".join(en.split())
+    assert "有效训练时间比 (ETTR)" in zh and "这是下限而非预测" in zh
+
+
 def test_chinese_pdf_says_the_findings_in_chinese(pdfs):
     text = " ".join(p.text for p in pdf_pages(pdfs["zh"]))
     assert "HBM 占用自" in text and "每小时增长" in text
