@@ -214,11 +214,12 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         clean_statement=statement, chip_hours=hours, chip_unit=unit, accounting=accounting,
         coverage=coverage, run_id=run_id, status=status, simulated=simulated,
         captures=tuple(captures_from_events(events)), extra=extra,
-        reliability=None if accounting is None else reliability_of(store, rec, plan, events, accounting),
+        reliability=None if accounting is None else reliability_of(store, rec, plan, events, accounting, running),
     )
 
 
-def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting) -> rel.Reliability:
+def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting,
+                   running: bool = False) -> rel.Reliability:
     """The run's reliability from its accounting: its nodes under test, each one's time away
     (lost until it joined again), the job sizes of the plan."""
     nodes = [n.name for n in store.cluster_nodes(rec.id)] if (rec.nodes or 1) > 1 else []
@@ -235,7 +236,7 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
                    default=math.inf)
         away.setdefault(e.node, []).append((start, back))
     return rel.assess(accounting, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
-                      project_nodes=plan.reliability.project_nodes)
+                      project_nodes=plan.reliability.project_nodes, running=running)
 
 
 def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel.Reliability | None:
@@ -255,7 +256,7 @@ def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel
         ended = store.last_sample_ts(run_id) or planned_start
     accounting = ev.account(events, [w.name for w in plan.workloads], planned_start=planned_start,
                             planned_end=planned_end, ended=ended, time_scale=float(rec.time_scale or 1.0))
-    return reliability_of(store, rec, plan, events, accounting)
+    return reliability_of(store, rec, plan, events, accounting, rec.status == "running")
 
 
 # --------------------------------------------------------------------------- evidence

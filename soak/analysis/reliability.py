@@ -13,7 +13,8 @@ never disagree:
   Where two causes overlap, the one that weighs on the machine takes the time
   (``PRIORITY``): an unexpected crash during a node's loss is the loss, an injected crash
   during the daemon's outage is the outage. Planned time after the run's end is
-  ``not_run``. So ``productive_s + injected_s + sum(lost_s) == planned_s``, always;
+  ``not_run`` (of a run in progress: ``ahead``, left out of its ETTR, which is then the ratio
+  so far). So ``productive_s + injected_s + sum(lost_s) == planned_s``, always;
 - a **failure** is an unexpected interruption that is the machine's: a crash or hang not
   injected, a node lost. A crash that begins while a node is being lost is that loss, not a
   failure of its own. Operator stops, the daemon's own outages and start-up are not
@@ -39,6 +40,7 @@ CONFIDENCE = 0.90
 """The one-sided confidence of the MTTF lower bound."""
 
 NOT_RUN = "not_run"
+AHEAD = "ahead"
 INJECTED = "injected"
 
 # Who takes a stretch two causes share, first first: what weighs on the machine before what
@@ -84,8 +86,9 @@ class Reliability:
 
     @property
     def ettr(self) -> float | None:
-        """Productive time over the time the machine had to train (injected faults given back)."""
-        available = self.planned_s - self.injected_s
+        """Productive time over the time the machine had to train (injected faults given back,
+        and a run in progress's time still ahead)."""
+        available = self.planned_s - self.injected_s - self.lost_s.get(AHEAD, 0.0)
         return None if available <= 0 else max(0.0, min(1.0, self.productive_s / available))
 
     @property
@@ -116,13 +119,13 @@ class Reliability:
     def statements(self) -> list[Said]:
         """The section's sentences, coded: ETTR, failures, the MTTF bound, the projections and
         what the bound means."""
-        lost = [(c, s) for c, s in self.lost_s.items() if s > 0]
+        lost = [(c, s) for c, s in self.lost_s.items() if s > 0 and c != AHEAD]
         ettr = self.ettr
         out = [said("reliability.ettr", {
             # floored, never rounded up: 99.96 % is not "100.0 %"
             "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
             "injected_s": self.injected_s or None, "injected_count": self.injected_count,
-            "lost_total_s": sum(self.lost_s.values()),
+            "lost_total_s": sum(s for _, s in lost),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]
         r, hours, lower = self.failure_count, self.node_hours, self.node_mttf_h_lower90
         out.append(said("reliability.failures", {"failures": r, "node_hours": hours, "node_mttf_h": self.node_mttf_h,
@@ -154,8 +157,9 @@ def _length(intervals: Iterable[tuple[float, float]]) -> float:
     return sum(b - a for a, b in ev.union(intervals))
 
 
-def split(acc: ev.Accounting) -> tuple[float, float, dict[str, float]]:
-    """(productive, injected, lost by cause) of the accounting's planned time."""
+def split(acc: ev.Accounting, running: bool = False) -> tuple[float, float, dict[str, float]]:
+    """(productive, injected, lost by cause) of the accounting's planned time; ``running``: the
+    time after the accounting's end is still ahead, not lost."""
     by_cause: dict[str, list[tuple[float, float]]] = {}
     for i in acc.interruptions:
         cause = INJECTED if i.injected else key(i.cause)
@@ -173,7 +177,7 @@ def split(acc: ev.Accounting) -> tuple[float, float, dict[str, float]]:
     # every page, and the parts add up to the planned time
     productive = max(0.0, ran - before)
     lost = {c: shares.get(c, 0.0) for c in LOST_CAUSES if c != NOT_RUN}
-    lost[NOT_RUN] = max(0.0, acc.planned_s - ran)
+    lost[AHEAD if running else NOT_RUN] = max(0.0, acc.planned_s - ran)
     return productive, shares[INJECTED], lost
 
 
@@ -214,11 +218,11 @@ def _away_s(acc: ev.Accounting, spans: Iterable[tuple[float, float]]) -> float:
 
 
 def assess(acc: ev.Accounting, *, nodes: Sequence[str] = (), away: Mapping[str, Sequence[tuple[float, float]]] | None = None,
-           cluster_nodes: int = 1, project_nodes: Iterable[int] = ()) -> Reliability:
+           cluster_nodes: int = 1, project_nodes: Iterable[int] = (), running: bool = False) -> Reliability:
     """The reliability of a run from its accounting; ``nodes`` the node names under test
     (one unnamed node when empty), ``away`` each node's spans out of the run,
     ``project_nodes`` the job sizes of the plan's ``[reliability]``."""
-    productive, injected, lost = split(acc)
+    productive, injected, lost = split(acc, running)
     failures = failed(acc)
     fails = count(failures)
     away = away or {}

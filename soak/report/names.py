@@ -49,7 +49,8 @@ CAUSE_NAMES = {
     "node lost": ("node lost", "节点失联"),
     # the keys of the reliability's time lost by cause
     "daemon_down": ("daemon down", "守护进程停止"), "gave_up": ("gave up", "放弃"), "node_lost": ("node lost", "节点失联"),
-    "not_run": ("not run (ended early)", "未运行（提前结束）"), "injected": ("injected canaries", "注入故障"),
+    "not_run": ("not run (ended early)", "未运行（提前结束）"),
+    "ahead": ("still ahead (run in progress)", "尚未到来（运行中）"), "injected": ("injected canaries", "注入故障"),
     "productive": ("productive training", "有效训练"),
 }
 

@@ -20,6 +20,7 @@ from soak.report.units import dur, pct
 PRODUCTIVE, INJECTED = "productive", "injected"
 COLORS = {
     PRODUCTIVE: "#1a7f37", INJECTED: "#8c8c8c", "startup": "#c9d6e3", "stopped": "#d9d9d9", "not_run": "#eeeeee",
+    "ahead": "#f7f7f7",
     "crash": "#b22222", "hang": "#e07b39", "node_lost": "#6f42c1", "daemon_down": "#d4a017", "gave_up": "#7a1f1f",
 }
 

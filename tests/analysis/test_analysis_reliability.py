@@ -120,3 +120,12 @@ def test_no_time_under_test_has_no_bound() -> None:
     r = rel.assess(acc)
     assert r.node_hours == 0 and r.node_mttf_h_lower90 is None and r.lost_s["not_run"] == 100
     assert [s.code for s in r.statements()] == ["reliability.ettr", "reliability.failures"]
+
+
+def test_a_run_in_progress_has_its_remaining_time_ahead_not_lost() -> None:
+    acc = ev.account([_e(10, "start")], ["lm"], planned_start=0, planned_end=1000, ended=400)
+    live, ended = rel.assess(acc, running=True), rel.assess(acc)
+    assert live.lost_s["ahead"] == 600 and "not_run" not in live.lost_s and _parts(live) == 1000
+    assert live.ettr == pytest.approx(390 / 400)  # the ratio so far
+    assert ended.lost_s["not_run"] == 600 and ended.ettr == pytest.approx(390 / 1000)
+    assert "ahead" not in live.statements()[0]
