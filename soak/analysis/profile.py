@@ -245,6 +245,10 @@ class EvidenceParams:
     min_availability: float = 0.95  # share of the run spent training (start-up, injected faults excepted)
     max_uninjected_restarts: int = 0  # crashes and hangs the plan did not inject
     min_uninterrupted_h: float = 0.0  # longest stretch of training required; 0: reported only
+    # the burn-in clock (soak.daemon.burnin): the run ends only after min_uninterrupted_h hours
+    # without an unexpected failure since the last one, at most max_duration_h from its start
+    restart_clock_on_failure: bool = False
+    max_duration_h: float = 0.0  # 0: the plan's duration, the clock cannot extend the run
 
 
 _DEFAULT_SEVERITY = {k: "fail" for k in KINDS}
@@ -349,7 +353,12 @@ def _section(cls: type, values: dict[str, Any], where: str) -> Any:
         if key not in known:
             raise ConfigError(f"{where}.{key}: unknown key")
         default = getattr(cls(), key)
-        if key.endswith("_severity"):
+        if isinstance(default, bool):
+            # a plan's acceptance.thresholds carry numbers: 1 and 0 say true and false there
+            if not isinstance(value, bool) and value not in (0, 1):
+                raise ConfigError(f"{where}.{key}: must be true or false")
+            kwargs[key] = bool(value)
+        elif key.endswith("_severity"):
             if value not in SEVERITIES:
                 raise ConfigError(f"{where}.{key}: must be one of {', '.join(SEVERITIES)}")
             kwargs[key] = value

@@ -30,8 +30,8 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.clock import ScaledClock
-from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
-from soak.daemon import runfolder, sdnotify
+from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
+from soak.daemon import burnin, runfolder, sdnotify
 from soak.daemon.cluster import ClusterMembership
 from soak.daemon.disk import DiskWatch
 from soak.daemon.final import judge_final
@@ -353,7 +353,12 @@ class Daemon:
         per_workload_restart_budget = self.started.restarts0
         for w in plan.workloads:
             def argv_for(attempt: int, w: WorkloadSpec = w) -> list[str]:
-                wall_left = self.started.clock.wall_seconds(self.started.planned_end_ts - self.started.clock.now())
+                # with the burn-in clock on, an attempt may have to train past the planned end, up to
+                # the longest the clock allows (the daemon stops it at the end either way)
+                run = self.started
+                start = run.planned_end_ts - run.plan.run.duration_s
+                end = max(run.planned_end_ts, start + burnin.cap_s(run.profile.evidence, run.plan.run.duration_s))
+                wall_left = run.clock.wall_seconds(end - run.clock.now())
                 return argv_factory(w, self.started.run_dir, attempt, wall_left)
 
             self.supervisors.append(Supervisor(
@@ -423,6 +428,41 @@ class Daemon:
                        f"  report app: soak report serve --data-dir {data_dir}   then open http://127.0.0.1:8501/\n")
         self.out.flush()
 
+    def _burn_in_extends(self) -> bool:
+        """At the planned end: whether the burn-in clock moved it (``soak.daemon.burnin``); the
+        move is recorded in the store, the run folder's plan and an event."""
+        run = self.started
+        if run.plan.cluster.nodes > 1 or not getattr(run.profile.evidence, "restart_clock_on_failure", False):
+            return False
+        plan = run.plan
+        start = run.planned_end_ts - plan.run.duration_s
+        now = run.clock.now()
+        try:
+            ext = burnin.extension(run.store.load_events(run.run_id), [w.name for w in plan.workloads],
+                                   planned_start=start, now=now, duration_s=plan.run.duration_s,
+                                   evidence=run.profile.evidence, time_scale=plan.run.time_scale)
+        except StoreError as exc:  # the store away at the end: the run ends as planned
+            log.error("burn-in clock not read (%s): the run ends at its planned end", exc)
+            return False
+        if ext is None:
+            return False
+        plan = replace(plan, run=replace(plan.run, duration_s=ext.planned_end - start))
+        self.plan = plan
+        self.started = replace(run, plan=plan, planned_end_ts=ext.planned_end)
+        need = run.profile.evidence.min_uninterrupted_h
+        msg = (f"burn-in clock: {need:g} h without an unexpected failure needed since "
+               f"{ext.since - start:.0f} s into the soak; the run goes on to "
+               f"{ext.planned_end - start:.0f} s" + (" (its longest allowed)" if ext.capped else ""))
+        run.store.update_run(run.run_id, planned_end_ts=ext.planned_end, plan=plan.to_dict())
+        layout.plan_path(run.run_dir).write_text(dump_plan(plan), encoding="utf-8")
+        run.store.add_event(run.run_id, "note", ts=now, message=msg,
+                            detail={"burn_in": True, "since": ext.since, "planned_end": ext.planned_end,
+                                    "capped": ext.capped, "min_uninterrupted_h": need})
+        log.warning("%s", msg)
+        self.out.write(f"soak: {msg}\n")
+        self.out.flush()
+        return True
+
     def _move_planned_end(self, run: StartedRun) -> None:
         """The soak's duration counts from here: a cluster run's, from its barrier."""
         self.started = run
@@ -462,7 +502,7 @@ class Daemon:
                 return "failed"
             if all(st == DONE for st in states):
                 return "finished"
-            if self.started.clock.now() >= self.started.planned_end_ts:
+            if self.started.clock.now() >= self.started.planned_end_ts and not self._burn_in_extends():
                 return "finished"
             self._store_tick()
             if not self.spool.down:

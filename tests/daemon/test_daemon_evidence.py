@@ -134,3 +134,41 @@ def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(
                            capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(shown.stdout)["reliability"]["failures"] == rel["failures"]
     assert json.loads(shown.stdout)["reliability"]["lost_s"] == pytest.approx(rel["lost_s"])
+
+
+def test_the_burn_in_clock_restarts_on_a_crash_and_moves_the_planned_end(tmp_path, run_daemon) -> None:
+    # 12 s planned; the clock wants 10 s without an unexpected failure, at most 60 s in all
+    need_s = 10.0
+    plan = fake_plan(tmp_path, run={"duration": "12s"},
+                     restart={"backoff_initial": "0.1s", "backoff_max": "0.2s", "max_restarts": 5},
+                     acceptance={"thresholds": {"evidence.restart_clock_on_failure": 1,
+                                                "evidence.min_uninterrupted_h": need_s / 3600,
+                                                "evidence.max_duration_h": 60 / 3600,
+                                                "evidence.max_uninjected_restarts": 1}})
+    tr = run_daemon(plan)
+    d = tr.daemon
+    tr.wait_for(lambda: d.agg.rank_state("lm", 0).step >= 3
+                and d.started.clock.now() - (d.started.planned_end_ts - 12.0) >= 6.0, timeout_s=60)
+    pid = d.supervisors[0].pid
+    os.kill(pid, signal.SIGKILL)
+    assert tr.join(120) == 0
+    analysis = _analysis(tmp_path, "r1")
+    acc = analysis["accounting"]
+    crash = next(i for i in acc["interruptions"] if i["cause"] == "crash")
+    assert crash["injected"] is False and crash["start"] - acc["window_start"] >= 6.0
+    with Store.open(tmp_path / "runs" / "r1" / "soak.db", create=False) as store:
+        run = store.get_run("r1")
+        notes = [e for e in store.load_events("r1", kind="note") if (e.detail or {}).get("burn_in")]
+    # the clock started again when the workload trained again after its crash: the planned end
+    # moved to that moment plus the 10 s, the soak's start stayed where it was
+    assert notes and notes[-1].detail["since"] == pytest.approx(crash["end"])
+    assert run.planned_end_ts == pytest.approx(crash["end"] + need_s)
+    assert run.plan["run"]["duration"] == pytest.approx(run.planned_end_ts - acc["window_start"])
+    assert acc["planned_s"] == pytest.approx(run.planned_end_ts - acc["window_start"]) and acc["reached_end"]
+    assert run.planned_end_ts - acc["window_start"] > 12.0 + 4.0  # moved: the crash came after 6 s
+    assert _criterion(analysis, "runtime")["met"] is True
+    # what the clock guarantees, the criterion finds: a stretch of the 10 s
+    assert _criterion(analysis, "longest uninterrupted")["met"] is True
+    # the run's last stretch lasted the clock's 10 s
+    assert acc["window_end"] - crash["end"] == pytest.approx(need_s, abs=0.5)
+    assert f"burn-in clock: {need_s / 3600:g} h without an unexpected failure" in notes[-1].message
