@@ -235,9 +235,16 @@ def assess(acc: ev.Accounting, *, nodes: Sequence[str] = (), away: Mapping[str, 
     def on(n: str) -> list[ev.Interruption]:
         return [i for i in failures if i.node == n or (i.node is None and len(nodes) == 1)]
 
+    # a node trained while the job trained and it was in the job
+    def trained(n: str) -> float:
+        gone = ev.union((max(a, acc.window_start), min(b, acc.window_end)) for a, b in away.get(n, ()))
+        return sum(b - a for a, b in acc.training) - sum(
+            max(0.0, min(b, y) - max(a, x)) for a, b in acc.training for x, y in gone)
+
     per_node = tuple(
         {"node": n, "node_hours": max(0.0, ran - _away_s(acc, away.get(n, ()))) / 3600.0,
-         "failures": count(on(n)), "last_failure": max((i.start for i in on(n)), default=None)}
+         "productive_s": trained(n), "failures": count(on(n)),
+         "last_failure": max((i.start for i in on(n)), default=None)}
         for n in nodes)
     return Reliability(planned_s=acc.planned_s, productive_s=productive, injected_s=injected, lost_s=lost,
                        failures=fails, node_hours=hours, nodes=max(1, int(cluster_nodes)), projections=projections,

@@ -98,6 +98,8 @@ def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
     per = {n["node"]: n for n in r.per_node}
     assert per["node-2"]["failures"]["node_lost"] == 1 and per["node-0"]["failures"]["crash"] == 0
     assert per["node-2"]["node_hours"] == pytest.approx(100 / 3600)
+    # node-2 trained until it was lost; the others with the job, before and after the loss
+    assert per["node-2"]["productive_s"] == pytest.approx(100) and per["node-0"]["productive_s"] == r.productive_s
 
 
 def test_the_statements_say_the_bound_as_t_over_its_divisor() -> None:
