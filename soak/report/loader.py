@@ -383,7 +383,8 @@ def load_report_data(
         chip_unit=(analysis or {}).get("chip_unit"),
         links=(analysis or {}).get("links"),
         reliability=(analysis or {}).get("reliability"),
-        repeat_offenders=_repeat_offenders(store, (analysis or {}).get("reliability")),
+        # every run of the store is read for them: the certificate's, not each refresh of a live view
+        repeat_offenders=None if running else _repeat_offenders(store, (analysis or {}).get("reliability")),
     )
     if (rec.nodes or 1) > 1:
         data = replace(data, cluster=_cluster(store, run_id, data, analysis, all_events))
