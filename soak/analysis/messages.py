@@ -38,6 +38,31 @@ _STRAGGLER = {
     "busbw_gbps": ("{metric:metric} {change_pct:.1f}% lower than its {scope:scope} peers' {baseline_gbps:.1f} GB/s "
                    "for {duration_h:.1f} h"),
 }
+_NODE_CHIPS = "node {node}[[members| ({members})]][[chips| ({chips} chips)]]: "
+_OUTLIER = {
+    "temp_c": "{metric:metric} {deviation_c:+.1f} C off its {scope:scope} peers' {baseline_c:.1f} C for {duration_h:.1f} h "
+              "at comparable power",
+    "power_w": ("{metric:metric} {deviation_w:+.1f} W off its {scope:scope} peers' {baseline_w:.1f} W ({change_pct:+.1f}%) "
+                "for {duration_h:.1f} h"),
+    "util_pct": "{metric:metric} {deviation_pct:+.1f} % off its {scope:scope} peers' {baseline_pct:.1f} % for {duration_h:.1f} h",
+    "hbm_used_bytes": ("{metric:metric} growth {deviation_mb:+.0f} MB off its {scope:scope} peers' {baseline_mb:.0f} MB "
+                       "for {duration_h:.1f} h"),
+}
+# How far out of line a series is in its episodes (soak.analysis.recurring), per metric.
+_EPISODE_DEVIATION = {
+    "temp_c": "{deviation_c:+.1f} C off its {scope:scope} peers' {baseline_c:.1f} C at comparable power",
+    "power_w": "{deviation_w:+.1f} W off its {scope:scope} peers' {baseline_w:.1f} W ({change_pct:+.1f}%)",
+    "util_pct": "{deviation_pct:+.1f} % off its {scope:scope} peers' {baseline_pct:.1f} %",
+    "hbm_used_bytes": "growth {deviation_mb:+.0f} MB off its {scope:scope} peers' {baseline_mb:.0f} MB",
+    "step_time_s": "{change_pct:.1f}% slower than its {scope:scope} peers' {baseline_s:.4g} s",
+    "compute_s": "{change_pct:.1f}% slower than its {scope:scope} peers' {baseline_s:.4g} s",
+    "busbw_gbps": "{change_pct:.1f}% lower than its {scope:scope} peers' {baseline_gbps:.1f} GB/s",
+}
+_EPISODES = ("{metric:metric} {deviation} in {count} episodes of typically {typical_min:.0f} min"
+             "[[period_min|, every {period_min:.0f} min]][[!period_min|, not periodic]], {share_pct:.0f}% of the run"
+             "[[slowdown_pct|; the job's steps {slowdown_pct:+.1f}% slower in them: {lost_pct:.1f}% of the run's "
+             "training time lost]]")
+_OUTLIER_KIND = ("temp_c", "power_w", "util_pct", "hbm_used_bytes")
 _LINK_FLOOR = (", below the floor {floor_gbps:.3g} GB/s ({floor_share_pct:.0f}% of the expected "
                "{expected_gbps:g} GB/s for {chip})[[injected| (injected: {injected})]]")
 _LINK_REL = (", {below_pct:.0f}% below {whom}, test by test"
@@ -85,14 +110,15 @@ FINDINGS: dict[str, str] = {
     "throughput_degradation.abrupt": _THROUGHPUT.replace("{how}", "abruptly"),
     "throughput_degradation.gradual": _THROUGHPUT.replace("{how}", "gradually ({slope_pct_per_h:.2f} %/h)"),
     # peers.py: a chip or rank out of line with its peers
-    "outlier.temp_c": ("{metric:metric} {deviation_c:+.1f} C off its {scope:scope} peers' {baseline_c:.1f} C for {duration_h:.1f} h "
-                       "at comparable power" + _PEERS_TAIL),
-    "outlier.power_w": ("{metric:metric} {deviation_w:+.1f} W off its {scope:scope} peers' {baseline_w:.1f} W ({change_pct:+.1f}%) "
-                        "for {duration_h:.1f} h" + _PEERS_TAIL),
-    "outlier.util_pct": ("{metric:metric} {deviation_pct:+.1f} % off its {scope:scope} peers' {baseline_pct:.1f} % "
-                         "for {duration_h:.1f} h" + _PEERS_TAIL),
-    "outlier.hbm_used_bytes": ("{metric:metric} growth {deviation_mb:+.0f} MB off its {scope:scope} peers' {baseline_mb:.0f} MB "
-                               "for {duration_h:.1f} h" + _PEERS_TAIL),
+    **{f"outlier.{m}": t + _PEERS_TAIL for m, t in _OUTLIER.items()},
+    **{f"outlier.node.{m}": _NODE_CHIPS + t + _PEERS_TAIL for m, t in _OUTLIER.items()},
+    # recurring.py: out of line in episodes that come back
+    **{f"{'outlier' if m in _OUTLIER_KIND else 'straggler'}.episodes.{m}": _EPISODES.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION.items()},
+    **{f"outlier.node.episodes.{m}": _NODE_CHIPS + _EPISODES.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION.items() if m in _OUTLIER_KIND},
+    **{f"straggler.node.episodes.{m}": _NODE + _EPISODES.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION.items() if m not in _OUTLIER_KIND},
     **{f"straggler.{m}": t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
     **{f"straggler.node.{m}": _NODE + t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
     # compute.py

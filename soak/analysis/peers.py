@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from soak.analysis import recurring
 from soak.analysis._stats import medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
@@ -58,7 +59,7 @@ from soak.analysis.model import Finding
 from soak.analysis.profile import PeersParams, Profile
 from soak.analysis.trace import Trace
 
-DETECTOR_VERSION = "peers/1.0"
+DETECTOR_VERSION = "peers/1.1"
 # compute_s, the time outside the collectives: under synchronous data parallelism every rank
 # waits for the slowest in the all-reduce, so step times agree and only this names the slow one
 STEP_METRICS = ("step_time_s", "compute_s")
@@ -108,6 +109,9 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     skip = grid.phase_mask(profile)
     util = src.matrix("util_pct", skip)
     idle = {k: row < p.idle_util_pct for k, row in util.items()}
+    steps = src.matrix("step_time_s", skip)
+    # the job's step time per bucket (every rank's median): what episodes cost the job
+    job_step = nanmedian_rows(np.vstack(list(steps.values()))) if steps else None
     out: list[Finding] = []
     for spec in SPECS:
         rows = src.matrix(spec.metric, skip)
@@ -117,40 +121,110 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
         if spec.metric == "temp_c":
             _comparable_power(src, skip, rows, p)
         for keys, cap in _groups(src, list(rows), spec):
-            out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start))
+            out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
     return out
 
 
-def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any) -> Any:
-    """(valid mask, times, deviations, sign, selection, stretches) of a series that stays out
-    of line with enough confidence; None otherwise. One rule for chips, ranks and nodes."""
+def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any, rule: str = "persistent") -> Any:
+    """(valid mask, times, deviations, sign, selection, stretches, rule) of a series that
+    stays out of line with enough confidence (rule ``persistent``), or that is out of line by
+    far for a short while (``large``); None otherwise. One rule for chips, ranks and nodes."""
     ok = np.isfinite(dev)
     if ok.sum() < 2:
         return None
     tv, dv = t[ok], dev[ok]
+    if rule == "large":
+        f = _large(spec, tv, dv, limit, p)
+        return None if f is None else (ok, tv, dv, *f, rule)
     f = _finding(spec, tv, dv, limit, p)
     if f is None:
         return None
     sign, sel, stretches = f
     if _confidence_of(tv, dv, stretches, sign) < p.min_confidence:
         return None
-    return ok, tv, dv, sign, sel, stretches
+    return ok, tv, dv, sign, sel, stretches, rule
+
+
+def _judge(spec: _Spec, t: np.ndarray, dev: np.ndarray, limit: float, p: PeersParams) -> Any:
+    """The rules in order: out of line for long (``persistent``), in episodes that come back
+    (a tuple of ``_recurring``'s), or by far for a short while (``large``: what names a big
+    fault early; a recurring one is named as such once it has come back)."""
+    judged = _out_of_line(spec, t, dev, limit, p)
+    if judged is not None:
+        return judged
+    rec = _recurring(spec, t, dev, limit, p)
+    if rec is not None:
+        return rec
+    return _out_of_line(spec, t, dev, limit, p, "large")
+
+
+def _large(
+    spec: _Spec, tv: np.ndarray, dv: np.ndarray, limit: float, p: PeersParams
+) -> tuple[int, np.ndarray, list[tuple[int, int]]] | None:
+    """Stretches of consecutive buckets each beyond ``large_factor`` x the limit, lasting
+    ``large_min_s`` and two buckets: a fault this large needs no two hours to be told from the natural
+    spread, and the online analysis names it within a few buckets of its onset. No sign test:
+    the stretch is too short for hourly medians, and its size is the evidence. Not for HBM
+    growth: it only accumulates (a leak), and each chip refills at its own pace after a
+    restart."""
+    if spec.scale == "growth":
+        return None
+    for sign in ((spec.direction,) if spec.direction else (1, -1)):
+        bad = sign * dv > p.large_factor * limit
+        idx = np.flatnonzero(bad)
+        if idx.size == 0:
+            continue
+        runs, a, b = [], int(idx[0]), int(idx[0])
+        for j in idx[1:].tolist():
+            if j == b + 1 and tv[j] - tv[b] <= 1.5 * p.bucket_s:
+                b = j
+                continue
+            runs.append((a, b))
+            a = b = j
+        runs.append((a, b))
+        # two buckets at least: a run's last bucket, which its nodes leave at different
+        # moments, is no evidence alone
+        keep = [(a, b) for a, b in runs if b > a and tv[b] - tv[a] + p.bucket_s >= p.large_min_s]
+        if keep:
+            sel = np.zeros(tv.size, bool)
+            for a, b in keep:
+                sel[a : b + 1] = True
+            return sign, sel, keep
+    return None
+
+
+def _recurring(spec: _Spec, t: np.ndarray, dev: np.ndarray, limit: float,
+               p: PeersParams) -> tuple[np.ndarray, np.ndarray, int, recurring.Episodes] | None:
+    """(valid mask, times, sign, episodes) of a series out of line in recurring episodes. Not
+    HBM growth: retained memory does not come and go (a restart's refill would look so)."""
+    if spec.scale == "growth":
+        return None
+    ok = np.isfinite(dev)
+    for sign in ((spec.direction,) if spec.direction else (1, -1)):
+        eps = recurring.find(t, dev, sign, limit, p)
+        if eps is not None:
+            return ok, t[ok], sign, eps
+    return None
 
 
 def _comparable_power(src: Buckets, skip: np.ndarray, temps: dict[str, np.ndarray], p: PeersParams) -> None:
-    """Blank each chip's temperature where its power is not comparable with its peers'."""
+    """Blank each chip's temperature where its power is not comparable with its peers' (the
+    chips of its model: another model draws other power by design)."""
     power = src.matrix("power_w", skip)
-    if len(power) < p.min_peers + 1:
-        return
-    keys = list(power)
-    mat = np.vstack([power[k] for k in keys])
-    others, _ = medians_of_others(mat)
-    with np.errstate(all="ignore"):
-        for i, k in enumerate(keys):
-            if k not in temps:
-                continue
-            off = np.abs(mat[i] / others[i] - 1.0) > p.power_tol_frac
-            temps[k] = np.where(off, np.nan, temps[k])
+    models: dict[float | None, list[str]] = defaultdict(list)
+    for k in power:
+        models[src.capacity(k)].append(k)
+    for keys in models.values():
+        if len(keys) < p.min_peers + 1:
+            continue
+        mat = np.vstack([power[k] for k in keys])
+        others, _ = medians_of_others(mat)
+        with np.errstate(all="ignore"):
+            for i, k in enumerate(keys):
+                if k not in temps:
+                    continue
+                off = np.abs(mat[i] / others[i] - 1.0) > p.power_tol_frac
+                temps[k] = np.where(off, np.nan, temps[k])
 
 
 def _groups(src: Buckets, keys: list[str], spec: _Spec) -> list[tuple[list[str], float | None]]:
@@ -263,7 +337,7 @@ def _confidence_of(tv: np.ndarray, dv: np.ndarray, stretches: list[tuple[int, in
 
 def _compare(
     src: Buckets, grid: Grid, spec: _Spec, rows: dict[str, np.ndarray], cap: float | None,
-    profile: Profile, run_start: float,
+    profile: Profile, run_start: float, job_step: np.ndarray | None = None,
 ) -> list[Finding]:
     p = profile.peers
     keys = list(rows)
@@ -277,9 +351,15 @@ def _compare(
     floor = spec.floor(p, cap)
     out: list[Finding] = []
     slow_nodes: set[str] = set()
-    if spec.kind == "straggler" and len(nodes) >= p.min_peers + 1 and None not in nodes:
-        out += _node_stragglers(grid, spec, x, nodes, floor, profile, slow_nodes,
-                                [src.place(k)[1] for k in keys])
+    # Nodes against nodes: a fault every chip of a node shares (a failed fan tray, a slow
+    # host) leaves its chips in line with each other. Chip metrics only from SMALL_GROUP
+    # nodes of a model on: temperature, power and the rest differ from node to node with the
+    # rack and its air, and two or three other nodes are no measure of how much (a healthy
+    # node of four ran 6.6 C above the others for ten hours of a day-night cycle).
+    if len(nodes) >= p.min_peers + 1 and None not in nodes and (spec.kind == "straggler"
+                                                               or len(nodes) >= SMALL_GROUP):
+        out += _node_compare(grid, spec, x, nodes, floor, profile, slow_nodes,
+                             [src.place(k)[1] for k in keys], job_step, cap)
     # Each chip against its node's other chips when there are enough, else the cluster's.
     refs, cluster_refs = {}, {}
     local_refs: dict[int, np.ndarray | None] = {}
@@ -305,16 +385,22 @@ def _compare(
     limit = max(floor, p.k_sigma * spread)
     t = grid.centres()
     for i, (ref, scope) in refs.items():
-        judged = _out_of_line(spec, t, dev[i], limit, p)
+        node, device = src.place(keys[i])
+        judged = _judge(spec, t, dev[i], limit, p)
         if judged is None:
             continue
-        ok, tv, dv, sign, sel, stretches = judged
+        if isinstance(judged[-1], recurring.Episodes):
+            ok, tv, sign, eps = judged
+            base_raw = _raw(spec, ref[ok][eps.selected], rows[keys[i]][ok][eps.selected])
+            out.append(_make_episodes(spec, device, node, eps, sign, base_raw, scope, spread, limit,
+                                      profile, cap, recurring.step_time_in_episodes(t, job_step, eps.windows)))
+            continue
+        ok, tv, dv, sign, sel, stretches, rule = judged
         base_raw = _raw(spec, ref[ok][sel], rows[keys[i]][ok][sel])
         wide = cluster_refs[i]
         wide_raw = None if wide is None else _raw(spec, wide[ok][sel], rows[keys[i]][ok][sel])
-        node, device = src.place(keys[i])
         out.append(_make(spec, device, node, tv, dv, sel, stretches, sign, base_raw, wide_raw,
-                         scope, spread, limit, profile, cap))
+                         scope, spread, limit, profile, cap, rule=rule))
     return out
 
 
@@ -341,10 +427,15 @@ def _raw(spec: _Spec, ref: np.ndarray, own: np.ndarray) -> float:
     return float(np.nanmedian(ref))
 
 
-def _node_stragglers(
+def _node_compare(
     grid: Grid, spec: _Spec, x: np.ndarray, nodes: dict[str | None, list[int]], floor: float,
-    profile: Profile, slow_nodes: set[str], keys: list[str],
+    profile: Profile, slow_nodes: set[str], keys: list[str], job_step: np.ndarray | None,
+    cap: float | None,
 ) -> list[Finding]:
+    """Each node's median over its chips or ranks per bucket against the other nodes' (the
+    same natural-spread rule and floors as a chip against its siblings): one finding with
+    ``device`` None naming its members; ``slow_nodes`` gets the nodes found, whose members
+    are then not compared with the cluster again."""
     p = profile.peers
     names = sorted(n for n in nodes if n is not None)
     per_node = np.vstack([nanmedian_rows(x[nodes[n]]) for n in names])
@@ -368,15 +459,25 @@ def _node_stragglers(
             if not math.isfinite(spread):
                 continue
             limit = max(floor, p.k_sigma * spread)
-        judged = _out_of_line(spec, t, dev[j], limit, p)
+        members = [keys[i] for i in nodes[node]]
+        judged = _judge(spec, t, dev[j], limit, p)
         if judged is None:
             continue
-        ok, tv, dv, sign, sel, stretches = judged
+        if isinstance(judged[-1], recurring.Episodes):
+            ok, tv, sign, eps = judged
+            sel = eps.selected
+            base_raw = _raw(spec, per_node[j, ok][sel] - dev[j, ok][sel], per_node[j, ok][sel])
+            slow_nodes.add(node)
+            out.append(_make_episodes(spec, None, node, eps, sign, base_raw, "cluster", spread, limit, profile,
+                                      cap, recurring.step_time_in_episodes(t, job_step, eps.windows),
+                                      members=members))
+            continue
+        ok, tv, dv, sign, sel, stretches, rule = judged
         ref = per_node[j, ok][sel] - dv[sel]
         base_raw = _raw(spec, ref, per_node[j, ok][sel])
         slow_nodes.add(node)
         out.append(_make(spec, None, node, tv, dv, sel, stretches, sign, base_raw, None, "cluster",
-                         spread, limit, profile, None, members=[keys[i] for i in nodes[node]]))
+                         spread, limit, profile, cap, members=members, rule=rule))
     return out
 
 
@@ -384,7 +485,7 @@ def _make(
     spec: _Spec, key: str | None, node: str | None, tv: np.ndarray, dv: np.ndarray, sel: np.ndarray,
     stretches: list[tuple[int, int]], sign: int, baseline: float, cluster_baseline: float | None,
     scope: str, spread: float, limit: float, profile: Profile, cap: float | None,
-    members: list[str] | None = None,
+    members: list[str] | None = None, rule: str = "persistent",
 ) -> Finding:
     p = profile.peers
     d = float(np.median(dv[sel]))
@@ -408,14 +509,15 @@ def _make(
         code = f"straggler.node.{spec.metric}" if key is None else f"straggler.{spec.metric}"
         values.update({"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline})
         if key is None:  # a slow node: name its ranks (a few; else how many)
-            values.update({"node": node, "members": members if members and len(members) <= 4 else None,
-                           "ranks": len(members) if members and len(members) > 4 else None})
+            values.update(_members(node, members, "ranks"))
     else:
         severity = p.outlier_severity
-        code = f"outlier.{spec.metric}"
+        code = f"outlier.node.{spec.metric}" if key is None and node is not None else f"outlier.{spec.metric}"
         scale = 1e6 if spec.unit == "MB" else 1.0
         values.update({f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
                        "change_pct": pct if spec.scale == "log" else None})
+        if key is None and node is not None:  # a node out of line: name its chips
+            values.update(_members(node, members, "chips"))
     summary = say(code, values)
     return Finding(
         kind=spec.kind,
@@ -447,7 +549,88 @@ def _make(
             "ranks": None if members is None else len(members),
             "members": members,
             "method": "median of peers per time bucket, deviation beyond max(floor, k x 1.4826 MAD), persistent",
+            "rule": rule,
             "version": DETECTOR_VERSION,
+        },
+    )
+
+
+def _members(node: str | None, members: list[str] | None, noun: str) -> dict[str, Any]:
+    """A node's members as a finding names them: a few by name, else how many."""
+    few = bool(members) and len(members or []) <= 4
+    return {"node": node, "members": members if few else None, noun: len(members) if members and not few else None}
+
+
+def _make_episodes(
+    spec: _Spec, key: str | None, node: str | None, eps: recurring.Episodes, sign: int, baseline: float,
+    scope: str, spread: float, limit: float, profile: Profile, cap: float | None,
+    steps: tuple[float, float] | None, members: list[str] | None = None,
+) -> Finding:
+    """A chip, rank or node out of line in recurring episodes (``soak.analysis.recurring``)."""
+    p = profile.peers
+    d = eps.deviation
+    if spec.scale == "log":
+        deviation, pct = baseline * math.expm1(d), math.expm1(d) * 100.0
+    else:
+        deviation, pct = d, (d / baseline * 100.0 if baseline else None)
+    unit = _UNIT_KEYS[spec.unit]
+    values: dict[str, Any] = {
+        "metric": spec.metric, "scope": scope, "count": eps.count, "typical_min": eps.typical_s / 60.0,
+        "period_min": None if eps.period_s is None else eps.period_s / 60.0, "share_pct": eps.share * 100.0,
+        **recurring.throughput_values(steps, eps.share),
+    }
+    if spec.kind == "straggler":
+        frac = abs(math.expm1(d))
+        severity = "fail" if frac >= p.straggler_fail_frac else "warn"
+        values.update({"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline})
+        noun = "ranks"
+    else:
+        severity = p.outlier_severity
+        scale = 1e6 if spec.unit == "MB" else 1.0
+        values.update({f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
+                       "change_pct": pct if spec.scale == "log" else None})
+        noun = "chips"
+    if key is None and node is not None:
+        values.update(_members(node, members, noun))
+        code = f"{spec.kind}.node.episodes.{spec.metric}"
+    else:
+        code = f"{spec.kind}.episodes.{spec.metric}"
+    start, end = eps.windows[0][0], eps.windows[-1][1]
+    return Finding(
+        kind=spec.kind,
+        device=key,
+        node=node,
+        metric=spec.metric,
+        start=start,
+        end=end,
+        severity=profile.cap(spec.kind, severity),
+        summary=say(code, values),
+        code=code,
+        values=values,
+        onset=start,
+        baseline=baseline,
+        deviation=deviation,
+        period_s=eps.period_s,
+        count=eps.count,
+        details={
+            "deviation_pct": pct,
+            "compared_with": scope,
+            "natural_spread": spread if spec.scale != "log" else math.expm1(spread) * 100.0,
+            "natural_spread_unit": spec.unit if spec.scale != "log" else "%",
+            "limit": limit if spec.scale != "log" else math.expm1(limit) * 100.0,
+            "episodes": eps.count,
+            "typical_episode_s": eps.typical_s,
+            "share_of_run": eps.share,
+            "windows": [list(w) for w in eps.windows[:50]],
+            "step_time_in_episodes_s": None if steps is None else steps[0],
+            "step_time_outside_s": None if steps is None else steps[1],
+            "capacity": cap,
+            "ranks": None if members is None else len(members),
+            "members": members,
+            "method": "episodes beyond max(floor, k x 1.4826 MAD) and beyond the series' own median by as much, "
+                      "recurring (count, share or period)",
+            "rule": "recurring",
+            "version": recurring.DETECTOR_VERSION,
         },
     )
 

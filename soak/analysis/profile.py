@@ -148,6 +148,16 @@ class PeersParams:
     bw_min_frac: float = 0.05  # straggler: collective bandwidth this much below the peers
     straggler_fail_frac: float = 0.20  # a straggler this far out fails; below, it warns
     outlier_severity: str = "warn"  # severity of an outlier (info | warn | fail)
+    # A short stretch is reported when it is large: every bucket beyond this many times the
+    # limit, for at least large_min_s (what lets the online analysis name a big fault early).
+    large_factor: float = 2.0
+    large_min_s: float = 1200.0
+    # Recurring episodes (soak.analysis.recurring): out of line in short episodes that come
+    # back. At least episodes_min_count of them, and either episodes_many, or covering
+    # episodes_min_share of the compared buckets, or periodic.
+    episodes_min_count: int = 3
+    episodes_many: int = 6
+    episodes_min_share: float = 0.10
 
 
 @dataclass(frozen=True)

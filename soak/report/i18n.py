@@ -333,6 +333,21 @@ _STRAGGLER_ZH = {
     "compute_s": "计算时间（集合通信之外）比{scope:scope}同类的 {baseline_s:.4g} 秒慢 {change_pct:.1f}%，持续 {duration_h:.1f} 小时",
     "busbw_gbps": "总线带宽比{scope:scope}同类的 {baseline_gbps:.1f} GB/s 低 {change_pct:.1f}%，持续 {duration_h:.1f} 小时",
 }
+_NODE_CHIPS_ZH = "节点 {node}[[members|（{members}）]][[chips|（{chips} 个芯片）]]："
+_EPISODE_DEVIATION_ZH = {
+    "temp_c": "功耗相当时，温度偏离{scope:scope}同类的 {baseline_c:.1f} °C {deviation_c:+.1f} °C",
+    "power_w": "功耗偏离{scope:scope}同类的 {baseline_w:.1f} W {deviation_w:+.1f} W（{change_pct:+.1f}%）",
+    "util_pct": "利用率偏离{scope:scope}同类的 {baseline_pct:.1f}% {deviation_pct:+.1f}%",
+    "hbm_used_bytes": "HBM 占用增长偏离{scope:scope}同类的 {baseline_mb:.0f} MB {deviation_mb:+.0f} MB",
+    "step_time_s": "步时比{scope:scope}同类的 {baseline_s:.4g} 秒慢 {change_pct:.1f}%",
+    "compute_s": "计算时间（集合通信之外）比{scope:scope}同类的 {baseline_s:.4g} 秒慢 {change_pct:.1f}%",
+    "busbw_gbps": "总线带宽比{scope:scope}同类的 {baseline_gbps:.1f} GB/s 低 {change_pct:.1f}%",
+}
+_OUTLIER_ZH = {m: d + "，持续 {duration_h:.1f} 小时" for m, d in _EPISODE_DEVIATION_ZH.items()
+               if m in ("temp_c", "power_w", "util_pct", "hbm_used_bytes")}
+_EPISODES_ZH = ("{deviation}，共 {count} 次，每次通常 {typical_min:.0f} 分钟[[period_min|，每 {period_min:.0f} 分钟一次]]"
+                "[[!period_min|，无周期]]，占运行时间的 {share_pct:.0f}%"
+                "[[slowdown_pct|；其间作业步时变化 {slowdown_pct:+.1f}%，损失运行中训练时间的 {lost_pct:.1f}%]]")
 _LINK_FLOOR_ZH = "，低于下限 {floor_gbps:.3g} GB/s（{chip} 预期 {expected_gbps:g} GB/s 的 {floor_share_pct:.0f}%）[[injected|（注入：{injected}）]]"
 _LINK_REL_ZH = ("，逐次测试比{whom}低 {below_pct:.0f}%[[others_median_gbps|（其所有测试的中位数 {others_median_gbps:.3g} GB/s）]]"
                 "[[injected|（注入：{injected}）]]")
@@ -378,6 +393,13 @@ CHINESE: dict[str, str] = {
                          "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
     "outlier.hbm_used_bytes": ("HBM 占用增长偏离{scope:scope}同类的 {baseline_mb:.0f} MB {deviation_mb:+.0f} MB，"
                                "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
+    **{f"outlier.node.{m}": _NODE_CHIPS_ZH + t_ + _PEERS_TAIL_ZH for m, t_ in _OUTLIER_ZH.items()},
+    **{f"{'outlier' if m in _OUTLIER_ZH else 'straggler'}.episodes.{m}": _EPISODES_ZH.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION_ZH.items()},
+    **{f"outlier.node.episodes.{m}": _NODE_CHIPS_ZH + _EPISODES_ZH.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION_ZH.items() if m in _OUTLIER_ZH},
+    **{f"straggler.node.episodes.{m}": _NODE_ZH + _EPISODES_ZH.replace("{deviation}", d)
+       for m, d in _EPISODE_DEVIATION_ZH.items() if m not in _OUTLIER_ZH},
     **{f"straggler.{m}": t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
     **{f"straggler.node.{m}": _NODE_ZH + t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
     "straggler.node_compute": ("节点 {node}：GEMM 速率 {tflops:.3g} TFLOP/s（其 {ranks} 个 rank 的中位数），"
