@@ -4,7 +4,9 @@ Runs the analysis on labelled synthetic traces (``synth``) and on real machine m
 the Numenta Anomaly Benchmark (NAB), and prints per detector: detection rate by magnitude
 (in multiples of the documented detection floor), error of the reported slope / period /
 onset, and false findings per healthy series-day. ``python benchmarks/eval_detectors.py``
-or ``soak analyze --evaluate``.
+or ``soak analyze --evaluate``; ``--halls N`` adds 16-node machine halls (``evaluate_halls``:
+node-wide, recurring and link faults, N healthy halls) and ``--time-to-detect`` how soon the
+online analysis names each of those faults.
 """
 
 from __future__ import annotations
@@ -388,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--healthy", type=int, default=12, help="healthy 72 h traces (default 12)")
     ap.add_argument("--reps", type=int, default=1, help="repetitions of the fault grid")
     ap.add_argument("--clusters", type=int, default=4, help="healthy 8-node cluster traces (default 4)")
+    ap.add_argument("--halls", type=int, default=0,
+                    help="healthy 16-node machine halls, and the hall fault families (default 0: none)")
+    ap.add_argument("--time-to-detect", action="store_true",
+                    help="with --halls: how soon the online analysis names each hall fault")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
@@ -395,16 +401,37 @@ def main(argv: list[str] | None = None) -> int:
              + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
     results = [run_case(c) for c in cases]
     results += [run_link_case(c) for c in link_cases()]  # the pairwise link test's traces
+    ttd = None
+    if args.halls:
+        from soak.analysis import evaluate_halls as eh
+
+        faults = eh.hall_fault_cases(FLOORS)
+        results += [eh.run_hall_case(c) for c in eh.hall_healthy_cases(args.halls) + faults]
+        if args.time_to_detect:
+            ttd = [eh.time_to_detect(c) for c in faults]
     summary = summarise(results)
     nab_root = Path(args.nab) if args.nab else default_nab_root()
     nab = run_nab(nab_root) if nab_root.is_dir() else None
     ok = check_targets(summary)
     if args.format == "json":
-        json.dump({"synthetic": summary, "nab": nab, "targets_met": ok}, sys.stdout, indent=1, default=str)
+        json.dump({"synthetic": summary, "nab": nab, "time_to_detect": ttd, "targets_met": ok}, sys.stdout,
+                  indent=1, default=str)
         sys.stdout.write("\n")
     else:
         print_table(summary, nab, ok)
+        if ttd is not None:
+            print_time_to_detect(ttd)
     return 0 if all(ok.values()) else 1
+
+
+def print_time_to_detect(rows: list[dict[str, Any]]) -> None:
+    print("\ntime to detect (online analysis, onset to the first finding naming the fault)")
+    print(f"{'family':<20} {'size':>5} {'minutes':>8}  code (rule); other findings then")
+    for r in rows:
+        minutes = "not seen" if r["minutes"] is None else str(r["minutes"])
+        print(f"{r['family']:<20} x{r['multiple']:<4g} {minutes:>8}  {r['code']} ({r['rule']}); {len(r['others'])}")
+        for o in r["others"][:3]:
+            print(f"    also: {o}")
 
 
 def check_targets(summary: dict[str, Any]) -> dict[str, bool]:

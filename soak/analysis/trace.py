@@ -124,6 +124,16 @@ class Trace:
             return self
         return Trace(self._series, self.source, {**self._places, **places})
 
+    def until(self, ts: float) -> Trace:
+        """The trace as it stood at ``ts``: the readings up to it (what an online analysis
+        then saw)."""
+        out = {}
+        for key, s in self._series.items():
+            i = int(np.searchsorted(s.t, ts, side="right"))
+            if i:
+                out[key] = Series(s.device, s.metric, s.t[:i], s.v[:i])
+        return Trace(out, self.source, self._places)
+
     # -- builders -----------------------------------------------------------------------
     @classmethod
     def from_rows(
