@@ -14,6 +14,8 @@ spec                      effect
                           folder (a marker file), ``crash:AT,always`` on every attempt
 ``slow-rank:R,FACTOR[,AT]`` rank R takes FACTOR times as long per step (from step AT on,
                           an ``inject`` event marking the moment; from the start without)
+``slow-rank:R,FACTOR,``   ... only for FOR seconds of every EVERY (from the start of
+``EVERY,FOR``             training): a slowdown that comes and goes
 ``comm-delay:R,SECONDS``  rank R sleeps SECONDS before each collective
 ``corrupt:AT``            gemm only: corrupt the device result at step AT (SDC check)
 ``slow-data:every=N,``    slow data loader: every N-th step's batch takes S seconds longer
@@ -133,8 +135,15 @@ def parse_inject(raw: str) -> InjectSpec:
         at = _int(raw, args[0], "AT (a step)", 1)
         rank = _int(raw, args[1], "RANK") if len(args) == 2 else None
         return InjectSpec(kind, raw, at_step=at, rank=rank, always=always)
+    if kind == "slow-rank" and n == 4:
+        every, for_s = _duration(raw, args[2]), _duration(raw, args[3])
+        if not 0 < for_s < every:
+            raise _bad(raw, "need 0 < FOR < EVERY")
+        spec = parse_inject(f"{kind}:{args[0]},{args[1]}")
+        return InjectSpec(kind, raw, rank=spec.rank, factor=spec.factor, every_s=every, for_s=for_s)
     if n != 2 and not (kind == "slow-rank" and n == 3):
-        raise _bad(raw, "expected slow-rank:R,FACTOR[,AT]" if kind == "slow-rank" else f"expected {kind}:R,SECONDS")
+        what = "FACTOR[,AT] or slow-rank:R,FACTOR,EVERY,FOR" if kind == "slow-rank" else "SECONDS"
+        raise _bad(raw, f"expected {kind}:R,{what}")
     rank = _int(raw, args[0], "R (a rank)")
     if kind == "slow-rank":
         try:
@@ -253,11 +262,15 @@ class Injector:
             if step % int(s.every_steps or 1) == 0:
                 self._sleep(float(s.delay_s or 0))
 
-    def _slow_ranks(self, step: int) -> list[InjectSpec]:
-        return [s for s in self.of("slow-rank") if s.at_step is None or step >= s.at_step]
+    def _slowing(self, step: int) -> list[InjectSpec]:
+        """The slow-rank specs in force at ``step`` now (one from step AT only from there on, a
+        recurring one only in its episodes)."""
+        elapsed = time.monotonic() - self._t0
+        return [s for s in self.of("slow-rank") if (s.at_step is None or step >= s.at_step)
+                and (s.every_s is None or elapsed % s.every_s < float(s.for_s or 0))]
 
     def after_step(self, step: int, compute_s: float) -> None:
-        for s in self._slow_ranks(step):
+        for s in self._slowing(step):
             if s.at_step == step:  # the moment a slow-down begins mid-run
                 self._emit("inject", step, f"{s.raw}: rank slowed {s.factor:g} times from step {step}")
             self._sleep(compute_s * (float(s.factor or 1.0) - 1.0))
@@ -267,9 +280,8 @@ class Injector:
         rate the workload measured around its own compute, before ``after_step`` stretched it,
         is this many times too high: the rank must report it divided, as a slow chip would."""
         f = 1.0
-        for s in self.of("slow-rank"):
-            if s.at_step is None or step >= s.at_step:
-                f *= float(s.factor or 1.0)
+        for s in self._slowing(step):
+            f *= float(s.factor or 1.0)
         return f
 
     def before_collective(self) -> None:

@@ -72,6 +72,24 @@ def test_a_slowed_rank_reports_its_throughput_slowed_too(clock, tmp_path):
     assert slowed_rates(fields, fast.slowdown()) is fields
 
 
+def test_a_recurring_slow_rank_is_slow_only_in_its_episodes(clock, tmp_path):
+    # three times slower for 4 s of every 12 s from the start of training: the steps at
+    # 1, 5, 13 and 15 s are slowed, those at 6 and 11 s are not, nor is another rank
+    r1 = make(["slow-rank:1,3,12s,4s"], 1, clock, tmp_path)
+    r0 = make(["slow-rank:1,3,12s,4s"], 0, clock, tmp_path)
+    t0 = clock.t
+    seen = []
+    for at in (1.0, 3.9, 6.0, 11.0, 13.0, 15.5):
+        clock.t = t0 + at
+        before = len(clock.slept)
+        seen.append((at, r1.slowdown()))
+        r1.after_step(1, 0.1)
+        r0.after_step(1, 0.1)
+        assert len(clock.slept) - before == (1 if seen[-1][1] > 1 else 0)
+    assert seen == [(1.0, 3.0), (3.9, 3.0), (6.0, 1.0), (11.0, 1.0), (13.0, 3.0), (15.5, 3.0)]
+    assert clock.slept == [0.2] * 4
+
+
 def test_leak_follows_the_rate_in_chunks(clock, tmp_path):
     allocs: list[int] = []
     i = make(["leak:60MB/min"], 0, clock, tmp_path, allocs=allocs)  # 1 MB/s

@@ -1,0 +1,53 @@
+"""A real three-node soak whose slow node is slow only now and then: one rank ten times
+slower for 5 s of every 12 s, the kind of fault that no two-hour stretch shows. The leader's
+verdict names that node, with its episodes."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from soak.store import Store
+from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all
+
+# Per-rank compute times bound what is judged: other tests sharing the CPU would move them.
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
+
+
+@pytest.mark.alone
+def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp_path, db_url) -> None:
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    # An accelerated 14 h (84 s of wall, 600x; start-up takes half of it on a busy machine):
+    # half-hour buckets (3 s of wall, two or three step rows each); three nodes compared with
+    # each other. Rank 1 is ten times slower for 5 s of every 12 s of wall (50 min of every
+    # 2 h of the run): three simulated nodes on two shared cores differ in compute time by
+    # a factor of two or three from bucket to bucket, so a threefold slowdown is lost in it.
+    plan.write_text('[acceptance.thresholds]\n"peers.min_peers" = 2\n"peers.bucket_s" = 1800\n', encoding="utf-8")
+    agents = [Agent(tmp_path, db_url, r, 3, port, "--inject", "slow-rank:1,10,12s,5s", "--time-scale", "600",
+                    str(plan), duration="14h") for r in range(3)]
+    codes = _wait_all(agents)
+    assert all(c in (0, 1) for c in codes), [a.text()[-1500:] for a in agents]  # 1: the verdict fails
+    with Store.open(db_url, create=False) as store:
+        steps = [s for s in store.load_steps("c1") if s["compute_s"] is not None]
+    node_of_rank = {s["rank"]: s["node"] for s in steps}
+    assert sorted(node_of_rank) == [0, 1, 2]
+    slow = node_of_rank[1]
+    # the injection came and went: rank 1's compute time is many times the others' in some
+    # step windows and like theirs in others
+    fast = statistics.median(s["compute_s"] for s in steps if s["rank"] != 1)
+    own = [s["compute_s"] / fast for s in steps if s["rank"] == 1]
+    assert max(own) > 2 and min(own) < 1.5, own
+
+    analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
+    assert analysis["verdict"] == "fail", analysis["reasons"]
+    (found,) = [f for f in analysis["findings"] if f["code"] == "straggler.node.episodes.compute_s"]
+    assert (found["kind"], found["node"], found["device"]) == ("straggler", slow, None), found
+    v = found["values"]
+    assert v["count"] >= 3 and v["members"] == ["lm-rank1"], v
+    # 5 s of every 12 s out of line, to the bucket (an episode starts or ends inside one)
+    assert 15 <= v["share_pct"] <= 60 and v["change_pct"] > 50, v
+    named = [r for r in analysis["reasons"] if f"straggler on node {slow}" in r and "episodes" in r]
+    assert named, analysis["reasons"]
