@@ -408,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         faults = eh.hall_fault_cases(FLOORS)
         results += [eh.run_hall_case(c) for c in eh.hall_healthy_cases(args.halls) + faults]
         if args.time_to_detect:
-            ttd = [eh.time_to_detect(c) for c in faults]
+            ttd = {"faults": [eh.time_to_detect(c) for c in faults],
+                   "healthy_online": [eh.online_false(c) for c in eh.hall_healthy_cases(2)]}
     summary = summarise(results)
     nab_root = Path(args.nab) if args.nab else default_nab_root()
     nab = run_nab(nab_root) if nab_root.is_dir() else None
@@ -424,14 +425,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(ok.values()) else 1
 
 
-def print_time_to_detect(rows: list[dict[str, Any]]) -> None:
+def print_time_to_detect(ttd: dict[str, Any]) -> None:
     print("\ntime to detect (online analysis, onset to the first finding naming the fault)")
     print(f"{'family':<20} {'size':>5} {'minutes':>8}  code (rule); other findings then")
-    for r in rows:
+    for r in ttd["faults"]:
         minutes = "not seen" if r["minutes"] is None else str(r["minutes"])
         print(f"{r['family']:<20} x{r['multiple']:<4g} {minutes:>8}  {r['code']} ({r['rule']}); {len(r['others'])}")
         for o in r["others"][:3]:
             print(f"    also: {o}")
+    for h in ttd["healthy_online"]:
+        print(f"healthy {h['scenario']}: {h['analyses']} online analyses, {len(h['false'])} findings")
+        for x in h["false"][:5]:
+            print(f"    false: {x}")
 
 
 def check_targets(summary: dict[str, Any]) -> dict[str, bool]:

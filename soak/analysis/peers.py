@@ -39,6 +39,14 @@ line with its peers is a ``straggler`` on that rank; in a cluster trace each nod
 over its ranks is also compared with the other nodes (``device`` None: the whole node is
 slow; its summary and ``details["members"]`` name its ranks), and then its ranks are not
 named again against the cluster. ``warn``, ``fail`` from ``straggler_fail_frac``.
+
+Nodes against nodes for the chip metrics too (``outlier.node.*``, from ``SMALL_GROUP`` nodes
+of a model): a fault every chip of a node shares leaves its chips in line with each other.
+
+Each series is judged by three rules in turn: out of line for long (above), out of line in
+short episodes that come back (``soak.analysis.recurring``, codes ``*.episodes.*``), or out
+of line by far for a short while (every bucket beyond ``large_factor`` x the limit for
+``large_min_s``: what names a large fault soon after its onset).
 """
 
 from __future__ import annotations

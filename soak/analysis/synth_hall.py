@@ -48,7 +48,9 @@ class Hall:
     dt_s: float = 30.0
     seed: int = 0
     faults: tuple[Fault, ...] = ()
-    spread: float = 1.0  # natural rack, node and chip differences (1 = typical)
+    # natural rack and node differences (1 = typical); chips differ from their siblings by
+    # a typical amount whatever this is (the chip rule's own evaluation: evaluate.py)
+    spread: float = 1.0
     day_night_c: float = 2.5  # amplitude of the hall's daily temperature cycle
     checkpoint_every_s: float = 3600.0
     checkpoint_dur_s: float = 60.0
@@ -74,6 +76,13 @@ class Hall:
 
     def model_of(self, node_index: int) -> int:
         return 0 if node_index < self.nodes // 2 else 1
+
+
+def _bounded(rng: np.random.Generator, sigma: float) -> float:
+    """A chip's natural offset from its siblings: normal, within 2.5 sigma. A chip further
+    out than that is out of its specification: what the peer comparison is there to find,
+    not a healthy chip (its limit is 3.5 x the spread)."""
+    return float(np.clip(rng.normal(0, sigma), -2.5 * sigma, 2.5 * sigma))
 
 
 def _faults_on(h: Hall, node: str, chip: str) -> list[Fault]:
@@ -118,8 +127,7 @@ def generate(h: Hall) -> tuple[Trace, list[Fault]]:
         for chip in (f"npu0-{c}" for c in range(h.chips)):
             faults = _faults_on(h, node, chip)
             own = bool(faults) and not node_faulty
-            c_temp, c_power, c_compute = (rng.normal(0, 0.8 * h.spread), rng.normal(0, 0.03 * h.spread),
-                                          rng.normal(0, 0.008 * h.spread))
+            c_temp, c_power, c_compute = _bounded(rng, 0.8), _bounded(rng, 0.03), _bounded(rng, 0.008)
             if own:
                 c_temp = c_power = c_compute = 0.0
             util = np.clip(93 + rng.normal(0, 2.5, n), 0, 100)

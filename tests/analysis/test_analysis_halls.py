@@ -25,12 +25,14 @@ def _peer_findings(hall: Hall, until_h: float | None = None):
     return [f for f in res.findings if f.kind in PEER_KINDS and f.severity != "info"]
 
 
+@pytest.mark.slow  # a 128-chip day analysed: seconds each
 def test_a_healthy_hall_of_two_chip_models_with_its_day_night_cycle_has_no_finding():
     trace, _ = generate(Hall("healthy", seed=41, spread=2.0, day_night_c=4.0))
     res = analyze(trace, phases=Hall("healthy").phases)
     assert [f.summary for f in res.findings if f.severity != "info"] == []
 
 
+@pytest.mark.slow  # a 128-chip day analysed: seconds each
 def test_a_node_whose_chips_are_all_hotter_is_one_finding_naming_the_node_not_its_chips():
     # a failed fan tray: every chip of n09 7 C hotter at the same power. Its chips agree with
     # each other; the node is out of line with the other nodes of its chip model.
@@ -44,6 +46,7 @@ def test_a_node_whose_chips_are_all_hotter_is_one_finding_naming_the_node_not_it
     assert f.summary.startswith("node n09 (8 chips): temp_c +")
 
 
+@pytest.mark.slow  # a 128-chip day analysed: seconds each
 def test_a_node_slow_for_12_minutes_of_every_hour_is_found_with_its_period_share_and_cost():
     # 25 % slower outside the collectives for 12 min of every hour: no two-hour stretch, yet
     # under synchronous data parallelism it slows the whole job for a fifth of the time
@@ -61,6 +64,7 @@ def test_a_node_slow_for_12_minutes_of_every_hour_is_found_with_its_period_share
     assert "every 60 min" in f.summary and "episodes" in f.summary
 
 
+@pytest.mark.slow  # a 128-chip day analysed: seconds each
 def test_a_large_fault_is_named_by_the_online_analysis_within_half_an_hour_and_a_small_one_is_not():
     # a chip 12 C hotter (twice the evaluation's floor): two buckets beyond twice the limit
     # name it long before the two-hour rule could; 6 C is left to the two-hour rule
