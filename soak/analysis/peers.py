@@ -170,7 +170,7 @@ def _large(
     spec: _Spec, tv: np.ndarray, dv: np.ndarray, limit: float, p: PeersParams
 ) -> tuple[int, np.ndarray, list[tuple[int, int]]] | None:
     """Stretches of consecutive buckets each beyond ``large_factor`` x the limit, lasting
-    ``large_min_s`` and two buckets: a fault this large needs no two hours to be told from the natural
+    ``large_min_s`` and three buckets: a fault this large needs no two hours to be told from the natural
     spread, and the online analysis names it within a few buckets of its onset. No sign test:
     the stretch is too short for hourly medians, and its size is the evidence. Not for HBM
     growth: it only accumulates (a leak), and each chip refills at its own pace after a
@@ -190,9 +190,9 @@ def _large(
             runs.append((a, b))
             a = b = j
         runs.append((a, b))
-        # two buckets at least: a run's last bucket, which its nodes leave at different
-        # moments, is no evidence alone
-        keep = [(a, b) for a, b in runs if b > a and tv[b] - tv[a] + p.bucket_s >= p.large_min_s]
+        # three buckets at least: a run's last bucket or two, which its nodes leave at
+        # different moments (a slow rank still stepping alone), are no evidence
+        keep = [(a, b) for a, b in runs if b - a >= 2 and tv[b] - tv[a] + p.bucket_s >= p.large_min_s]
         if keep:
             sel = np.zeros(tv.size, bool)
             for a, b in keep:

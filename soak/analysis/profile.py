@@ -149,9 +149,10 @@ class PeersParams:
     straggler_fail_frac: float = 0.20  # a straggler this far out fails; below, it warns
     outlier_severity: str = "warn"  # severity of an outlier (info | warn | fail)
     # A short stretch is reported when it is large: every bucket beyond this many times the
-    # limit, for at least large_min_s (what lets the online analysis name a big fault early).
+    # limit, for at least large_min_s and three buckets (what lets the online analysis name
+    # a big fault early).
     large_factor: float = 2.0
-    large_min_s: float = 1200.0
+    large_min_s: float = 1800.0
     # Recurring episodes (soak.analysis.recurring): out of line in short episodes that come
     # back. At least episodes_min_count of them, and either episodes_many, or covering
     # episodes_min_share of the compared buckets, or periodic.

@@ -66,8 +66,8 @@ def test_a_node_slow_for_12_minutes_of_every_hour_is_found_with_its_period_share
 
 @pytest.mark.slow  # a 128-chip day analysed: seconds each
 def test_a_large_fault_is_named_by_the_online_analysis_within_half_an_hour_and_a_small_one_is_not():
-    # a chip 12 C hotter (twice the evaluation's floor): two buckets beyond twice the limit
-    # name it long before the two-hour rule could; 6 C is left to the two-hour rule
+    # a chip 12 C hotter (twice the evaluation's floor): three buckets beyond twice the
+    # limit name it long before the two-hour rule could; 6 C is left to the two-hour rule
     big = Hall("hot-chip", seed=44, faults=(Fault("outlier", "n12/npu0-3", ONSET_H, 12.0, "temp"),))
     (f,) = _peer_findings(big, until_h=ONSET_H + 0.5)
     assert (f.node, f.device, f.metric, f.details["rule"]) == ("n12", "npu0-3", "temp_c", "large")
