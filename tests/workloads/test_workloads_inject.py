@@ -30,7 +30,8 @@ def test_inject_specs_parse_with_units():
     ("crash:0", "AT (a step) must be an integer >= 1"),
     ("slow-rank:1,0.5", "FACTOR must be a number >= 1"),
     ("slow-rank:1,3,4s,12s", "need 0 < FOR < EVERY"),
-    ("slow-rank:1,3,12s", "expected slow-rank:R,FACTOR[,EVERY,FOR]"),
+    ("slow-rank:1,3,12s", "AT (a step) must be an integer"),
+    ("slow-rank:1,3,60s,10s,2", "expected slow-rank:R,FACTOR[,AT] or slow-rank:R,FACTOR,EVERY,FOR"),
     ("explode:3", "KIND one of"),
 ])
 def test_invalid_inject_spec_is_one_line_exit_2(tmp_path, spec, words):
