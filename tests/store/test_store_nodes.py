@@ -56,7 +56,7 @@ def test_a_node_that_failed_in_two_runs_is_a_repeat_offender(store) -> None:
 
 def test_soak_nodes_prints_every_node_as_json(store_url, capsys) -> None:
     if store_url == "sqlite://":
-        pytest.skip("a memory store is one process's: the command opens its own")
+        pytest.skip("a memory database does not outlive its handle")  # the command opens its own
     from soak.store import Store
 
     with Store.open(store_url) as store:
