@@ -149,6 +149,23 @@ def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
 
 
+def index_runs(idx: np.ndarray, t: np.ndarray, max_step_s: float) -> list[tuple[int, int]]:
+    """The indexes ``idx`` (ascending, into ``t``) grouped into (first, last) runs of
+    neighbours: the next index, at most ``max_step_s`` after the one before it."""
+    if idx.size == 0:
+        return []
+    out: list[tuple[int, int]] = []
+    a = b = int(idx[0])
+    for j in idx[1:].tolist():
+        if j == b + 1 and t[j] - t[b] <= max_step_s:
+            b = j
+            continue
+        out.append((a, b))
+        a = b = j
+    out.append((a, b))
+    return out
+
+
 def episodes(
     t: np.ndarray, low: np.ndarray, dt_s: float, merge_gap_s: float, min_duration_s: float
 ) -> list[tuple[float, float]]:

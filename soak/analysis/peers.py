@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from soak.analysis import recurring
-from soak.analysis._stats import medians_of_others, nanmedian_rows, valid_count
+from soak.analysis._stats import index_runs, medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
 from soak.analysis.model import Finding
@@ -182,14 +182,7 @@ def _large(
         idx = np.flatnonzero(bad)
         if idx.size == 0:
             continue
-        runs, a, b = [], int(idx[0]), int(idx[0])
-        for j in idx[1:].tolist():
-            if j == b + 1 and tv[j] - tv[b] <= 1.5 * p.bucket_s:
-                b = j
-                continue
-            runs.append((a, b))
-            a = b = j
-        runs.append((a, b))
+        runs = index_runs(idx, tv, 1.5 * p.bucket_s)
         # three buckets at least: a run's last bucket or two, which its nodes leave at
         # different moments (a slow rank still stepping alone), are no evidence
         keep = [(a, b) for a, b in runs if b - a >= 2 and tv[b] - tv[a] + p.bucket_s >= p.large_min_s]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from soak.analysis._stats import index_runs
 from soak.analysis.profile import PeersParams
 from soak.analysis.utilization import periodicity
 
@@ -89,16 +90,8 @@ def find(t: np.ndarray, dev: np.ndarray, sign: int, limit: float, p: PeersParams
     idx = np.flatnonzero(bad)
     if idx.size == 0:
         return None
-    runs: list[tuple[int, int]] = []
-    a = b = int(idx[0])
-    for j in idx[1:].tolist():
-        # the next compared bucket, with at most one bucket left out between
-        if j == b + 1 and tv[j] - tv[b] <= 2.5 * p.bucket_s:
-            b = j
-            continue
-        runs.append((a, b))
-        a = b = j
-    runs.append((a, b))
+    # the next compared bucket, with at most one bucket left out between
+    runs = index_runs(idx, tv, 2.5 * p.bucket_s)
     windows = tuple((float(tv[a]) - p.bucket_s / 2, float(tv[b]) + p.bucket_s / 2) for a, b in runs)
     lengths = np.array([e - s for s, e in windows])
     span = float(tv[-1] - tv[0]) + p.bucket_s
