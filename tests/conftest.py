@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.relay import Relay
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IN_CI = os.environ.get("CI") == "true"
@@ -92,3 +96,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     worker = hasattr(session.config, "workerinput")  # an xdist worker: the controller decides
     if IN_CI and _unexpected_skips and exitstatus == 0 and not worker:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def relay(db_url: str) -> Iterator[Relay]:
+    """A relay (``tests/relay.py``) to ``db_url``'s PostgreSQL server, listening; stopped
+    afterwards. A test stops and starts it to take its store away and bring it back."""
+    from sqlalchemy.engine import make_url
+
+    from tests.relay import Relay
+
+    pg = make_url(db_url)
+    r = Relay(pg.host or "127.0.0.1", pg.port or 5432)
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()

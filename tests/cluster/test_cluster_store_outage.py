@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,19 +21,6 @@ from tests.relay import Relay
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 NODES = ("node-0", "node-1", "node-2")
-
-
-@pytest.fixture
-def relay(db_url: str) -> Iterator[Relay]:
-    from sqlalchemy.engine import make_url
-
-    pg = make_url(db_url)
-    r = Relay(pg.host or "127.0.0.1", pg.port or 5432)
-    r.start()
-    try:
-        yield r
-    finally:
-        r.stop()
 
 
 def _steps_by_rank(db_url: str) -> dict[int, list[float]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,19 +28,6 @@ PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 OUTAGE_S = 10.0
 INTERVAL_S = 1.0
 FLUSH_EVERY_S = SamplingSection().flush_every_s
-
-
-@pytest.fixture
-def relay(db_url: str) -> Iterator[Relay]:
-    from sqlalchemy.engine import make_url
-
-    pg = make_url(db_url)
-    r = Relay(pg.host or "127.0.0.1", pg.port or 5432)
-    r.start()
-    try:
-        yield r
-    finally:
-        r.stop()
 
 
 def _agent(tmp_path: Path, url: str, *extra: str, duration: str = "30s") -> list[str]:
