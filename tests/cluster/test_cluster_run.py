@@ -301,7 +301,10 @@ def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_ap
     assert all(f"node-{r}" in matrix.split("Verdict per node")[0] for r in range(3))
     assert f"straggler on node {slow}" in text and f"node {slow} (lm-rank1)" in text
     per_node = matrix.split("Verdict per node")[1].split("Stragglers and outliers")[0]
-    node_rows = {line.split()[0]: line for line in per_node.splitlines() if line.strip().startswith("node-")}
+    node_rows: dict[str, str] = {}  # a node's row is its first line; a wrapped reason may start with its name too
+    for line in per_node.splitlines():
+        if line.strip().startswith("node-"):
+            node_rows.setdefault(line.split()[0], line)
     assert " fail " in node_rows[slow] and "straggler" in node_rows[slow], node_rows
 
     from streamlit.testing.v1 import AppTest
