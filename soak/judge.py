@@ -235,8 +235,9 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
         back = min((j.ts for j in events if j.kind == "node_joined" and j.node == e.node and j.ts > e.ts),
                    default=math.inf)
         away.setdefault(e.node, []).append((start, back))
-    return rel.assess(accounting, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
-                      project_nodes=plan.reliability.project_nodes, running=running)
+    return rel.assess(accounting, events=events, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
+                      project_nodes=plan.reliability.project_nodes, running=running,
+                      time_scale=float(rec.time_scale or 1.0))
 
 
 def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel.Reliability | None:

@@ -20,7 +20,7 @@ store, ``soak analyze TRACE.csv`` from a file.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,10 @@ class Interruption:
     injected: bool = False
     message: str | None = None
     node: str | None = None  # the node it happened on (a cluster run's crash, hang or lost node)
+    # when soak knew: a hang's kill, a node's loss declared (the rest, until training again, is
+    # the restart); None where the failure was seen as it happened (a crash's exit)
+    detected: float | None = None
+    during: str | None = None  # the collective a crash's timeout named ("link_test": a link failed)
 
     @property
     def duration_s(self) -> float:
@@ -69,6 +73,7 @@ class Interruption:
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "duration_s": self.duration_s, "cause": self.cause,
                 "workload": self.workload, "injected": self.injected, "message": self.message, "node": self.node,
+                "detected": self.detected, "during": self.during,
                 "code": self.code, "values": self.values}
 
 
@@ -249,7 +254,7 @@ def _clip(i: Interruption, start: float, end: float) -> Interruption | None:
     a, b = max(i.start, start), min(i.end, end)
     if b <= a:
         return None
-    return Interruption(a, b, i.cause, i.workload, i.injected, i.message, i.node)
+    return replace(i, start=a, end=b)
 
 
 def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: float, planned_end: float,
@@ -278,6 +283,7 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
     for w in names:
         raw.append(Interruption(planned_start, back_up(w, planned_start), STARTUP, w, message="workload start-up"))
     armed: dict[str, bool] = {}
+    timed_out: dict[str, str] = {}  # workload -> the collective its latest timeout named
     for e in evs:
         w = e.workload
         detail = e.detail if isinstance(e.detail, Mapping) else {}
@@ -285,12 +291,18 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
             armed[w] = True
         elif e.kind in ("start", "resume") and w is not None and e.rank in (None, 0):
             armed.pop(w, None)
+            timed_out.pop(w, None)
+        elif e.kind == "comm_timeout" and w is not None:
+            # "link_test at step 40: DistBackendError: ..." (the rank's watchdog)
+            timed_out[w] = (e.message or "").split(" at step ", 1)[0]
         elif e.kind in ("crash", "hang") and w in ups:
             begin = e.ts
             if e.kind == "hang" and isinstance(detail.get("stalled_s"), int | float):
                 begin = e.ts - float(detail["stalled_s"]) * time_scale  # it hung at its last step
             raw.append(Interruption(begin, back_up(w, e.ts), CRASH if e.kind == "crash" else HANG, w,
-                                    injected=armed.pop(w, False), message=e.message, node=getattr(e, "node", None)))
+                                    injected=armed.pop(w, False), message=e.message, node=getattr(e, "node", None),
+                                    detected=e.ts if e.kind == "hang" else None,
+                                    during=timed_out.pop(w, None) if e.kind == "crash" else None))
         elif e.kind == "gap" and not getattr(e, "node", None):
             # (one node's agent down in a cluster run: the others trained on; its absence is
             # the cluster's "nodes" criterion)
@@ -305,7 +317,7 @@ def account(events: Sequence[Any], workloads: Sequence[str], *, planned_start: f
             begin = float(seen) if isinstance(seen, int | float) and seen <= e.ts else e.ts
             for name in names:
                 raw.append(Interruption(begin, back_up(name, e.ts), NODE_LOST, name, message=e.message,
-                                        node=detail.get("node") or getattr(e, "node", None)))
+                                        node=detail.get("node") or getattr(e, "node", None), detected=e.ts))
         elif e.kind == "stop":
             cause = GAVE_UP if detail.get("gave_up") else STOPPED
             for name in [w] if w in ups else names:

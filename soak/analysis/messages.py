@@ -269,8 +269,10 @@ RELIABILITY: dict[str, str] = {
                          "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s), which never "
                          "count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
     "reliability.failures": ("{failures} unexpected failure(s) of the machine in {node_hours:.3g} node-hours "
-                             "({crash} crash, {hang} hang, {node_lost} node lost)"
+                             "({crash} crash, {hang} hang, {node_lost} node lost[[link|, {link} link failure]])"
                              "[[node_mttf_h|: mean time to failure per node {node_mttf_h:.3g} h]]"),
+    "reliability.overhead": ("the job was up {training_s:hm}, of which {overhead_s:hm} did not train: {overhead}; "
+                             "productive {productive_s:hm}"),
     "reliability.mttf_lower": ("mean time to failure per node >= {node_mttf_h_lower90:.3g} h with 90% confidence "
                                "(2T / chi2(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f})"),
     "reliability.projection": ("a job over {nodes} node(s)[[this_cluster| (this cluster)]]: mean time to failure "
@@ -364,6 +366,9 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "reliability.ettr": lambda v, sub: {"lost": ", ".join(
         sub("part.lost", {"cause": c, "seconds": x}) for c, x in zip(v.get("lost_causes") or [], v.get("lost_seconds") or [],
                                                                      strict=True))},
+    "reliability.overhead": lambda v, sub: {"overhead": ", ".join(
+        sub("part.lost", {"cause": c, "seconds": x})
+        for c, x in zip(v.get("overhead_causes") or [], v.get("overhead_seconds") or [], strict=True))},
     "criterion.links.measured": _failing_links,
     "criterion.compute.measured": _failing_compute,
 }

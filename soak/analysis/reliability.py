@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soak.analysis import evidence as ev
@@ -42,13 +42,23 @@ CONFIDENCE = 0.90
 NOT_RUN = "not_run"
 AHEAD = "ahead"
 INJECTED = "injected"
+RESTART = "restart"  # from a hang's kill or a node's loss declared until the job trained again
+LINK = "link"  # a crash on a link test's collective timeout: a link failed
+STORE_OUTAGE = "store_outage"  # the agent stopped for the store, until it was resumed
+# Time inside the accounting's training in which the job did not step: the job was up, but
+# checkpointing, testing its links, waiting for data or doing again what a failure threw away
+# (the steps since the checkpoint it resumed from)
+REDONE, DATA_STALL, CHECKPOINT, LINK_TEST = "redone", "data_stall", "checkpoint", "link_test"
+OVERHEADS: tuple[str, ...] = (REDONE, DATA_STALL, CHECKPOINT, LINK_TEST)
+_OVERHEAD_EVENTS = {"checkpoint": CHECKPOINT, "link_test": LINK_TEST, "data_stall": DATA_STALL}
 
 # Who takes a stretch two causes share, first first: what weighs on the machine before what
 # the plan or the operator caused, so that the ETTR is never overstated.
-PRIORITY: tuple[str, ...] = ("node_lost", "crash", "hang", "daemon_down", "gave_up", INJECTED, "startup", "stopped")
+PRIORITY: tuple[str, ...] = ("node_lost", LINK, "crash", "hang", RESTART, STORE_OUTAGE, "daemon_down", "gave_up",
+                             INJECTED, *OVERHEADS, "startup", "stopped")
 LOST_CAUSES: tuple[str, ...] = tuple(c for c in PRIORITY if c != INJECTED) + (NOT_RUN,)
 """The keys of ``lost_s``, in the order the report shows them."""
-FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost")
+FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost", LINK)
 """The keys of ``failures``: the unexpected interruptions that are the machine's."""
 
 
@@ -83,6 +93,9 @@ class Reliability:
     injected_count: int = 0
     confidence: float = CONFIDENCE
     per_node: tuple[Mapping[str, Any], ...] = field(default=())
+    # the accounting's training time: the job up, its checkpoints, link tests, data stalls and
+    # work redone included (``OVERHEADS``), which productive time leaves out
+    training_s: float | None = None
 
     @property
     def ettr(self) -> float | None:
@@ -108,6 +121,7 @@ class Reliability:
         return {
             "ettr": self.ettr, "planned_s": self.planned_s, "productive_s": self.productive_s,
             "injected_s": self.injected_s, "lost_s": dict(self.lost_s), "failures": dict(self.failures),
+            "training_s": self.training_s,
             "node_hours": self.node_hours, "node_mttf_h": self.node_mttf_h,
             "node_mttf_h_lower90": self.node_mttf_h_lower90,
             "projections": [p.to_dict() for p in self.projections],
@@ -127,6 +141,12 @@ class Reliability:
             "injected_s": self.injected_s or None, "injected_count": self.injected_count,
             "lost_total_s": sum(s for _, s in lost),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]
+        overhead = [(c, self.lost_s.get(c, 0.0)) for c in OVERHEADS if self.lost_s.get(c, 0.0) > 0]
+        if overhead and self.training_s is not None:
+            out.append(said("reliability.overhead", {
+                "training_s": self.training_s, "productive_s": self.productive_s,
+                "overhead_s": sum(x for _, x in overhead), "overhead_causes": [c for c, _ in overhead],
+                "overhead_seconds": [x for _, x in overhead]}))
         r, hours, lower = self.failure_count, self.node_hours, self.node_mttf_h_lower90
         out.append(said("reliability.failures", {"failures": r, "node_hours": hours, "node_mttf_h": self.node_mttf_h,
                                                  **{c: self.failures.get(c, 0) for c in FAILURE_CAUSES}}))
@@ -157,28 +177,105 @@ def _length(intervals: Iterable[tuple[float, float]]) -> float:
     return sum(b - a for a, b in ev.union(intervals))
 
 
-def split(acc: ev.Accounting, running: bool = False) -> tuple[float, float, dict[str, float]]:
-    """(productive, injected, lost by cause) of the accounting's planned time; ``running``: the
-    time after the accounting's end is still ahead, not lost."""
-    by_cause: dict[str, list[tuple[float, float]]] = {}
+def cause_of(i: ev.Interruption, outages: Sequence[tuple[float, float]] = ()) -> str:
+    """An interruption's key in ``PRIORITY``: injected ones apart, a crash on a link test's
+    timeout a link failure, the daemon down because it stopped for the store a store outage."""
+    if i.injected:
+        return INJECTED
+    cause = key(i.cause)
+    if cause == "crash" and i.during == "link_test":
+        return LINK
+    if cause == "daemon_down" and any(a <= i.start <= b for a, b in outages):
+        return STORE_OUTAGE
+    return cause if cause in PRIORITY else "stopped"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def spans(acc: ev.Accounting, events: Sequence[Any] = (), time_scale: float = 1.0) -> dict[str, list[tuple[float, float]]]:
+    """{cause: stretches} of the run time line: the accounting's interruptions (a hang or a
+    node's loss cut where soak knew of it, the rest the restart), then from the events what
+    kept a job that was up from stepping: checkpoints, link tests and data stalls (their
+    ``seconds``, wall, end at the event), and the work a failure threw away (from the end of
+    the checkpoint a workload resumed from until it resumed)."""
+    evs = sorted(events, key=lambda e: e.ts)
+    outages = [(e.ts, e.end_ts if e.end_ts is not None else e.ts) for e in evs if e.kind == "store_outage"]
+    out: dict[str, list[tuple[float, float]]] = {}
+    losses = [i for i in acc.interruptions if i.cause == ev.NODE_LOST and i.detected is not None]
     for i in acc.interruptions:
-        cause = INJECTED if i.injected else key(i.cause)
-        by_cause.setdefault(cause if cause in PRIORITY else "stopped", []).append((i.start, i.end))
+        cause = cause_of(i, outages)
+        detected = i.detected
+        loss = next((x for x in losses if cause in ("crash", "hang", LINK) and x.start <= i.start <= x.end), None)
+        if loss is not None:  # a rank that died with a lost node's job: that loss (``failed``)
+            i, cause, detected = replace(i, node=loss.node), "node_lost", loss.detected
+        if cause == "node_lost" and detected is not None:
+            # one loss recorded by several agents: soak knew at the first record
+            detected = min(j.detected for j in losses if j.node == i.node and j.start <= i.end and i.start <= j.end)
+        if cause != INJECTED and detected is not None and i.start < detected < i.end:
+            out.setdefault(cause, []).append((i.start, detected))
+            out.setdefault(RESTART, []).append((detected, i.end))
+        else:
+            out.setdefault(cause, []).append((i.start, i.end))
+    saved: dict[str, list[tuple[float, int]]] = {}
+    for e in evs:
+        detail = e.detail if isinstance(e.detail, Mapping) else {}
+        cause = _OVERHEAD_EVENTS.get(e.kind)
+        seconds = _num(detail.get("seconds"))
+        if cause is not None and seconds is not None and seconds > 0:
+            out.setdefault(INJECTED if detail.get("injected") else cause, []).append((e.ts - seconds * time_scale, e.ts))
+        step = detail.get("step")
+        if e.workload is None or e.rank not in (None, 0) or not isinstance(step, int):
+            continue
+        if e.kind == "checkpoint":
+            saved.setdefault(e.workload, []).append((e.ts, step))
+        elif e.kind == "resume":
+            at = max((t for t, s in saved.get(e.workload, []) if s == step and t < e.ts), default=None)
+            if at is None:
+                continue
+            # everything the workload trained after that checkpoint was thrown away; what ended
+            # that training decides whose loss it is (an injected fault's: the plan's)
+            ended = max((i for i in acc.interruptions if i.workload == e.workload and at <= i.start < e.ts),
+                        key=lambda i: i.start, default=None)
+            out.setdefault(INJECTED if ended is not None and ended.injected else REDONE, []).append((at, e.ts))
+    return out
+
+
+@dataclass(frozen=True)
+class Split:
+    """The planned time split without overlap: productive stretches, injected and lost."""
+
+    productive: tuple[tuple[float, float], ...]
+    injected_s: float
+    lost_s: dict[str, float]
+
+    @property
+    def productive_s(self) -> float:
+        return sum(b - a for a, b in self.productive)
+
+
+def split(acc: ev.Accounting, events: Sequence[Any] = (), running: bool = False, time_scale: float = 1.0) -> Split:
+    """The accounting's planned time by cause; ``running``: the time after the accounting's
+    end is still ahead, not lost."""
+    by_cause = spans(acc, events, time_scale)
     taken: list[tuple[float, float]] = []
     before = 0.0
     shares: dict[str, float] = {}
+    window = (acc.window_start, acc.window_end)
     for cause in PRIORITY:
-        taken = ev.union(taken + by_cause.get(cause, []))
+        clipped = [(max(a, window[0]), min(b, window[1])) for a, b in by_cause.get(cause, [])]
+        taken = ev.union(taken + clipped)
         after = _length(taken)
         shares[cause] = after - before
         before = after
-    ran = max(0.0, acc.window_end - acc.window_start)
-    # the accounting's training time is the complement of the same union: one figure on
-    # every page, and the parts add up to the planned time
-    productive = max(0.0, ran - before)
+    # the accounting's training time is the complement of its interruptions: productive time
+    # is that less the overheads inside it, so the two figures always reconcile
+    productive = tuple(ev.complement(taken, *window))
     lost = {c: shares.get(c, 0.0) for c in LOST_CAUSES if c != NOT_RUN}
+    ran = max(0.0, acc.window_end - acc.window_start)
     lost[AHEAD if running else NOT_RUN] = max(0.0, acc.planned_s - ran)
-    return productive, shares[INJECTED], lost
+    return Split(productive, shares[INJECTED], lost)
 
 
 def failed(acc: ev.Accounting) -> list[ev.Interruption]:
@@ -198,10 +295,11 @@ def failed(acc: ev.Accounting) -> list[ev.Interruption]:
 
 
 def count(failures: Iterable[ev.Interruption]) -> dict[str, int]:
-    """Failures by cause, every cause of ``FAILURE_CAUSES`` present."""
+    """Failures by cause, every cause of ``FAILURE_CAUSES`` present (a crash on a link test's
+    timeout a link failure)."""
     out = dict.fromkeys(FAILURE_CAUSES, 0)
     for i in failures:
-        out[key(i.cause)] += 1
+        out[LINK if i.during == "link_test" and i.cause == ev.CRASH else key(i.cause)] += 1
     return out
 
 
@@ -217,12 +315,14 @@ def _away_s(acc: ev.Accounting, spans: Iterable[tuple[float, float]]) -> float:
     return _length((max(a, acc.window_start), min(b, acc.window_end)) for a, b in spans)
 
 
-def assess(acc: ev.Accounting, *, nodes: Sequence[str] = (), away: Mapping[str, Sequence[tuple[float, float]]] | None = None,
-           cluster_nodes: int = 1, project_nodes: Iterable[int] = (), running: bool = False) -> Reliability:
-    """The reliability of a run from its accounting; ``nodes`` the node names under test
-    (one unnamed node when empty), ``away`` each node's spans out of the run,
-    ``project_nodes`` the job sizes of the plan's ``[reliability]``."""
-    productive, injected, lost = split(acc, running)
+def assess(acc: ev.Accounting, *, events: Sequence[Any] = (), nodes: Sequence[str] = (),
+           away: Mapping[str, Sequence[tuple[float, float]]] | None = None, cluster_nodes: int = 1,
+           project_nodes: Iterable[int] = (), running: bool = False, time_scale: float = 1.0) -> Reliability:
+    """The reliability of a run from its accounting and its events (what kept a job that was
+    up from stepping: ``spans``); ``nodes`` the node names under test (one unnamed node when
+    empty), ``away`` each node's spans out of the run, ``project_nodes`` the job sizes of the
+    plan's ``[reliability]``."""
+    parts = split(acc, events, running, time_scale)
     failures = failed(acc)
     fails = count(failures)
     away = away or {}
@@ -231,21 +331,24 @@ def assess(acc: ev.Accounting, *, nodes: Sequence[str] = (), away: Mapping[str, 
     sizes = sorted({max(1, int(cluster_nodes)), *(int(n) for n in project_nodes if int(n) > 0)})
     projections = tuple(Projection(n, None if node_lower is None else node_lower / n) for n in sizes)
     ran = max(0.0, acc.window_end - acc.window_start)
+    available = acc.planned_s - parts.injected_s - parts.lost_s.get(AHEAD, 0.0)
+
     # a failure without a node is the one node's (a single-node run's events name none)
     def on(n: str) -> list[ev.Interruption]:
         return [i for i in failures if i.node == n or (i.node is None and len(nodes) == 1)]
 
-    # a node trained while the job trained and it was in the job
-    def trained(n: str) -> float:
-        gone = ev.union((max(a, acc.window_start), min(b, acc.window_end)) for a, b in away.get(n, ()))
-        return sum(b - a for a, b in acc.training) - sum(
-            max(0.0, min(b, y) - max(a, x)) for a, b in acc.training for x, y in gone)
+    # a node trained productively while the job did and it was in the job
+    def productive(n: str) -> float:
+        gone = [(max(a, acc.window_start), min(b, acc.window_end)) for a, b in away.get(n, ())]
+        return _length(parts.productive) - _length(
+            (max(a, x), min(b, y)) for a, b in parts.productive for x, y in ev.union(gone))
 
     per_node = tuple(
         {"node": n, "node_hours": max(0.0, ran - _away_s(acc, away.get(n, ()))) / 3600.0,
-         "productive_s": trained(n), "failures": count(on(n)),
-         "last_failure": max((i.start for i in on(n)), default=None)}
+         "productive_s": productive(n), "ettr": None if available <= 0 else max(0.0, min(1.0, productive(n) / available)),
+         "failures": count(on(n)), "last_failure": max((i.start for i in on(n)), default=None)}
         for n in nodes)
-    return Reliability(planned_s=acc.planned_s, productive_s=productive, injected_s=injected, lost_s=lost,
-                       failures=fails, node_hours=hours, nodes=max(1, int(cluster_nodes)), projections=projections,
-                       injected_count=sum(1 for i in acc.interruptions if i.injected), per_node=per_node)
+    return Reliability(planned_s=acc.planned_s, productive_s=parts.productive_s, injected_s=parts.injected_s,
+                       lost_s=parts.lost_s, failures=fails, node_hours=hours, nodes=max(1, int(cluster_nodes)),
+                       projections=projections, injected_count=sum(1 for i in acc.interruptions if i.injected),
+                       per_node=per_node, training_s=acc.training_s)

@@ -31,6 +31,7 @@ EVENT_KINDS = {
     "sdc_mismatch": "note",
     "capture": "capture",
     "link_test": "link_test",
+    "data_stall": "data_stall",
 }
 _MAX_WINDOW_LINES = 1000
 _HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
@@ -237,7 +238,10 @@ class StepAggregator:
             elif ev in EVENT_KINDS:
                 if ev in ("start", "resume") and st.n:
                     rows.append(self._close(st))  # a new attempt: never mix two in one row
-                detail = {k: rec[k] for k in ("step", "phase", "comm_timeouts", "device") if rec.get(k) is not None}
+                # ``seconds``: how long a checkpoint, link test or data stall kept the job from
+                # stepping, up to this line's time (wall seconds); ``injected``: the plan's own
+                detail = {k: rec[k] for k in ("step", "phase", "comm_timeouts", "device", "seconds", "injected")
+                          if rec.get(k) is not None}
                 if ev == "capture" and isinstance(rec.get("capture"), dict):
                     detail.update(rec["capture"])  # the capture's summary (soak.analysis.captures)
                 if ev == "link_test" and isinstance(rec.get("link_test"), dict):

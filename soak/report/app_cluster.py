@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from soak.device_names import device_key
+from soak.report import reliability_text as rt
 from soak.report.cluster import VERDICTS, ChipCell, ClusterView
 from soak.report.cluster_text import (
     COLOURS,
@@ -56,6 +57,11 @@ def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str, str
              t("verdict", lang), t("reasons_col", lang)]
     st.dataframe(pd.DataFrame([dict(zip(heads, node_row(n, view, lang), strict=True)) for n in view.nodes]),
                  hide_index=True, width="stretch")
+    rel_rows = rt.node_rows(data.reliability, lang, tz)
+    if rel_rows:
+        st.markdown(f"**{t('rel_by_node', lang)}**")
+        st.dataframe(pd.DataFrame([dict(zip(rt.node_heads(lang), r, strict=True)) for r in rel_rows]),
+                     hide_index=True, width="stretch")
     st.markdown(f"**{t('peers_title', lang)}**")
     peers = peer_rows(view, lang)
     if peers:

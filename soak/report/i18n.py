@@ -278,6 +278,9 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
     "chip_v_nodata": ("no data", "无数据"),
     "node_verdicts": ("Verdict per node", "各节点结论"),
     "node_col": ("Node", "节点"),
+    "rel_by_node": ("Reliability by node", "各节点可靠性"),
+    "rel_node_hours": ("Node-hours", "节点小时"), "rel_productive": ("Productive", "有效训练"),
+    "rel_ettr": ("ETTR", "ETTR"), "rel_failures": ("Failures", "故障"), "rel_last_failure": ("Last failure", "最近故障"),
     "rank_col": ("Rank", "Rank"),
     "node_status": ("Status", "状态"),
     "node_chips": ("Chips", "芯片"),
@@ -511,7 +514,8 @@ CHINESE: dict[str, str] = {
                          "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（注入故障从不计入机器）]]；"
                          "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
     "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"
-                             "节点失联 {node_lost}）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
+                             "节点失联 {node_lost}[[link|、链路故障 {link}]]）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
+    "reliability.overhead": "作业运行 {training_s:hm}，其中 {overhead_s:hm} 未在训练：{overhead}；有效训练 {productive_s:hm}",
     "reliability.mttf_lower": ("以 90% 置信度，每节点平均无故障时间 >= {node_mttf_h_lower90:.3g} 小时"
                                "（2T / χ²(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f}）"),
     "reliability.projection": "{nodes} 个节点的作业[[this_cluster|（本集群）]]：以 90% 置信度，平均无故障时间 >= {mttf_h_lower90:.3g} 小时",

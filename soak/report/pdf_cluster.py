@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 from xml.sax.saxutils import escape
 
+from soak.report import reliability_text as rt
 from soak.report.cluster import CHIPS_CSV_NAME, ClusterView
 from soak.report.cluster_text import (
     COLOURS,
@@ -63,6 +64,12 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     out.append(table(st, [t("node_col", lang), t("rank_col", lang), t("node_status", lang), t("node_chips", lang),
                           t("verdict", lang), t("reasons_col", lang)], rows,
                      [30 * mm, 11 * mm, 17 * mm, 13 * mm, 17 * mm, page_w - 88 * mm]))
+
+    rel_rows = rt.node_rows(data.reliability, lang, tz)
+    if rel_rows:
+        out.append(st.p(t("rel_by_node", lang), st.h2))
+        out.append(table(st, rt.node_heads(lang), rel_rows,
+                         [30 * mm, 20 * mm, 22 * mm, 18 * mm, 45 * mm, page_w - 135 * mm]))
 
     out.append(st.p(t("peers_title", lang), st.h2))
     peers = peer_rows(view, lang)

@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from typing import Any
 
+from soak.report.i18n import t
 from soak.report.names import CAUSE_NAMES, pick
 from soak.report.sentences import message
-from soak.report.units import dur, pct
+from soak.report.units import dur, num, pct, when
 
 PRODUCTIVE, INJECTED = "productive", "injected"
 COLORS = {
     PRODUCTIVE: "#1a7f37", INJECTED: "#8c8c8c", "startup": "#c9d6e3", "stopped": "#d9d9d9", "not_run": "#eeeeee",
     "ahead": "#f7f7f7",
     "crash": "#b22222", "hang": "#e07b39", "node_lost": "#6f42c1", "daemon_down": "#d4a017", "gave_up": "#7a1f1f",
+    "restart": "#f0a0a0", "link": "#8b4513", "store_outage": "#b8860b", "redone": "#cd5c5c", "data_stall": "#4682b4",
+    "checkpoint": "#87ceeb", "link_test": "#9fb8d0",
 }
 
 
@@ -60,6 +63,29 @@ def lines(rel: Mapping[str, Any] | None, lang: str = "en", tz: tzinfo = UTC) -> 
     to larger jobs and what the bound means."""
     return [message(s.get("code"), s.get("values"), lang, tz, fallback=s.get("summary"))
             for s in (rel or {}).get("statements") or []]
+
+
+def node_heads(lang: str = "en") -> list[str]:
+    return [t(k, lang) for k in ("node_col", "rel_node_hours", "rel_productive", "rel_ettr", "rel_failures",
+                                 "rel_last_failure")]
+
+
+def node_rows(rel: Mapping[str, Any] | None, lang: str = "en", tz: tzinfo = UTC) -> list[list[str]]:
+    """(node, node-hours, productive time, ETTR, failures by cause, last failure) per node of
+    a run of several nodes; none for one node (the run's own figures are its)."""
+    nodes = (rel or {}).get("per_node") or []
+    if len(nodes) < 2:
+        return []
+    out = []
+    for n in nodes:
+        ettr = n.get("ettr")
+        fails = n.get("failures") or {}
+        said = ", ".join(f"{pick(CAUSE_NAMES, c, lang)} {k}" for c, k in fails.items() if k)
+        out.append([str(n.get("node")), num(n.get("node_hours")), dur(n.get("productive_s")),
+                    # floored like the run's: never said higher than it is
+                    pct(None if ettr is None else math.floor(ettr * 10000) / 10000, 2), said or "0",
+                    when(n.get("last_failure"), tz) if n.get("last_failure") is not None else "—"])
+    return out
 
 
 def offender_lines(offenders: tuple[Mapping[str, Any], ...] | None, lang: str = "en") -> list[str]:

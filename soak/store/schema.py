@@ -210,6 +210,7 @@ EVENT_KINDS = (
     "exit",
     "disk",
     "outage",  # a reader or chips without readings: start, end_ts, error (no table change)
+    "data_stall",  # a step waited for its data: ts its end, detail.seconds (wall) how long
     "store_outage",  # the store did not answer: start, end_ts, node; what it missed was spooled and written later
     "node_joined",
     "node_lost",

@@ -297,10 +297,17 @@ class Context:
 
     @contextmanager
     def data(self, step: int) -> Iterator[None]:
-        """The data phase of a step: where a slow loader (``--inject slow-data``) waits."""
+        """The data phase of a step: where a slow loader (``--inject slow-data``) waits. A wait
+        of ``DATA_STALL_MIN_S`` or more is a ``data_stall`` event: time the job did not train,
+        which the reliability figures count apart."""
+        t0 = time.perf_counter()
         with self.phase("data"):
             self.injector.load_data(step)
             yield
+        waited = time.perf_counter() - t0
+        if waited >= DATA_STALL_MIN_S:
+            self.hb.event("data_stall", step, f"waited {waited:.3f} s for the data of step {step}", seconds=waited,
+                          injected=bool(self.injector.of("slow-data")))
 
     @contextmanager
     def collective(self, op: str, step: int) -> Iterator[None]:
@@ -312,6 +319,11 @@ class Context:
                 yield
         finally:
             self.collective_s += time.perf_counter() - t0
+
+
+DATA_STALL_MIN_S = 1.0
+"""A wait for one step's data this long is a stall: far above a loader that keeps up, short
+enough that a real stall on any accelerator is seen."""
 
 
 def die_with_parent() -> None:
@@ -404,7 +416,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
     node_rank = os.environ.get(NODE_RANK_ENV, "")
     ctx = Context(args, workload, device_backend, rank, world, local, hb,
                   Injector(specs, rank=rank, run_dir=run_dir, workload=workload,
-                           emit=lambda ev, st, msg: hb.event(ev, st, msg), allocate=allocate,
+                           emit=hb.event, allocate=allocate,
                            node_rank=int(node_rank) if node_rank.isdigit() else None),
                   Watchdog(hb, args.comm_timeout_s), specs, distributed)
     ctx.capturer = Capturer(
@@ -530,8 +542,9 @@ def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:
     ckpt.save(step, {"step": step, "workload": wl.state_dict(), "rng": _rng_state(ctx.device),
                      "config": {k: (str(v) if isinstance(v, Path) else v)
                                 for k, v in vars(ctx.args).items()}})
-    ctx.hb.event("checkpoint", step, f"{ckpt.path(step).name} in {time.perf_counter() - t0:.3f} s",
-                 phase="checkpoint")
+    took = time.perf_counter() - t0
+    # ``seconds``: the time the job did not step, which the reliability figures count apart
+    ctx.hb.event("checkpoint", step, f"{ckpt.path(step).name} in {took:.3f} s", phase="checkpoint", seconds=took)
 
 
 def run_cli(workload: str, description: str, factory: Callable[[Context], Any],

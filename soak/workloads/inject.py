@@ -203,7 +203,7 @@ class Injector:
         self.rank = rank
         self.run_dir = run_dir
         self.workload = workload
-        self._emit = emit  # emit(event, step, message)
+        self._emit = emit  # emit(event, step, message, **fields): a heartbeat event
         self._allocate = allocate  # allocate(nbytes) -> an object holding that many bytes
         self._sleep = sleep
         self._leaked: list[Any] = []
@@ -245,6 +245,9 @@ class Injector:
             if now >= self._next_stall[s.raw]:
                 self._next_stall[s.raw] = now + float(s.every_s or 0)
                 self._sleep(float(s.for_s or 0))
+                # the loader stall the plan asked for: counted apart, never against the machine
+                self._emit("data_stall", step, f"{s.raw}: waited {float(s.for_s or 0):.3f} s for data",
+                           seconds=float(s.for_s or 0), injected=True)
         self.leak_tick()
 
     def leak_tick(self) -> None:

@@ -174,7 +174,8 @@ class LinkTester:
         msg = (f"link test ({when}): {len(pairs)} pair(s) of {len(self.nodes)} nodes, "
                f"{self.size / MiB:g} MiB all-reduce" + (f"; lowest {worst['a']}-{worst['b']} "
                                                          f"{worst['busbw_gbps']:.2f} GB/s" if worst else ""))
-        self.ctx.hb.event("link_test", step, msg, link_test=detail)
+        # ``seconds``: the time the job did not train, which the reliability figures count apart
+        self.ctx.hb.event("link_test", step, msg, link_test=detail, seconds=time.time() - t_start)
         return pairs
 
 

@@ -41,7 +41,7 @@ def test_eight_crashes_give_eight_failures_and_the_chi_square_bound() -> None:
         events += [_e(100 + 100 * k, "crash", message="exit -9"), _e(110 + 100 * k, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=3600, ended=3600)
     r = rel.assess(acc, nodes=["n1"])
-    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0}
+    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0}
     assert r.lost_s["crash"] == pytest.approx(80) and r.productive_s == pytest.approx(3600 - 85)
     assert r.node_mttf_h == pytest.approx(1 / 8)
     assert r.node_mttf_h_lower90 == pytest.approx(2 * 1.0 / chi2.ppf(0.90, 18), rel=1e-9)
@@ -71,11 +71,12 @@ def test_overlapping_causes_share_no_second_and_an_early_end_is_not_run() -> Non
     # time under it is the outage's
     assert r.lost_s["daemon_down"] == pytest.approx(250)
     assert r.injected_s == pytest.approx(50)  # 100 .. 150
-    assert r.lost_s["hang"] == pytest.approx(150)  # from its last step, 550 .. 700
+    # from its last step until it was killed (550 .. 600), then restarting (600 .. 700)
+    assert r.lost_s["hang"] == pytest.approx(50) and r.lost_s["restart"] == pytest.approx(100)
     assert r.lost_s["not_run"] == 200
     assert r.productive_s == pytest.approx(acc.training_s) == pytest.approx(800 - 250 - 50 - 150)
     assert _parts(r) == pytest.approx(1000)
-    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0}
+    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0, "link": 0}
     # the daemon's own outage and the stop are not the machine's failures; the run's node-hours
     # end with the run
     assert r.node_hours == pytest.approx(800 / 3600)
@@ -90,8 +91,10 @@ def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     away = {"node-2": [(100.0, math.inf)]}
     r = rel.assess(acc, nodes=["node-0", "node-1", "node-2"], away=away, cluster_nodes=3, project_nodes=[64])
-    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1}
-    assert r.lost_s["node_lost"] == pytest.approx(40) and r.lost_s["crash"] == 0
+    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1, "link": 0}
+    # lost from its last sign of life until the first agent said so, then the job re-formed
+    assert r.lost_s["node_lost"] == pytest.approx(15) and r.lost_s["restart"] == pytest.approx(25)
+    assert r.lost_s["crash"] == 0
     assert _parts(r) == pytest.approx(1000)
     assert r.node_hours == pytest.approx((3 * 1000 - 900) / 3600)
     assert [p.nodes for p in r.projections] == [3, 64]
@@ -131,3 +134,67 @@ def test_a_run_in_progress_has_its_remaining_time_ahead_not_lost() -> None:
     assert live.ettr == pytest.approx(390 / 400)  # the ratio so far
     assert ended.lost_s["not_run"] == 600 and ended.ettr == pytest.approx(390 / 1000)
     assert "ahead" not in live.statements()[0]
+
+
+def test_checkpoints_link_tests_and_data_stalls_are_not_productive_but_the_job_was_up() -> None:
+    # time scale 2: an event's seconds are wall seconds, twice as long on the run's time line
+    events = [_e(10, "start"),
+              _e(100, "checkpoint", detail={"step": 50, "seconds": 5.0}),
+              _e(200, "link_test", detail={"step": 90, "seconds": 3.0}),
+              _e(300, "data_stall", rank=1, detail={"step": 140, "seconds": 2.0}),
+              _e(400, "data_stall", detail={"step": 190, "seconds": 4.0, "injected": True}),
+              # a checkpoint without its duration (an older run's): nothing is taken
+              _e(500, "checkpoint", detail={"step": 240})]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000, time_scale=2.0)
+    r = rel.assess(acc, events=events, time_scale=2.0)
+    assert r.lost_s["checkpoint"] == 10 and r.lost_s["link_test"] == 6 and r.lost_s["data_stall"] == 4
+    assert r.injected_s == 8  # the plan's own stall: given back, never against the machine
+    # the accounting's training time (the job up) reconciles with productive time
+    assert r.training_s == acc.training_s == 990
+    assert r.productive_s == 990 - 10 - 6 - 4 - 8 and _parts(r) == 1000
+    assert r.ettr == pytest.approx(r.productive_s / (1000 - 8))
+    said = {s.code: s for s in r.statements()}
+    assert said["reliability.overhead"].values["overhead_s"] == 20
+    assert "of which 20s did not train: data_stall 4s, checkpoint 10s, link_test 6s" in str(said["reliability.overhead"])
+
+
+def test_work_since_the_checkpoint_resumed_from_is_redone() -> None:
+    events = [_e(0, "start"), _e(200, "checkpoint", detail={"step": 100, "seconds": 1.0}),
+              _e(300, "crash"), _e(320, "resume", detail={"step": 100}), _e(320, "start", detail={"step": 100}),
+              # it crashed again before its next checkpoint: the second attempt is thrown away too
+              _e(400, "crash"), _e(410, "resume", detail={"step": 100}), _e(410, "start", detail={"step": 100})]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc, events=events)
+    assert r.lost_s["crash"] == 30 and r.lost_s["checkpoint"] == 1
+    assert r.lost_s["redone"] == (300 - 200) + (400 - 320)
+    assert r.productive_s == 1000 - 30 - 1 - 180 and _parts(r) == 1000
+    assert r.failures["crash"] == 2
+
+
+def test_an_injected_crash_s_redone_work_is_the_plan_s() -> None:
+    events = [_e(0, "start"), _e(200, "checkpoint", detail={"step": 100}),
+              _e(290, "inject", message="crash:120: exiting with status 1"), _e(300, "crash"),
+              _e(320, "resume", detail={"step": 100}), _e(320, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc, events=events)
+    assert r.injected_s == 120 and r.lost_s["redone"] == 0 and r.failure_count == 0
+
+
+def test_a_crash_on_a_link_test_timeout_is_a_link_failure() -> None:
+    events = [_e(0, "start"), _e(290, "comm_timeout", rank=1, message="link_test at step 40: DistBackendError: timed out"),
+              _e(300, "crash"), _e(330, "start"),
+              _e(590, "comm_timeout", message="all_reduce at step 90: DistBackendError: timed out"),
+              _e(600, "crash"), _e(620, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc, events=events)
+    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 1}
+    assert r.lost_s["link"] == 30 and r.lost_s["crash"] == 20
+
+
+def test_a_node_stopped_for_the_store_is_a_store_outage_not_the_daemon_s() -> None:
+    events = [_e(0, "start"), _e(100, "store_outage", workload=None, end_ts=500),
+              _e(400, "gap", workload=None, end_ts=500), _e(520, "start"),
+              _e(700, "gap", workload=None, end_ts=750), _e(760, "start")]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc, events=events)
+    assert r.lost_s["store_outage"] == 120 and r.lost_s["daemon_down"] == 60 and r.failure_count == 0

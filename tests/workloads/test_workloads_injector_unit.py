@@ -32,7 +32,7 @@ def make(specs, rank, clock, tmp_path, events=None, allocs=None):
     events = [] if events is None else events
     allocs = [] if allocs is None else allocs
     i = Injector([parse_inject(s) for s in specs], rank=rank, run_dir=tmp_path, workload="lm",
-                 emit=lambda ev, st, msg: events.append((ev, st, msg)),
+                 emit=lambda ev, st, msg, **fields: events.append((ev, st, msg)),
                  allocate=lambda n: allocs.append(n) or n, sleep=clock.sleep)
     i.announce(0)
     return i

@@ -44,7 +44,7 @@ def test_slow_link_delays_only_the_named_nodes_transfers_by_its_fraction(tmp_pat
     spec = parse_inject("slow-link:1,0.3")
 
     def inj(node_rank):
-        return Injector([spec], rank=0, run_dir=tmp_path, workload="lm", emit=lambda *a: None,
+        return Injector([spec], rank=0, run_dir=tmp_path, workload="lm", emit=lambda *a, **kw: None,
                         allocate=lambda n: n, node_rank=node_rank)
 
     took = 0.7
