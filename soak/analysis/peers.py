@@ -490,57 +490,29 @@ def _make(
 ) -> Finding:
     p = profile.peers
     d = float(np.median(dv[sel]))
-    if spec.scale == "log":
-        deviation = baseline * math.expm1(d)
-        pct = math.expm1(d) * 100.0
-    else:
-        deviation = d
-        pct = d / baseline * 100.0 if baseline else None
+    deviation, pct, severity, sized = _sized(spec, p, d, baseline)
     start = float(tv[stretches[0][0]]) - p.bucket_s / 2
     end = float(tv[stretches[-1][1]]) + p.bucket_s / 2
     conf, n_hours = _confidence(tv[stretches[0][0] : stretches[-1][1] + 1],
                                 dv[stretches[0][0] : stretches[-1][1] + 1], sign)
     z = abs(d) / spread if spread > 0 else math.inf
     values: dict[str, Any] = {"metric": spec.metric, "scope": scope, "duration_h": (end - start) / 3600, "z": z,
-                              "confidence": conf}
-    unit = _UNIT_KEYS[spec.unit]
+                              "confidence": conf, **sized}
     if spec.kind == "straggler":
-        frac = abs(math.expm1(d))
-        severity = "fail" if frac >= p.straggler_fail_frac else "warn"
         code = f"straggler.node.{spec.metric}" if key is None else f"straggler.{spec.metric}"
-        values.update({"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline})
         if key is None:  # a slow node: name its ranks (a few; else how many)
             values.update(_members(node, members, "ranks"))
     else:
-        severity = p.outlier_severity
         code = f"outlier.node.{spec.metric}" if key is None and node is not None else f"outlier.{spec.metric}"
-        scale = 1e6 if spec.unit == "MB" else 1.0
-        values.update({f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
-                       "change_pct": pct if spec.scale == "log" else None})
         if key is None and node is not None:  # a node out of line: name its chips
             values.update(_members(node, members, "chips"))
-    summary = say(code, values)
-    return Finding(
-        kind=spec.kind,
-        device=key,
-        node=node,
-        metric=spec.metric,
-        start=start,
-        end=end,
-        severity=profile.cap(spec.kind, severity),
-        summary=summary,
-        code=code,
-        values=values,
-        onset=start,
-        baseline=baseline,
-        deviation=deviation,
-        details={
+    return _peer_finding(
+        spec, key, node, start, end, severity, code, values, baseline, deviation, profile,
+        {
             "deviation_pct": pct,
             "compared_with": scope,
             "cluster_baseline": cluster_baseline,
-            "natural_spread": spread if spec.scale != "log" else math.expm1(spread) * 100.0,
-            "natural_spread_unit": spec.unit if spec.scale != "log" else "%",
-            "limit": limit if spec.scale != "log" else math.expm1(limit) * 100.0,
+            **_spread_details(spec, spread, limit),
             "z": z,
             "confidence": conf,
             "hours_tested": n_hours,
@@ -556,47 +528,43 @@ def _make(
     )
 
 
-def _members(node: str | None, members: list[str] | None, noun: str) -> dict[str, Any]:
-    """A node's members as a finding names them: a few by name, else how many."""
-    few = bool(members) and len(members or []) <= 4
-    return {"node": node, "members": members if few else None, noun: len(members) if members and not few else None}
+def _sized(spec: _Spec, p: PeersParams, d: float, baseline: float) -> tuple[float, float | None, str, dict[str, Any]]:
+    """How far out of line a deviation ``d`` is: (deviation in metric units, percent, severity, values).
 
-
-def _make_episodes(
-    spec: _Spec, key: str | None, node: str | None, eps: recurring.Episodes, sign: int, baseline: float,
-    scope: str, spread: float, limit: float, profile: Profile, cap: float | None,
-    steps: tuple[float, float] | None, members: list[str] | None = None,
-) -> Finding:
-    """A chip, rank or node out of line in recurring episodes (``soak.analysis.recurring``)."""
-    p = profile.peers
-    d = eps.deviation
+    One place for the rule every peer finding is sized by, persistent or recurring: a straggler
+    fails from ``straggler_fail_frac`` slower, an outlier has the profile's ``outlier_severity``.
+    """
     if spec.scale == "log":
         deviation, pct = baseline * math.expm1(d), math.expm1(d) * 100.0
     else:
         deviation, pct = d, (d / baseline * 100.0 if baseline else None)
     unit = _UNIT_KEYS[spec.unit]
-    values: dict[str, Any] = {
-        "metric": spec.metric, "scope": scope, "count": eps.count, "typical_min": eps.typical_s / 60.0,
-        "period_min": None if eps.period_s is None else eps.period_s / 60.0, "share_pct": eps.share * 100.0,
-        **recurring.throughput_values(steps, eps.share),
-    }
     if spec.kind == "straggler":
-        frac = abs(math.expm1(d))
-        severity = "fail" if frac >= p.straggler_fail_frac else "warn"
-        values.update({"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline})
-        noun = "ranks"
-    else:
-        severity = p.outlier_severity
-        scale = 1e6 if spec.unit == "MB" else 1.0
-        values.update({f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
-                       "change_pct": pct if spec.scale == "log" else None})
-        noun = "chips"
-    if key is None and node is not None:
-        values.update(_members(node, members, noun))
-        code = f"{spec.kind}.node.episodes.{spec.metric}"
-    else:
-        code = f"{spec.kind}.episodes.{spec.metric}"
-    start, end = eps.windows[0][0], eps.windows[-1][1]
+        severity = "fail" if abs(math.expm1(d)) >= p.straggler_fail_frac else "warn"
+        return deviation, pct, severity, {"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline}
+    scale = 1e6 if spec.unit == "MB" else 1.0
+    return deviation, pct, p.outlier_severity, {
+        f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
+        "change_pct": pct if spec.scale == "log" else None}
+
+
+def _spread_details(spec: _Spec, spread: float, limit: float) -> dict[str, Any]:
+    """The natural spread and the limit as a finding's details give them (a ratio metric's in %)."""
+    log = spec.scale == "log"
+    return {
+        "natural_spread": math.expm1(spread) * 100.0 if log else spread,
+        "natural_spread_unit": "%" if log else spec.unit,
+        "limit": math.expm1(limit) * 100.0 if log else limit,
+    }
+
+
+def _peer_finding(
+    spec: _Spec, key: str | None, node: str | None, start: float, end: float, severity: str, code: str,
+    values: dict[str, Any], baseline: float, deviation: float, profile: Profile, details: dict[str, Any],
+    **extra: Any,
+) -> Finding:
+    """A chip, rank or node out of line, whichever rule found it: the profile caps its severity,
+    its summary is said from ``code`` and ``values``; ``extra`` holds the fields one rule adds."""
     return Finding(
         kind=spec.kind,
         device=key,
@@ -611,14 +579,41 @@ def _make_episodes(
         onset=start,
         baseline=baseline,
         deviation=deviation,
-        period_s=eps.period_s,
-        count=eps.count,
-        details={
+        details=details,
+        **extra,
+    )
+
+
+def _members(node: str | None, members: list[str] | None, noun: str) -> dict[str, Any]:
+    """A node's members as a finding names them: a few by name, else how many."""
+    few = bool(members) and len(members or []) <= 4
+    return {"node": node, "members": members if few else None, noun: len(members) if members and not few else None}
+
+
+def _make_episodes(
+    spec: _Spec, key: str | None, node: str | None, eps: recurring.Episodes, sign: int, baseline: float,
+    scope: str, spread: float, limit: float, profile: Profile, cap: float | None,
+    steps: tuple[float, float] | None, members: list[str] | None = None,
+) -> Finding:
+    """A chip, rank or node out of line in recurring episodes (``soak.analysis.recurring``)."""
+    deviation, pct, severity, sized = _sized(spec, profile.peers, eps.deviation, baseline)
+    values: dict[str, Any] = {
+        "metric": spec.metric, "scope": scope, "count": eps.count, "typical_min": eps.typical_s / 60.0,
+        "period_min": None if eps.period_s is None else eps.period_s / 60.0, "share_pct": eps.share * 100.0,
+        **recurring.throughput_values(steps, eps.share), **sized,
+    }
+    if key is None and node is not None:
+        values.update(_members(node, members, "ranks" if spec.kind == "straggler" else "chips"))
+        code = f"{spec.kind}.node.episodes.{spec.metric}"
+    else:
+        code = f"{spec.kind}.episodes.{spec.metric}"
+    start, end = eps.windows[0][0], eps.windows[-1][1]
+    return _peer_finding(
+        spec, key, node, start, end, severity, code, values, baseline, deviation, profile,
+        {
             "deviation_pct": pct,
             "compared_with": scope,
-            "natural_spread": spread if spec.scale != "log" else math.expm1(spread) * 100.0,
-            "natural_spread_unit": spec.unit if spec.scale != "log" else "%",
-            "limit": limit if spec.scale != "log" else math.expm1(limit) * 100.0,
+            **_spread_details(spec, spread, limit),
             "episodes": eps.count,
             "typical_episode_s": eps.typical_s,
             "share_of_run": eps.share,
@@ -633,5 +628,6 @@ def _make_episodes(
             "rule": "recurring",
             "version": recurring.DETECTOR_VERSION,
         },
+        period_s=eps.period_s,
+        count=eps.count,
     )
-
