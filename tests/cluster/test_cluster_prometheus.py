@@ -22,16 +22,15 @@ from typing import Any
 import pytest
 
 from soak import dashboards as d
-from tests import procs
+from tests import procs, prom_server
 from tests.cluster.test_cluster_run import Agent, _free_port
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
-PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.pg,
-    pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+    pytest.mark.skipif(prom_server.PROMETHEUS is None or PROMTOOL is None,
                        reason="prometheus/promtool not installed (Debian package 'prometheus'; CI installs it)"),
 ]
 
@@ -62,21 +61,7 @@ def test_prometheus_sees_the_straggler_alert_and_the_leaders_finding_for_the_slo
     agents = [Agent(tmp_path, db_url, r, 3, port, "--inject", "slow-rank:1,3", "--time-scale", "3600",
                     "--sim-chips", "3", "--listen", f"127.0.0.1:{listen[r]}", str(plan), duration="150h")
               for r in range(3)]
-    targets = ", ".join(f'"127.0.0.1:{p}"' for p in listen)
-    (tmp_path / "prometheus.yml").write_text(f"""\
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files:
-  - {DASHBOARDS / 'alerts.yaml'}
-scrape_configs:
-  - job_name: soak-cluster
-    static_configs: [{{targets: [{targets}]}}]
-""")
-    prom_proc = procs.start([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{p_prom}",
-                             "--log.level=warn"], tmp_path, "prometheus", merge_output=True)
+    prom_proc = prom_server.start(tmp_path, p_prom, {"soak-cluster": listen})
     prom = f"http://127.0.0.1:{p_prom}"
     watched = [prom_proc, *(a.proc for a in agents)]
     logs = [a.daemon_log for a in agents]

@@ -32,14 +32,13 @@ from typing import Any
 import pytest
 
 from soak import dashboards as d
-from tests import procs
+from tests import procs, prom_server
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
-PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(PROMETHEUS is None,
+    pytest.mark.skipif(prom_server.PROMETHEUS is None,
                        reason="prometheus not installed (Debian package 'prometheus'; CI installs it)"),
 ]
 
@@ -74,24 +73,6 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("live")
     p_exp, p_run, p_prom = _free_port(), _free_port(), _free_port()
     (tmp / "plan.toml").write_text(PLAN)
-    # the `node` label as deploy/compose/prometheus.yml sets it: the dashboards group by it
-    node = ('{source_labels: [__address__], regex: "([^:]+)(?::[0-9]+)?", '
-            'target_label: node}')
-    (tmp / "prometheus.yml").write_text(f"""\
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files:
-  - {DASHBOARDS / 'alerts.yaml'}
-scrape_configs:
-  - job_name: soak
-    static_configs: [{{targets: ["127.0.0.1:{p_exp}"]}}]
-    relabel_configs: [{node}]
-  - job_name: soak-run
-    static_configs: [{{targets: ["127.0.0.1:{p_run}"]}}]
-    relabel_configs: [{node}]
-""")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     soak = [sys.executable, "-m", "soak"]
     commands = {
@@ -102,15 +83,13 @@ scrape_configs:
                        "--interval", "1s", "--listen", f"127.0.0.1:{p_run}", "--no-preflight",
                        "--data-dir", str(tmp / "runs"), "--run-id", "live", "--sim-chips", "2", "--sim-scenario",
                        "thermal:start_h=0,duration_h=0.3,peak_c=99,chips=0"],
-        "prometheus": [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
-                       f"--storage.tsdb.path={tmp / 'tsdb'}",
-                       f"--web.listen-address=127.0.0.1:{p_prom}", "--log.level=warn"],
     }
     started: list[procs.Proc] = []
     logs = [procs.daemon_log(tmp / "runs" / "live")]
     try:
         for name, cmd in commands.items():
             started.append(procs.start(cmd, tmp, name, out=tmp / f"{name}.log", merge_output=True, env=env, cwd=tmp))
+        started.append(prom_server.start(tmp, p_prom, {"soak": [p_exp], "soak-run": [p_run]}, node_label=True))
         prom = f"http://127.0.0.1:{p_prom}"
         _wait("Prometheus ready", lambda: "Ready" in _get(prom + "/-/ready"), 40, started, logs)
         _wait("both soak targets scraped",
