@@ -47,33 +47,24 @@ HBM_STEPS = steps((None, GREEN), (0.85, YELLOW), (0.95, RED))
 HEALTH_STEPS = steps((None, RED), (1, GREEN))
 FRESH_STEPS = steps((None, GREEN), (30, YELLOW), (120, RED))
 COUNT_BAD_STEPS = steps((None, GREEN), (1, RED))
-HEALTH_MAP = [
-    {
-        "type": "value",
-        "options": {
-            "0": {"text": "FAULT", "color": RED, "index": 0},
-            "1": {"text": "OK", "color": GREEN, "index": 1},
-        },
-    }
-]
-UP_MAP = [
-    {
-        "type": "value",
-        "options": {
-            "0": {"text": "READ FAIL", "color": RED, "index": 0},
-            "1": {"text": "read ok", "color": GREEN, "index": 1},
-        },
-    }
-]
-VERDICT_MAP = [
-    {
-        "type": "value",
-        "options": {
-            "0": {"text": "FAIL", "color": RED, "index": 0},
-            "1": {"text": "PASS so far", "color": GREEN, "index": 1},
-        },
-    }
-]
+
+
+def value_map(bad: str, good: str) -> list[dict[str, Any]]:
+    """A 0/1 series shown as words: 0 is ``bad`` in red, 1 is ``good`` in green."""
+    return [
+        {
+            "type": "value",
+            "options": {
+                "0": {"text": bad, "color": RED, "index": 0},
+                "1": {"text": good, "color": GREEN, "index": 1},
+            },
+        }
+    ]
+
+
+HEALTH_MAP = value_map("FAULT", "OK")
+UP_MAP = value_map("READ FAIL", "read ok")
+VERDICT_MAP = value_map("FAIL", "PASS so far")
 
 
 class Layout:
@@ -101,6 +92,12 @@ class Layout:
             self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
         self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
         self.x, self.y, self.row_h = 0, self.y + 1, 0
+
+
+def panel(kind: str, title: str, description: str, **body: Any) -> dict[str, Any]:
+    """A panel of ``kind`` (Grafana's panel type) reading the dashboard's datasource; ``body``
+    is the rest of its model (fieldConfig, options, targets, ...), in that order."""
+    return {"type": kind, "title": title, "description": description, "datasource": DS, **body}
 
 
 def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False,
@@ -138,19 +135,16 @@ def timeseries(title: str, exprs: list[tuple[str, str]], unit: str, description:
         defaults["min"] = minv
     if maxv is not None:
         defaults["max"] = maxv
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {
+    return panel(
+        "timeseries", title, description,
+        fieldConfig={"defaults": defaults, "overrides": []},
+        options={
             "legend": {"showLegend": True, "displayMode": "table", "placement": "right",
                        "calcs": ["lastNotNull", "max"]},
             "tooltip": {"mode": "multi", "sort": "desc"},
         },
-        "targets": [target(e, leg, ref=chr(65 + i)) for i, (e, leg) in enumerate(exprs)],
-    }
+        targets=[target(e, leg, ref=chr(65 + i)) for i, (e, leg) in enumerate(exprs)],
+    )
 
 
 def stat(title: str, expr: str, unit: str, description: str, thresholds: dict[str, Any],
@@ -164,13 +158,10 @@ def stat(title: str, expr: str, unit: str, description: str, thresholds: dict[st
     }
     if decimals is not None:
         defaults["decimals"] = decimals
-    return {
-        "type": "stat",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {
+    return panel(
+        "stat", title, description,
+        fieldConfig={"defaults": defaults, "overrides": []},
+        options={
             "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
             "colorMode": "background",
             "graphMode": "none",
@@ -178,19 +169,30 @@ def stat(title: str, expr: str, unit: str, description: str, thresholds: dict[st
             "textMode": "value_and_name" if legend else "value",
             "orientation": "auto",
         },
-        "targets": [target(expr, legend, instant=True)],
-    }
+        targets=[target(expr, legend, instant=True)],
+    )
+
+
+def bargauge(title: str, expr: str, legend: str, description: str, thresholds: dict[str, Any],
+             overrides: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Counts by label as horizontal bars, one a series."""
+    return panel(
+        "bargauge", title, description,
+        fieldConfig={"defaults": {"unit": "none", "decimals": 0, "min": 0,
+                                  "color": {"mode": "thresholds"},
+                                  "thresholds": thresholds}, "overrides": overrides or []},
+        options={"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
+                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+        targets=[target(expr, legend, instant=True)],
+    )
 
 
 def status_history(title: str, expr: str, legend: str, unit: str, description: str,
                    thresholds: dict[str, Any],
                    mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
-        "type": "status-history",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {
+    return panel(
+        "status-history", title, description,
+        fieldConfig={
             "defaults": {
                 "unit": unit,
                 "color": {"mode": "thresholds"},
@@ -200,11 +202,11 @@ def status_history(title: str, expr: str, legend: str, unit: str, description: s
             },
             "overrides": [],
         },
-        "options": {"showValue": "never", "rowHeight": 0.9, "colWidth": 0.9,
+        options={"showValue": "never", "rowHeight": 0.9, "colWidth": 0.9,
                     "legend": {"showLegend": False},
                     "tooltip": {"mode": "single", "sort": "none"}},
-        "targets": [target(expr, legend)],
-    }
+        targets=[target(expr, legend)],
+    )
 
 
 def column(ref: str, unit: str, thresholds: dict[str, Any], name: str,
@@ -225,24 +227,21 @@ def table(title: str, description: str, cols: list[tuple[str, str, str, dict[str
           rename: dict[str, str], sort_by: str) -> dict[str, Any]:
     """One row per label set, one coloured column (ref, expr, unit, thresholds, name,
     mappings) per signal."""
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {
+    return panel(
+        "table", title, description,
+        fieldConfig={
             "defaults": {"custom": {"align": "center", "cellOptions": {"type": "auto"}}},
             "overrides": [column(r, u, t, n, m) for r, _, u, t, n, m in cols],
         },
-        "options": {"showHeader": True, "cellHeight": "sm",
+        options={"showHeader": True, "cellHeight": "sm",
                     "sortBy": [{"displayName": sort_by, "desc": False}]},
-        "targets": [target(e, ref=r, instant=True, fmt="table") for r, e, *_ in cols],
-        "transformations": [
+        targets=[target(e, ref=r, instant=True, fmt="table") for r, e, *_ in cols],
+        transformations=[
             {"id": "merge", "options": {}},
             {"id": "organize", "options": {"excludeByName": {"Time": True},
                                            "renameByName": rename}},
         ],
-    }
+    )
 
 
 def chip_table(title: str, description: str) -> dict[str, Any]:
@@ -530,19 +529,8 @@ def soak_run() -> dict[str, Any]:
                        thresholds=steps((None, GREEN), (60, YELLOW), (300, RED)), minv=0),
             12, 8)
     lay.row("Findings and restarts")
-    lay.add({
-        "type": "bargauge",
-        "title": "Findings by kind",
-        "description": "Findings so far, by kind and severity.",
-        "datasource": DS,
-        "fieldConfig": {"defaults": {"unit": "none", "decimals": 0, "min": 0,
-                                     "color": {"mode": "thresholds"},
-                                     "thresholds": COUNT_BAD_STEPS}, "overrides": []},
-        "options": {"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
-                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-        "targets": [target(f"sum by (kind, severity) (soak_run_findings{{{RUN_NODE}}})",
-                           "{{kind}} ({{severity}})", instant=True)],
-    }, 12, 8)
+    lay.add(bargauge("Findings by kind", f"sum by (kind, severity) (soak_run_findings{{{RUN_NODE}}})",
+                     "{{kind}} ({{severity}})", "Findings so far, by kind and severity.", COUNT_BAD_STEPS), 12, 8)
     lay.add(timeseries("Restarts", [(f"soak_run_restarts_total{{{RUN_NODE}}}", "{{run_id}}")],
                        "none", "Cumulative workload restarts.", minv=0), 12, 8)
     return dashboard("soak-run", "soak / Soak run",
@@ -556,27 +544,16 @@ def soak_run() -> dict[str, Any]:
 TEMP_DEV_STEPS = steps((None, BLUE), (-2, GREEN), (2, YELLOW), (4.5, RED))  # peers.temp_min_c
 STRAGGLER_STEPS = steps((None, GREEN), (1.05, ORANGE), (1.2, RED))  # step_min_frac, straggler_fail_frac
 LINK_STEPS = steps((None, RED), (0.8, GREEN))  # links.max_below_median_frac
-CRITERION_MAP = [
-    {
-        "type": "value",
-        "options": {
-            "0": {"text": "MISSED", "color": RED, "index": 0},
-            "1": {"text": "met", "color": GREEN, "index": 1},
-        },
-    }
-]
+CRITERION_MAP = value_map("MISSED", "met")
 CLOCK_STEPS = steps((None, RED), (-2, GREEN), (2, RED))  # cluster.max_clock_offset
 
 
 def matrix(title: str, expr: str, unit: str, thresholds: dict[str, Any], description: str,
            decimals: int = 2) -> dict[str, Any]:
     """A node x peer table: one row per node, one column per peer, a coloured cell per pair."""
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {
+    return panel(
+        "table", title, description,
+        fieldConfig={
             "defaults": {"unit": unit, "decimals": decimals, "thresholds": thresholds,
                          "color": {"mode": "thresholds"},
                          "custom": {"align": "center",
@@ -584,34 +561,31 @@ def matrix(title: str, expr: str, unit: str, thresholds: dict[str, Any], descrip
             "overrides": [{"matcher": {"id": "byName", "options": "node\\peer"},
                            "properties": [{"id": "custom.cellOptions", "value": {"type": "auto"}}]}],
         },
-        "options": {"showHeader": True, "cellHeight": "sm"},
-        "targets": [target(expr, instant=True, fmt="table")],
-        "transformations": [
+        options={"showHeader": True, "cellHeight": "sm"},
+        targets=[target(expr, instant=True, fmt="table")],
+        transformations=[
             {"id": "groupingToMatrix", "options": {"columnField": "peer", "rowField": "node",
                                                    "valueField": "Value"}},
         ],
-    }
+    )
 
 
 def findings_table(title: str, expr: str, description: str) -> dict[str, Any]:
     """One row per open finding: its node, chip, kind, severity and code."""
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": {"unit": "none", "custom": {"align": "left"}}, "overrides": []},
-        "options": {"showHeader": True, "cellHeight": "sm",
+    return panel(
+        "table", title, description,
+        fieldConfig={"defaults": {"unit": "none", "custom": {"align": "left"}}, "overrides": []},
+        options={"showHeader": True, "cellHeight": "sm",
                     "sortBy": [{"displayName": "Severity", "desc": False}]},
-        "targets": [target(expr, instant=True, fmt="table")],
-        "transformations": [
+        targets=[target(expr, instant=True, fmt="table")],
+        transformations=[
             {"id": "organize", "options": {
                 "excludeByName": {"Time": True, "Value": True},
                 "indexByName": {"node": 0, "device": 1, "kind": 2, "severity": 3, "metric": 4, "code": 5},
                 "renameByName": {"node": "Node", "device": "Chip", "kind": "Kind", "severity": "Severity",
                                  "metric": "Metric", "code": "Code"}}},
         ],
-    }
+    )
 
 
 def annotation(name: str, expr: str, color: str, title: str, tags: str) -> dict[str, Any]:
@@ -627,22 +601,12 @@ def cluster() -> dict[str, Any]:
     lay.add(stat("Criteria so far", f"max by (criterion) (soak_run_verdict_so_far{{{RUN}}})", "none",
                  "Each criterion the judging node has judged so far: met, or MISSED. A criterion not "
                  "judged yet is not shown.", HEALTH_STEPS, CRITERION_MAP, legend="{{criterion}}"), 12, 6)
-    lay.add({
-        "type": "bargauge",
-        "title": "Nodes by status",
-        "description": "The run's nodes in each status, as the judging node reads them from the store.",
-        "datasource": DS,
-        "fieldConfig": {"defaults": {"unit": "none", "decimals": 0, "min": 0,
-                                     "color": {"mode": "thresholds"},
-                                     "thresholds": steps((None, BLUE))},
-                        "overrides": [{"matcher": {"id": "byName", "options": name},
-                                       "properties": [{"id": "thresholds",
-                                                       "value": steps((None, GREEN), (1, RED))}]}
-                                      for name in ("lost", "failed")]},
-        "options": {"orientation": "horizontal", "displayMode": "basic", "showUnfilled": True,
-                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-        "targets": [target(f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}", instant=True)],
-    }, 6, 6)
+    lay.add(bargauge("Nodes by status", f"max by (status) (soak_cluster_nodes{{{RUN}}})", "{{status}}",
+                     "The run's nodes in each status, as the judging node reads them from the store.",
+                     steps((None, BLUE)),
+                     overrides=[{"matcher": {"id": "byName", "options": name},
+                                 "properties": [{"id": "thresholds", "value": steps((None, GREEN), (1, RED))}]}
+                                for name in ("lost", "failed")]), 6, 6)
     lay.add(stat("Open findings", f"count(soak_finding_active{{{RUN_NODE}}}) or vector(0)", "none",
                  "Findings the run's latest analysis holds on the selected nodes.",
                  COUNT_BAD_STEPS, decimals=0), 3, 6)
