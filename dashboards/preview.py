@@ -21,6 +21,8 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,71 +77,55 @@ def legend(metric: dict[str, str], fmt_: str) -> str:
     return out if "{{" not in out else ",".join(metric.values())
 
 
-def render(base: str, minutes: float, out: Path, title_note: str, end: float | None = None) -> None:
+@dataclass(frozen=True)
+class Board:
+    """A dashboard's panels by title and the time range its preview draws: each panel's own
+    query is run through Prometheus at ``end`` (instant) or over the range (every ``step``)."""
+
+    base: str
+    panels: dict[str, dict[str, Any]]
+    start: float
+    end: float
+    step: float
+    variables: dict[str, str]
+
+    @classmethod
+    def load(cls, base: str, file: str, minutes: float, end: float | None, min_step: float,
+             points: int) -> Board:
+        board = json.loads((HERE / file).read_text(encoding="utf-8"))
+        end = time.time() if end is None else end
+        return cls(base, {p["title"]: p for p in panels_of(board)}, end - minutes * 60, end,
+                   max(min_step, minutes * 60 / points), {"__range": f"{int(minutes * 60)}s"})
+
+    def expr(self, title: str, ref: int = 0) -> str:
+        return substitute(self.panels[title]["targets"][ref]["expr"], self.variables)
+
+    def instant(self, title: str, ref: int = 0) -> list[dict[str, Any]]:
+        return query(self.base, "query", {"query": self.expr(title, ref), "time": self.end})
+
+    def ranged(self, title: str, ref: int = 0) -> list[dict[str, Any]]:
+        return query(self.base, "query_range", {"query": self.expr(title, ref), "start": self.start,
+                                                "end": self.end, "step": self.step})
+
+    def defaults(self, title: str) -> dict[str, Any]:
+        return self.panels[title]["fieldConfig"]["defaults"]
+
+    def color(self, title: str, value: float) -> str:
+        return color_for(value, self.defaults(title)["thresholds"])
+
+
+def _figure(size: tuple[float, float], title: str, title_y: float) -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
-    from datetime import datetime
-
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    board = json.loads((HERE / "fleet-overview.json").read_text(encoding="utf-8"))
-    panels = {p["title"]: p for p in panels_of(board)}
-    end = time.time() if end is None else end
-    start = end - minutes * 60
-    step = max(2.0, minutes * 60 / 300)
-    variables = {"__range": f"{int(minutes * 60)}s"}
+    fig = plt.figure(figsize=size, facecolor=BG)
+    fig.suptitle(title, color=TEXT, fontsize=13, x=0.01, ha="left", y=title_y)
+    return fig
 
-    fig = plt.figure(figsize=(16, 9.6), facecolor=BG)
-    fig.suptitle(f"Preview of the soak fleet-overview panels  —  {title_note}",
-                 color=TEXT, fontsize=13, x=0.01, ha="left", y=0.985)
-    grid = fig.add_gridspec(4, 2 * len(STATS), height_ratios=[0.55, 1.6, 1.6, 1.6],
-                            left=0.04, right=0.99, top=0.93, bottom=0.04, hspace=0.45,
-                            wspace=0.6)
-    for i, name in enumerate(STATS):
-        p = panels[name]
-        ax = fig.add_subplot(grid[0, 2 * i:2 * i + 2])
-        res = query(base, "query", {"query": substitute(p["targets"][0]["expr"], variables),
-                                    "time": end})
-        value = float(res[0]["value"][1]) if res else float("nan")
-        defaults = p["fieldConfig"]["defaults"]
-        ax.set_facecolor(PANEL if math.isnan(value) else color_for(value, defaults["thresholds"]))
-        ax.text(0.5, 0.42, fmt(value, defaults["unit"]), ha="center", va="center", fontsize=20,
-                color="white", weight="bold", transform=ax.transAxes)
-        ax.set_title(name, color=TEXT, fontsize=9, loc="left")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    for k, name in enumerate(SERIES):
-        p = panels[name]
-        half = len(STATS)
-        ax = fig.add_subplot(grid[1 + k // 2, (k % 2) * half:(k % 2 + 1) * half])
-        ax.set_facecolor(PANEL)
-        defaults = p["fieldConfig"]["defaults"]
-        unit = defaults["unit"]
-        for tgt in p["targets"]:
-            res = query(base, "query_range", {"query": substitute(tgt["expr"], variables),
-                                              "start": start, "end": end, "step": step})
-            for s in sorted(res, key=lambda r: legend(r["metric"], tgt["legendFormat"])):
-                xs = [datetime.fromtimestamp(float(t)) for t, _ in s["values"]]
-                ys = [float(v) * (100 if unit == "percentunit" else 1) for _, v in s["values"]]
-                # one node in the preview: the chip (or reader, source) names the line
-                label = legend(s["metric"], tgt["legendFormat"].replace("{{node}} ", ""))
-                ax.plot(xs, ys, lw=1.1, label=label)
-        if defaults.get("custom", {}).get("thresholdsStyle", {}).get("mode") == "line":
-            for st in defaults["thresholds"]["steps"][1:]:
-                y = st["value"] * (100 if unit == "percentunit" else 1)
-                ax.axhline(y, color=COLORS.get(st["color"], st["color"]), lw=0.8, ls="--")
-        suffix = {"percentunit": " (%)", "celsius": " (°C)", "watt": " (W)", "s": " (s)"}
-        ax.set_title(name + suffix.get(unit, ""), color=TEXT, fontsize=10, loc="left")
-        ax.tick_params(colors=TEXT, labelsize=8)
-        ax.grid(color=GRID, lw=0.6)
-        for spine in ax.spines.values():
-            spine.set_color(GRID)
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M" if minutes > 30 else "%H:%M:%S"))
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best", ncol=4, frameon=True, facecolor=PANEL,
-                      edgecolor=GRID, framealpha=0.8, labelcolor=TEXT)
+
+def _save(fig: Any, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100, facecolor=BG)
     print(f"wrote {out}")
@@ -151,6 +137,74 @@ def _style(ax: Any, title: str) -> None:
     ax.tick_params(colors=TEXT, labelsize=8)
     for spine in ax.spines.values():
         spine.set_color(GRID)
+
+
+def _stat(ax: Any, board: Board, title: str, y: float, fontsize: float) -> None:
+    """A stat panel: its value now on the colour of its threshold (N/A on the panel colour)."""
+    res = board.instant(title)
+    value = float(res[0]["value"][1]) if res else float("nan")
+    ax.set_facecolor(PANEL if math.isnan(value) else board.color(title, value))
+    ax.text(0.5, y, fmt(value, board.defaults(title)["unit"]), ha="center", va="center", fontsize=fontsize,
+            color="white", weight="bold", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _threshold_lines(ax: Any, board: Board, title: str, scale: float = 1) -> None:
+    """A timeseries panel's thresholds as dashed lines, in their colours."""
+    for st in board.defaults(title)["thresholds"]["steps"][1:]:
+        ax.axhline(st["value"] * scale, color=COLORS.get(st["color"], st["color"]), lw=0.8, ls="--")
+
+
+def render(base: str, minutes: float, out: Path, title_note: str, end: float | None = None) -> None:
+    import matplotlib.dates as mdates
+
+    board = Board.load(base, "fleet-overview.json", minutes, end, 2.0, 300)
+    fig = _figure((16, 9.6), f"Preview of the soak fleet-overview panels  —  {title_note}", 0.985)
+    grid = fig.add_gridspec(4, 2 * len(STATS), height_ratios=[0.55, 1.6, 1.6, 1.6],
+                            left=0.04, right=0.99, top=0.93, bottom=0.04, hspace=0.45,
+                            wspace=0.6)
+    for i, name in enumerate(STATS):
+        ax = fig.add_subplot(grid[0, 2 * i:2 * i + 2])
+        _stat(ax, board, name, 0.42, 20)
+        ax.set_title(name, color=TEXT, fontsize=9, loc="left")
+    for k, name in enumerate(SERIES):
+        half = len(STATS)
+        ax = fig.add_subplot(grid[1 + k // 2, (k % 2) * half:(k % 2 + 1) * half])
+        defaults = board.defaults(name)
+        unit = defaults["unit"]
+        suffix = {"percentunit": " (%)", "celsius": " (°C)", "watt": " (W)", "s": " (s)"}
+        _style(ax, name + suffix.get(unit, ""))
+        scale = 100 if unit == "percentunit" else 1
+        for ref, tgt in enumerate(board.panels[name]["targets"]):
+            for s in sorted(board.ranged(name, ref), key=lambda r: legend(r["metric"], tgt["legendFormat"])):
+                xs = [datetime.fromtimestamp(float(t)) for t, _ in s["values"]]
+                ys = [float(v) * scale for _, v in s["values"]]
+                # one node in the preview: the chip (or reader, source) names the line
+                label = legend(s["metric"], tgt["legendFormat"].replace("{{node}} ", ""))
+                ax.plot(xs, ys, lw=1.1, label=label)
+        if defaults.get("custom", {}).get("thresholdsStyle", {}).get("mode") == "line":
+            _threshold_lines(ax, board, name, scale)
+        ax.grid(color=GRID, lw=0.6)
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M" if minutes > 30 else "%H:%M:%S"))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best", ncol=4, frameon=True, facecolor=PANEL,
+                      edgecolor=GRID, framealpha=0.8, labelcolor=TEXT)
+    _save(fig, out)
+
+
+def _node_lines(ax: Any, board: Board, title: str, thresholds: bool = False) -> None:
+    """A timeseries panel with one line a node, over the board's range."""
+    import matplotlib.dates as mdates
+
+    for r in sorted(board.ranged(title), key=lambda r: r["metric"].get("node", "")):
+        ax.plot([datetime.fromtimestamp(float(t)) for t, _ in r["values"]], [float(v) for _, v in r["values"]],
+                lw=1.2, label=r["metric"].get("node"))
+    if thresholds:
+        _threshold_lines(ax, board, title)
+    ax.grid(color=GRID, lw=0.6)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.legend(fontsize=7, facecolor=PANEL, edgecolor=GRID, labelcolor=TEXT)
 
 
 def _cell_text(ax: Any, rows: list[list[str]], colors: list[list[str]] | None = None) -> None:
@@ -168,36 +222,14 @@ def _cell_text(ax: Any, rows: list[list[str]], colors: list[list[str]] | None = 
 
 def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: float | None = None) -> None:
     """The cluster dashboard's panels, each from its own query in cluster.json."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from datetime import datetime
-
+    board = Board.load(base, "cluster.json", minutes, end, 5.0, 200)
+    fig = _figure((16, 13), f"Preview of the soak cluster panels  —  {title_note}", 0.99)
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
-    board = json.loads((HERE / "cluster.json").read_text(encoding="utf-8"))
-    panels = {p["title"]: p for p in panels_of(board)}
-    end = time.time() if end is None else end
-    start = end - minutes * 60
-    step = max(5.0, minutes * 60 / 200)
-    variables = {"__range": f"{int(minutes * 60)}s"}
-
-    def instant(title: str, ref: int = 0) -> list[dict[str, Any]]:
-        expr = substitute(panels[title]["targets"][ref]["expr"], variables)
-        return query(base, "query", {"query": expr, "time": end})
-
-    def ranged(title: str) -> list[dict[str, Any]]:
-        expr = substitute(panels[title]["targets"][0]["expr"], variables)
-        return query(base, "query_range", {"query": expr, "start": start, "end": end, "step": step})
-
-    def tcolor(title: str, value: float) -> str:
-        return color_for(value, panels[title]["fieldConfig"]["defaults"]["thresholds"])
-
-    fig = plt.figure(figsize=(16, 13), facecolor=BG)
-    fig.suptitle(f"Preview of the soak cluster panels  —  {title_note}", color=TEXT, fontsize=13,
-                 x=0.01, ha="left", y=0.99)
+    start, end, step = board.start, board.end, board.step
+    instant, ranged, tcolor = board.instant, board.ranged, board.color
     grid = fig.add_gridspec(4, 12, height_ratios=[0.9, 1.7, 1.4, 1.3], left=0.08, right=0.99, top=0.94,
                             bottom=0.04, hspace=0.55, wspace=0.9)
     # the verdict so far: one box per judged criterion
@@ -223,14 +255,8 @@ def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: f
                    COLORS["blue"] for r in st])
     ax.set_xlim(0, max([float(r["value"][1]) for r in st] + [1]) + 0.5)
     ax = fig.add_subplot(grid[0, 9:12])
-    res = instant("Open findings")
-    value = float(res[0]["value"][1]) if res else float("nan")
     _style(ax, "Open findings")
-    ax.set_facecolor(tcolor("Open findings", value) if not math.isnan(value) else PANEL)
-    ax.text(0.5, 0.45, fmt(value, "none"), ha="center", va="center", fontsize=22, color="white",
-            weight="bold", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
+    _stat(ax, board, "Open findings", 0.45, 22)
     # node x chip: temperature against the node's median, over time
     title = "Chip temperature against its node's median"
     ax = fig.add_subplot(grid[1, :])
@@ -241,7 +267,7 @@ def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: f
     for r in series:
         by_t = {round(float(t)): float(v) for t, v in r["values"]}
         rows.append([by_t.get(round(t), float("nan")) for t in times])
-    th = panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    th = board.defaults(title)["thresholds"]["steps"]
     bounds = [-100.0] + [st_["value"] for st_ in th[1:]] + [100.0]
     cmap = ListedColormap([COLORS.get(st_["color"], st_["color"]) for st_ in th])
     cmap.set_bad(PANEL)
@@ -266,14 +292,7 @@ def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: f
     title = "Node compute time over the cluster median"
     ax = fig.add_subplot(grid[2, 3:8])
     _style(ax, title + " (1 = median node)")
-    for r in sorted(ranged(title), key=lambda r: r["metric"].get("node", "")):
-        ax.plot([datetime.fromtimestamp(float(t)) for t, _ in r["values"]], [float(v) for _, v in r["values"]],
-                lw=1.2, label=r["metric"].get("node"))
-    for st_ in panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]:
-        ax.axhline(st_["value"], color=COLORS.get(st_["color"], st_["color"]), lw=0.8, ls="--")
-    ax.grid(color=GRID, lw=0.6)
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
-    ax.legend(fontsize=7, facecolor=PANEL, edgecolor=GRID, labelcolor=TEXT)
+    _node_lines(ax, board, title, thresholds=True)
     title = "Link matrix: bus bandwidth over the test's median"
     ax = fig.add_subplot(grid[2, 8:12])
     _style(ax, "Link matrix: busbw / test median")
@@ -305,15 +324,8 @@ def render_cluster(base: str, minutes: float, out: Path, title_note: str, end: f
     title = "Clock offset against the store"
     ax = fig.add_subplot(grid[3, 8:12])
     _style(ax, title + " (s)")
-    for r in sorted(ranged(title), key=lambda r: r["metric"].get("node", "")):
-        ax.plot([datetime.fromtimestamp(float(t)) for t, _ in r["values"]], [float(v) for _, v in r["values"]],
-                lw=1.2, label=r["metric"].get("node"))
-    ax.grid(color=GRID, lw=0.6)
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
-    ax.legend(fontsize=7, facecolor=PANEL, edgecolor=GRID, labelcolor=TEXT)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100, facecolor=BG)
-    print(f"wrote {out}")
+    _node_lines(ax, board, title)
+    _save(fig, out)
 
 
 def main(argv: list[str] | None = None) -> int:
