@@ -174,7 +174,7 @@ def mttf_h_lower(failures: int, node_hours: float, confidence: float = CONFIDENC
 
 
 def _length(intervals: Iterable[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in ev.union(intervals))
+    return sum((b - a for a, b in ev.union(intervals)), 0.0)
 
 
 def cause_of(i: ev.Interruption, outages: Sequence[tuple[float, float]] = ()) -> str:
