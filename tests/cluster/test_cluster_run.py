@@ -404,6 +404,8 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
                            capture_output=True, text=True, timeout=120, check=True)
     rel = json.loads(shown.stdout)["reliability"]
     assert rel["failures"]["node_lost"] == 1 and rel["lost_s"]["node_lost"] > 0, rel
+    # from the loss declared until the job trained again on the two others: its restart
+    assert rel["lost_s"]["restart"] > 0, rel
     assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
     hours = {n["node"]: n["node_hours"] for n in rel["per_node"]}
     assert hours["node-2"] < hours["node-0"] == pytest.approx(hours["node-1"]), hours
@@ -420,12 +422,16 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     assert figures == {"cover": 6, "criterion": 6, "cluster": 6}, figures
     # the cover's reliability says the loss as the JSON does
     cover = " ".join(text.split("\f")[0].split())
-    assert re.search(r"\d+ crash, \d+ hang, 1 node lost\)", cover), cover
+    assert re.search(r"\d+ crash, \d+ hang, 1 node lost, 0 link failure\)", cover), cover
     assert f"in {rel['node_hours']:.3g} node-hours" in cover, cover
     assert "3 nodes: node-0, node-1, node-2" in text.split("criteria at a glance")[0]
     matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
     row = next(line.split() for line in matrix.splitlines() if line.strip().startswith("node-2"))
     assert len(row) == 4 and "P" not in row[1:], row  # the node and both its chips: fail or no data
+    # each node's own reliability: the lost node's loss is its own, not the others'
+    by_node = text[text.index("Reliability by node"):].split("Stragglers and outliers")[0]
+    lines = {line.split()[0]: " ".join(line.split()) for line in by_node.splitlines() if line.strip().startswith("node-")}
+    assert "node lost 1" in lines["node-2"] and "node lost" not in lines["node-0"] + lines["node-1"], by_node
     # the Chinese PDF of the same run: the judgement's sentences rendered from their codes
     zh = tmp_path / "c1-zh.pdf"
     assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(zh), "--lang", "zh", "--key", str(keys.key_path),

@@ -51,14 +51,14 @@ def leak_stall_run(tmp_path_factory):
                      inject=("leak:600MB/min", "stall:1.5s,0.5s,0"),
                      extra=("--ckpt-every", "0", "--profile-steps", "0"))  # a capture would add a gap
         assert rc == 0, lau.log()
-        yield [r for r in read_heartbeats(lau.run_dir, "gemm") if r["event"] == "step"]
+        yield read_heartbeats(lau.run_dir, "gemm")
     finally:
         lau.close()
 
 
 @pytest.mark.slow
 def test_leak_grows_rss_at_the_configured_rate(leak_stall_run):
-    pts = [(r["ts"], r["host_rss_bytes"]) for r in leak_stall_run]
+    pts = [(r["ts"], r["host_rss_bytes"]) for r in leak_stall_run if r["event"] == "step"]
     t0 = pts[0][0]
     pts = [(t - t0, m) for t, m in pts if t - t0 > 1.0]  # past start-up allocations
     n = len(pts)
@@ -70,13 +70,32 @@ def test_leak_grows_rss_at_the_configured_rate(leak_stall_run):
 
 @pytest.mark.slow
 def test_stall_makes_periodic_step_gaps(leak_stall_run):
-    ts = [r["ts"] for r in leak_stall_run]
-    assert all(r["phase"] is None for r in leak_stall_run)
+    steps = [r for r in leak_stall_run if r["event"] == "step"]
+    ts = [r["ts"] for r in steps]
+    assert all(r["phase"] is None for r in steps)
     gaps = [(a, b - a) for a, b in zip(ts, ts[1:], strict=False) if b - a > 0.4]
     assert 3 <= len(gaps) <= 4  # 6 s at one stall every 1.5 s
     assert all(g == pytest.approx(0.5, abs=0.25) for _, g in gaps)
     periods = [b[0] - a[0] for a, b in zip(gaps, gaps[1:], strict=False)]
     assert all(p == pytest.approx(1.5, rel=0.35) for p in periods)
+    # each stall is said, as the plan's own, with how long it kept the rank from stepping
+    stalls = [r for r in leak_stall_run if r["event"] == "data_stall"]
+    assert len(stalls) == len(gaps) and all(r["injected"] is True and r["seconds"] == 0.5 for r in stalls)
+    assert all(a < r["ts"] < a + g for (a, g), r in zip(gaps, stalls, strict=True))
+
+
+@pytest.mark.slow
+def test_a_slow_loader_s_long_waits_are_data_stalls_with_their_length(launcher):
+    # every 4th batch 1.2 s late: at least the 1 s that makes a wait a stall
+    assert launcher.run("gemm", steps=12, inject=("slow-data:every=4,delay=1.2s",),
+                        extra=("--ckpt-every", "6", "--profile-steps", "0")) == 0, launcher.log()
+    lines = read_heartbeats(launcher.run_dir, "gemm")
+    stalls = [r for r in lines if r["event"] == "data_stall"]
+    assert [r["step"] for r in stalls] == [4, 8, 12]
+    assert all(1.2 <= r["seconds"] < 2.0 and r["injected"] is True for r in stalls)
+    # a checkpoint says how long it took too
+    ckpts = [r for r in lines if r["event"] == "checkpoint"]
+    assert [r["step"] for r in ckpts] == [6, 12] and all(0 < r["seconds"] < 30 for r in ckpts)
 
 
 @pytest.mark.slow
