@@ -613,6 +613,22 @@ def cluster() -> dict[str, Any]:
     lay.add(stat("Worst clock offset", f"max(abs(soak_node_clock_offset_seconds{{{RUN_NODE}}}))", "s",
                  "The largest distance of a node's clock from the store's (2 s: cluster.max_clock_offset).",
                  steps((None, GREEN), (2, RED))), 3, 6)
+    lay.row("Run $run: reliability so far")
+    lay.add(stat("ETTR so far", f"max(soak_run_ettr_ratio{{{RUN}}})", "percentunit",
+                 "Effective training time ratio so far: productive training over the time so far less the "
+                 "plan's injected faults (the acceptance report's figure, from the latest analysis).",
+                 steps((None, BLUE))), 4, 6)
+    lay.add(stat("Node MTTF, 90 % lower bound", f"max(soak_run_node_mttf_lower90_hours{{{RUN}}})", "h",
+                 "With 90 % confidence a node's mean time to failure is at least this, from the node-hours and "
+                 "unexpected failures so far (2T / chi2(0.90; 2r+2)): a bound, not a forecast.",
+                 steps((None, BLUE))), 4, 6)
+    lay.add(bargauge("Failures by cause", f"max by (cause) (soak_run_failures{{{RUN}}})", "{{cause}}",
+                     "Unexpected failures of the machine so far: crashes and hangs not injected, nodes lost, "
+                     "link failures.", steps((None, GREEN), (1, RED))), 6, 6)
+    lay.add(timeseries("Time lost by cause", [(f"max by (cause) (soak_run_lost_seconds{{{RUN}}}) > 0", "{{cause}}")],
+                       "s", "Time so far in which the job did not train productively, by cause: failures and "
+                       "their restart, soak's own outages, start-up, and inside the training checkpoints, link "
+                       "tests, data stalls and work redone since the last checkpoint.", stack=True, minv=0), 10, 6)
     lay.row("Chips against their siblings")
     lay.add(status_history(
         "Chip temperature against its node's median",

@@ -268,7 +268,7 @@ class Daemon:
             ranks=ranks, findings=counts, passing=self.passing, clock_offset_s=self.membership.clock_offset_s,
             **({} if self.found is None else dict(
                 open_findings=self.found.open, criteria=self.found.criteria, link_test=self.found.link_test,
-                nodes_by_status=self.found.nodes_by_status)),
+                nodes_by_status=self.found.nodes_by_status, reliability=self.found.reliability)),
         )
 
     # ------------------------------------------------------------------ the run

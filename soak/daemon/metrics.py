@@ -34,6 +34,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_link_test_timestamp_seconds": ("gauge", "Time of the last link test this node took part in (run time line)."),
     "soak_rank_compute_seconds": ("gauge", "The rank's last step time outside the collectives."),
     "soak_cluster_nodes": ("gauge", "Nodes of the cluster run in each status (served by the node that judges)."),
+    "soak_run_ettr_ratio": ("gauge", "Effective training time ratio so far: productive over the time so far less "
+                                     "injected faults (served by the node that judges)."),
+    "soak_run_lost_seconds": ("gauge", "Time so far in which the job did not train productively, by cause (run time "
+                                       "line; served by the node that judges)."),
+    "soak_run_failures": ("gauge", "Unexpected failures of the machine so far, by cause (served by the node that "
+                                   "judges)."),
+    "soak_run_node_hours": ("gauge", "Node-hours under test so far (served by the node that judges)."),
+    "soak_run_node_mttf_lower90_hours": ("gauge", "One-sided 90% lower bound on a node's mean time to failure so "
+                                                  "far, 2T / chi2(0.90; 2r+2) (served by the node that judges)."),
 }
 METRIC_NAMES = served_names(FAMILIES)
 # served only by a node of a cluster run (the links and nodes by status by its judging node)
@@ -124,3 +133,21 @@ def _run_families(st: RunStatus) -> Iterator[Metric]:
         for status, n in sorted(st.nodes_by_status.items()):
             g.add_metric([rid, status], n)
         yield g
+    rel = st.reliability
+    if rel is not None:
+        if rel.ettr is not None:
+            g = _family("soak_run_ettr_ratio", ["run_id"])
+            g.add_metric([rid], rel.ettr)
+            yield g
+        for name, values in (("soak_run_lost_seconds", rel.lost_s), ("soak_run_failures", rel.failures)):
+            g = _family(name, ["run_id", "cause"])
+            for cause, value in sorted(values.items()):
+                g.add_metric([rid, cause], float(value))
+            yield g
+        g = _family("soak_run_node_hours", ["run_id"])
+        g.add_metric([rid], rel.node_hours)
+        yield g
+        if rel.node_mttf_h_lower90 is not None:
+            g = _family("soak_run_node_mttf_lower90_hours", ["run_id"])
+            g.add_metric([rid], rel.node_mttf_h_lower90)
+            yield g

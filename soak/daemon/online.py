@@ -23,7 +23,7 @@ from soak.analysis.captures import CapturePlanner, wall_of
 from soak.daemon.membership import Membership
 from soak.daemon.spool import StoreSpool
 from soak.daemon.started import StartedRun
-from soak.daemon.status import LinkTest, OpenFinding
+from soak.daemon.status import LinkTest, OpenFinding, ReliabilitySoFar
 from soak.device_names import device_key
 from soak.judge import judge_run
 from soak.runplan import online_bucket_s
@@ -43,6 +43,7 @@ class Found:
     criteria: Mapping[str, bool] = field(default_factory=dict)  # judged criteria (judging only)
     link_test: LinkTest | None = None  # this node's pairs in the run's last link test
     nodes_by_status: Mapping[str, int] = field(default_factory=dict)  # a cluster run's judge only
+    reliability: ReliabilitySoFar | None = None  # the judge only
 
 
 def open_findings(findings: Iterable[Mapping[str, Any]]) -> tuple[OpenFinding, ...]:
@@ -57,6 +58,15 @@ def criteria_so_far(criteria: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
     (one not judged yet is left out, never counted as met or missed)."""
     return {str(c["code"]).removeprefix("criterion."): bool(c["met"]) for c in criteria
             if c.get("met") is not None and c.get("code")}
+
+
+def reliability_so_far(r: Any) -> ReliabilitySoFar | None:
+    """The judged reliability (``soak.analysis.reliability.Reliability``) as /metrics serves
+    it: the time still ahead of a running run is neither lost nor counted."""
+    if r is None:
+        return None
+    lost = {c: s for c, s in r.lost_s.items() if c != "ahead"}
+    return ReliabilitySoFar(r.ettr, lost, dict(r.failures), r.node_hours, r.node_mttf_h_lower90)
 
 
 def last_link_test(store: Any, run_id: str, node: str | None) -> LinkTest | None:
@@ -141,7 +151,8 @@ class OnlineAnalysis:
         # captures are for this node's own chips: on a single node, all the run's
         self.ask_captures(run, findings if own is None else own, step_time_s)
         return Found(findings, judged.verdict == "pass", open_findings((own or []) + kept),
-                     criteria_so_far(judged.criteria), links, nodes_by_status(run.store, run.run_id))
+                     criteria_so_far(judged.criteria), links, nodes_by_status(run.store, run.run_id),
+                     reliability_so_far(judged.reliability))
 
     def _space(self, t0: float) -> None:
         # the first run pays one-off imports: it does not set the spacing

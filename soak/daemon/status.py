@@ -43,6 +43,17 @@ class LinkTest:
 
 
 @dataclass(frozen=True)
+class ReliabilitySoFar:
+    """The run's reliability so far (``soak.analysis.reliability``), as /metrics serves it."""
+
+    ettr: float | None  # of the time so far; None before any
+    lost_s: Mapping[str, float]  # cause -> seconds (run time line)
+    failures: Mapping[str, int]  # cause -> unexpected failures of the machine
+    node_hours: float
+    node_mttf_h_lower90: float | None
+
+
+@dataclass(frozen=True)
 class RunStatus:
     run_id: str
     workload: str
@@ -60,6 +71,7 @@ class RunStatus:
     criteria: Mapping[str, bool] = field(default_factory=dict)  # judged criteria: met or not
     link_test: LinkTest | None = None
     nodes_by_status: Mapping[str, int] = field(default_factory=dict)  # the judge of a cluster run
+    reliability: ReliabilitySoFar | None = None  # the node that judges the run
 
 
 def hms(seconds: float) -> str:

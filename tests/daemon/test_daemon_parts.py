@@ -157,14 +157,16 @@ def test_run_metrics_use_the_contract_names_and_leave_unknowns_out() -> None:
 
 
 def test_what_the_judge_knows_is_served_with_the_node_a_peer_finding_names() -> None:
-    from soak.daemon.status import LinkTest, OpenFinding
+    from soak.daemon.status import LinkTest, OpenFinding, ReliabilitySoFar
 
     st = _status(
         ranks=(RankStatus("lm", 0, 120, 0.25, 800.0, 1000.0, 0.2), RankStatus("lm", 1, 119, None, None, None)),
         open_findings=(OpenFinding("straggler", "fail", "node-1", None, "compute_s", "straggler.node.compute_s"),
                        OpenFinding("thermal", "warn", None, "npu0-0", "temp_c", "thermal.excursions")),
         criteria={"coverage": True, "nodes": False}, link_test=LinkTest(1700.5, {"node-1": 12.5, "node-2": 3.25}),
-        nodes_by_status={"running": 2, "lost": 1})
+        nodes_by_status={"running": 2, "lost": 1},
+        reliability=ReliabilitySoFar(0.9125, {"checkpoint": 30.0, "node_lost": 12.5}, {"crash": 0, "node_lost": 1},
+                                     2.5, 0.6426))
     reg = CollectorRegistry()
     reg.register(RunCollector(lambda: st))
     text = generate_latest(reg).decode()
@@ -180,11 +182,17 @@ def test_what_the_judge_knows_is_served_with_the_node_a_peer_finding_names() -> 
     assert 'soak_rank_compute_seconds{rank="0",run_id="r1",workload="lm"} 0.2' in text
     assert 'soak_rank_compute_seconds{rank="1"' not in text
     assert 'soak_cluster_nodes{run_id="r1",status="lost"} 1.0' in text
+    assert 'soak_run_ettr_ratio{run_id="r1"} 0.9125' in text
+    assert 'soak_run_lost_seconds{cause="checkpoint",run_id="r1"} 30.0' in text
+    assert 'soak_run_failures{cause="node_lost",run_id="r1"} 1.0' in text
+    assert 'soak_run_failures{cause="crash",run_id="r1"} 0.0' in text  # none yet is said: 0, not absent
+    assert 'soak_run_node_hours{run_id="r1"} 2.5' in text and 'soak_run_node_mttf_lower90_hours{run_id="r1"} 0.6426' in text
     # before any analysis: no criterion, link or node series (not judged is not 0)
     quiet = CollectorRegistry()
     quiet.register(RunCollector(lambda: _status()))
     plain = generate_latest(quiet).decode()
-    for name in ("soak_finding_active{", "soak_run_verdict_so_far{", "soak_link_busbw_gbps", "soak_cluster_nodes"):
+    for name in ("soak_finding_active{", "soak_run_verdict_so_far{", "soak_link_busbw_gbps", "soak_cluster_nodes",
+                 "soak_run_ettr_ratio{", "soak_run_failures{"):
         assert name not in plain
 
 

@@ -18,7 +18,7 @@ from exporters.server import serve
 from soak import dashboards as d
 from soak.daemon import metrics as run_metrics
 from soak.daemon.metrics import RunCollector
-from soak.daemon.status import LinkTest, OpenFinding, RankStatus, RunStatus
+from soak.daemon.status import LinkTest, OpenFinding, RankStatus, ReliabilitySoFar, RunStatus
 from soak.telemetry.records import DeviceSample, HostSample, ReaderStatus, Snapshot
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
@@ -39,7 +39,8 @@ RUN = RunStatus(run_id="r", workload="lm", verdict="running", elapsed_s=1.0, rem
                 passing=True, clock_offset_s=0.1,  # the judging node of a cluster run: every run family served
                 open_findings=(OpenFinding("hang", "fail", None, "npu0-0", "util_pct", "hang.stuck"),),
                 criteria={"coverage": True}, link_test=LinkTest(1.0, {"node-1": 10.0}),
-                nodes_by_status={"running": 3})
+                nodes_by_status={"running": 3},
+                reliability=ReliabilitySoFar(0.97, {"checkpoint": 1.0}, {"crash": 0}, 1.0, 0.43))
 
 
 class _Totals:
