@@ -199,7 +199,8 @@ def spans(acc: ev.Accounting, events: Sequence[Any] = (), time_scale: float = 1.
     node's loss cut where soak knew of it, the rest the restart), then from the events what
     kept a job that was up from stepping: checkpoints, link tests and data stalls (their
     ``seconds``, wall, end at the event), and the work a failure threw away (from the end of
-    the checkpoint a workload resumed from until it resumed)."""
+    the checkpoint a workload started again from, or from its first start when it had none,
+    until it started again)."""
     evs = sorted(events, key=lambda e: e.ts)
     outages = [(e.ts, e.end_ts if e.end_ts is not None else e.ts) for e in evs if e.kind == "store_outage"]
     out: dict[str, list[tuple[float, float]]] = {}
@@ -226,12 +227,16 @@ def spans(acc: ev.Accounting, events: Sequence[Any] = (), time_scale: float = 1.
         if cause is not None and seconds is not None and seconds > 0:
             out.setdefault(INJECTED if detail.get("injected") else cause, []).append((e.ts - seconds * time_scale, e.ts))
         step = detail.get("step")
-        if e.workload is None or e.rank not in (None, 0) or not isinstance(step, int):
+        if e.workload is None or e.rank not in (None, 0) or not isinstance(step, int) or isinstance(step, bool):
             continue
         if e.kind == "checkpoint":
             saved.setdefault(e.workload, []).append((e.ts, step))
-        elif e.kind == "resume":
-            at = max((t for t, s in saved.get(e.workload, []) if s == step and t < e.ts), default=None)
+        elif e.kind in ("start", "resume") and e.workload not in saved:
+            saved[e.workload] = [(e.ts, step)]  # its first start: where its training began
+        elif e.kind in ("start", "resume"):
+            # a start at step S after an earlier one: what was trained since S was saved (since
+            # the first start, at step 0: no checkpoint yet) is trained again
+            at = max((t for t, s in saved[e.workload] if s == step and t < e.ts), default=None)
             if at is None:
                 continue
             # everything the workload trained after that checkpoint was thrown away; what ended

@@ -171,6 +171,15 @@ def test_work_since_the_checkpoint_resumed_from_is_redone() -> None:
     assert r.failures["crash"] == 2
 
 
+def test_a_restart_from_scratch_redoes_everything_since_the_first_start() -> None:
+    # no checkpoint before the crash: the workload starts again at step 0
+    events = [_e(10, "start", detail={"step": 0}), _e(300, "crash"), _e(330, "start", detail={"step": 0})]
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
+    r = rel.assess(acc, events=events)
+    assert r.lost_s["redone"] == 290 and r.lost_s["crash"] == 30 and r.lost_s["startup"] == 10
+    assert r.productive_s == 670 and _parts(r) == 1000
+
+
 def test_an_injected_crash_s_redone_work_is_the_plan_s() -> None:
     events = [_e(0, "start"), _e(200, "checkpoint", detail={"step": 100}),
               _e(290, "inject", message="crash:120: exiting with status 1"), _e(300, "crash"),
