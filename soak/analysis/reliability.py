@@ -15,10 +15,16 @@ never disagree:
   during the daemon's outage is the outage. Planned time after the run's end is
   ``not_run`` (of a run in progress: ``ahead``, left out of its ETTR, which is then the ratio
   so far). So ``productive_s + injected_s + sum(lost_s) == planned_s``, always;
+- a failure's time is cut where soak knew of it (a hang's kill, a node's loss declared): the
+  rest, until the job trained again, is its ``restart``;
+- the accounting's training time is the job up; productive time is that less what kept the
+  job from stepping inside it (``OVERHEADS``: checkpoints, link tests, data stalls, as the
+  workloads timed them, and the work a failure threw away since the checkpoint it started
+  again from), so the two figures reconcile;
 - a **failure** is an unexpected interruption that is the machine's: a crash or hang not
-  injected, a node lost. A crash that begins while a node is being lost is that loss, not a
-  failure of its own. Operator stops, the daemon's own outages and start-up are not
-  failures;
+  injected, a node lost, a crash on a link test's timeout (a link failure). A crash that
+  begins while a node is being lost is that loss, not a failure of its own. Operator stops,
+  store outages, the daemon's own outages and start-up are not failures;
 - with r failures in T node-hours, the mean time to failure of one node is T / r (only
   when r >= 1), and its one-sided 90 % lower bound is ``2T / chi2(0.90; 2r + 2)`` (the
   exact Poisson bound; with r = 0 it is T / ln 10 = T / 2.303). A job over N nodes fails
