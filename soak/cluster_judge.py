@@ -99,7 +99,8 @@ def judge_after(store: Any, run_id: str, *, force: bool = False, judge: str | No
         store.add_event(run_id, "node_lost", ts=at, node=n.name,
                         message=f"node {n.name} (rank {n.rank}) lost: not seen for {now - n.last_seen:.0f} s "
                                 f"(bound {ttl:.0f} s), found by {judge}",
-                        detail={"node": n.name, "rank": n.rank, "last_seen": n.last_seen, "found_by": judge})
+                        detail={"node": n.name, "rank": n.rank, "last_seen": n.last_seen, "found_by": judge,
+                                "silent_s": round(now - n.last_seen, 3), "bound_s": ttl})
     profile = profile_of(rec, plan)
     planned_start, planned_end = planned_window(rec, plan)
     nodes = store.cluster_nodes(run_id)

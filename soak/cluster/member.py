@@ -158,7 +158,9 @@ class ClusterMember:
                        f"{self.plan.cluster.join_timeout_s:.0f} s (missing rank {', '.join(missing)}; joined: "
                        f"{', '.join(n.name for n in ready) or 'none'})")
                 self.store.add_event(self.run_id, "stop", ts=self.wall(), node=self.node, message=msg,
-                                     detail={"reason": "join_timeout", "missing_ranks": missing})
+                                     detail={"reason": "join_timeout", "missing_ranks": missing,
+                                             "joined": [n.name for n in ready], "nodes": self.nodes,
+                                             "join_timeout_s": self.plan.cluster.join_timeout_s})
                 self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
                 raise ClusterError(msg)
             self.touch(force=True)
@@ -230,23 +232,27 @@ class ClusterMember:
         self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), node=self.node, message=msg,
                              detail={"lost": [n.name for n in lost], "generation": generation,
                                      "rendezvous": new.endpoint, "rendezvous_node": to.name,
-                                     "previous_rendezvous": at.endpoint, "previous_rendezvous_node": gone.name})
+                                     "previous_rendezvous": at.endpoint, "previous_rendezvous_node": gone.name,
+                                     "previous_status": gone.status})
         return new
 
     def stored_generation(self) -> int:
         run = self.store.get_run(self.run_id)
         return self.generation if run is None else run.generation
 
-    def job_failed(self, workload: str, message: str, rank: int | None) -> bool:
+    def job_failed(self, workload: str, message: str, rank: int | None,
+                   failure: dict[str, Any] | None = None) -> bool:
         """This node's workload failed: move the job to its next generation. True when this
-        node was the first to see this generation fail (it is named once for the cluster)."""
+        node was the first to see this generation fail (it is named once for the cluster).
+        ``failure``: its kind and the supervisor's detail, kept with the event."""
         first = self.store.bump_generation(self.run_id, self.generation)
         if first:
             self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), workload=workload, rank=rank,
                                  node=self.node,
                                  message=f"{message} on node {self.node}: the whole job restarts "
                                          f"(generation {self.generation + 1})",
-                                 detail={"node": self.node, "generation": self.generation + 1})
+                                 detail={"node": self.node, "generation": self.generation + 1,
+                                         **({"failure": failure} if failure else {})})
         return first
 
     @property
@@ -311,7 +317,8 @@ class ClusterMember:
             log.error("%s", msg)
             self.store.add_event(self.run_id, "node_lost", ts=at, node=n.name, message=msg,
                                  detail={"node": n.name, "rank": n.rank, "last_seen": n.last_seen,
-                                         "policy": self.plan.cluster.on_node_lost})
+                                         "policy": self.plan.cluster.on_node_lost,
+                                         "silent_s": round(now - n.last_seen, 3), "bound_s": silence})
         return lost
 
     def wait_for_others(self, bound_s: float) -> list[NodeRecord]:

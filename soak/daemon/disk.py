@@ -12,6 +12,7 @@ from soak import runfolder as layout
 from soak.daemon.jobs import disk_free_bytes
 
 log = logging.getLogger("soak.daemon")
+_FILLED = "the disk filled"  # the stop's reason once the disk is full (the event's detail: filled)
 
 RESERVE_BYTES = 1 << 20
 
@@ -44,7 +45,8 @@ class DiskWatch:
         msg = f"only {free / 2**20:.1f} MiB free on the run folder's disk (needs {need / 2**20:.1f} MiB); {why}"
         log.error(msg)
         self.message = f"{self.run_dir}: {msg} (run {self.run_id} stopped, its data kept)"
-        self.detail = {"free_bytes": free, "need_bytes": need, "min_free_bytes": self.min_free_bytes}
+        self.detail = {"free_bytes": free, "need_bytes": need, "min_free_bytes": self.min_free_bytes,
+                       "run_dir": str(self.run_dir), "filled": why == _FILLED}
         self.stop("disk")
 
     def out_of_space(self, fatal: BaseException | None) -> bool:
@@ -53,7 +55,7 @@ class DiskWatch:
         text = str(fatal or "").lower()
         free, need = self.need()
         if free < need or "disk is full" in text or "no space left" in text:
-            self.stop_run(free, need, "the disk filled")
+            self.stop_run(free, need, _FILLED)
             return True
         return False
 

@@ -218,7 +218,7 @@ class Daemon:
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
         if kind in ("crash", "hang"):
-            kind, message = self.membership.workload_failed(self.started, kind, message, workload, rank)
+            kind, message = self.membership.workload_failed(self.started, kind, message, workload, rank, detail)
         self.spool.event(kind, ts=self.started.clock.now() if ts is None else ts,
                          workload=workload, rank=rank, message=message, detail=detail, node=self.membership.node)
         if kind in ("crash", "hang", "restart", "stop"):
@@ -457,7 +457,7 @@ class Daemon:
         layout.plan_path(run.run_dir).write_text(dump_plan(plan), encoding="utf-8")
         run.store.add_event(run.run_id, "note", ts=now, message=msg,
                             detail={"burn_in": True, "since": ext.since, "planned_end": ext.planned_end,
-                                    "capped": ext.capped, "min_uninterrupted_h": need})
+                                    "planned_start": start, "capped": ext.capped, "min_uninterrupted_h": need})
         log.warning("%s", msg)
         self.out.write(f"soak: {msg}\n")
         self.out.flush()

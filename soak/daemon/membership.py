@@ -67,8 +67,9 @@ class Membership(Protocol):
         when its planned end moves here (a cluster's duration counts from its barrier)."""
 
     def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
-                        rank: int | None) -> tuple[str, str]:
-        """The (kind, message) a workload's crash or hang is recorded as."""
+                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str]:
+        """The (kind, message) a workload's crash or hang is recorded as; ``detail``: the
+        supervisor's (exit code or time stalled)."""
 
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
              store_back_at: float | None) -> str | None:
@@ -112,7 +113,9 @@ class SingleNode:
         )
         store.add_event(run_id, "start", ts=started,
                         message=f"run started: {workload_words(plan)} for {duration_words(plan.run.duration_s)}",
-                        detail={"pid": os.getpid(), "time_scale": plan.run.time_scale})
+                        detail={"pid": os.getpid(), "time_scale": plan.run.time_scale,
+                                "workloads": [{"name": w.name, "nproc": w.nproc} for w in plan.workloads],
+                                "duration_s": plan.run.duration_s})
         return StartedRun(run_id, run_dir, plan, profile, store, clock, started, started + plan.run.duration_s,
                           0, False)
 
@@ -136,7 +139,7 @@ class SingleNode:
         return None
 
     def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
-                        rank: int | None) -> tuple[str, str]:
+                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str]:
         return kind, message
 
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,

@@ -29,7 +29,8 @@ def record_manifest(run: StartedRun, *, npu_smi: str | None, node: str | None,
         raise
     except Exception as exc:  # the manifest documents the run; it must not stop it
         log.warning("manifest: %s", exc)
-        run.store.add_event(run.run_id, "note", ts=run.clock.now(), message=f"manifest failed: {exc}", node=node)
+        run.store.add_event(run.run_id, "note", ts=run.clock.now(), message=f"manifest failed: {exc}", node=node,
+                            detail={"manifest_error": str(exc)})
         return None
 
 
