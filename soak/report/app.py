@@ -36,7 +36,7 @@ from soak.report.rows import (
     manifest_rows,
     nodes_figure,
 )
-from soak.report.sentences import criterion_cells, finding_text, reason_text
+from soak.report.sentences import criterion_cells, event_text, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
 from soak.report.units import run_zone, span, when, zone_label
 
@@ -243,7 +243,7 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
           "metric": f.metric, "finding": f"{f.kind} {f.device}"} for f in data.findings if f.start and f.end]
     )
     marks = pd.DataFrame(
-        [{"ts": local(e.ts), "event": event_name(e.kind, lang), "message": e.message or ""}
+        [{"ts": local(e.ts), "event": event_name(e.kind, lang), "message": event_text(e, lang, tz)}
          for e in data.events if e.kind in ("crash", "restart", "hang", "exit", "inject", "gap", "stop")]
     )
     for metric in ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s"):

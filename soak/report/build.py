@@ -64,7 +64,10 @@ def findings_document(data: ReportData, sha256: str, rows: int) -> dict[str, Any
             {**dict(f.evidence), **{k: getattr(f, k) for k in FINDING_KEYS}}
             for f in data.findings
         ],
-        "events": [asdict(e) for e in data.events],
+        # as before the report read the events' detail: that stays in the store (a capture's or a
+        # link test's is large), and what the verdict rests on is the message
+        "events": [{k: v for k, v in asdict(e).items() if k not in ("detail", "workload", "node")}
+                   for e in data.events],
         "detectors": [asdict(d) for d in data.detectors],
         "links": data.links,  # every pair and node of the link test (the PDF may show fewer)
     }

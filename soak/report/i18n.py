@@ -21,6 +21,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "host": ("Host", "主机"),
     "run_id": ("Run ID", "运行 ID"),
     "workload": ("Workload", "负载"),
+    "workload_procs": ("{name} on {nproc} process(es)", "{name}（{nproc} 个进程）"),
     "backend": ("Backend", "后端"),
     "status": ("Status", "状态"),
     "run_window": ("Run window", "运行时段"),
@@ -525,3 +526,61 @@ CHINESE: dict[str, str] = {
     "reliability.no_repeat_offender": "本次运行的节点均未在存储的两次及以上运行中出现故障",
 }
 """Every code of ``soak.analysis.messages.ENGLISH`` in Chinese (a test checks it is complete)."""
+
+
+# -- the events' messages in Chinese: one template per code of soak.report.event_text ---------
+# The English report shows each message as the daemon wrote it; these say the same from the
+# values it recorded beside it. ``{x:dur}`` is a duration as the report writes one
+# (soak.report.units.dur), ``{x:secs}`` a short one in seconds with its significant digits.
+_GAVE_UP_ZH = "{workload}：重启 {restarts} 次后放弃（"
+_JOB_RESTARTS_ZH = "，节点 {node}：整个作业重启（第 {generation} 代）"
+EVENT_CHINESE: dict[str, str] = {
+    "event.start": "运行开始：{workloads:procs}，计划时长 {duration_s:dur}",
+    "event.stop.gave_up.hung": _GAVE_UP_ZH + "挂起）",
+    "event.stop.gave_up.signal": _GAVE_UP_ZH + "崩溃，信号 {signal}）",
+    "event.stop.gave_up.exit": _GAVE_UP_ZH + "崩溃，退出码 {exit_code}）",
+    "event.stop.signal": "已停止（收到信号 {signal}）",
+    "event.stop.store": "已停止（数据库无响应）",
+    "event.stop.disk": "已停止（磁盘空间不足）",
+    "event.stop.join_timeout": ("{join_timeout_s:dur} 内只有 {joined_count} / {nodes} 个节点加入"
+                                "（缺少 rank {missing_ranks}；已加入：[[joined|{joined}]][[!joined|无]]）"),
+    "event.restart": "{workload}：第 {restarts} 次重启（第 {attempt} 次尝试）",
+    "event.restart.uncounted": "{workload}：随集群作业重启，不计入重启次数（第 {attempt} 次尝试）",
+    "event.crash.signal": "{workload}：崩溃（信号 {signal}）",
+    "event.crash.exit": "{workload}：崩溃（退出码 {exit_code}）",
+    "event.hang": "{workload}：{stalled_s:dur} 没有训练进展，已终止",
+    "event.exit.finished": "{workload}：已完成（退出码 0）",
+    "event.checkpoint": "第 {step} 步的检查点[[seconds|，用时 {seconds:secs}]]",
+    "event.resume.daemon": "由进程 {pid} 恢复运行",
+    "event.resume.step": "从第 {step} 步的检查点恢复",
+    "event.gap": "守护进程停止 {down_s:dur}（运行时间线）[[node|，节点 {node}]]",
+    "event.note.burn_in": ("老化时钟：需要连续 {min_uninterrupted_h:g} 小时没有意外故障，自拷机开始后 {since_s:dur} 起计；"
+                           "运行延长至 {end_s:dur}[[capped|（允许的最长时长）]]"),
+    "event.note.manifest_failed": "环境清单采集失败：{error}",
+    "event.preflight": "预检{status:preflight}[[failed|：未通过的检查 {failed}]]",
+    "event.outage.reader": "读取器 {reader} 无读数：{error}[[chips|（{chips} 颗芯片）]]",
+    "event.outage.devices": "芯片无读数：{error}[[chips|（{chips} 颗芯片）]]",
+    "event.data_stall": "第 {step} 步等待数据 {seconds:secs}",
+    "event.store_outage": "数据库 {wall_s:dur} 未响应[[node|（节点 {node}）]]；已写入 {replayed} 条暂存记录",
+    "event.node_joined": "节点 {node}（rank {rank}）从 {host} 加入",
+    "event.node_lost": "节点 {node}（rank {rank}）失联：{silent_s:dur} 未见（上限 {bound_s:dur}）[[found_by|，由 {found_by} 发现]]",
+    "event.cluster_restart.rendezvous": ("节点 {previous_rendezvous_node}（{previous_status:node_status}）承载作业的 rendezvous："
+                                         "作业在其他节点上重启（第 {generation} 代），rendezvous 移至节点 {rendezvous_node}"
+                                         "（{rendezvous}）"),
+    "event.cluster_restart.rejoined": "节点 {node} 已恢复：作业随其重启（第 {generation} 代）",
+    "event.cluster_restart.lost": "节点 {lost} 失联：作业在其他节点上重启（第 {generation} 代）",
+    "event.cluster_restart.signal": "{workload}：崩溃（信号 {signal}）" + _JOB_RESTARTS_ZH,
+    "event.cluster_restart.exit": "{workload}：崩溃（退出码 {exit_code}）" + _JOB_RESTARTS_ZH,
+    "event.cluster_restart.hang": "{workload}：{stalled_s:dur} 没有训练进展，已终止" + _JOB_RESTARTS_ZH,
+    "event.capture": ("性能采集（{label:capture_label}）第 {first_step}-{last_step} 步：{top1:share} {top1_share:.0%}"
+                      "[[top2|，{top2:share} {top2_share:.0%}]][[top3|，{top3:share} {top3_share:.0%}]]"),
+    "event.capture.failed": "采集失败：{error}",
+    "event.link_test": ("链路测试（{when:link_when}）：{nodes} 个节点的 {pairs} 对，{size_mib:g} MiB all-reduce"
+                        "[[lowest_a|；最低 {lowest_a}-{lowest_b} {lowest_gbps:.2f} GB/s]]"),
+    "event.clock_drift.off": ("节点 {node}：时钟与数据库偏差 {offset_s:+.1f} s（上限 {bound_s:g} s，cluster.max_clock_offset），"
+                              "其读数的时间也偏差同样多"),
+    "event.clock_drift.back": "节点 {node}：时钟已回到与数据库相差 {bound_s:g} s 以内（{offset_s:+.1f} s）",
+    "event.disk": ("{run_dir}：运行目录所在磁盘仅剩 {free_mib:.1f} MiB（需要 {need_mib:.1f} MiB）；"
+                   "[[filled|磁盘已写满]][[!filled|在写满前停止]]（运行已停止，数据已保留）"),
+}
+"""Every code of ``soak.report.event_text`` in Chinese (a test checks it is complete)."""

@@ -336,6 +336,9 @@ def load_report_data(
             severity=(e.detail or {}).get("severity") if isinstance(e.detail, Mapping) else None,
             code=str((e.detail or {}).get("code") or "") if isinstance(e.detail, Mapping) else "",
             values=dict((e.detail or {}).get("values") or {}) if isinstance(e.detail, Mapping) else {},
+            detail=dict(e.detail) if isinstance(e.detail, Mapping) else {},
+            workload=e.workload,
+            node=e.node,
         )
         for e in all_events
     )

@@ -159,6 +159,10 @@ class EventView:
     severity: str | None = None
     code: str = ""  # a finding event: the finding's code and values (rendered like the finding)
     values: Mapping[str, Any] = field(default_factory=dict)
+    # as recorded: the values its message was made from (soak.report.event_text reads them)
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    workload: str | None = None
+    node: str | None = None
 
 
 @dataclass(frozen=True)

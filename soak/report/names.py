@@ -42,6 +42,10 @@ EVENT_NAMES = {
     "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),
+    # English as the kind is written (the English report names them so); Chinese names them
+    **{k: (k, zh) for k, zh in (("data_stall", "数据等待"), ("node_joined", "节点加入"), ("node_lost", "节点失联"),
+                                ("cluster_restart", "集群重启"), ("note", "备注"), ("capture", "性能采集"),
+                                ("comm_timeout", "通信超时"), ("disk", "磁盘不足"), ("phase", "阶段"))},
 }
 CAUSE_NAMES = {
     "startup": ("start-up", "启动"), "crash": ("crash", "崩溃"), "hang": ("hang", "挂起"),
@@ -104,3 +108,6 @@ PREFLIGHT_NAMES = {
 def node_status_name(status: str | None, lang: str = "en") -> str:
     return pick(NODE_STATUS_NAMES, status, lang)
 
+
+LINK_WHEN_NAMES = {"interval": ("interval", "定期"), "preflight": ("preflight", "预检"), "restart": ("restart", "重启后")}
+"""When a link test ran (soak.workloads.linktest)."""

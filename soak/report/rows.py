@@ -20,7 +20,7 @@ from soak.analysis.evidence import is_host
 from soak.report.i18n import t
 from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
-from soak.report.sentences import finding_text
+from soak.report.sentences import event_text
 from soak.report.units import dur, pct, plain, span, when
 
 # -- the run's chips and nodes -----------------------------------------------------------------
@@ -74,23 +74,8 @@ def event_rows(events: Sequence[EventView], tz: tzinfo = UTC, lang: str = "en") 
                    else f"{len(es)} times, about every {dur(cadence)}, {when(es[0].ts, tz)} to {when(es[-1].ts, tz)}")
             rows.append((span(es[0].ts, es[-1].ts, tz), f"{event_name(e.kind, lang)} ×{len(es)}", ", ".join(who[:3]), msg))
             continue
-        message = finding_text(e, lang, tz) if e.kind == "finding" else _message(e.message)
-        rows.append((when(e.ts, tz, seconds=True), event_name(e.kind, lang), e.device or "", message))
+        rows.append((when(e.ts, tz, seconds=True), event_name(e.kind, lang), e.device or "", event_text(e, lang, tz)))
     return rows
-
-
-def _message(text: str | None) -> str:
-    """An event's message; one a workload wrote as a JSON record reads as "key value" pairs."""
-    if not text:
-        return ""
-    if text.lstrip().startswith(("{", "[")):
-        import json
-
-        try:
-            return plain(json.loads(text))
-        except ValueError:
-            pass
-    return text
 
 
 # -- thresholds, phases ------------------------------------------------------------------------

@@ -6,6 +6,10 @@ table of its language (English: ``soak.analysis.messages.ENGLISH``, Chinese:
 ``soak.report.i18n.CHINESE``) and its own names for machine keys, times in the report's zone.
 Nothing here reads a sentence back: one without a code (an analysis older than the codes
 that could not be judged again, a trace's free text) is shown as written.
+
+An event's message (``event_text``) is the daemon's English as recorded; another language
+says it from the values recorded beside it (``soak.report.event_text``,
+``soak.report.i18n.EVENT_CHINESE``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import Any
 
 from soak.analysis.messages import ENGLISH, Formats, hm, say
 from soak.analysis.messages import pct as share
-from soak.report.i18n import CHINESE, t
+from soak.report.event_text import event_code, recorded
+from soak.report.i18n import CHINESE, EVENT_CHINESE, t
 from soak.report.names import (
     CAUSE_NAMES,
+    LINK_WHEN_NAMES,
     PREFLIGHT_NAMES,
     UNIT_NAMES,
     event_name,
@@ -28,10 +34,13 @@ from soak.report.names import (
     pick,
     severity_name,
 )
-from soak.report.units import when
+from soak.report.units import dur, num, when
 
 TABLES: dict[str, Mapping[str, str]] = {"en": ENGLISH, "zh": CHINESE}
 """The message table of each language of the report."""
+
+EVENT_TABLES: dict[str, Mapping[str, str]] = {"zh": EVENT_CHINESE}
+"""The events' messages of each language but English (which shows them as recorded)."""
 
 _SCOPE = {"node": ("node", "同节点"), "cluster": ("cluster", "集群内")}
 
@@ -46,6 +55,9 @@ def formats(lang: str = "en", tz: tzinfo = UTC) -> Formats:
         "cause": lambda c: pick(CAUSE_NAMES, c, lang), "node_status": lambda s: node_status_name(s, lang),
         "preflight": lambda s: pick(PREFLIGHT_NAMES, s, lang), "unit": lambda u: pick(UNIT_NAMES, u, lang),
         "severity": lambda s: severity_name(None if s is None else str(s).lower(), lang),
+        "dur": dur, "secs": lambda x: f"{num(float(x))} s", "share": lambda k: t(f"share_{k}", lang),
+        "capture_label": lambda k: t(f"label_{k}", lang), "link_when": lambda w: pick(LINK_WHEN_NAMES, w, lang),
+        "procs": lambda w: t("workload_procs", lang).format(**w),
     }
 
 
@@ -63,6 +75,19 @@ def finding_text(f: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
     """What a finding (a ``FindingView`` or an ``EventView`` of a finding) says, in ``lang``."""
     return message(getattr(f, "code", None), getattr(f, "values", None), lang, tz,
                    fallback=getattr(f, "summary", None) or getattr(f, "message", None))
+
+
+def event_text(e: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
+    """What an event (an ``EventView``) says, in ``lang``: in English its message as recorded;
+    in another language rendered from the values recorded beside it (``soak.report.event_text``),
+    or as recorded where it has none (an older run, a message of free text)."""
+    if e.kind == "finding":
+        return finding_text(e, lang, tz)
+    table = EVENT_TABLES.get(lang)
+    said = None if table is None else event_code(e)
+    if said is None or said[0] not in table:
+        return recorded(e.message)
+    return say(said[0], said[1], table, formats(lang, tz))
 
 
 def reason_text(r: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
