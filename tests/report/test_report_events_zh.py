@@ -198,3 +198,49 @@ def test_the_disk_watchs_stop_reads_in_chinese(tmp_path):
     watch.stop_run(0, 2_147_483_648, "the disk filled")
     assert "磁盘已写满" in event_text(EventView(ts=TS, kind="disk", message=watch.message, detail=watch.detail), "zh")
 
+
+@pytest.mark.slow
+def test_chinese_pdf_event_table_says_the_recorded_events_in_chinese(tmp_path):
+    """A run whose store holds one event of every translated case: its Chinese PDF's event
+    table says each in Chinese, and none of their English messages is left there."""
+    import shutil
+
+    from soak.report.build import build_pdf
+    from soak.store import Store
+    from tests.conftest import skip_unless_ci
+    from tests.report.pagecheck import layout_problems, pdf_pages
+    from tests.report.synth import write_run
+
+    if shutil.which("pdftotext") is None or shutil.which("pdfimages") is None:
+        skip_unless_ci("pdftotext, pdfimages not installed (poppler-utils)")
+    cases = [c for c in ZH if EVENTS[c]["kind"] != "checkpoint"]  # checkpoints: one condensed line
+    with Store.open(tmp_path / "soak.db") as store:
+        shape = write_run(store, "r-events", chips=4, hours=2.0, crash=False, creep=False, findings=False)
+        for i, case in enumerate(cases):
+            e = EVENTS[case]
+            store.add_event("r-events", e["kind"], ts=shape.start + 120 + 60 * i, workload=e["workload"], rank=e["rank"],
+                            node=e["node"], message=e["message"], detail=e["detail"])
+        pdf = build_pdf(store, "r-events", tmp_path / "zh.pdf", lang="zh").path
+    pages = pdf_pages(pdf)
+    text = " ".join(p.text for p in pages)
+    table = text[text.index("事件时间线"):text.rindex("环境清单")]  # the next heading (a note names it too)
+    flat = re.sub(r"\s+", "", table)
+    missing = [c for c in cases if re.sub(r"\s+", "", ZH[c]) not in flat]
+    assert not missing, [(c, ZH[c]) for c in missing]
+    # no word of these messages' English is left once the texts they quote (names, hosts, an
+    # error's own words) are set aside; the synthetic run's own start has no detail, so it is
+    # shown as written
+    quoted = {q for c in cases for q in _quoted(event_code(view(EVENTS[c]))[1])}
+    rest = table.replace("run started: lm on 4 chips", " ")
+    for q in sorted(quoted, key=len, reverse=True):
+        rest = rest.replace(q, " ")
+    left = {}
+    for c in cases:
+        english = english_left(EVENTS[c]["message"], event_code(view(EVENTS[c]))[1])
+        found = sorted(w for w in english if len(w) > 2 and re.search(rf"(?<![\w-]){w}(?![\w-])", rest, re.I))
+        if found:
+            left[c] = found
+    assert not left, left
+    problems = [p for page in pages if "事件时间线" in page.text or page.number > 1
+                for p in layout_problems(page.words, page.width, page.height, images=page.images)]
+    assert not problems, problems[:10]
