@@ -246,6 +246,8 @@ class StepAggregator:
                     detail.update(rec["capture"])  # the capture's summary (soak.analysis.captures)
                 if ev == "link_test" and isinstance(rec.get("link_test"), dict):
                     detail.update(rec["link_test"])  # the pairs (soak.analysis.links)
+                if isinstance(rec.get("inject"), dict):
+                    detail["inject"] = rec["inject"]  # the plan's fault and what it did (its message's values)
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,
                     "message": rec.get("message"), "detail": {**detail, "heartbeat_event": ev},

@@ -44,7 +44,7 @@ HEARTBEAT_KEYS = (
     "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "compute_s", "loss",
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
     "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture", "link_test",
-    "seconds", "injected",
+    "seconds", "injected", "inject",
 )  # fmt: skip
 
 

@@ -84,7 +84,8 @@ class GemmWorkload:
         c = (self.ca @ self.cb).float().cpu().double()
         if self.ctx.injector.corrupt_at(step):
             c[0, 0] += 1000.0  # what a flipped high-order bit looks like
-            self.ctx.hb.event("inject", step, "corrupt: perturbed the check result at [0, 0]")
+            self.ctx.hb.event("inject", step, "corrupt: perturbed the check result at [0, 0]",
+                              inject={"spec": "corrupt", "action": "corrupt"})
         scale = float(self.ref.abs().max()) or 1.0
         err_ref = float((c - self.ref).abs().max()) / scale
         tol = REF_TOL.get(str(self.dtype).removeprefix("torch."), 1e-3)

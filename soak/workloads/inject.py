@@ -217,7 +217,7 @@ class Injector:
 
     def announce(self, step: int) -> None:
         for s in self.specs:
-            self._emit("inject", step, f"armed {s.raw}")
+            self._emit("inject", step, f"armed {s.raw}", inject={"spec": s.raw, "action": "armed"})
         self._t0 = time.monotonic()
         for s in self.of("stall"):
             self._next_stall[s.raw] = self._t0 + float(s.every_s or 0)
@@ -233,11 +233,12 @@ class Injector:
                 if s.always or not marker.exists():
                     marker.parent.mkdir(parents=True, exist_ok=True)
                     marker.write_text(f"{time.time()}\n")
-                    self._emit("inject", step, f"{s.raw}: exiting with status 1")
+                    self._emit("inject", step, f"{s.raw}: exiting with status 1",
+                               inject={"spec": s.raw, "action": "exit", "exit_code": 1})
                     os._exit(1)
         for s in self.of("hang"):
             if s.at_step == step:
-                self._emit("inject", step, f"{s.raw}: rank stops stepping")
+                self._emit("inject", step, f"{s.raw}: rank stops stepping", inject={"spec": s.raw, "action": "hang"})
                 while True:  # alive, holding its memory, never stepping again
                     self._sleep(3600.0)
         now = time.monotonic()
@@ -247,7 +248,7 @@ class Injector:
                 self._sleep(float(s.for_s or 0))
                 # the loader stall the plan asked for: counted apart, never against the machine
                 self._emit("data_stall", step, f"{s.raw}: waited {float(s.for_s or 0):.3f} s for data",
-                           seconds=float(s.for_s or 0), injected=True)
+                           seconds=float(s.for_s or 0), injected=True, inject={"spec": s.raw, "action": "stall"})
         self.leak_tick()
 
     def leak_tick(self) -> None:
@@ -275,7 +276,8 @@ class Injector:
     def after_step(self, step: int, compute_s: float) -> None:
         for s in self._slowing(step):
             if s.at_step == step:  # the moment a slow-down begins mid-run
-                self._emit("inject", step, f"{s.raw}: rank slowed {s.factor:g} times from step {step}")
+                self._emit("inject", step, f"{s.raw}: rank slowed {s.factor:g} times from step {step}",
+                           inject={"spec": s.raw, "action": "slow", "factor": s.factor})
             self._sleep(compute_s * (float(s.factor or 1.0) - 1.0))
 
     def slowdown(self, step: int = 0) -> float:
