@@ -146,7 +146,25 @@ def _outage(e: Any, d: Mapping[str, Any]) -> Said | None:
 def _data_stall(e: Any, d: Mapping[str, Any]) -> Said | None:
     if not _has(d, "step", "seconds"):
         return None
+    fault = d.get("inject")
+    if isinstance(fault, Mapping):  # the plan's stall: its message names the fault, not the step
+        return ("event.data_stall.planned", {"spec": fault["spec"], "seconds": d["seconds"]}) \
+            if fault.get("action") == "stall" and _has(fault, "spec") else None
     return "event.data_stall", {"step": d["step"], "seconds": d["seconds"]}
+
+
+_INJECT_VALUES = {"armed": (), "exit": ("exit_code",), "hang": (), "slow": ("factor",), "corrupt": ()}
+
+
+def _inject(e: Any, d: Mapping[str, Any]) -> Said | None:
+    fault = d.get("inject")
+    if not isinstance(fault, Mapping) or fault.get("action") not in _INJECT_VALUES or not _has(fault, "spec"):
+        return None
+    keys = _INJECT_VALUES[fault["action"]]
+    if not _has(fault, *keys) or (fault["action"] == "slow" and not _has(d, "step")):
+        return None
+    return f"event.inject.{fault['action']}", {"spec": fault["spec"], "step": d.get("step"),
+                                               **{k: fault[k] for k in keys}}
 
 
 def _store_outage(e: Any, d: Mapping[str, Any]) -> Said | None:
@@ -243,11 +261,11 @@ _READERS: dict[str, Callable[[Any, Mapping[str, Any]], Said | None]] = {
     "hang": _hang, "exit": _exit, "resume": _resume, "gap": _gap, "note": _note, "preflight": _preflight,
     "outage": _outage, "data_stall": _data_stall, "store_outage": _store_outage, "node_joined": _node_joined,
     "node_lost": _node_lost, "cluster_restart": _cluster_restart, "capture": _capture, "link_test": _link_test,
-    "clock_drift": _clock_drift, "disk": _disk,
+    "clock_drift": _clock_drift, "disk": _disk, "inject": _inject,
 }
 """The kinds whose message is made from their detail. Left out, shown as written in every
-language: ``inject`` (the plan's fault as its user wrote it), ``comm_timeout`` (the collective
-library's error), ``phase`` (no producer), ``finding`` (rendered from its own code)."""
+language: ``comm_timeout`` (the collective library's error), ``phase`` (no producer),
+``finding`` (rendered from its own code)."""
 
 
 CODES: tuple[str, ...] = (
@@ -256,7 +274,8 @@ CODES: tuple[str, ...] = (
     "event.restart.uncounted", "event.crash.signal", "event.crash.exit", "event.hang", "event.exit.finished",
     "event.checkpoint", "event.resume.daemon", "event.resume.step", "event.gap", "event.note.burn_in",
     "event.note.manifest_failed", "event.preflight", "event.outage.reader", "event.outage.devices",
-    "event.data_stall", "event.store_outage", "event.node_joined", "event.node_lost",
+    "event.data_stall", "event.data_stall.planned", "event.inject.armed", "event.inject.exit",
+    "event.inject.hang", "event.inject.slow", "event.inject.corrupt", "event.store_outage", "event.node_joined", "event.node_lost",
     "event.cluster_restart.rendezvous", "event.cluster_restart.rejoined", "event.cluster_restart.lost",
     "event.cluster_restart.signal", "event.cluster_restart.exit", "event.cluster_restart.hang", "event.capture",
     "event.capture.failed", "event.link_test", "event.clock_drift.off", "event.clock_drift.back", "event.disk",

@@ -75,6 +75,12 @@ ZH = {
              "（运行已停止，数据已保留）"),
     "manifest_failed": "环境清单采集失败：npu-smi: no answer within 10 s",
     "burn_in": "老化时钟：需要连续 0.00277778 小时没有意外故障，自拷机开始后 6 s 起计；运行延长至 16 s",
+    "inject_armed": "已布设注入故障 crash:50",
+    "inject_exit": "crash:50：以状态 1 退出",
+    "inject_hang": "hang:300：rank 停止步进",
+    "inject_slow": "slow-rank:1,1.5,200：自第 200 步起 rank 减速为 1.5 倍耗时",
+    "inject_corrupt": "corrupt：已扰动校验结果 [0, 0]",
+    "data_stall_planned": "stall:600,30：等待数据 30.0 s",
 }
 # recorded without the values (or free text): as written in Chinese too
 AS_WRITTEN = ("start_older", "burn_in_older", "node_lost_older", "demo_crash_no_detail", "inject", "rank_exit_sigterm",
@@ -144,6 +150,19 @@ def test_the_event_table_in_chinese_shows_the_messages_in_chinese_in_the_runs_zo
                                     "crash:200: exiting with status 1"]
     assert rows[0][0].endswith(time.strftime("%H:%M:%S", time.gmtime(TS + 8 * 3600)))
     assert [r[3] for r in event_rows(events, run_zone("Asia/Shanghai"), "en")] == [e.message for e in events]
+
+
+def test_a_ranks_injected_fault_reads_in_chinese_through_the_heartbeat_follower():
+    """Heartbeat lines a real rank wrote (``heartbeat-inject.jsonl``: crash:50 armed, then
+    acting), folded into events by the daemon's follower, then read by the report."""
+    from soak.daemon.heartbeat import StepAggregator
+
+    lines = (FIXTURE.parent / "heartbeat-inject.jsonl").read_text(encoding="utf-8").splitlines()
+    _, events = StepAggregator().feed([json.loads(line) for line in lines])
+    views = [EventView(ts=e["ts"], kind=e["kind"], message=e["message"], detail=e["detail"], workload=e["workload"])
+             for e in events]
+    assert [event_text(e, "en") for e in views] == ["armed crash:50", "crash:50: exiting with status 1"]
+    assert [event_text(e, "zh") for e in views] == ["已布设注入故障 crash:50", "crash:50：以状态 1 退出"]
 
 
 def test_a_cluster_members_own_events_read_in_chinese(tmp_path):
