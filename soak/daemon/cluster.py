@@ -168,16 +168,20 @@ class ClusterMembership:
         return {"node": self.member.node, "run_id": run_id}
 
     def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
-                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str]:
+                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str, dict[str, Any]]:
         # torchrun's semantics: one failure restarts the whole job. The node that moves
         # the job's generation first is named; the others' failures follow from it. At
-        # the planned end the first node to stop ends the job for the others.
+        # the planned end the first node to stop ends the job for the others. A note keeps
+        # the failure's kind and which of these it was (``cluster_note``), its message's values.
+        detail = dict(detail or {})
         ending = run.clock.wall_seconds(run.planned_end_ts - run.clock.now()) < 10.0
         if ending:
-            return "note", f"{message} (at the end of the run: another node stopped first)"
-        if not self.member.job_failed(workload or "", message, rank, failure={"kind": kind, **(detail or {})}):
-            return "note", f"{message} (the cluster job had failed on another node)"
-        return kind, message
+            return ("note", f"{message} (at the end of the run: another node stopped first)",
+                    {**detail, "failure": kind, "cluster_note": "run_ending"})
+        if not self.member.job_failed(workload or "", message, rank, failure={"kind": kind, **detail}):
+            return ("note", f"{message} (the cluster job had failed on another node)",
+                    {**detail, "failure": kind, "cluster_note": "failed_elsewhere"})
+        return kind, message, detail
 
     # ------------------------------------------------------------------ during the run
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,

@@ -218,7 +218,7 @@ class Daemon:
     def _event(self, kind: str, message: str, detail: dict[str, Any], *, workload: str | None = None,
                rank: int | None = None, ts: float | None = None) -> None:
         if kind in ("crash", "hang"):
-            kind, message = self.membership.workload_failed(self.started, kind, message, workload, rank, detail)
+            kind, message, detail = self.membership.workload_failed(self.started, kind, message, workload, rank, detail)
         self.spool.event(kind, ts=self.started.clock.now() if ts is None else ts,
                          workload=workload, rank=rank, message=message, detail=detail, node=self.membership.node)
         if kind in ("crash", "hang", "restart", "stop"):

@@ -67,9 +67,9 @@ class Membership(Protocol):
         when its planned end moves here (a cluster's duration counts from its barrier)."""
 
     def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
-                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str]:
-        """The (kind, message) a workload's crash or hang is recorded as; ``detail``: the
-        supervisor's (exit code or time stalled)."""
+                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str, dict[str, Any]]:
+        """The (kind, message, detail) a workload's crash or hang is recorded as; ``detail``:
+        the supervisor's (exit code or time stalled)."""
 
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
              store_back_at: float | None) -> str | None:
@@ -139,8 +139,8 @@ class SingleNode:
         return None
 
     def workload_failed(self, run: StartedRun, kind: str, message: str, workload: str | None,
-                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str]:
-        return kind, message
+                        rank: int | None, detail: dict[str, Any] | None = None) -> tuple[str, str, dict[str, Any]]:
+        return kind, message, dict(detail or {})
 
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
              store_back_at: float | None) -> str | None:

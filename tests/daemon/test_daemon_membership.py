@@ -41,7 +41,8 @@ def test_single_node_makes_its_run_row_and_judges_the_run(tmp_path) -> None:
     [start] = store.load_events("r", kind="start")
     assert start.message == "run started: lm on 2 processes for 2 h 30 min"
     assert (tmp_path / "plan.toml").is_file()
-    assert single.workload_failed(run, "crash", "lm exited 1", "lm", 0) == ("crash", "lm exited 1")
+    assert single.workload_failed(run, "crash", "lm exited 1", "lm", 0, {"exit_code": 1}) == (
+        "crash", "lm exited 1", {"exit_code": 1})
     assert single.tick(run, [], restarts=0, chips=1, store_back_at=None) is None
     assert single.ended(run, status="finished", ended_ts=run.clock.now(), restarts=3, fatal=None) is True
     assert store.get_run("r").restarts == 3
@@ -86,9 +87,11 @@ def test_cluster_job_failure_is_named_once_and_the_leader_judges(tmp_path, db_ur
     with Store.open(db_url) as store:
         a, run_a = _join(tmp_path, store, db_url, "a", 0, out)
         b, run_b = _join(tmp_path, store, db_url, "b", 1, out)
-        assert a.workload_failed(run_a, "crash", "lm exited 1", "lm", 0) == ("crash", "lm exited 1")
-        assert b.workload_failed(run_b, "crash", "lm exited 1", "lm", 1) == (
-            "note", "lm exited 1 (the cluster job had failed on another node)")
+        assert a.workload_failed(run_a, "crash", "lm exited 1", "lm", 0, {"exit_code": 1}) == (
+            "crash", "lm exited 1", {"exit_code": 1})
+        assert b.workload_failed(run_b, "crash", "lm exited 1", "lm", 1, {"exit_code": 1}) == (
+            "note", "lm exited 1 (the cluster job had failed on another node)",
+            {"exit_code": 1, "failure": "crash", "cluster_note": "failed_elsewhere"})
         assert a.judges() and not b.judges()
         out.truncate(0)
         out.seek(0)
