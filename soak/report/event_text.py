@@ -126,7 +126,11 @@ def _note(e: Any, d: Mapping[str, Any]) -> Said | None:
                                       "end_s": float(d["planned_end"]) - start, "capped": bool(d.get("capped"))}
     if _has(d, "manifest_error"):
         return "event.note.manifest_failed", {"error": d["manifest_error"]}
-    return None  # a cluster job's failure seen on another node, a check's mismatches: free text
+    if d.get("cluster_note") in ("run_ending", "failed_elsewhere"):
+        how = _hang(e, d) if d.get("failure") == "hang" else _crash(e, d)
+        if how is not None:
+            return f"event.note.{d['cluster_note']}.{how[0].rsplit('.', 1)[-1]}", how[1]
+    return None  # a check's mismatches: free text
 
 
 def _preflight(e: Any, d: Mapping[str, Any]) -> Said | None:
@@ -273,7 +277,9 @@ CODES: tuple[str, ...] = (
     "event.stop.signal", "event.stop.store", "event.stop.disk", "event.stop.join_timeout", "event.restart",
     "event.restart.uncounted", "event.crash.signal", "event.crash.exit", "event.hang", "event.exit.finished",
     "event.checkpoint", "event.resume.daemon", "event.resume.step", "event.gap", "event.note.burn_in",
-    "event.note.manifest_failed", "event.preflight", "event.outage.reader", "event.outage.devices",
+    "event.note.manifest_failed", "event.note.run_ending.signal", "event.note.run_ending.exit",
+    "event.note.run_ending.hang", "event.note.failed_elsewhere.signal", "event.note.failed_elsewhere.exit",
+    "event.note.failed_elsewhere.hang", "event.preflight", "event.outage.reader", "event.outage.devices",
     "event.data_stall", "event.data_stall.planned", "event.inject.armed", "event.inject.exit",
     "event.inject.hang", "event.inject.slow", "event.inject.corrupt", "event.store_outage", "event.node_joined", "event.node_lost",
     "event.cluster_restart.rendezvous", "event.cluster_restart.rejoined", "event.cluster_restart.lost",

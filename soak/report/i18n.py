@@ -534,6 +534,9 @@ CHINESE: dict[str, str] = {
 # (soak.report.units.dur), ``{x:secs}`` a short one in seconds with its significant digits.
 _GAVE_UP_ZH = "{workload}：重启 {restarts} 次后放弃（"
 _JOB_RESTARTS_ZH = "，节点 {node}：整个作业重启（第 {generation} 代）"
+_FAILED_ZH = {"signal": "{workload}：崩溃（信号 {signal}）", "exit": "{workload}：崩溃（退出码 {exit_code}）",
+              "hang": "{workload}：{stalled_s:dur} 没有训练进展，已终止"}
+_CLUSTER_NOTE_ZH = {"run_ending": "（运行结束时：另一节点已先停止）", "failed_elsewhere": "（集群作业已在另一节点失败）"}
 EVENT_CHINESE: dict[str, str] = {
     "event.start": "运行开始：{workloads:procs}，计划时长 {duration_s:dur}",
     "event.stop.gave_up.hung": _GAVE_UP_ZH + "挂起）",
@@ -546,9 +549,9 @@ EVENT_CHINESE: dict[str, str] = {
                                 "（缺少 rank {missing_ranks}；已加入：[[joined|{joined}]][[!joined|无]]）"),
     "event.restart": "{workload}：第 {restarts} 次重启（第 {attempt} 次尝试）",
     "event.restart.uncounted": "{workload}：随集群作业重启，不计入重启次数（第 {attempt} 次尝试）",
-    "event.crash.signal": "{workload}：崩溃（信号 {signal}）",
-    "event.crash.exit": "{workload}：崩溃（退出码 {exit_code}）",
-    "event.hang": "{workload}：{stalled_s:dur} 没有训练进展，已终止",
+    "event.crash.signal": _FAILED_ZH["signal"],
+    "event.crash.exit": _FAILED_ZH["exit"],
+    "event.hang": _FAILED_ZH["hang"],
     "event.exit.finished": "{workload}：已完成（退出码 0）",
     "event.checkpoint": "第 {step} 步的检查点[[seconds|，用时 {seconds:secs}]]",
     "event.resume.daemon": "由进程 {pid} 恢复运行",
@@ -557,6 +560,8 @@ EVENT_CHINESE: dict[str, str] = {
     "event.note.burn_in": ("老化时钟：需要连续 {min_uninterrupted_h:g} 小时没有意外故障，自拷机开始后 {since_s:dur} 起计；"
                            "运行延长至 {end_s:dur}[[capped|（允许的最长时长）]]"),
     "event.note.manifest_failed": "环境清单采集失败：{error}",
+    **{f"event.note.{why}.{how}": failed + note for why, note in _CLUSTER_NOTE_ZH.items()
+       for how, failed in _FAILED_ZH.items()},
     "event.preflight": "预检{status:preflight}[[failed|：未通过的检查 {failed}]]",
     "event.outage.reader": "读取器 {reader} 无读数：{error}[[chips|（{chips} 颗芯片）]]",
     "event.outage.devices": "芯片无读数：{error}[[chips|（{chips} 颗芯片）]]",
@@ -575,9 +580,7 @@ EVENT_CHINESE: dict[str, str] = {
                                          "（{rendezvous}）"),
     "event.cluster_restart.rejoined": "节点 {node} 已恢复：作业随其重启（第 {generation} 代）",
     "event.cluster_restart.lost": "节点 {lost} 失联：作业在其他节点上重启（第 {generation} 代）",
-    "event.cluster_restart.signal": "{workload}：崩溃（信号 {signal}）" + _JOB_RESTARTS_ZH,
-    "event.cluster_restart.exit": "{workload}：崩溃（退出码 {exit_code}）" + _JOB_RESTARTS_ZH,
-    "event.cluster_restart.hang": "{workload}：{stalled_s:dur} 没有训练进展，已终止" + _JOB_RESTARTS_ZH,
+    **{f"event.cluster_restart.{how}": failed + _JOB_RESTARTS_ZH for how, failed in _FAILED_ZH.items()},
     "event.capture": ("性能采集（{label:capture_label}）第 {first_step}-{last_step} 步：{top1:share} {top1_share:.0%}"
                       "[[top2|，{top2:share} {top2_share:.0%}]][[top3|，{top3:share} {top3_share:.0%}]]"),
     "event.capture.failed": "采集失败：{error}",

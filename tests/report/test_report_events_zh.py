@@ -74,6 +74,12 @@ ZH = {
     "disk": ("/data/soak/runs/r1：运行目录所在磁盘仅剩 812.5 MiB（需要 2048.0 MiB）；在写满前停止"
              "（运行已停止，数据已保留）"),
     "manifest_failed": "环境清单采集失败：npu-smi: no answer within 10 s",
+    "note_failed_elsewhere_signal": "lm：崩溃（信号 9）（集群作业已在另一节点失败）",
+    "note_failed_elsewhere_exit": "lm：崩溃（退出码 1）（集群作业已在另一节点失败）",
+    "note_failed_elsewhere_hang": "lm：2 min 没有训练进展，已终止（集群作业已在另一节点失败）",
+    "note_run_ending_signal": "lm：崩溃（信号 9）（运行结束时：另一节点已先停止）",
+    "note_run_ending_exit": "lm：崩溃（退出码 1）（运行结束时：另一节点已先停止）",
+    "note_run_ending_hang": "lm：2 min 没有训练进展，已终止（运行结束时：另一节点已先停止）",
     "burn_in": "老化时钟：需要连续 0.00277778 小时没有意外故障，自拷机开始后 6 s 起计；运行延长至 16 s",
     "inject_armed": "已布设注入故障 crash:50",
     "inject_exit": "crash:50：以状态 1 退出",
