@@ -443,7 +443,7 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
             with ctx.watchdog.guard("broadcast_resume_step", 0):
                 dist.broadcast_object_list(found, src=0)
         if found[0] > 0:
-            state = ckpt.load(found[0])
+            state = _resume_state(ctx, ckpt, found[0])
             wl.load_state_dict(state["workload"])
             _set_rng_state(device_backend, state["rng"])
             step = hb.last_step = int(state["step"])
@@ -534,6 +534,25 @@ def _link_tester(ctx: Context, step: int) -> LinkTester | None:
         return None
     tester.run(step, "preflight" if step == 0 else "restart")
     return tester
+
+
+def _resume_state(ctx: Context, ckpt: Checkpointer, step: int) -> dict[str, Any]:
+    """Rank 0's checkpoint of ``step``, which every rank resumes from. Only rank 0 writes one
+    (_checkpoint), into its own run folder: in a job across nodes (a cluster run, each node its
+    own folder) the other nodes' ranks lack the file, and rank 0 sends them its state."""
+    if not ctx.distributed:
+        return ckpt.load(step)
+    import torch.distributed as dist
+
+    have: list[Any] = [None] * ctx.world_size
+    with ctx.watchdog.guard("gather_resume_files", step):
+        dist.all_gather_object(have, ckpt.path(step).is_file())
+    if all(have):
+        return ckpt.load(step)
+    box = [ckpt.load(step) if ctx.rank == 0 else None]
+    with ctx.watchdog.guard("broadcast_resume_state", step):
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def _checkpoint(ctx: Context, ckpt: Checkpointer, wl: Any, step: int) -> None:
