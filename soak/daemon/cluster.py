@@ -26,6 +26,7 @@ from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterMember
 from soak.cluster.node import node_address, node_name, node_rank
 from soak.config import Plan, WorkloadSpec, dump_plan
+from soak.daemon import burnin
 from soak.daemon.started import StartedRun
 from soak.daemon.supervisor import Supervisor
 from soak.errors import ClusterError, StoreError
@@ -51,6 +52,10 @@ class ClusterMembership:
         self._last_tick = 0.0  # monotonic
         self._last_clock = time.monotonic()  # the join measured it
         self._clock_off = False  # past cluster.max_clock_offset at the last measure
+        self._moved: Callable[[StartedRun], None] | None = None  # the daemon's, given to start_training
+        self._end_at: tuple[float, float] | None = None  # (planned end, monotonic) when this node reached it
+        self._last_look = 0.0  # monotonic: the last look for the burn-in clock's decision
+        self._said_wait = False
 
     @classmethod
     def of_plan(cls, plan: Plan, store: Store, run_id: str, *, out: TextIO,
@@ -113,6 +118,7 @@ class ClusterMembership:
 
     def start_training(self, run: StartedRun, *, resumed: bool, manifest: dict[str, Any] | None,
                        preflight: str | None, chips: int | None, moved: Callable[[StartedRun], None]) -> None:
+        self._moved = moved  # the burn-in clock moves the planned end later on (at_planned_end, tick)
         if resumed:
             self._rejoin(run)
         else:
@@ -200,6 +206,10 @@ class ClusterMembership:
             self.check_clock(run)
         stored_run = run.store.get_run(run.run_id)
         stored = member.generation if stored_run is None else stored_run.generation
+        if (stored_run is not None and burnin.on(run.profile.evidence) and stored_run.planned_end_ts is not None
+                and stored_run.planned_end_ts > run.planned_end_ts):
+            # the judge's burn-in clock moved the run's end: this node trains on to it too
+            self._adopt(run, stored_run.planned_end_ts, stored_run.leader)
         for s in supervisors:
             if self._attempt_generation.get(s.name, stored) < stored and s.state == "running":
                 s.restart_now(f"the cluster job restarts (generation {stored})")
@@ -224,6 +234,72 @@ class ClusterMembership:
         elif stored_run is not None:
             return self._judge_ended(stored_run)
         return None
+
+    # ------------------------------------------------------------------ the burn-in clock
+    def at_planned_end(self, run: StartedRun, decide: Callable[[StartedRun], StartedRun | None]) -> bool | None:
+        """One decision for the cluster: the holder of the judging lease decides from every
+        node's events (``decide``); every other node trains on while it waits for that
+        decision in the run row, at most ``burnin.decision_wait_s``, then ends as planned."""
+        member = self.member
+        now_mono = time.monotonic()
+        if self._end_at is None or self._end_at[0] != run.planned_end_ts:
+            self._end_at, self._last_look, self._said_wait = (run.planned_end_ts, now_mono), 0.0, False
+        if now_mono - self._last_look < 1.0:  # the store is shared by every node: a look a second
+            return None
+        self._last_look = now_mono
+        held = member.leading
+        # A lease taken only now (its holder died at the end) decides at the next look: the
+        # loop's tick first marks the silent holder lost, a failure the decision must count.
+        if member.leader() and held:
+            # the moved duration lives in the run row only: this node's plan.toml keeps the plan
+            # it joined with, whose digest a resumed agent's join is checked against
+            if decide(run) is not None:
+                return True
+            # this node's row leaves 'running' before its workload stops (which fails the
+            # others'): the other nodes read there that the run ends now
+            member.touch(force=True, status="finished")
+            return False
+        stored = run.store.get_run(run.run_id)
+        if stored is None:
+            raise StoreError(f"cluster run {run.run_id}: its row is gone from the store")
+        judge_status = next((n.status for n in run.store.cluster_nodes(run.run_id) if n.name == stored.leader),
+                            None) if stored.leader else None
+        bound = burnin.decision_wait_s(self.plan, run.profile.evidence)
+        f = burnin.follow(run.planned_end_ts, stored_end=stored.planned_end_ts, run_status=stored.status,
+                          judge=stored.leader, judge_status=judge_status, waited_s=now_mono - self._end_at[1],
+                          bound_s=bound)
+        judge = f"node {f.judge}" if f.judge else "the judging node"
+        if f.code == burnin.MOVED:
+            self._adopt(run, f.planned_end, f.judge)
+            return True
+        if f.code == burnin.ENDS:
+            log.info("burn-in clock: %s decided that the run ends at its planned end", judge)
+            return False
+        if f.code == burnin.UNDECIDED:
+            line = (f"burn-in clock: no decision from {judge} within {bound:.0f} s of this node's planned end; "
+                    "this node ends at its planned end")
+            log.error("%s", line)
+            self._say(line)
+            return False
+        if not self._said_wait:
+            self._said_wait = True
+            log.info("at the planned end: waiting (at most %.0f s) for the burn-in clock's decision by %s", bound, judge)
+        return None
+
+    def _adopt(self, run: StartedRun, planned_end: float, judge: str | None) -> None:
+        """This node's planned end moved to the run row's (the judge's burn-in clock moved it)."""
+        start = run.planned_end_ts - run.plan.run.duration_s
+        if self._moved is not None:
+            self._moved(burnin.moved(run, planned_end))
+        if run.clock.wall_seconds(planned_end - run.planned_end_ts) < 1.0:
+            # rank 0 recorded the end it set at the barrier a little after this node set its own
+            log.info("node %s: planned end %.2f s later, as the run row has it", self.member.node,
+                     planned_end - run.planned_end_ts)
+            return
+        line = (f"node {self.member.node}: the run's planned end moved to {planned_end - start:.0f} s into the soak"
+                + (f" (decided by node {judge})" if judge else ""))
+        log.warning("%s", line)
+        self._say(line)
 
     @property
     def clock_offset_s(self) -> float | None:
@@ -271,7 +347,7 @@ class ClusterMembership:
         # summarised once both have surely landed
         lag = (plan.sampling.flush_every_s + self.step_window_s + 5.0) * run.clock.scale
         write_node_buckets(run.store, run.run_id, node, plan=plan, profile=run.profile,
-                           planned_start=run.planned_end_ts - plan.run.duration_s,
+                           planned_start=run.planned_end_ts - run.plan.run.duration_s,
                            planned_end=run.planned_end_ts,
                            upto=min(now, run.planned_end_ts) if final else now - lag, final=final)
         return findings

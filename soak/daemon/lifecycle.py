@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from soak import runfolder as layout
 from soak.clock import ScaledClock
-from soak.config import Plan, WorkloadSpec, dump_plan, load_plan, plan_from_dict
+from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
 from soak.daemon import burnin, runfolder, sdnotify
 from soak.daemon.cluster import ClusterMembership
 from soak.daemon.disk import DiskWatch
@@ -49,7 +49,7 @@ from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import StoreError, UserError, redact
-from soak.runplan import build_profile
+from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
 
@@ -173,6 +173,12 @@ class Daemon:
             log.warning("resuming run %s: daemon was down %.0f s (run time line)", run_id, now - last)
             store.add_event(run_id, "resume", ts=now, message=f"resumed by pid {os.getpid()}", node=node,
                             detail={"pid": os.getpid(), "restarts_so_far": run.restarts})
+            # the burn-in clock may have moved the run's end, and the plan's duration with it:
+            # the run row has both (a cluster node's plan.toml keeps the plan it joined with,
+            # whose digest a join checks)
+            stored = plan_of(run)
+            if stored is not None and stored.run.duration_s != plan.run.duration_s:
+                self.plan = plan = replace(plan, run=replace(plan.run, duration_s=stored.run.duration_s))
             return StartedRun(run_id, run_dir, plan, profile, store, clock, run.started_ts,
                               run.planned_end_ts or run.started_ts + plan.run.duration_s, run.restarts, True)
         self.membership = self._membership(store, run_id)
@@ -358,7 +364,10 @@ class Daemon:
                 run = self.started
                 start = run.planned_end_ts - run.plan.run.duration_s
                 end = max(run.planned_end_ts, start + burnin.cap_s(run.profile.evidence, run.plan.run.duration_s))
-                wall_left = run.clock.wall_seconds(end - run.clock.now())
+                # and on a cluster node, past it by as long as the node may wait there for the
+                # clock's decision, training on meanwhile
+                wall_left = (run.clock.wall_seconds(end - run.clock.now())
+                             + burnin.decision_wait_s(run.plan, run.profile.evidence))
                 return argv_factory(w, self.started.run_dir, attempt, wall_left)
 
             self.supervisors.append(Supervisor(
@@ -429,43 +438,51 @@ class Daemon:
         self.out.flush()
 
     def _burn_in_extends(self) -> bool:
-        """At the planned end: whether the burn-in clock moved it (``soak.daemon.burnin``); the
-        move is recorded in the store, the run folder's plan and an event."""
+        """At or past the planned end: whether the run goes on, the burn-in clock
+        (``soak.daemon.burnin``) having moved its end, or (a node of a cluster run) while this
+        agent waits for that decision. The store away: the run ends as planned."""
         run = self.started
-        if run.plan.cluster.nodes > 1 or not getattr(run.profile.evidence, "restart_clock_on_failure", False):
+        if not burnin.on(run.profile.evidence):
             return False
+        if self.spool.down:
+            log.error("burn-in clock not read (the store is away): the run ends at its planned end")
+            return False
+        try:
+            goes_on = self.membership.at_planned_end(run, self._burn_in_decision)
+        except StoreError as exc:
+            log.error("burn-in clock not read (%s): the run ends at its planned end", exc)
+            return False
+        return goes_on is not False
+
+    def _burn_in_decision(self, run: StartedRun) -> StartedRun | None:
+        """The burn-in clock's decision at the planned end, from the run's events in the store
+        (a cluster run's: every node's): the run moved to its later end, recorded in the run
+        row, the log and a ``note`` event; None when it ends now."""
         plan = run.plan
         start = run.planned_end_ts - plan.run.duration_s
         now = run.clock.now()
-        try:
-            ext = burnin.extension(run.store.load_events(run.run_id), [w.name for w in plan.workloads],
-                                   planned_start=start, now=now, duration_s=plan.run.duration_s,
-                                   evidence=run.profile.evidence, time_scale=plan.run.time_scale)
-        except StoreError as exc:  # the store away at the end: the run ends as planned
-            log.error("burn-in clock not read (%s): the run ends at its planned end", exc)
-            return False
+        ext = burnin.extension(run.store.load_events(run.run_id), [w.name for w in plan.workloads],
+                               planned_start=start, now=now, duration_s=plan.run.duration_s,
+                               evidence=run.profile.evidence, time_scale=plan.run.time_scale)
         if ext is None:
-            return False
-        plan = replace(plan, run=replace(plan.run, duration_s=ext.planned_end - start))
-        self.plan = plan
-        self.started = replace(run, plan=plan, planned_end_ts=ext.planned_end)
-        need = run.profile.evidence.min_uninterrupted_h
-        msg = (f"burn-in clock: {need:g} h without an unexpected failure needed since "
-               f"{ext.since - start:.0f} s into the soak; the run goes on to "
-               f"{ext.planned_end - start:.0f} s" + (" (its longest allowed)" if ext.capped else ""))
-        run.store.update_run(run.run_id, planned_end_ts=ext.planned_end, plan=plan.to_dict())
-        layout.plan_path(run.run_dir).write_text(dump_plan(plan), encoding="utf-8")
-        run.store.add_event(run.run_id, "note", ts=now, message=msg,
-                            detail={"burn_in": True, "since": ext.since, "planned_end": ext.planned_end,
-                                    "planned_start": start, "capped": ext.capped, "min_uninterrupted_h": need})
+            log.info("burn-in clock: %g h without an unexpected failure reached; the run ends at its planned end",
+                     run.profile.evidence.min_uninterrupted_h)
+            return None
+        moved = burnin.moved(run, ext.planned_end)
+        run.store.update_run(run.run_id, planned_end_ts=ext.planned_end, plan=moved.plan.to_dict())
+        self._move_planned_end(moved)
+        msg, detail = burnin.note(ext, run.profile.evidence, planned_start=start)
+        self.spool.event("note", ts=now, message=msg, detail=detail, node=self.membership.node)
         log.warning("%s", msg)
         self.out.write(f"soak: {msg}\n")
         self.out.flush()
-        return True
+        return moved
 
     def _move_planned_end(self, run: StartedRun) -> None:
-        """The soak's duration counts from here: a cluster run's, from its barrier."""
+        """The run's planned end moved: a cluster run's duration counts from its barrier, and
+        the burn-in clock moves the end later (the plan's duration with it)."""
         self.started = run
+        self.plan = run.plan
 
     def _restarts(self) -> int:
         # the first supervisor carries the restarts of earlier daemons of this run

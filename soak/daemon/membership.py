@@ -75,6 +75,12 @@ class Membership(Protocol):
              store_back_at: float | None) -> str | None:
         """One turn of the daemon's loop while the store answers; a reason to stop, or None."""
 
+    def at_planned_end(self, run: StartedRun, decide: Callable[[StartedRun], StartedRun | None]) -> bool | None:
+        """At or past the planned end with the burn-in clock on (``soak.daemon.burnin``): True
+        when the run goes on to a later end (this agent's started run moved already), False
+        when it ends now, None while this agent waits for the decision. ``decide`` is the
+        clock's decision, recorded: the moved run, or None."""
+
     def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]] | None:
         """This node's own analysis, stored; None where the run's judgement is this node's."""
 
@@ -145,6 +151,13 @@ class SingleNode:
     def tick(self, run: StartedRun, supervisors: Sequence[Supervisor], *, restarts: int, chips: int | None,
              store_back_at: float | None) -> str | None:
         return None
+
+    def at_planned_end(self, run: StartedRun, decide: Callable[[StartedRun], StartedRun | None]) -> bool | None:
+        moved = decide(run)
+        if moved is None:
+            return False
+        layout.plan_path(moved.run_dir).write_text(dump_plan(moved.plan), encoding="utf-8")
+        return True
 
     def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]] | None:
         return None

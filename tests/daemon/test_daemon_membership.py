@@ -8,13 +8,16 @@ from __future__ import annotations
 import io
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from soak.config import Plan, plan_from_dict
+from soak.daemon import burnin
 from soak.daemon.cluster import ClusterMembership
 from soak.daemon.membership import SingleNode
+from soak.daemon.started import StartedRun
 from soak.runplan import build_profile
 from soak.store import Store
 
@@ -208,3 +211,124 @@ def test_a_rendezvous_host_that_is_alive_stays_and_a_lost_host_moves_once_the_ge
         assert moved is not None and moved.node == "b" and moved.endpoint == "127.0.0.1:29500"
         run = store.get_run("r")
         assert (run.generation, run.rendezvous) == (seen + 2, "b@127.0.0.1:29500")
+
+
+# ------------------------------------------------------------------ the burn-in clock on a cluster
+BURN_IN = {"thresholds": {"evidence.restart_clock_on_failure": 1, "evidence.min_uninterrupted_h": 1,
+                          "evidence.max_duration_h": 3}}
+
+
+def _burn_in_pair(tmp_path: Path, store: Store, url: str, out: io.StringIO):
+    """Nodes a (rank 0) and b of a run with the burn-in clock on, both training, a holding
+    the judging lease; b's moved runs are kept in a list, as the daemon would take them."""
+    a, run_a = _join(tmp_path, store, url, "a", 0, out)
+    b, run_b = _join(tmp_path, store, url, "b", 1, out)
+    profile = build_profile(plan_from_dict({**a.plan.to_dict(), "acceptance": BURN_IN}))
+    run_a, run_b = replace(run_a, profile=profile), replace(run_b, profile=profile)
+    moved: list[StartedRun] = []
+    a._moved, b._moved = (lambda run: None), moved.append
+    for m in (a, b):
+        m.member.touch(force=True, status="running")
+    assert a.tick(run_a, [], restarts=0, chips=2, store_back_at=None) is None
+    assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) is None
+    assert store.get_run("r").leader == "a"
+    return a, run_a, b, run_b, moved
+
+
+def _decide(calls: list[str], name: str):
+    """The daemon's decision (``Daemon._burn_in_decision``) from the store's events: the run
+    row's end moved where the clock asks."""
+    def decide(run: StartedRun) -> StartedRun | None:
+        calls.append(name)
+        ext = burnin.extension(run.store.load_events("r"), ["lm"], planned_start=run.planned_end_ts - 3600,
+                               now=max(run.planned_end_ts, time.time()), duration_s=3600,
+                               evidence=run.profile.evidence)
+        if ext is None:
+            return None
+        run.store.update_run("r", planned_end_ts=ext.planned_end)
+        return burnin.moved(run, ext.planned_end)
+    return decide
+
+
+@pytest.mark.pg
+def test_burn_in_the_judge_moves_the_clusters_end_once_and_the_other_node_trains_on_to_it(tmp_path, db_url) -> None:
+    out = io.StringIO()
+    calls: list[str] = []
+    with Store.open(db_url) as store:
+        a, run_a, b, run_b, moved = _burn_in_pair(tmp_path, store, db_url, out)
+        end = run_a.planned_end_ts
+        store.add_event("r", "start", ts=end - 3500, workload="lm", rank=0, node="a")
+        store.add_event("r", "crash", ts=end - 600, workload="lm", node="b", message="lm: crashed (exit 1)")
+        store.add_event("r", "start", ts=end - 500, workload="lm", rank=0, node="a")
+        # b, whose clock runs ahead, is at the end first: it trains on, waiting for a
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is None and moved == []
+        assert a.at_planned_end(run_a, _decide(calls, "a")) is True
+        assert calls == ["a"] and store.get_run("r").planned_end_ts == end - 500 + 3600
+        time.sleep(1.05)  # a node looks once a second
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is True
+        assert calls == ["a"] and [m.planned_end_ts for m in moved] == [end + 3100]
+        assert moved[0].plan.run.duration_s == 3600 + 3100  # the soak keeps its start
+        assert out.getvalue().endswith("soak: node b: the run's planned end moved to 6700 s into the soak "
+                                       "(decided by node a)\n")
+        # a node not at its end yet reads the moved end at its next look
+        moved.clear()
+        time.sleep(1.05)
+        assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) is None
+        assert [m.planned_end_ts for m in moved] == [end + 3100]
+
+
+@pytest.mark.pg
+def test_burn_in_a_clean_run_ends_on_every_node_once_the_judge_decided(tmp_path, db_url) -> None:
+    calls: list[str] = []
+    with Store.open(db_url) as store:
+        a, run_a, b, run_b, moved = _burn_in_pair(tmp_path, store, db_url, io.StringIO())
+        store.add_event("r", "start", ts=run_a.planned_end_ts - 3590, workload="lm", rank=0, node="a")
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is None
+        assert a.at_planned_end(run_a, _decide(calls, "a")) is False
+        # its node leaves 'running' before its workload stops: the others read that the run ends
+        assert {n.name: n.status for n in store.cluster_nodes("r")} == {"a": "finished", "b": "running"}
+        time.sleep(1.05)
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is False
+        assert calls == ["a"] and moved == [] and store.get_run("r").planned_end_ts == run_a.planned_end_ts
+
+
+@pytest.mark.pg
+def test_burn_in_the_judge_dead_at_the_planned_end_another_node_takes_the_lease_and_counts_the_loss(
+        tmp_path, db_url) -> None:
+    calls: list[str] = []
+    with Store.open(db_url) as store:
+        a, run_a, b, run_b, moved = _burn_in_pair(tmp_path, store, db_url, io.StringIO())
+        end = time.time()  # b is at its planned end now: the loss below is stamped on the wall clock
+        run_b = replace(run_b, planned_end_ts=end)
+        store.update_run("r", planned_end_ts=end)
+        store.add_event("r", "start", ts=end - 3590, workload="lm", rank=0, node="a")
+        # a was SIGKILLed at the end, before it decided: silent, its lease running out
+        store.update_node("r", "a", last_seen=store.store_now() - 120)
+        store.update_run("r", lease_until=store.store_now() - 1)
+        # b takes the lease, but decides only once its next tick marked a lost
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is None
+        assert store.get_run("r").leader == "b" and calls == []
+        time.sleep(1.05)
+        assert b.tick(run_b, [], restarts=0, chips=2, store_back_at=None) is None
+        [lost] = store.load_events("r", kind="node_lost")
+        assert lost.node == "a"
+        time.sleep(1.05)
+        looked = time.time()
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is True
+        # the loss is a failure: the clock starts again at this look (the job has not formed again)
+        assert calls == ["b"] and store.get_run("r").planned_end_ts == pytest.approx(looked + 3600, abs=1)
+
+
+@pytest.mark.pg
+def test_burn_in_a_node_waits_for_the_decision_no_longer_than_its_bound(tmp_path, db_url, monkeypatch) -> None:
+    out = io.StringIO()
+    calls: list[str] = []
+    monkeypatch.setattr(burnin, "decision_wait_s", lambda plan, evidence: 1.0)
+    with Store.open(db_url) as store:
+        a, run_a, b, run_b, moved = _burn_in_pair(tmp_path, store, db_url, out)
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is None
+        time.sleep(1.05)  # a, the judge, never decides
+        assert b.at_planned_end(run_b, _decide(calls, "b")) is False
+        assert calls == [] and moved == []
+        assert out.getvalue().endswith("soak: burn-in clock: no decision from node a within 1 s of this node's "
+                                       "planned end; this node ends at its planned end\n")
