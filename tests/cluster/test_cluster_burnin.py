@@ -1,0 +1,150 @@
+"""The burn-in clock on a real cluster run: two `soak run` agents on loopback sharing one
+PostgreSQL store, one rank SIGKILLed late enough in the soak that the clock must move its end.
+The node holding the judging lease decides once, from both nodes' events; both train on to
+the moved end; the verdict counts the soak as it ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from soak.errors import StoreError
+from soak.store import Store
+from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all, _wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.pg]
+
+# The job forms again 6-20 s after a rank's death on a 2-core machine (torch's start). Killed
+# KILL_S into the soak, it trains again before the planned end and later than DURATION_S -
+# NEED_S: the clock moves the end, once.
+DURATION_S = 48.0  # the soak as planned (wall, time scale 1)
+NEED_S = 24.0  # evidence.min_uninterrupted_h, in seconds
+KILL_S = 20.0
+
+
+def _started_ranks(db_url: str) -> set[str]:
+    """The nodes whose rank has started training (a ``start`` event of the workload)."""
+    try:
+        with Store.open(db_url, create=False) as store:
+            return {e.node for e in store.load_events("c1", kind="start") if e.workload == "lm"}
+    except StoreError:  # the first agent has not made the tables yet
+        return set()
+
+
+def _ranks_of(folder: Path) -> list[int]:
+    """The training ranks under this node's torchrun (its ranks run in sessions of their own)."""
+    torchrun = json.loads((folder / "daemon.json").read_text())["workload_pgids"][0]
+    return [p.pid for p in psutil.Process(torchrun).children(recursive=True)]
+
+
+def _last_step(folder: Path) -> float:
+    """Wall time of the last step heartbeat any rank of this node wrote."""
+    last = 0.0
+    for path in (folder / "heartbeats").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                beat = json.loads(line)
+            except ValueError:  # a line being written
+                continue
+            if beat.get("event") == "step":
+                last = max(last, beat["ts"])
+    return last
+
+
+@pytest.mark.alone
+def test_a_rank_sigkilled_late_moves_the_clusters_end_once_and_every_node_trains_on_to_it(tmp_path, db_url) -> None:
+    port = _free_port()
+    plan = tmp_path / "plan.toml"
+    # node_silence above a node's silence at the end (its own analysis, 7 s seen under load);
+    # a quick restart; the crash allowed, so that the verdict is about the clock
+    plan.write_text(f"""\
+[cluster]
+node_silence = "20s"
+join_timeout = "2m"
+[restart]
+backoff_initial = "0.5s"
+backoff_max = "1s"
+[acceptance.thresholds]
+"evidence.restart_clock_on_failure" = 1
+"evidence.min_uninterrupted_h" = {NEED_S / 3600!r}
+"evidence.max_duration_h" = {150 / 3600!r}
+"evidence.max_uninjected_restarts" = 1
+"evidence.min_availability" = 0.3
+""", encoding="utf-8")
+    t0 = time.monotonic()
+    agents = [Agent(tmp_path, db_url, r, 2, port, "--max-restarts", "5", "--hang-timeout", "60s", str(plan),
+                    duration=f"{DURATION_S:g}s") for r in range(2)]
+    victim = agents[1]
+    try:
+        _wait_for(lambda: _started_ranks(db_url) == {"node-0", "node-1"}, 120, "both nodes' ranks training", agents)
+        with Store.open(db_url, create=False) as store:
+            planned_end = store.get_run("c1").planned_end_ts
+        time.sleep(max(0.0, planned_end - DURATION_S + KILL_S - time.time()))
+        left_s = planned_end - time.time()
+        # a crash in the last 10 s before the end is taken for the end's own (a node stopped
+        # first): this one must come before, and early enough for the job to form again
+        assert left_s > 22, f"the ranks started {DURATION_S - left_s:.0f} s into a {DURATION_S:g} s soak: too late"
+        ranks = _ranks_of(victim.dir / "c1")
+        assert ranks, "no rank under node-1's torchrun"
+        killed = time.time()
+        for pid in ranks:
+            os.kill(pid, signal.SIGKILL)
+        codes = _wait_all(agents)
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill()
+    wall_s = time.monotonic() - t0
+    with Store.open(db_url, create=False) as store:
+        run = store.get_run("c1")
+        nodes = {n.name: n for n in store.cluster_nodes("c1")}
+        events = store.load_events("c1")
+    notes = [e for e in events if e.kind == "note" and (e.detail or {}).get("burn_in")]
+    crash = next(e for e in events if e.kind == "crash")
+    back = min(e.ts for e in events if e.kind == "start" and e.workload == "lm" and e.rank == 0 and e.ts > crash.ts)
+    start = planned_end - DURATION_S
+    last_steps = {a.name: _last_step(a.dir / "c1") for a in agents}
+    judge = next(a for a in agents if a.name == run.leader)
+    other = next(a for a in agents if a is not judge)
+    print(f"\nrank of node-1 killed {killed - start:.1f} s into the {DURATION_S:g} s soak, the job trained again "
+          f"{back - killed:.1f} s later; planned end moved from {DURATION_S:g} s to {run.planned_end_ts - start:.1f} s; "
+          f"last steps (s into the soak) {({n: round(t - start, 1) for n, t in last_steps.items()})}; "
+          f"exits {codes}; {wall_s:.0f} s wall in all")
+    # one decision, by the node holding the judging lease, from both nodes' events
+    assert len(notes) == 1, [(e.node, e.message) for e in notes]
+    [note] = notes
+    assert note.node == judge.name and note.detail["cause"] == "crash" and not note.detail["capped"]
+    assert note.detail["since"] == pytest.approx(back) and note.detail["planned_end"] == pytest.approx(back + NEED_S)
+    assert note.message.startswith(f"burn-in clock: {NEED_S / 3600:g} h without an unexpected failure needed since "
+                                   f"{back - start:.0f} s into the soak (crash on node ")
+    # the run row has the moved end and the plan's duration with it; the soak kept its start
+    assert run.planned_end_ts == pytest.approx(back + NEED_S) and run.planned_end_ts > planned_end + 2
+    assert run.plan["run"]["duration"] == pytest.approx(run.planned_end_ts - start, abs=0.01)
+    # every node trained on to the moved end: none ended early, none was lost
+    assert not [e for e in events if e.kind == "node_lost"]
+    assert [(n, nodes[n].status) for n in nodes] == [("node-0", "finished"), ("node-1", "finished")]
+    for name, last in last_steps.items():
+        assert last >= run.planned_end_ts - 3, (name, last - start, run.planned_end_ts - start)
+        assert nodes[name].ended_ts >= run.planned_end_ts - 0.5, name
+    assert f"node {other.name}: the run's planned end moved to" in other.text(), other.text()[-1500:]
+    assert codes[agents.index(other)] == 0 and codes[agents.index(judge)] in (0, 1), [a.text()[-1500:] for a in agents]
+    assert f"soak: {note.message}" in judge.text()
+    # the verdict counts the soak as it ran: to its moved end, with the stretch the clock asked for
+    analysis = json.loads((judge.dir / "c1" / "report" / "analysis.json").read_text())
+    acc = analysis["accounting"]
+    assert acc["planned_s"] == pytest.approx(run.planned_end_ts - start, abs=0.01) and acc["reached_end"]
+    criteria = {c["name"]: c for c in analysis["criteria"]}
+    assert criteria["runtime"]["met"] is True and criteria["longest uninterrupted"]["met"] is True, criteria
+    assert analysis["reliability"]["failures"] == {"crash": 1, "hang": 0, "node_lost": 0}
+    # and the run's record says why it ran longer
+    shown = subprocess.run([sys.executable, "-m", "soak", "runs", "show", "c1", "--db", db_url],
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    assert note.message in shown, shown
