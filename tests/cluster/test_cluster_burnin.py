@@ -8,25 +8,26 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from soak.cli import main
 from soak.errors import StoreError
 from soak.store import Store
 from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all, _wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
-# The job forms again 6-20 s after a rank's death on a 2-core machine (torch's start). Killed
-# KILL_S into the soak, it trains again before the planned end and later than DURATION_S -
-# NEED_S: the clock moves the end, once.
-DURATION_S = 48.0  # the soak as planned (wall, time scale 1)
-NEED_S = 24.0  # evidence.min_uninterrupted_h, in seconds
+# The job forms again 8-29 s after a rank's death on a 2-core machine shared with other work
+# (torch's start on both nodes). Killed KILL_S into the soak, it trains again later than
+# DURATION_S - NEED_S and before the planned end: the clock moves the end, once. (Back after
+# the planned end, the clock would move it twice: a whole stretch past the first look, then
+# past the job's return.)
+DURATION_S = 50.0  # the soak as planned (wall, time scale 1)
+NEED_S = 26.0  # evidence.min_uninterrupted_h, in seconds
 KILL_S = 20.0
 
 
@@ -60,7 +61,8 @@ def _last_step(folder: Path) -> float:
 
 
 @pytest.mark.alone
-def test_a_rank_sigkilled_late_moves_the_clusters_end_once_and_every_node_trains_on_to_it(tmp_path, db_url) -> None:
+def test_a_rank_sigkilled_late_moves_the_clusters_end_once_and_every_node_trains_on_to_it(tmp_path, db_url,
+                                                                                        capsys) -> None:
     port = _free_port()
     plan = tmp_path / "plan.toml"
     # node_silence above a node's silence at the end (its own analysis, 7 s seen under load);
@@ -91,7 +93,7 @@ backoff_max = "1s"
         left_s = planned_end - time.time()
         # a crash in the last 10 s before the end is taken for the end's own (a node stopped
         # first): this one must come before, and early enough for the job to form again
-        assert left_s > 22, f"the ranks started {DURATION_S - left_s:.0f} s into a {DURATION_S:g} s soak: too late"
+        assert left_s > 24, f"the ranks started {DURATION_S - left_s:.0f} s into a {DURATION_S:g} s soak: too late"
         ranks = _ranks_of(victim.dir / "c1")
         assert ranks, "no rank under node-1's torchrun"
         killed = time.time()
@@ -114,12 +116,13 @@ backoff_max = "1s"
     last_steps = {a.name: _last_step(a.dir / "c1") for a in agents}
     judge = next(a for a in agents if a.name == run.leader)
     other = next(a for a in agents if a is not judge)
-    print(f"\nrank of node-1 killed {killed - start:.1f} s into the {DURATION_S:g} s soak, the job trained again "
-          f"{back - killed:.1f} s later; planned end moved from {DURATION_S:g} s to {run.planned_end_ts - start:.1f} s; "
-          f"last steps (s into the soak) {({n: round(t - start, 1) for n, t in last_steps.items()})}; "
-          f"exits {codes}; {wall_s:.0f} s wall in all")
+    with capsys.disabled():  # the measured figures, on the terminal whatever comes next
+        print(f"\nrank of node-1 killed {killed - start:.1f} s into the {DURATION_S:g} s soak, the job trained again "
+              f"{back - killed:.1f} s later; planned end moved from {DURATION_S:g} s to {run.planned_end_ts - start:.1f} s; "
+              f"last steps (s into the soak) {({n: round(t - start, 1) for n, t in last_steps.items()})}; "
+              f"exits {codes}; {wall_s:.0f} s wall in all")
     # one decision, by the node holding the judging lease, from both nodes' events
-    assert len(notes) == 1, [(e.node, e.message) for e in notes]
+    assert len(notes) == 1, (f"the job trained again {back - start:.1f} s into the soak", [e.message for e in notes])
     [note] = notes
     assert note.node == judge.name and note.detail["cause"] == "crash" and not note.detail["capped"]
     assert note.detail["since"] == pytest.approx(back) and note.detail["planned_end"] == pytest.approx(back + NEED_S)
@@ -145,6 +148,7 @@ backoff_max = "1s"
     assert criteria["runtime"]["met"] is True and criteria["longest uninterrupted"]["met"] is True, criteria
     assert analysis["reliability"]["failures"] == {"crash": 1, "hang": 0, "node_lost": 0}
     # and the run's record says why it ran longer
-    shown = subprocess.run([sys.executable, "-m", "soak", "runs", "show", "c1", "--db", db_url],
-                           capture_output=True, text=True, timeout=120, check=True).stdout
+    capsys.readouterr()
+    assert main(["runs", "show", "c1", "--db", db_url]) == 0
+    shown = capsys.readouterr().out
     assert note.message in shown, shown
