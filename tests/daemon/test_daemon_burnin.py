@@ -153,3 +153,45 @@ def test_the_wait_bound_covers_the_judging_lease_and_the_clocks_offset() -> None
                                         "rendezvous": "10.0.0.1:29500"}})
     assert burnin.decision_wait_s(three, ON) == 45 + 3 + 10
     assert burnin.decision_wait_s(one, ON) == 0 and burnin.decision_wait_s(three, EvidenceParams()) == 0
+
+
+# -------------------------------------------------------------------- the daemon at the planned end
+
+def test_the_store_away_at_the_planned_end_ends_the_run_as_planned_and_the_log_says_so(tmp_path, caplog) -> None:
+    import logging
+
+    from soak.clock import ScaledClock
+    from soak.config import plan_from_dict
+    from soak.daemon.lifecycle import Daemon
+    from soak.daemon.started import StartedRun
+    from soak.errors import StoreError
+    from soak.runplan import build_profile
+
+    plan = plan_from_dict({"run": {"duration": "1h"}, "acceptance": {"thresholds": {
+        "evidence.restart_clock_on_failure": 1, "evidence.min_uninterrupted_h": 1, "evidence.max_duration_h": 3}}})
+    d = Daemon(plan)
+    d.started = StartedRun("r", tmp_path, plan, build_profile(plan), None, ScaledClock(), 0.0, 3600.0, 0, False)
+    looked: list[object] = []
+    d.membership = SimpleNamespace(node="node-1", at_planned_end=lambda run, decide: looked.append(run) or True)
+    d._spool = SimpleNamespace(down=True)  # the spool holds what the store could not take
+    with caplog.at_level(logging.INFO, logger="soak.daemon"):
+        assert d._burn_in_extends() is False
+        assert looked == []
+        assert "burn-in clock not read (the store is away): the run ends at its planned end" in caplog.text
+
+        def gone(run, decide):
+            raise StoreError("store postgresql://db/soak: connection refused")
+
+        d._spool = SimpleNamespace(down=False)
+        d.membership = SimpleNamespace(node="node-1", at_planned_end=gone)  # it went away during the look
+        assert d._burn_in_extends() is False
+        assert ("burn-in clock not read (store postgresql://db/soak: connection refused): the run ends at its "
+                "planned end") in caplog.text
+    # waiting for another node's decision, the run goes on meanwhile
+    d.membership = SimpleNamespace(node="node-1", at_planned_end=lambda run, decide: None)
+    assert d._burn_in_extends() is True
+    # the clock off, nobody is asked
+    off = plan_from_dict({"run": {"duration": "1h"}})
+    d.started = StartedRun("r", tmp_path, off, build_profile(off), None, ScaledClock(), 0.0, 3600.0, 0, False)
+    d.membership = SimpleNamespace(node="node-1", at_planned_end=lambda run, decide: looked.append(run) or True)
+    assert d._burn_in_extends() is False and looked == []
