@@ -69,7 +69,7 @@ def test_a_crash_on_another_node_moves_the_clusters_end_and_names_the_node() -> 
     msg, detail = burnin.note(ext, ON, planned_start=0.0)
     assert msg == ("burn-in clock: 1 h without an unexpected failure needed since 3020 s into the soak "
                    "(crash on node node-1); the run goes on to 6620 s")
-    assert detail == {"burn_in": True, "since": 3020, "planned_end": 6620, "capped": False,
+    assert detail == {"burn_in": True, "since": 3020, "planned_end": 6620, "planned_start": 0.0, "capped": False,
                       "min_uninterrupted_h": 1.0, "cause": "crash", "node": "node-1"}
 
 
