@@ -191,7 +191,7 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
     if acc:
         st.subheader(t("accounting", lang))
         _table([{t("key", lang): k, t("value", lang): v} for k, v in acc], wrap=True)
-        stops = interruption_rows(data.accounting, tz, lang)
+        stops = interruption_rows(data.accounting, tz, lang, data.events)
         if stops:
             heads = [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)]
             st.markdown(f"**{t('interruptions', lang)}**")

@@ -280,6 +280,7 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
     "node_verdicts": ("Verdict per node", "各节点结论"),
     "node_col": ("Node", "节点"),
     "rel_by_node": ("Reliability by node", "各节点可靠性"),
+    "startup_message": ("workload start-up", "工作负载启动"),
     "rel_node_hours": ("Node-hours", "节点小时"), "rel_productive": ("Productive", "有效训练"),
     "rel_ettr": ("ETTR", "ETTR"), "rel_failures": ("Failures", "故障"), "rel_last_failure": ("Last failure", "最近故障"),
     "rank_col": ("Rank", "Rank"),

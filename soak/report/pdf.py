@@ -202,7 +202,7 @@ def render_pdf(
     if acc:
         story.append(st.p(t("accounting", lang), st.h2))
         story.append(table(st, None, [list(r) for r in acc], [80 * mm, page_w - 80 * mm], key_cols=(0,)))
-        stops = interruption_rows(data.accounting, tz, lang)
+        stops = interruption_rows(data.accounting, tz, lang, data.events)
         if stops:
             story.append(Spacer(1, 2 * mm))
             story.append(st.p(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName)))

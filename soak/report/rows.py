@@ -173,8 +173,30 @@ def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tup
     return rows
 
 
-def interruption_rows(acc: Mapping[str, Any] | None, tz: tzinfo = UTC, lang: str = "en") -> list[tuple[str, str, str, str, str]]:
-    """(from, how long, cause, counted?, message) per interruption; injected faults say so."""
+# an interruption's cause -> the kind of the event that began it (at its start, or where soak
+# knew of it: ``detected``), whose recorded values say its message in every language
+_MADE_BY = {"crash": "crash", "hang": "hang", "daemon down": "gap", "node lost": "node_lost", "stopped": "stop",
+            "gave up": "stop"}
+
+
+def _interruption_text(i: Mapping[str, Any], events: Sequence[EventView], tz: tzinfo, lang: str) -> str:
+    """An interruption's message in ``lang``: its event's, rendered from what that event
+    recorded; as recorded where no event matches (a stretch clipped to the soak's window)."""
+    if lang != "en" and i.get("cause") == "startup":
+        return t("startup_message", lang)
+    kind, at = _MADE_BY.get(str(i.get("cause"))), i.get("detected") if i.get("detected") is not None else i.get("start")
+    if lang != "en" and kind is not None and at is not None:
+        e = next((e for e in events if e.kind == kind and abs(e.ts - float(at)) < 1e-3
+                  and (e.workload is None or e.workload == i.get("workload"))), None)
+        if e is not None:
+            return event_text(e, lang, tz)
+    return i.get("message") or ""
+
+
+def interruption_rows(acc: Mapping[str, Any] | None, tz: tzinfo = UTC, lang: str = "en",
+                      events: Sequence[EventView] = ()) -> list[tuple[str, str, str, str, str]]:
+    """(from, how long, cause, counted?, message) per interruption; injected faults say so;
+    ``events`` the run's, whose recorded values say a message in ``lang``."""
     out = []
     for i in (acc or {}).get("interruptions") or []:
         cause = pick(CAUSE_NAMES, i.get("cause"), lang)
@@ -183,16 +205,16 @@ def interruption_rows(acc: Mapping[str, Any] | None, tz: tzinfo = UTC, lang: str
         excused = i.get("injected") or i.get("cause") == "startup"
         counted = t("acc_excused", lang) if excused else t("acc_counted", lang)
         out.append((when(i.get("start"), tz), dur(i.get("duration_s")), cause, counted,
-                    _who(i.get("workload"), i.get("message"))))
+                    _who(i.get("workload"), _interruption_text(i, events, tz, lang), lang)))
     return out
 
 
-def _who(workload: str | None, message: str | None) -> str:
+def _who(workload: str | None, message: str | None, lang: str = "en") -> str:
     """"lm: crashed (exit 1)", the workload named once."""
     message = message or ""
-    if not workload or message.startswith(f"{workload}:"):
+    if not workload or message.startswith((f"{workload}:", f"{workload}：")):
         return message
-    return f"{workload}: {message}" if message else workload
+    return f"{workload}{'：' if lang == 'zh' else ': '}{message}" if message else workload
 
 
 def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:

@@ -269,3 +269,27 @@ def test_chinese_pdf_event_table_says_the_recorded_events_in_chinese(tmp_path):
     problems = [p for page in pages if "事件时间线" in page.text or page.number > 1
                 for p in layout_problems(page.words, page.width, page.height, images=page.images)]
     assert not problems, problems[:10]
+
+
+def test_the_interruptions_table_says_each_stop_in_chinese_from_the_event_that_began_it():
+    from types import SimpleNamespace
+
+    from soak.analysis import evidence as ev
+    from soak.report.rows import interruption_rows
+
+    def rec(ts, kind, message=None, detail=None, rank=None):
+        return SimpleNamespace(ts=ts, end_ts=None, kind=kind, workload="lm", rank=rank, message=message,
+                               detail=detail or {}, node=None)
+
+    crash, hang = EVENTS["crash_exit"], EVENTS["hang"]
+    raw = [rec(TS + 10, "start", detail={"step": 0}, rank=0), rec(TS + 100, "crash", crash["message"], crash["detail"]),
+           rec(TS + 130, "start", detail={"step": 0}, rank=0), rec(TS + 400, "hang", hang["message"], hang["detail"]),
+           rec(TS + 450, "start", detail={"step": 0}, rank=0)]
+    acc = ev.account(raw, ["lm"], planned_start=TS, planned_end=TS + 1000, ended=TS + 1000).to_dict()
+    views = [EventView(ts=e.ts, kind=e.kind, message=e.message, detail=e.detail, workload=e.workload) for e in raw]
+    zh = [r[4] for r in interruption_rows(acc, lang="zh", events=views)]
+    assert zh == ["lm：工作负载启动", ZH["crash_exit"], ZH["hang"]]
+    # English as recorded; without its events (an analysis alone) the Chinese row says it as recorded too
+    assert [r[4] for r in interruption_rows(acc, lang="en", events=views)] == [
+        "lm: workload start-up", crash["message"], hang["message"]]
+    assert [r[4] for r in interruption_rows(acc, lang="zh")][1:] == [crash["message"], hang["message"]]
