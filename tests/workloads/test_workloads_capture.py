@@ -59,7 +59,9 @@ def test_a_request_for_this_rank_covers_its_window_and_names_the_slow_loader(tmp
     write_request(tmp_path, Request(2, now, now + 1.5, "utilization_dropouts on cpu", ranks=(0,),
                                     finding={"kind": "utilization_dropouts"}))
     write_request(tmp_path, Request(3, now - 10, now - 5, "stale", ranks=(0,)))
-    _loop(cap, range(3, 200), slow_every=2)
+    # about 5 s of steps at the least (every other one sleeps 0.1 s): past the window's end and
+    # the poll that closes it, on a fast machine too
+    _loop(cap, range(3, 100), slow_every=2)
     assert [s["request"] for _, _, s in got] == [2]
     s = got[0][2]
     assert s["label"] == "request" and s["finding"] == {"kind": "utilization_dropouts"}
