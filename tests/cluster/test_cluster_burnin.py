@@ -18,7 +18,7 @@ import pytest
 from soak.cli import main
 from soak.errors import StoreError
 from soak.store import Store
-from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all, _wait_for
+from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all, _wait_for, step_beats
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -61,16 +61,7 @@ def _attempts(daemon_log: Path) -> list[tuple[float, float]]:
 
 def _last_step(folder: Path) -> float:
     """Wall time of the last step heartbeat any rank of this node wrote."""
-    last = 0.0
-    for path in (folder / "heartbeats").glob("*.jsonl"):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                beat = json.loads(line)
-            except ValueError:  # a line being written
-                continue
-            if beat.get("event") == "step":
-                last = max(last, beat["ts"])
-    return last
+    return max((b["ts"] for b in step_beats(folder)), default=0.0)
 
 
 @pytest.mark.alone

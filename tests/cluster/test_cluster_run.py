@@ -14,7 +14,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -577,19 +579,23 @@ def _running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
-def _first_steps(folder: Path, after: float, world_size: int) -> float | None:
-    """Wall time of the first step after ``after`` of a rank in a job of ``world_size``
-    (this node's heartbeat files), or None."""
-    found = []
+def step_beats(folder: Path) -> Iterator[dict[str, Any]]:
+    """Every step heartbeat this node's ranks wrote (its run folder)."""
     for path in (folder / "heartbeats").glob("*.jsonl"):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 beat = json.loads(line)
             except ValueError:  # a line being written
                 continue
-            if beat.get("event") == "step" and beat["ts"] > after and beat.get("world_size") == world_size:
-                found.append(beat["ts"])
-    return min(found, default=None)
+            if beat.get("event") == "step":
+                yield beat
+
+
+def _first_steps(folder: Path, after: float, world_size: int) -> float | None:
+    """Wall time of the first step after ``after`` of a rank in a job of ``world_size``
+    (this node's heartbeat files), or None."""
+    return min((b["ts"] for b in step_beats(folder) if b["ts"] > after and b.get("world_size") == world_size),
+               default=None)
 
 
 def _gaps(rows: list[dict], interval_s: float, start: float) -> list[tuple[float, float]]:
