@@ -618,7 +618,7 @@ def cluster() -> dict[str, Any]:
                  "Effective training time ratio so far: productive training over the time so far less the "
                  "plan's injected faults (the acceptance report's figure, from the latest analysis).",
                  steps((None, BLUE))), 4, 6)
-    lay.add(stat("Node MTTF, 90 % lower bound", f"max(soak_run_node_mttf_lower90_hours{{{RUN}}})", "h",
+    lay.add(stat("Node MTTF, 90 % lower bound", f"max(soak_run_node_mttf_lower90_seconds{{{RUN}}})", "s",
                  "With 90 % confidence a node's mean time to failure is at least this, from the node-hours and "
                  "unexpected failures so far (2T / chi2(0.90; 2r+2)): a bound, not a forecast.",
                  steps((None, BLUE))), 4, 6)

@@ -40,8 +40,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
                                        "line; served by the node that judges)."),
     "soak_run_failures": ("gauge", "Unexpected failures of the machine so far, by cause (served by the node that "
                                    "judges)."),
-    "soak_run_node_hours": ("gauge", "Node-hours under test so far (served by the node that judges)."),
-    "soak_run_node_mttf_lower90_hours": ("gauge", "One-sided 90% lower bound on a node's mean time to failure so "
+    # seconds, Prometheus's base unit (promtool's lint): Grafana shows them as hours or days
+    "soak_run_node_test_seconds": ("gauge", "Node-seconds under test so far: the node-hours times 3600 (served by "
+                                            "the node that judges)."),
+    "soak_run_node_mttf_lower90_seconds": ("gauge", "One-sided 90% lower bound on a node's mean time to failure so "
                                                   "far, 2T / chi2(0.90; 2r+2) (served by the node that judges)."),
 }
 METRIC_NAMES = served_names(FAMILIES)
@@ -144,10 +146,10 @@ def _run_families(st: RunStatus) -> Iterator[Metric]:
             for cause, value in sorted(values.items()):
                 g.add_metric([rid, cause], float(value))
             yield g
-        g = _family("soak_run_node_hours", ["run_id"])
-        g.add_metric([rid], rel.node_hours)
+        g = _family("soak_run_node_test_seconds", ["run_id"])
+        g.add_metric([rid], rel.node_hours * 3600.0)
         yield g
         if rel.node_mttf_h_lower90 is not None:
-            g = _family("soak_run_node_mttf_lower90_hours", ["run_id"])
-            g.add_metric([rid], rel.node_mttf_h_lower90)
+            g = _family("soak_run_node_mttf_lower90_seconds", ["run_id"])
+            g.add_metric([rid], rel.node_mttf_h_lower90 * 3600.0)
             yield g

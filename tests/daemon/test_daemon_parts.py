@@ -166,7 +166,7 @@ def test_what_the_judge_knows_is_served_with_the_node_a_peer_finding_names() -> 
         criteria={"coverage": True, "nodes": False}, link_test=LinkTest(1700.5, {"node-1": 12.5, "node-2": 3.25}),
         nodes_by_status={"running": 2, "lost": 1},
         reliability=ReliabilitySoFar(0.9125, {"checkpoint": 30.0, "node_lost": 12.5}, {"crash": 0, "node_lost": 1},
-                                     2.5, 0.6426))
+                                     2.5, 0.5))
     reg = CollectorRegistry()
     reg.register(RunCollector(lambda: st))
     text = generate_latest(reg).decode()
@@ -186,7 +186,8 @@ def test_what_the_judge_knows_is_served_with_the_node_a_peer_finding_names() -> 
     assert 'soak_run_lost_seconds{cause="checkpoint",run_id="r1"} 30.0' in text
     assert 'soak_run_failures{cause="node_lost",run_id="r1"} 1.0' in text
     assert 'soak_run_failures{cause="crash",run_id="r1"} 0.0' in text  # none yet is said: 0, not absent
-    assert 'soak_run_node_hours{run_id="r1"} 2.5' in text and 'soak_run_node_mttf_lower90_hours{run_id="r1"} 0.6426' in text
+    assert 'soak_run_node_test_seconds{run_id="r1"} 9000.0' in text
+    assert 'soak_run_node_mttf_lower90_seconds{run_id="r1"} 1800.0' in text
     # before any analysis: no criterion, link or node series (not judged is not 0)
     quiet = CollectorRegistry()
     quiet.register(RunCollector(lambda: _status()))

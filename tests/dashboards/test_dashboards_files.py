@@ -71,7 +71,7 @@ def test_variables_per_dashboard():
         for q in d.queries_of(board):
             if any(name in q.expr for name in (
                     "soak_run_info", "soak_cluster_nodes", "soak_run_verdict_so_far", "soak_link_test_timestamp_seconds",
-                    "soak_run_ettr_ratio", "soak_run_node_mttf_lower90_hours", "soak_run_failures",
+                    "soak_run_ettr_ratio", "soak_run_node_mttf_lower90_seconds", "soak_run_failures",
                     "soak_run_lost_seconds")):
                 continue  # of the run as a whole: the judging node serves them, or every node
             assert '$node' in q.expr, q.where
