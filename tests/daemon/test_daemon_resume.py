@@ -147,7 +147,10 @@ def test_unwritable_db_path_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) -> None:
-    plan = fake_plan(tmp_path, run={"duration": "60s"}, sampling={"interval": "0.5s", "flush_every": "30s"})
+    # a few seconds of readings at 0.5 s: one or two late under load are a coverage below 95 %,
+    # which would fail the stopped run; what is asserted is the stop's, so coverage asks less
+    plan = fake_plan(tmp_path, run={"duration": "60s"}, sampling={"interval": "0.5s", "flush_every": "30s"},
+                     acceptance={"thresholds": {"evidence.min_coverage": 0.5}})
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text(dump_plan(plan))
     run_dir = Path(plan.run.data_dir) / "r1"
