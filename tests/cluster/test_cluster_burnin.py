@@ -28,9 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.pg]
 # after the planned end, the clock would move it twice, as it should: a whole stretch past its
 # first look, then past the job's return.)
 DURATION_S = 55.0  # the soak as planned (wall, time scale 1)
-# evidence.min_uninterrupted_h, in seconds: a job back as fast as seen (8 s after the kill)
-# still moves the end more than 2 s, so that "trained on to it" says something
-NEED_S = 31.0
+# evidence.min_uninterrupted_h, in seconds: a job back as fast as seen (6.6 s after the kill on
+# a quiet machine) still moves the end more than 2 s, so that "trained on to it" says something
+NEED_S = 34.0
 KILL_S = 20.0
 
 
