@@ -354,11 +354,13 @@ def assess(acc: ev.Accounting, *, events: Sequence[Any] = (), nodes: Sequence[st
         return _length(parts.productive) - _length(
             (max(a, x), min(b, y)) for a, b in parts.productive for x, y in ev.union(gone))
 
-    per_node = tuple(
-        {"node": n, "node_hours": max(0.0, ran - _away_s(acc, away.get(n, ()))) / 3600.0,
-         "productive_s": productive(n), "ettr": None if available <= 0 else max(0.0, min(1.0, productive(n) / available)),
-         "failures": count(on(n)), "last_failure": max((i.start for i in on(n)), default=None)}
-        for n in nodes)
+    def of(n: str) -> dict[str, Any]:
+        trained, failed_here = productive(n), on(n)
+        return {"node": n, "node_hours": max(0.0, ran - _away_s(acc, away.get(n, ()))) / 3600.0,
+                "productive_s": trained, "ettr": None if available <= 0 else max(0.0, min(1.0, trained / available)),
+                "failures": count(failed_here), "last_failure": max((i.start for i in failed_here), default=None)}
+
+    per_node = tuple(of(n) for n in nodes)
     return Reliability(planned_s=acc.planned_s, productive_s=parts.productive_s, injected_s=parts.injected_s,
                        lost_s=parts.lost_s, failures=fails, node_hours=hours, nodes=max(1, int(cluster_nodes)),
                        projections=projections, injected_count=sum(1 for i in acc.interruptions if i.injected),

@@ -51,10 +51,14 @@ def parts(rel: Mapping[str, Any] | None, lang: str = "en") -> list[Part]:
             for k, s in items if s > 0]
 
 
+def _floored_pct(share: float | None) -> str:
+    """A share with two decimals, floored: never said larger than it is (99.996 % is not 100 %)."""
+    return pct(None if share is None else math.floor(share * 10000) / 10000, 2)
+
+
 def part_rows(rel: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:
     """(cause, how long, share of the planned time) per part."""
-    # floored: a share is never said larger than it is
-    return [(p.name, dur(p.seconds), pct(None if p.share is None else math.floor(p.share * 10000) / 10000, 2))
+    return [(p.name, dur(p.seconds), _floored_pct(p.share))
             for p in parts(rel, lang)]
 
 
@@ -82,8 +86,7 @@ def node_rows(rel: Mapping[str, Any] | None, lang: str = "en", tz: tzinfo = UTC)
         fails = n.get("failures") or {}
         said = ", ".join(f"{pick(CAUSE_NAMES, c, lang)} {k}" for c, k in fails.items() if k)
         out.append([str(n.get("node")), num(n.get("node_hours")), dur(n.get("productive_s")),
-                    # floored like the run's: never said higher than it is
-                    pct(None if ettr is None else math.floor(ettr * 10000) / 10000, 2), said or "0",
+                    _floored_pct(ettr), said or "0",
                     when(n.get("last_failure"), tz) if n.get("last_failure") is not None else "—"])
     return out
 
