@@ -1,4 +1,4 @@
-"""Reading a TOML file the user names (a run plan, an acceptance profile).
+"""Reading a file the user names (a run plan, an acceptance profile, a fault-code table).
 
 One reader for all of them, because each way a path can be wrong is a one-line error and not
 a traceback or a hang: a device such as ``/dev/zero`` or a FIFO is refused before it is read
@@ -41,6 +41,22 @@ def read_toml_bytes(path: str | os.PathLike[str], what: str, error: type[UserErr
                     max_bytes: int = MAX_BYTES) -> tuple[bytes, dict[str, Any]]:
     """``read_toml`` that also returns the file's bytes, for a caller that passes the file on
     as it was (``soak cluster launch`` sends the plan to every node)."""
+    raw = read_regular_file(path, what, error, max_bytes)
+    label = f"{what} {Path(path)}"
+    try:
+        return raw, tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{label}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise error(f"{label}: not valid TOML: arrays or tables nested too deeply") from None
+
+
+def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserError] = UserError,
+                      max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes``; ``what`` names it in the
+    one-line ``error`` (``plan p.toml: no such file``)."""
     p = Path(path)
     label = f"{what} {p}"
     try:
@@ -61,11 +77,4 @@ def read_toml_bytes(path: str | os.PathLike[str], what: str, error: type[UserErr
         os.close(fd)
     if len(raw) > max_bytes:
         raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
-    try:
-        return raw, tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"{label}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise error(f"{label}: not valid TOML: arrays or tables nested too deeply") from None
+    return raw
