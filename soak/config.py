@@ -230,6 +230,9 @@ class SamplingSection:
 class FaultsSection:
     inject: tuple[str, ...] = opt((), "Faults injected into every workload, e.g. [\"crash:40\", \"leak:50MB/min\"].",
                                   _strings)
+    codes_file: str | None = opt(None, "The site's own fault-code table in the device plugin's faultCode.json format, "
+                                 "laid over the built-in one (its level wins for each code it names); empty: the "
+                                 "built-in table (docs/faults.md). Checked when soak run starts.", _opt_string)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from soak.config import SIZES, WORKLOADS, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
+from soak.faultcodes import load_table
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 from soak.telemetry import BACKENDS
 
@@ -119,6 +120,9 @@ def main(args: argparse.Namespace) -> int:
                               "(only --db, --listen and --data-dir may be given)")
         overrides = {f"run.{k}" if k == "db" else "exporter.listen": v for k, v in given.items() if k != "data_dir"}
     plan = plan_from_dict(plan_data(args))
+    if not args.resume:
+        # read as the run will: a bad file stops here, before the run folder exists
+        load_table(plan.faults.codes_file, key="faults.codes_file")
     daemon = Daemon(plan, resume=args.resume, out=sys.stderr, progress_every_s=args.progress_every,
                     resume_overrides=overrides)
     return daemon.run()

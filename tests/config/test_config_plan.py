@@ -297,3 +297,61 @@ def test_a_cluster_advertise_address_is_node_local(advertise: str, kept: str) ->
     given = plan_from_dict(data)
     assert given.cluster.advertise == kept
     assert given.digest() == plain.digest()  # every node may give its own
+
+
+# faults.codes_file names the site's own faultCode.json; `soak run` reads it before anything
+# runs, and a file that is missing or bad is one line naming the key and the file.
+
+
+def test_faults_codes_file_is_kept_and_dumped(tmp_path) -> None:
+    plan = plan_from_dict({"faults": {"codes_file": "/etc/soak/faultCode.json"}})
+    assert plan.faults.codes_file == "/etc/soak/faultCode.json"
+    path = tmp_path / "plan.toml"
+    path.write_text(dump_plan(plan))
+    assert load_plan(path) == plan
+    assert plan_from_dict({}).faults.codes_file is None
+
+
+def test_faults_codes_file_that_is_no_string_names_the_key() -> None:
+    with pytest.raises(ConfigError) as err:
+        plan_from_dict({"faults": {"codes_file": 5}})
+    assert str(err.value) == "faults.codes_file must be a string, got 5"
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "no such file"),
+        ('{"SeparateCodes": []}', "'SeparateCodes' is not a level key (known: NotHandleFaultCodes, "),
+        ('{"SeparateNPUCodes": ["80E018"]}', "SeparateNPUCodes: '80E018' is not 8 hex digits"),
+        ("{", "not JSON: "),
+    ],
+)
+def test_soak_run_with_a_bad_codes_file_is_one_line_and_leaves_no_run_folder(tmp_path, capsys, content,
+                                                                            problem) -> None:
+    codes = tmp_path / "faultCode.json"
+    if content is not None:
+        codes.write_text(content)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[faults]\ncodes_file = "{codes}"\n')
+    data_dir = tmp_path / "runs"
+    rc = main(["run", str(plan), "--duration", "1m", "--backend", "cpu", "--listen", "", "--data-dir",
+               str(data_dir)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith(f"soak: error: faults.codes_file: fault codes file {codes}: {problem}")
+    assert err.count("\n") == 1
+    assert not data_dir.exists()
+
+
+def test_soak_run_with_a_good_codes_file_starts(tmp_path, monkeypatch) -> None:
+    from soak.daemon import lifecycle
+
+    started: list[str | None] = []
+    monkeypatch.setattr(lifecycle.Daemon, "run", lambda self: started.append(self.plan.faults.codes_file) or 0)
+    codes = tmp_path / "faultCode.json"
+    codes.write_text('{"SeparateNPUCodes": ["80E01801"]}')
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[faults]\ncodes_file = "{codes}"\n')
+    assert main(["run", str(plan), "--duration", "1m", "--backend", "cpu", "--listen", ""]) == 0
+    assert started == [str(codes)]
