@@ -66,6 +66,8 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
         raise error(f"{label}: no such file") from None
     except OSError as exc:
         raise error(f"{label}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # a TOML string may hold "\u0000"; no path can
+        raise error(f"{label}: not a file name (it holds a NUL character)") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error(f"{label}: not a regular file")

@@ -355,3 +355,15 @@ def test_soak_run_with_a_good_codes_file_starts(tmp_path, monkeypatch) -> None:
     plan.write_text(f'[faults]\ncodes_file = "{codes}"\n')
     assert main(["run", str(plan), "--duration", "1m", "--backend", "cpu", "--listen", ""]) == 0
     assert started == [str(codes)]
+
+
+@pytest.mark.parametrize(("section", "key", "what"), [("acceptance", "profile", "acceptance.profile"),
+                                                      ("faults", "codes_file", "faults.codes_file: fault codes file")])
+def test_a_file_name_with_a_nul_character_is_one_line(tmp_path, capsys, section, key, what) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[{section}]\n{key} = "a\\u0000b"\n')
+    rc = main(["run", str(plan), "--duration", "1m", "--backend", "cpu", "--listen", "",
+               "--data-dir", str(tmp_path / "runs")])
+    assert rc == 2
+    assert capsys.readouterr().err == f"soak: error: {what} a\\x00b: not a file name (it holds a NUL character)\n"
+    assert not (tmp_path / "runs").exists()
