@@ -224,6 +224,9 @@ class SamplingSection:
                             _dur(), key="interval", raw=f"{DEFAULT_INTERVAL_S:g}s")
     flush_every_s: float = opt(5.0, "Commit buffered samples at least this often (wall); a crash loses at most this much.",
                                _dur(), key="flush_every", raw="5s")
+    detail_interval_s: float = opt(60.0, "How often each chip's slow views are read (wall): npu-smi -t health/ecc/usages "
+                                         "and hccn_tool; a fault the chip reports is seen within this.",
+                                   _dur(), key="detail_interval", raw="60s")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-scenario", help="simulated fleet scenario (sim.scenario)")
     p.add_argument("--sim-chips", type=int, help="simulated chips (sim.chips)")
     p.add_argument("--interval", help="telemetry tick, wall time, e.g. 1s (sampling.interval)")
+    p.add_argument("--detail-interval", help="how often each chip's fault views (health, ECC, ports) are read, "
+                                             "wall time, e.g. 10s (sampling.detail_interval)")
     p.add_argument("--db", help=f"store URL (default: <run folder>/{DB_NAME})")
     p.add_argument("--data-dir", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--run-id", help="id of the new run (default: <UTC time>-<host>)")
@@ -55,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 _PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
-               "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
+               "sim_chips", "interval", "detail_interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
                "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous", "advertise")
 
 
@@ -79,6 +81,7 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
         _set(data, "run", "preflight", False)
     _set(data, "devices", "backend", args.backend)
     _set(data, "sampling", "interval", args.interval)
+    _set(data, "sampling", "detail_interval", args.detail_interval)
     _set(data, "exporter", "listen", args.listen)
     _set(data, "restart", "max_restarts", args.max_restarts)
     _set(data, "restart", "hang_timeout", args.hang_timeout)

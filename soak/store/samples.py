@@ -145,6 +145,19 @@ class SampleStore(Database):
         )
         return int(self._read(stmt)[0][0])
 
+    def fault_evidence(self, run_id: str) -> dict[tuple[str | None, str], tuple[int, int, int]]:
+        """Per chip (node, device; the host row left out): how many readings held its health
+        word, its ECC counts and its port's state, the evidence of the device-faults criterion."""
+        t, ss = S.samples, S.sample_series
+        stmt = (
+            select(ss.c.node, ss.c.device, func.count(t.c.health), func.count(t.c.ecc_double_bit_errors),
+                   func.count(t.c.link_up))
+            .select_from(t.join(ss, t.c.series_id == ss.c.id))
+            .where(ss.c.run_id == run_id, ss.c.device != HOST_DEVICE)
+            .group_by(ss.c.node, ss.c.device)
+        )
+        return {(r[0], r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in self._read(stmt)}
+
     def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
         """The newest reading of the run (of one node's devices, when given)."""
         t, ss = S.samples, S.sample_series

@@ -47,7 +47,9 @@ from soak.telemetry.records import METRICS
 # 6: ``sample_series`` gains ``node``: a cluster node's device is stored as its node and its
 #    name on the node, no longer as one ``node/device`` string (a version-5 database has its
 #    series and findings split in place: ``_split_node_device``).
-SCHEMA_VERSION = 7
+# 8: samples gain the chip's own fault evidence: isolated ECC pages and the NVML Xid count
+#    (a version-7 database gains the columns in place).
+SCHEMA_VERSION = 8
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -149,6 +151,10 @@ samples = Table(
     Column("ddr_total_bytes", BigInteger),
     Column("ecc_single_bit_errors", BigInteger),
     Column("ecc_double_bit_errors", BigInteger),
+    Column("ecc_single_bit_isolated_pages", BigInteger),
+    Column("ecc_double_bit_isolated_pages", BigInteger),
+    Column("xid_errors", BigInteger),
+    Column("link_up_count", BigInteger),
     Column("up", Boolean, nullable=False),
     Column("healthy", Boolean),
     Column("link_up", Boolean),
@@ -217,6 +223,7 @@ EVENT_KINDS = (
     "cluster_restart",
     "capture",  # a profiler capture: detail = its summary and trace path (soak.analysis.captures)
     "link_test",  # the pairwise link test between nodes: detail.pairs (soak.analysis.links)
+    "device_fault",  # the chip's own fault report changed: detail = soak.analysis.device_faults.FaultChange
     "clock_drift",  # a node's clock past (or back within) cluster.max_clock_offset of the store's
 )
 
@@ -319,6 +326,8 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
         "ALTER TABLE runs ADD COLUMN lease_until FLOAT",
         "ALTER TABLE runs ADD COLUMN rendezvous VARCHAR(255)",
     ),
+    7: tuple(f"ALTER TABLE samples ADD COLUMN {c} BIGINT" for c in (
+        "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count")),
 }
 
 # A cluster run's per-chip summaries, written by each node agent for its own chips and ranks

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from soak.clock import SYSTEM_CLOCK, ScaledClock
 from soak.errors import DeviceUnavailable, SoakError, ToolError
 from soak.telemetry import BACKENDS
-from soak.telemetry.hccn import read_link_up
+from soak.telemetry.hccn import read_link_fields
 from soak.telemetry.host import HostReader, cpu_device_sample
 from soak.telemetry.npu_query import read_chip_details
 from soak.telemetry.plog import PlogFollower
@@ -247,7 +247,7 @@ class NpuBackend(_HostPart):
         instead of stalling one tick. The pass stops at the first timeout, so a wedged
         driver costs one timeout per tick, not one per chip and query.
         """
-        link = read_link_up if self._hccn_present else None
+        link = read_link_fields if self._hccn_present else None
         now = time.monotonic()
         interval = self.detail_interval_s or 0.0
         for k, chip in enumerate(chips):
@@ -259,16 +259,18 @@ class NpuBackend(_HostPart):
                 continue
             self._detail_due[(npu_id, chip_id)] = now + interval
             fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
+            want_serial = "serial" not in fields
             ok, value = tick.call("npu-smi-detail",
-                                  lambda n=npu_id, c=chip_id: read_chip_details(self.reader, n, c))
+                                  lambda n=npu_id, c=chip_id, w=want_serial: read_chip_details(self.reader, n, c,
+                                                                                               serial=w))
             if ok:
                 fields.update(value)
             elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                 return
             if link is not None:
                 ok, value = tick.call("hccn_tool", lambda i=logic_id, f=link: f(self.hccn_tool, self.runner, i))
-                if ok and value is not None:
-                    fields["link_up"] = value
+                if ok:
+                    fields.update(value)
                 elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                     link = None
             self._details[(npu_id, chip_id)] = fields

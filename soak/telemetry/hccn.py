@@ -183,6 +183,24 @@ class HccnReader:
         return parse_bandwidth(self._run(device_id, "-bandwidth", "-g"))
 
 
-def read_link_up(hccn_tool: str, runner: RunnerLike | None, device_id: int) -> bool | None:
-    """``link_up`` for a DeviceSample: True/False, None when the state word is unknown."""
-    return HccnReader(hccn_tool, runner).link(device_id).up
+def read_link_fields(hccn_tool: str, runner: RunnerLike | None, device_id: int) -> dict[str, object]:
+    """The port's DeviceSample fields: ``link_up`` (``-link``) and ``link_up_count``
+    (``-link_stat``: a flap between two polls shows there even when no poll saw it down).
+
+    A ``-link`` failure raises (the caller counts it); a driver without ``-link_stat`` only
+    leaves the count out, unless the tool timed out or is missing (raised: the pass stops).
+    """
+    reader = HccnReader(hccn_tool, runner)
+    fields: dict[str, object] = {}
+    up = reader.link(device_id).up
+    if up is not None:
+        fields["link_up"] = up
+    try:
+        count = reader.link_stat(device_id).link_up_count
+    except ToolError as exc:
+        if exc.kind in ("timeout", "missing"):
+            raise
+        count = None
+    if count is not None:
+        fields["link_up_count"] = count
+    return fields

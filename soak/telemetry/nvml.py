@@ -46,6 +46,7 @@ class NvmlReader:
         self.count = int(nvml.nvmlDeviceGetCount())
         self._xid_set: Any = None
         self._xids: dict[int, int] = {}  # gpu index -> Xid critical events seen
+        self._xid_last: dict[int, int] = {}  # gpu index -> the latest event's Xid number
         self._index_by_handle: dict[int, int] = {}
         self._setup_xid_events()
 
@@ -99,14 +100,17 @@ class NvmlReader:
                 except (nv.NVMLError, AttributeError):
                     index = -1
             self._xids[index] = self._xids.get(index, 0) + 1
+            xid = getattr(data, "eventData", None)  # the Xid number of an XidCriticalError event
+            if isinstance(xid, int):
+                self._xid_last[index] = xid
         return dict(self._xids)
 
     # -- a sweep ---------------------------------------------------------------------------
     def read(self) -> list[DeviceSample]:
         xids = self.poll_xids()
-        return [self._read_one(i, xids.get(i)) for i in range(self.count)]
+        return [self._read_one(i, xids.get(i), self._xid_last.get(i)) for i in range(self.count)]
 
-    def _read_one(self, i: int, xid: int | None) -> DeviceSample:
+    def _read_one(self, i: int, xid: int | None, xid_last: int | None = None) -> DeviceSample:
         nv = self.nv
         key = f"cuda{i}"
         try:
@@ -132,6 +136,10 @@ class NvmlReader:
             agg = getattr(nv, "NVML_AGGREGATE_ECC", 1)
             corrected = self._q("nvmlDeviceGetTotalEccErrors", h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, agg)
             uncorrected = self._q("nvmlDeviceGetTotalEccErrors", h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, agg)
+            # (corrected rows, uncorrected rows, pending, failure): A100 and later; older GPUs
+            # retire pages instead, and say whether a retirement waits for a reset
+            remap = self._q("nvmlDeviceGetRemappedRows", h)
+            retired_pending = self._q("nvmlDeviceGetRetiredPagesPendingStatus", h)
         except nv.NVMLError as exc:
             return DeviceSample(device=key, backend="cuda", up=False, error=f"NVML: {exc}")
         return DeviceSample(
@@ -150,6 +158,10 @@ class NvmlReader:
             ecc_double_bit_errors=None if uncorrected is None else int(uncorrected),
             throttle_reasons=None if reasons is None else int(reasons),
             xid_errors=xid,
+            xid_last=xid_last,
+            row_remap_pending=None if not _tuple4(remap) else bool(remap[2]),
+            row_remap_failed=None if not _tuple4(remap) else bool(remap[3]),
+            retired_pages_pending=None if retired_pending is None else bool(retired_pending),
         )
 
     def close(self) -> None:
@@ -159,6 +171,10 @@ class NvmlReader:
             self.nv.nvmlShutdown()
         except self.nv.NVMLError:
             pass
+
+
+def _tuple4(value: Any) -> bool:
+    return isinstance(value, tuple | list) and len(value) == 4
 
 
 def open_nvml(module: ModuleType | None = None) -> NvmlReader:

@@ -54,8 +54,12 @@ class DeviceSample:
     hbm_total_bytes: int | None = None
     ddr_used_bytes: int | None = None
     ddr_total_bytes: int | None = None
+    # ECC: the tool's current counts, HBM and DDR summed (NVML: aggregate corrected and
+    # uncorrected); isolated (retired) pages likewise
     ecc_single_bit_errors: int | None = None
     ecc_double_bit_errors: int | None = None
+    ecc_single_bit_isolated_pages: int | None = None
+    ecc_double_bit_isolated_pages: int | None = None
     aicpu_util_pct: float | None = None
     mem_bw_util_pct: float | None = None
     link_up: bool | None = None
@@ -63,6 +67,15 @@ class DeviceSample:
     process_memory_bytes: int | None = None  # device memory held by processes on this chip
     error: str | None = None
     xid_errors: int | None = None  # NVML Xid critical events seen since the reader started
+    xid_last: int | None = None  # the Xid number of the latest of them
+    # The chip's own fault report: the codes of ``npu-smi info -t health`` (hex as printed)
+    # and their texts; () when the view answered with none, None when it was not read.
+    fault_codes: tuple[str, ...] | None = None
+    fault_texts: tuple[str, ...] | None = None
+    link_up_count: int | None = None  # hccn_tool -link_stat: times the port came up (a flap adds one)
+    row_remap_pending: bool | None = None  # NVML: a row remap waits for a reset
+    row_remap_failed: bool | None = None  # NVML: a row could not be remapped
+    retired_pages_pending: bool | None = None  # NVML: a retired page waits for a reset
 
     def metric(self, name: str) -> float | None:
         """The value of a canonical metric name, or None."""

@@ -134,7 +134,7 @@ def test_garbage_is_a_tool_error():
     assert info.value.kind == "garbage"
 
 
-def test_reader_command_lines_and_read_link_up():
+def test_reader_command_lines_and_read_link_fields():
     runner = ReplayRunner(
         {
             "-i 3 -link -g": "link status: DOWN\n",
@@ -156,6 +156,12 @@ def test_reader_command_lines_and_read_link_up():
     assert r.speed(3) == 200000
     assert r.bandwidth(3) == (1.5, 2.25)
     assert runner.calls[0] == ("/usr/local/Ascend/driver/tools/hccn_tool", "-i", "3", "-link", "-g")
-    assert hccn.read_link_up("hccn_tool", runner, 3) is False
+    assert hccn.read_link_fields("hccn_tool", runner, 3) == {"link_up": False, "link_up_count": 2}
     with pytest.raises(ToolError):
-        hccn.read_link_up("hccn_tool", runner, 9)
+        hccn.read_link_fields("hccn_tool", runner, 9)
+
+
+def test_link_fields_without_link_stat_keep_the_state():
+    # an older driver refuses -link_stat: the port's state is still read, its count left out
+    runner = ReplayRunner({"-i 0 -link -g": "link status: UP\n", "-i 0 -link_stat -g": "Cmd execute failed!\n"})
+    assert hccn.read_link_fields("hccn_tool", runner, 0) == {"link_up": True}

@@ -135,6 +135,9 @@ def test_health_alarm_with_three_codes_and_multiline_information():
     h = q.parse_health(section(F031, "-c 0 -t health"), npu_id=0, chip_id=0)
     assert h.health == "Alarm" and h.healthy is False
     assert h.error_codes == ("A4025021", "8C03A000", "8C084E00")
+    # the codes and their texts reach the sample: the device-faults criterion judges them
+    assert h.sample_fields()["fault_codes"] == h.error_codes
+    assert h.sample_fields()["fault_texts"] == h.error_info
     assert h.error_info == (
         "ascend_monitor adda heart beat lost error",
         "node type=process-manager, sensor type=General Software, event state=The process start failed or exit abnormally",
@@ -165,7 +168,8 @@ def test_ecc_40_char_keys():
     assert (e.npu_id, e.chip_id) == (0, 0)
     assert e.hbm_single_bit_errors == 0 and e.ddr_double_bit_isolated_pages == 0
     assert e.extras == ()
-    assert e.sample_fields() == {"ecc_single_bit_errors": 0, "ecc_double_bit_errors": 0}
+    assert e.sample_fields() == {"ecc_single_bit_errors": 0, "ecc_double_bit_errors": 0,
+                                 "ecc_single_bit_isolated_pages": 0, "ecc_double_bit_isolated_pages": 0}
 
 
 def test_ecc_nonzero_counts_are_summed_for_the_sample():

@@ -20,8 +20,9 @@ def sample_fields(*records: object) -> dict[tuple[int, int], dict[str, object]]:
     return merged
 
 
-def read_chip_details(reader, npu_id: int, chip_id: int) -> dict[str, object]:
-    """DeviceSample fields for one chip from the slow views: usages, ECC and health.
+def read_chip_details(reader, npu_id: int, chip_id: int, *, serial: bool = False) -> dict[str, object]:
+    """DeviceSample fields for one chip from the slow views: usages, ECC and health, and the
+    card's serial number (``-t board``) when ``serial`` (it does not change: read once).
 
     ``reader`` is an ``NpuSmiReader``. Card-level views (``usages``, ``ecc``) are asked for
     the whole card and filtered to ``chip_id``, because older npu-smi versions refuse ``-c``
@@ -31,11 +32,13 @@ def read_chip_details(reader, npu_id: int, chip_id: int) -> dict[str, object]:
     """
     fields: dict[str, object] = {}
     errors: list[ToolError] = []
-    views = (
+    views = [
         lambda: reader.usages(npu_id),
         lambda: reader.ecc(npu_id),
         lambda: (reader.health(npu_id, chip_id),),
-    )
+    ]
+    if serial:
+        views.append(lambda: (reader.board(npu_id),))
     for view in views:
         try:
             records = view()

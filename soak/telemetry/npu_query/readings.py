@@ -233,7 +233,10 @@ class HealthInfo:
         return healthy_of(self.health)
 
     def sample_fields(self) -> dict[str, object]:
-        return not_none({"health": self.health, "healthy": self.healthy})
+        # the codes are always set once the view answered: () says "read, none", so a code
+        # that clears is seen to clear instead of lingering from an older reading
+        return {**not_none({"health": self.health, "healthy": self.healthy}),
+                "fault_codes": tuple(self.error_codes), "fault_texts": tuple(self.error_info)}
 
 
 def parse_health(
@@ -309,6 +312,12 @@ class EccInfo:
                 ),
                 "ecc_double_bit_errors": total(
                     self.hbm_double_bit_errors, self.ddr_double_bit_errors
+                ),
+                "ecc_single_bit_isolated_pages": total(
+                    self.hbm_single_bit_isolated_pages, self.ddr_single_bit_isolated_pages
+                ),
+                "ecc_double_bit_isolated_pages": total(
+                    self.hbm_double_bit_isolated_pages, self.ddr_double_bit_isolated_pages
                 ),
             }
         )

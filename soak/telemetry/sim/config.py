@@ -32,6 +32,9 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "comm_timeouts": {"rate_per_h": 6.0, "onset_h": 0.0, "kind": "mix", "rotate_every": 50, "pid": 0},
     "ecc_errors": {"single_per_h": 2.0, "double_per_h": 0.0, "onset_h": 0.0, "chips": "0"},
     "link_down": {"at_h": 1.0, "until_h": -1.0, "chips": "0"},
+    # the port goes down for down_s every every_h from onset_h: a flapping port, seen in
+    # hccn_tool -link_stat's up count even where no -link poll falls into a down
+    "link_flap": {"every_h": 0.25, "down_s": 5.0, "onset_h": 0.0, "chips": "0"},
 }
 
 # Tool faults. ``on`` picks the calls hit: info (the table), detail (-t/-m/-l), all.

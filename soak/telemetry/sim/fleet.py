@@ -74,10 +74,12 @@ class SimFleet:
         return self._detail(opts, chips)
 
     def render_hccn(self, argv: Sequence[str], elapsed_s: float | None = None) -> tuple[str, int]:
-        """``hccn_tool -i N -link -g`` / ``-net_health -g``; N is the logical (phy) id."""
+        """``hccn_tool -i N -link -g`` / ``-net_health -g`` / ``-link_stat -g``; N is the logical
+        (phy) id."""
         t = self.config.elapsed_s() if elapsed_s is None else elapsed_s
         args = list(argv)
-        if len(args) != 4 or args[0] != "-i" or args[3] != "-g" or args[2] not in ("-link", "-net_health"):
+        if len(args) != 4 or args[0] != "-i" or args[3] != "-g" or args[2] not in ("-link", "-net_health",
+                                                                                      "-link_stat"):
             return "Cmd execute failed!\n", 1
         try:
             index = int(args[1])
@@ -85,7 +87,15 @@ class SimFleet:
             return "Device ID is out of the valid range.\n", 1
         if not 0 <= index < self.config.chips or not self.model.chip(index, t).present:
             return "Device ID is out of the valid range.\n", 1
-        up = self.model.chip(index, t).link_up
+        chip = self.model.chip(index, t)
+        up = chip.link_up
+        if args[2] == "-link_stat":
+            # as fixture 041 prints it; the change records are left out (their times would be
+            # the simulated time line's, and soak reads only the up count)
+            pre = f"[device {index}]"
+            return (f"{pre}current time        : Wed Jun  7 10:08:28 2023\n"
+                    f"{pre}link up count       : {chip.link_up_count}\n"
+                    f"{pre}link change records :\n"), 0
         if args[2] == "-link":
             return f"link status: {'UP' if up else 'DOWN'}\n", 0
         return f"net health status: {'Success' if up else 'Fault'}\n", 0

@@ -48,6 +48,7 @@ class ChipState:
     ecc_single: int
     ecc_double: int
     link_up: bool
+    link_up_count: int  # hccn_tool -link_stat: times the port came up (1 at power-on)
 
 
 def _window(t_h: float, start_h: float, end_h: float) -> bool:
@@ -131,13 +132,21 @@ class FleetModel:
             if f.name == "vanish"
         )
         link_up = not any(_window(t_h, s.num("at_h"), s.num("until_h")) for s in self._active("link_down", index))
+        ups = 1 + sum(1 for s in self._active("link_down", index)
+                      if 0 <= s.num("at_h") < s.num("until_h") <= t_h)
+        for s in self._active("link_flap", index):
+            every_s, down_s, since_s = s.num("every_h") * 3600.0, s.num("down_s"), t_s - s.num("onset_h") * 3600.0
+            if every_s > 0 and since_s >= 0:
+                flaps, pos = divmod(since_s, every_s)
+                ups += int(flaps) + (1 if pos >= down_s else 0)
+                link_up = link_up and pos >= down_s
         pid = 20000 + int((noise(seed, "pid", index) + 1) * 30000) + index
         return ChipState(
             index=index, npu_id=npu_id, chip_id=chip_id, present=present, busy=busy,
             health=health, error_codes=codes, util_pct=util_i, mem_used_mb=mem,
             mem_total_mb=fam.mem_total_mb, temp_c=int(round(temp)), power_w=power,
             process_mb=max(0, mem - fam.idle_mem_mb) if busy else 0, pid=pid,
-            ecc_single=single, ecc_double=double, link_up=link_up,
+            ecc_single=single, ecc_double=double, link_up=link_up, link_up_count=ups,
         )
 
     def chips(self, t_s: float) -> list[ChipState]:
