@@ -44,6 +44,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_device_healthy": ("gauge", "1 = health OK, 0 = Warning/Alarm/Critical"),
     "soak_device_ecc_errors": ("counter", "ECC errors reported by the device"),
     "soak_device_link_up": ("gauge", "1 when the chip's network port is up"),
+    "soak_device_link_up_count": ("gauge", "Times the chip's network port came up (hccn_tool -link_stat; a flap adds one)"),
+    "soak_device_ecc_isolated_pages": ("gauge", "Memory pages the device isolated for ECC errors"),
+    "soak_device_fault_code": ("gauge", "1 for each fault code the chip reports now (npu-smi info -t health)"),
+    "soak_device_reset_pending": ("gauge", "1 when a row remap or page retirement waits for a reset (NVML)"),
+    "soak_device_row_remap_failed": ("gauge", "1 when a memory row could not be remapped (NVML)"),
     "soak_device_throttle_reasons": ("gauge", "NVML clock-event reason bitmask"),
     "soak_device_process_memory_bytes": ("gauge", "Device memory held by processes"),
     "soak_device_xid_errors": ("counter", "NVML Xid critical events seen"),
@@ -207,6 +212,11 @@ class SoakCollector(Collector):
         throttle = _family("soak_device_throttle_reasons", L)
         proc = _family("soak_device_process_memory_bytes", L)
         xid = _family("soak_device_xid_errors", L)
+        ups = _family("soak_device_link_up_count", L)
+        pages = _family("soak_device_ecc_isolated_pages", [*L, "type"])
+        codes = _family("soak_device_fault_code", [*L, "code"])
+        pending = _family("soak_device_reset_pending", L)
+        remap_failed = _family("soak_device_row_remap_failed", L)
         info = _family("soak_device_info", [*L, "health", "serial"])
         for d in snap.devices:
             lv = device_labels(d)
@@ -240,7 +250,19 @@ class SoakCollector(Collector):
                 proc.add_metric(lv, d.process_memory_bytes)
             if d.xid_errors is not None:
                 xid.add_metric(lv, d.xid_errors)
-        for fam in (up, util, temp, power, used, total, healthy, ecc, link, throttle, proc, xid, info):
+            if d.link_up_count is not None:
+                ups.add_metric(lv, d.link_up_count)
+            for kind, n in (("single", d.ecc_single_bit_isolated_pages), ("double", d.ecc_double_bit_isolated_pages)):
+                if n is not None:
+                    pages.add_metric([*lv, kind], n)
+            for code in sorted(set(d.fault_codes or ())):
+                codes.add_metric([*lv, code], 1.0)
+            if d.row_remap_pending is not None or d.retired_pages_pending is not None:
+                pending.add_metric(lv, 1.0 if (d.row_remap_pending or d.retired_pages_pending) else 0.0)
+            if d.row_remap_failed is not None:
+                remap_failed.add_metric(lv, 1.0 if d.row_remap_failed else 0.0)
+        for fam in (up, util, temp, power, used, total, healthy, ecc, link, throttle, proc, xid, ups, pages, codes,
+                    pending, remap_failed, info):
             if fam.samples:
                 yield fam
         comm = _family("soak_comm_timeouts", ["source", "kind"])

@@ -34,6 +34,7 @@ from soak.analysis import links as lk
 from soak.analysis.messages import CRITERIA, CRITERION_TEXTS, said, say
 from soak.analysis.model import KINDS
 from soak.config import Plan
+from soak.device_names import device_key
 
 _SEVERITY_RANK = {"info": 0, "warn": 1, "fail": 2}
 
@@ -242,12 +243,34 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, An
     """One per finding kind: no finding of it fails (findings as objects or dicts)."""
     out = []
     for kind in KINDS:
+        if kind == "device_fault":  # judged with its evidence: device_faults_criterion
+            continue
         mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == kind]
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
         out.append(_criterion((worst < 2) if (judged or mine) else None,
                               code=f"criterion.kind.{kind}", values={"kind": kind, "findings": len(mine), "found": bool(mine)}))
     return out
+
+
+def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any) -> dict[str, Any]:
+    """No chip reported a fault that fails it (``soak.analysis.device_faults``), judged on the
+    chips whose fault views answered; a run where none answered is not judged on it (a clean
+    ECC record that was never read is claimed nowhere)."""
+    mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == "device_fault"]
+    sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
+    fails, warns = sev.count("fail"), sev.count("warn")
+    read, not_read = evidence.read(), evidence.not_read()
+    readings = sum(evidence.chips[k][1] for k in read)
+    values = {"chips": len(evidence.chips), "read": len(read), "readings": readings, "fails": fails, "warns": warns,
+              "failing": fails > 0, "warning": warns > 0,
+              "not_read": [device_key(n, d) for n, d in not_read],
+              "max_link_down_s": params.max_link_down_s, "max_link_flaps": params.max_link_flaps}
+    if not read:
+        # a fault the chip did report still fails the run: only a clean record needs readings
+        return _criterion(False if fails else None, code="criterion.device_faults", values=values,
+                          measured=".measured_none")
+    return _criterion(fails == 0, code="criterion.device_faults", values=values)
 
 
 def record_runtime(rec: Any, ended: float | None) -> dict[str, Any]:

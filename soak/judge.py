@@ -21,16 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak import criteria as cr
-from soak.analysis import Analysis, Phase, Profile, Trace, analyze
+from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged
 from soak.analysis import buckets as bk
 from soak.analysis import compute as cp
+from soak.analysis import device_faults as df
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
 from soak.analysis import reliability as rel
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
-from soak.analysis.verdict import CPU_HOURS, clean_statement
+from soak.analysis.verdict import CPU_HOURS, clean_statement, order
 from soak.cluster import analysis as ca
 from soak.config import Plan
 from soak.device_names import device_key
@@ -143,6 +144,9 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
 
     time_scale = float(rec.time_scale or 1.0)
     running = status == "running"
+    fault_evidence = df.FaultEvidence(store.fault_evidence(run_id))
+    result = _with_device_faults(result, events, profile, now if running and now is not None else result.end,
+                                 len(fault_evidence.chips))
     if ended is None:
         ended = (now if now is not None else time.time()) if running else rec.ended_ts
     if ended is None:
@@ -190,6 +194,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         compute = cp.evaluate(rates, chip_of(rec.manifest, rec.backend), profile)
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
+    criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults))
     criteria += cr.kind_criteria(result.findings, judged=True)
 
     failing = [c for c in criteria if c["met"] is False]
@@ -216,6 +221,25 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         captures=tuple(captures_from_events(events)), extra=extra,
         reliability=None if accounting is None else reliability_of(store, rec, plan, events, accounting, running),
     )
+
+
+def _with_device_faults(result: Analysis, events: Sequence[Any], profile: Profile, end: float | None,
+                        chips: int) -> Analysis:
+    """The analysis with the findings of the chips' own fault reports (the run's
+    ``device_fault`` events) among its findings, its verdict and reasons decided again."""
+    start = result.start
+    if end is None or start is None:
+        starts = [e.ts for e in events if e.kind == "device_fault"]
+        if not starts:
+            return result
+        start = min(starts) if start is None else start
+        end = max(starts) if end is None else end
+    found = df.assess(events, profile.faults, end=end, hours=max(0.0, end - start) / 3600.0, chips=chips)
+    if not found:
+        return result
+    extra = [Finding(**{k: f[k] for k in ("kind", "device", "node", "metric", "start", "end", "severity", "summary",
+                                           "code", "values")}) for f in found]
+    return judged(order([*result.findings, *extra]), profile, result.start, result.end, result.chip_hours)
 
 
 def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting,

@@ -132,6 +132,25 @@ FINDINGS: dict[str, str] = {
     "straggler.link_node_floor": _LINK_NODE + _LINK_FLOOR,
     "straggler.link_pair": _LINK_PAIR + _LINK_REL.replace("{whom}", "the other pairs"),
     "straggler.link_pair_floor": _LINK_PAIR + _LINK_FLOOR,
+    # device_faults.py: the chip's own fault report
+    "device_fault.fault_code": ("fault code {code} ([[unknown|unknown code]][[!unknown|{level}]])[[text|: {text}]]"
+                                "[[action|; action: {action}]][[cleared| (cleared since)]]"),
+    "device_fault.health": "the chip reported health {words}[[cleared| (OK again since)]]",
+    "device_fault.ecc_uncorrectable": ("uncorrectable (double-bit) ECC errors [[previous|{previous:.0f}]][[!previous|0]]"
+                                       " -> {value:.0f}"),
+    "device_fault.ecc_isolated_double": ("double-bit isolated memory pages [[previous|{previous:.0f}]][[!previous|0]]"
+                                         " -> {value:.0f}"),
+    "device_fault.ecc_isolated_single": ("single-bit isolated memory pages [[previous|{previous:.0f}]][[!previous|0]]"
+                                         " -> {value:.0f}"),
+    "device_fault.ecc_correctable": ("{count:.0f} correctable ECC errors[[per_h| ({per_h:.1f}/h, limit {max_per_h:g}/h)]]"
+                                     "[[peer_median|, over {peer_factor:g} x the chips' median {peer_median:.0f}]]"),
+    "device_fault.link": ("network port [[seen_down|down {downs} time(s), longest {longest_down_s:.0f} s]][[still_down| "
+                          "(still down)]][[!seen_down|never seen down]], {flaps} flap(s); limits {max_link_down_s:g} s down, "
+                          "{max_link_flaps} flaps"),
+    "device_fault.xid": ("Xid [[code|{code} ({level})]][[!code|of unknown number]][[text|: {text}]]"
+                         "[[action|; action: {action}]]"),
+    "device_fault.row_remap": "row remapping failed: the memory cannot retire a failing row",
+    "device_fault.reset_pending": "a row remap or page retirement waits for a GPU reset",
 }
 """Finding codes (the part before the dot is the finding's kind)."""
 
@@ -145,6 +164,7 @@ CRITERIA: dict[str, str] = {
     "criterion.nodes": "nodes",
     "criterion.links": "links",
     "criterion.compute": "compute",
+    "criterion.device_faults": "device faults",
     # one per finding kind: the kinds are those of the finding codes above
     **{f"criterion.kind.{kind}": "no {kind:kind} (fail)"
        for kind in dict.fromkeys(code.split(".")[0] for code in FINDINGS)},
@@ -189,6 +209,14 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.compute.measured": ("{ranks} rank(s) on {nodes} node(s): median {median_tflops:.3g} TFLOP/s, "
                                    "lowest {lowest_tflops:.3g}[[one_node| (one node: no other node to compare with)]]"
                                    "[[failing|; {failing}]]"),
+    "criterion.device_faults.required": ("no chip-isolating fault code, uncorrectable ECC error, failed row remap or "
+                                         "hardware Xid; each port down <= {max_link_down_s:g} s and <= "
+                                         "{max_link_flaps} flaps"),
+    "criterion.device_faults.measured": ("fault reports of {read} of {chips} chips read ({readings} readings): "
+                                         "[[failing|{fails} failing]][[!failing|none failing]][[warning|, {warns} warning(s)]]"
+                                         "[[not_read|; not read: {not_read}]]"),
+    "criterion.device_faults.measured_none": ("no chip's fault report (health, ECC) was read: not judged"
+                                              "[[failing|; {fails} failing fault(s) seen]]"),
     "criterion.kind.required": "0 fail",
     "criterion.kind.measured": "[[found|{findings} finding(s)]][[!found|0]]",
 }

@@ -18,6 +18,7 @@ KINDS = (
     "throughput_degradation",
     "outlier",
     "straggler",
+    "device_fault",  # the chip's own fault report (soak.analysis.device_faults), from the run's events
 )
 SCHEMA_VERSION = 4
 """Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,

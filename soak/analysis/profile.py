@@ -178,6 +178,20 @@ class ComputeParams:
 
 
 @dataclass(frozen=True)
+class FaultsParams:
+    """The chip's own fault reports (``device faults`` criterion, soak.analysis.device_faults).
+
+    Fault codes and Xids are judged by their level in the fault-code table (soak.faultcodes);
+    uncorrectable ECC errors, double-bit isolated pages and failed row remaps always fail."""
+
+    max_link_down_s: float = 60.0  # a network port down longer than this (run time line) fails
+    max_link_flaps: int = 2  # more downs-and-ups of a port than this in the run fail; fewer warn
+    correctable_max_per_h: float = 10.0  # correctable ECC errors per hour above this warn
+    correctable_peer_factor: float = 10.0  # ... as do more than this x the chips' median count
+    correctable_peer_min: int = 20  # ... once the chip has at least this many
+
+
+@dataclass(frozen=True)
 class ChipExpectation:
     """What one chip model should reach, each figure with where it comes from.
 
@@ -281,6 +295,7 @@ class Profile:
     evidence: EvidenceParams = EvidenceParams()
     links: LinksParams = LinksParams()
     compute: ComputeParams = ComputeParams()
+    faults: FaultsParams = FaultsParams()
     chips: dict[str, ChipExpectation] = field(default_factory=lambda: dict(DEFAULT_CHIPS))
 
     @classmethod
@@ -306,6 +321,7 @@ class Profile:
             "evidence": EvidenceParams,
             "links": LinksParams,
             "compute": ComputeParams,
+            "faults": FaultsParams,
         }
         for key, value in data.items():
             if key in sections:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from soak import runfolder as layout
+from soak.analysis.device_faults import FaultChange, FaultWatch
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
 from soak.daemon import burnin, runfolder, sdnotify
@@ -46,9 +47,17 @@ from soak.daemon.outages import Outage, ReaderOutages
 from soak.daemon.prepare import record_manifest, run_preflight
 from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
-from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
+from soak.daemon.status import (
+    OpenFinding,
+    RankStatus,
+    RunStatus,
+    duration_words,
+    progress_line,
+    workload_words,
+)
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import StoreError, UserError, redact
+from soak.faultcodes import load_table
 from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -91,6 +100,8 @@ class Daemon:
         # a single node until the run begins as one node of a cluster run (_begin)
         self.membership: Membership = SingleNode()
         self.outages = ReaderOutages()
+        self.fault_watch: FaultWatch | None = None  # made with the run's fault-code table (_begin)
+        self._faults_said: set[tuple[str, str, str | None]] = set()
         self.chips_read: int | None = None  # chips in the latest snapshot (cluster status)
         self.readings_taken = 0  # ticks with a chip read, by this process: what the store must hold
         self.status: RunStatus | None = None
@@ -211,11 +222,25 @@ class Daemon:
             self.readings_taken += 1
         for outage in self.outages.track(snapshot):
             self._record_outage(outage)
+        if self.fault_watch is not None:
+            for change in self.fault_watch.track(snapshot):
+                self._record_fault(change)
         try:  # written by the main loop (through the spool): a slow store never delays a tick
             self.writer.append(snapshot)
         except StoreError as exc:  # the main loop did not move rows out for minutes
             self.fatal = exc
             self.request_stop("store")
+
+    def _record_fault(self, c: FaultChange) -> None:
+        """A change of a chip's own fault report: an event at once (seen on /metrics from
+        the next scrape, judged by every later analysis), and a line when it matters."""
+        message = c.message()
+        self.spool.event("device_fault", ts=c.ts, node=self.membership.node, message=message, detail=c.detail())
+        said = (c.device, c.signal, c.code)
+        if c.severity != "info" and said not in self._faults_said:  # a count rising again is an event only
+            self._faults_said.add(said)
+            self.out.write(f"soak: [{c.severity}] {message}\n")
+            self.out.flush()
 
     def _record_outage(self, o: Outage) -> None:
         self.spool.event("outage", ts=o.start, end_ts=o.end, node=self.membership.node, message=o.message,
@@ -272,10 +297,22 @@ class Daemon:
             elapsed_s=max(0.0, now - self.started.started_ts), remaining_s=max(0.0, self.started.planned_end_ts - now),
             restarts=self._restarts(),
             ranks=ranks, findings=counts, passing=self.passing, clock_offset_s=self.membership.clock_offset_s,
+            open_findings=self._open_findings(),
             **({} if self.found is None else dict(
-                open_findings=self.found.open, criteria=self.found.criteria, link_test=self.found.link_test,
+                criteria=self.found.criteria, link_test=self.found.link_test,
                 nodes_by_status=self.found.nodes_by_status, reliability=self.found.reliability)),
         )
+
+    def _open_findings(self) -> tuple[OpenFinding, ...]:
+        """The latest analysis' open findings, and the chips' own faults seen since it (the
+        fault watch answers within a detail interval; the analysis comes when it comes)."""
+        judged = self.found.open if self.found is not None else ()
+        have = {(f.kind, f.node, f.device, f.metric) for f in judged}
+        node = self.membership.node
+        seen = tuple(OpenFinding("device_fault", sev, node, device, kind, f"device_fault.{kind}")
+                     for (device, kind), sev in sorted((self.fault_watch.open() if self.fault_watch else {}).items())
+                     if ("device_fault", node, device, kind) not in have)
+        return tuple(judged) + seen
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -382,6 +419,12 @@ class Daemon:
             per_workload_restart_budget = 0  # restarts so far are counted once, on the first
 
         pipeline = None
+        # the chips' fault reports as the run recorded them so far: a resumed daemon goes on
+        # from them instead of reporting every fault again
+        self.fault_watch = FaultWatch(load_table(plan.faults.codes_file, key="faults.codes_file"))
+        if self.resume_id:
+            self.fault_watch.resume(self.started.store.load_events(self.started.run_id, "device_fault"),
+                                    node=self.membership.node)
         wd_every = sdnotify.watchdog_interval_s()
         jobs = Jobs(plan, analysis=self._analysis_job, analysis_every_s=analysis_period_s(plan), wal_checkpoint=self.started.store.checkpoint_wal,
                     disk_check=self.disk.check, watchdog=(lambda: sdnotify.notify("WATCHDOG=1")) if wd_every else None,

@@ -252,6 +252,19 @@ def _disk(e: Any, d: Mapping[str, Any]) -> Said | None:
                           "need_mib": d["need_bytes"] / _MIB, "filled": bool(d["filled"])}
 
 
+_FAULT_SIGNALS = ("fault_code", "health", "ecc_uncorrectable", "ecc_isolated_double", "ecc_isolated_single",
+                  "ecc_correctable", "link_down", "link_up", "link_flap", "xid", "row_remap_failed",
+                  "row_remap_pending", "retired_pages_pending")
+
+
+def _device_fault(e: Any, d: Mapping[str, Any]) -> Said | None:
+    if not _has(d, "device", "signal") or d["signal"] not in _FAULT_SIGNALS:
+        return None
+    cleared = bool(d.get("cleared")) and d["signal"] in ("fault_code", "health")
+    code = f"event.device_fault.{d['signal']}" + (".cleared" if cleared else "")
+    return code, {k: d.get(k) for k in ("device", "serial", "code", "text", "level", "action", "value", "previous")}
+
+
 def _start(e: Any, d: Mapping[str, Any]) -> Said | None:
     procs = d.get("workloads")
     if not isinstance(procs, list) or not procs or not _has(d, "duration_s"):
@@ -265,7 +278,7 @@ _READERS: dict[str, Callable[[Any, Mapping[str, Any]], Said | None]] = {
     "hang": _hang, "exit": _exit, "resume": _resume, "gap": _gap, "note": _note, "preflight": _preflight,
     "outage": _outage, "data_stall": _data_stall, "store_outage": _store_outage, "node_joined": _node_joined,
     "node_lost": _node_lost, "cluster_restart": _cluster_restart, "capture": _capture, "link_test": _link_test,
-    "clock_drift": _clock_drift, "disk": _disk, "inject": _inject,
+    "clock_drift": _clock_drift, "disk": _disk, "inject": _inject, "device_fault": _device_fault,
 }
 """The kinds whose message is made from their detail. Left out, shown as written in every
 language: ``comm_timeout`` (the collective library's error), ``phase`` (no producer),
@@ -285,6 +298,8 @@ CODES: tuple[str, ...] = (
     "event.cluster_restart.rendezvous", "event.cluster_restart.rejoined", "event.cluster_restart.lost",
     "event.cluster_restart.signal", "event.cluster_restart.exit", "event.cluster_restart.hang", "event.capture",
     "event.capture.failed", "event.link_test", "event.clock_drift.off", "event.clock_drift.back", "event.disk",
+    *(f"event.device_fault.{s}" for s in _FAULT_SIGNALS), "event.device_fault.fault_code.cleared",
+    "event.device_fault.health.cleared",
 )
 """Every code ``event_code`` gives: each language's table has a template for each."""
 

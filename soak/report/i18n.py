@@ -415,6 +415,19 @@ CHINESE: dict[str, str] = {
     "straggler.link_node_floor": _LINK_NODE_ZH + _LINK_FLOOR_ZH,
     "straggler.link_pair": _LINK_PAIR_ZH + _LINK_REL_ZH.replace("{whom}", "其他节点对"),
     "straggler.link_pair_floor": _LINK_PAIR_ZH + _LINK_FLOOR_ZH,
+    "device_fault.fault_code": ("故障码 {code}（[[unknown|未知故障码]][[!unknown|{level}]]）[[text|：{text}]]"
+                                "[[action|；处理：{action}]][[cleared|（此后已清除）]]"),
+    "device_fault.health": "芯片报告健康状态 {words}[[cleared|（此后恢复 OK）]]",
+    "device_fault.ecc_uncorrectable": "不可纠正（双比特）ECC 错误 [[previous|{previous:.0f}]][[!previous|0]] → {value:.0f}",
+    "device_fault.ecc_isolated_double": "双比特隔离内存页 [[previous|{previous:.0f}]][[!previous|0]] → {value:.0f}",
+    "device_fault.ecc_isolated_single": "单比特隔离内存页 [[previous|{previous:.0f}]][[!previous|0]] → {value:.0f}",
+    "device_fault.ecc_correctable": ("可纠正 ECC 错误 {count:.0f} 个[[per_h|（每小时 {per_h:.1f} 个，上限 {max_per_h:g}）]]"
+                                     "[[peer_median|，超过各芯片中位数 {peer_median:.0f} 的 {peer_factor:g} 倍]]"),
+    "device_fault.link": ("网口[[seen_down|断开 {downs} 次，最长 {longest_down_s:.0f} 秒]][[still_down|（仍断开）]]"
+                          "[[!seen_down|未见断开]]，闪断 {flaps} 次；上限：断开 {max_link_down_s:g} 秒，闪断 {max_link_flaps} 次"),
+    "device_fault.xid": "Xid [[code|{code}（{level}）]][[!code|（编号未知）]][[text|：{text}]][[action|；处理：{action}]]",
+    "device_fault.row_remap": "行重映射失败：显存无法隔离故障行",
+    "device_fault.reset_pending": "有行重映射或页隔离等待 GPU 复位",
     # criteria: names, then required and measured lines
     "criterion.runtime": "运行时长",
     "criterion.availability": "可用率",
@@ -425,6 +438,7 @@ CHINESE: dict[str, str] = {
     "criterion.nodes": "节点",
     "criterion.links": "节点间链路",
     "criterion.compute": "算力（GEMM 速率）",
+    "criterion.device_faults": "芯片故障",
     **{f"criterion.kind.{k}": "无失败级{kind:kind}" for k in KINDS},
     "criterion.runtime.required": "≥ 计划的 {planned_s:hm}",
     "criterion.runtime.measured": "运行 {ran_s:hm}（计划 {planned_s:hm}），其中训练 {training_s:hm}",
@@ -457,6 +471,12 @@ CHINESE: dict[str, str] = {
                                    "[[!floor_tflops|（{chip_named}：无预期值，仅作相对比较）]]"),
     "criterion.compute.measured": ("{nodes} 个节点上 {ranks} 个 rank：中位数 {median_tflops:.3g} TFLOP/s，"
                                    "最低 {lowest_tflops:.3g}[[one_node|（单节点：没有可比较的其他节点）]][[failing|；{failing}]]"),
+    "criterion.device_faults.required": ("无隔离芯片级故障码、不可纠正 ECC 错误、行重映射失败或硬件类 Xid；"
+                                         "每个网口断开 ≤ {max_link_down_s:g} 秒且闪断 ≤ {max_link_flaps} 次"),
+    "criterion.device_faults.measured": ("已读取 {chips} 个芯片中 {read} 个的故障报告（{readings} 次读数）："
+                                         "[[failing|{fails} 个失败]][[!failing|无失败]][[warning|，{warns} 个告警]]"
+                                         "[[not_read|；未读取：{not_read}]]"),
+    "criterion.device_faults.measured_none": "未读取到任何芯片的故障报告（健康状态、ECC）：不作判定[[failing|；已见 {fails} 个失败级故障]]",
     "criterion.kind.required": "0 个失败级",
     "criterion.kind.measured": "[[found|{findings} 个问题]][[!found|无]]",
     # parts of sentences
@@ -589,6 +609,28 @@ EVENT_CHINESE: dict[str, str] = {
                         "[[lowest_a|；最低 {lowest_a}-{lowest_b} {lowest_gbps:.2f} GB/s]]"),
     "event.clock_drift.off": ("节点 {node}：时钟与数据库偏差 {offset_s:+.1f} s（上限 {bound_s:g} s，cluster.max_clock_offset），"
                               "其读数的时间也偏差同样多"),
+    "event.device_fault.fault_code": ("{device}[[serial|（序列号 {serial}）]]：故障码 {code}（{level}）[[text|：{text}]]"
+                                      "[[action|；处理：{action}]]"),
+    "event.device_fault.fault_code.cleared": "{device}[[serial|（序列号 {serial}）]]：故障码 {code} 已清除",
+    "event.device_fault.health": "{device}[[serial|（序列号 {serial}）]]：健康状态 {level}",
+    "event.device_fault.health.cleared": "{device}[[serial|（序列号 {serial}）]]：健康状态恢复为 {level}",
+    "event.device_fault.ecc_uncorrectable": ("{device}[[serial|（序列号 {serial}）]]：不可纠正 ECC 错误 "
+                                             "[[previous|{previous:.0f}]][[!previous|无]] → {value:.0f}"),
+    "event.device_fault.ecc_isolated_double": ("{device}[[serial|（序列号 {serial}）]]：双比特隔离页 "
+                                               "[[previous|{previous:.0f}]][[!previous|无]] → {value:.0f}"),
+    "event.device_fault.ecc_isolated_single": ("{device}[[serial|（序列号 {serial}）]]：单比特隔离页 "
+                                               "[[previous|{previous:.0f}]][[!previous|无]] → {value:.0f}"),
+    "event.device_fault.ecc_correctable": ("{device}[[serial|（序列号 {serial}）]]：可纠正 ECC 错误 "
+                                           "[[previous|{previous:.0f}]][[!previous|无]] → {value:.0f}"),
+    "event.device_fault.link_down": "{device}[[serial|（序列号 {serial}）]]：网口断开",
+    "event.device_fault.link_up": "{device}[[serial|（序列号 {serial}）]]：网口恢复",
+    "event.device_fault.link_flap": ("{device}[[serial|（序列号 {serial}）]]：网口闪断（恢复次数 "
+                                     "[[previous|{previous:.0f}]][[!previous|无]] → {value:.0f}）"),
+    "event.device_fault.xid": ("{device}[[serial|（序列号 {serial}）]]：Xid [[code|{code}（{level}）]][[!code|（编号未知）]]"
+                               "[[text|：{text}]][[action|；处理：{action}]]"),
+    "event.device_fault.row_remap_failed": "{device}[[serial|（序列号 {serial}）]]：行重映射失败",
+    "event.device_fault.row_remap_pending": "{device}[[serial|（序列号 {serial}）]]：行重映射等待复位",
+    "event.device_fault.retired_pages_pending": "{device}[[serial|（序列号 {serial}）]]：隔离页等待复位",
     "event.clock_drift.back": "节点 {node}：时钟已回到与数据库相差 {bound_s:g} s 以内（{offset_s:+.1f} s）",
     "event.disk": ("{run_dir}：运行目录所在磁盘仅剩 {free_mib:.1f} MiB（需要 {need_mib:.1f} MiB）；"
                    "[[filled|磁盘已写满]][[!filled|在写满前停止]]（运行已停止，数据已保留）"),

@@ -17,6 +17,7 @@ KIND_NAMES = {
     "comm_timeouts": ("communication timeouts", "通信超时"),
     "thermal": ("thermal", "温度异常"),
     "throughput_degradation": ("throughput degradation", "吞吐下降"),
+    "device_fault": ("device fault", "芯片故障"),
 }
 METRIC_NAMES = {
     "util_pct": ("utilization", "利用率"),
@@ -31,6 +32,14 @@ METRIC_NAMES = {
     "comm_fatal_timeouts_total": ("fatal communication timeouts", "致命通信超时"),
     "throttle_reasons": ("clock throttling", "降频"),
     "pair_busbw_gbps": ("busbw between nodes", "节点间总线带宽"),
+    # the findings of a chip's own fault report (soak.analysis.device_faults)
+    "fault_code": ("fault code", "故障码"), "health": ("health", "健康状态"),
+    "ecc_uncorrectable": ("uncorrectable ECC", "不可纠正 ECC"),
+    "ecc_isolated_double": ("double-bit isolated pages", "双比特隔离页"),
+    "ecc_isolated_single": ("single-bit isolated pages", "单比特隔离页"),
+    "ecc_correctable": ("correctable ECC", "可纠正 ECC"), "link": ("network port", "网口"),
+    "xid": ("Xid", "Xid"), "row_remap": ("row remapping", "行重映射"),
+    "reset_pending": ("reset pending", "待复位"),
 }
 SEVERITY_NAMES = {"fail": ("fail", "失败"), "warn": ("warning", "告警"), "info": ("info", "提示")}
 EVENT_NAMES = {
@@ -38,7 +47,7 @@ EVENT_NAMES = {
     "restart": ("restart", "重启"), "inject": ("fault injected", "注入故障"), "exit": ("exit", "退出"),
     "finding": ("finding", "发现问题"), "stop": ("stop", "停止"), "gap": ("gap", "中断"),
     "outage": ("reader outage", "读数中断"), "store_outage": ("store outage", "数据库中断"),
-    "clock_drift": ("clock drift", "时钟偏移"),
+    "clock_drift": ("clock drift", "时钟偏移"), "device_fault": ("device fault", "芯片故障"),
     "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),

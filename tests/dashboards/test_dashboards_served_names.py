@@ -28,6 +28,8 @@ EVERY_FIELD = DeviceSample(
     serial="S0", health="OK", healthy=True, util_pct=50.0, temp_c=40.0, power_w=90.0,
     hbm_used_bytes=1, hbm_total_bytes=2, ddr_used_bytes=1, ddr_total_bytes=2, ecc_single_bit_errors=0,
     ecc_double_bit_errors=0, link_up=True, throttle_reasons=0, process_memory_bytes=1, xid_errors=0,
+    ecc_single_bit_isolated_pages=0, ecc_double_bit_isolated_pages=0, link_up_count=2, fault_codes=("80E3A201",),
+    fault_texts=("",), row_remap_pending=False, row_remap_failed=False, retired_pages_pending=False, xid_last=79,
 )
 SNAPSHOT = Snapshot(
     ts=1.0, host="node", devices=(EVERY_FIELD,),

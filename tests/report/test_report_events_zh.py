@@ -87,13 +87,29 @@ ZH = {
     "inject_slow": "slow-rank:1,1.5,200：自第 200 步起 rank 减速为 1.5 倍耗时",
     "inject_corrupt": "corrupt：已扰动校验结果 [0, 0]",
     "data_stall_planned": "stall:600,30：等待数据 30.0 s",
+    # a chip's own fault report (the values as recorded: the table's level, action and meaning)
+    "device_fault_health": "npu2-0（序列号 1025C9020000）：健康状态 Alarm",
+    "device_fault_link_down": "npu0-0（序列号 1025C9000000）：网口断开",
+    "device_fault_ecc_uncorrectable": "npu1-0（序列号 1025C9010000）：不可纠正 ECC 错误 0 → 1",
+    "device_fault_ecc_isolated_double": "npu1-0（序列号 1025C9010000）：双比特隔离页 0 → 1",
+    "device_fault_ecc_correctable": "npu1-0（序列号 1025C9010000）：可纠正 ECC 错误 0 → 8",
+    "device_fault_fault_code": "npu2-0（序列号 1025C9020000）：故障码 80E3A201（SeparateNPU）：error code 80E3A201；处理：isolate the chip",
+    "device_fault_link_flap": "npu3-0（序列号 1025C9030000）：网口闪断（恢复次数 3 → 5）",
+    "device_fault_link_up": "npu0-0（序列号 1025C9000000）：网口恢复",
+    "device_fault_health_cleared": "npu2-0（序列号 1025C9020000）：健康状态恢复为 OK",
+    "device_fault_fault_code_cleared": "npu2-0（序列号 1025C9020000）：故障码 80E3A201 已清除",
+    "device_fault_ecc_isolated_single": "cuda0（序列号 1320221000001）：单比特隔离页 0 → 2",
+    "device_fault_xid": "cuda0（序列号 1320221000001）：Xid 79（hardware）：GPU has fallen off the bus (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS)；处理：RESTART_BM; investigate: CONTACT_SUPPORT",
+    "device_fault_row_remap_failed": "cuda0（序列号 1320221000001）：行重映射失败",
+    "device_fault_row_remap_pending": "cuda0（序列号 1320221000001）：行重映射等待复位",
+    "device_fault_retired_pages_pending": "cuda0（序列号 1320221000001）：隔离页等待复位",
 }
 # recorded without the values (or free text): as written in Chinese too
 AS_WRITTEN = ("start_older", "burn_in_older", "node_lost_older", "demo_crash_no_detail", "inject", "rank_exit_sigterm",
               "stop_node_lost", "preflight_drift")
 # words the Chinese report shares with the English: units (dur's "min"), vendor and config terms,
 # the tool's name (every page's footer)
-SHARED = {"rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak"}
+SHARED = {"rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak", "ecc", "xid"}
 
 
 def view(e: dict) -> EventView:
@@ -238,7 +254,9 @@ def test_chinese_pdf_event_table_says_the_recorded_events_in_chinese(tmp_path):
 
     if shutil.which("pdftotext") is None or shutil.which("pdfimages") is None:
         skip_unless_ci("pdftotext, pdfimages not installed (poppler-utils)")
-    cases = [c for c in ZH if EVENTS[c]["kind"] != "checkpoint"]  # checkpoints: one condensed line
+    # checkpoints: one condensed line; the chips' fault reports are more than the table shows of
+    # one kind (condensed there too: the PDF's device-faults table lists them)
+    cases = [c for c in ZH if EVENTS[c]["kind"] not in ("checkpoint", "device_fault")]
     with Store.open(tmp_path / "soak.db") as store:
         shape = write_run(store, "r-events", chips=4, hours=2.0, crash=False, creep=False, findings=False)
         for i, case in enumerate(cases):

@@ -22,7 +22,7 @@ VALUES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "message
 # words that are the same in both reports: names of things, units, vendor terms
 SHARED_WORDS = {"busbw", "rank", "ranks", "all", "reduce", "gemm", "tflop", "hbm", "cv", "dense", "nvidia", "sxm",
                 "datasheet", "with", "sparsity", "half", "without", "bf16", "tflops", "h100", "h200", "rss", "cpu",
-                "ettr"}
+                "ettr", "ecc", "xid", "gpu"}
 
 
 def _said_values(values: object) -> set[str]:
