@@ -261,7 +261,8 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
         away.setdefault(e.node, []).append((start, back))
     return rel.assess(accounting, events=events, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
                       project_nodes=plan.reliability.project_nodes, running=running,
-                      time_scale=float(rec.time_scale or 1.0))
+                      time_scale=float(rec.time_scale or 1.0),
+                      fault_lag_s=plan.sampling.detail_interval_s * float(rec.time_scale or 1.0))
 
 
 def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel.Reliability | None:

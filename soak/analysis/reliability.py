@@ -50,6 +50,10 @@ AHEAD = "ahead"
 INJECTED = "injected"
 RESTART = "restart"  # from a hang's kill or a node's loss declared until the job trained again
 LINK = "link"  # a crash on a link test's collective timeout: a link failed
+# a chip's own fault report that interrupts training (a RestartNPU-class code, a hardware Xid),
+# with the crash or hang it caused (soak.analysis.device_faults)
+DEVICE_FAULT = "device_fault"
+FAULT_LEAD_S = 600.0  # a fault read up to this long (run time line) before a crash caused it
 STORE_OUTAGE = "store_outage"  # the agent stopped for the store, until it was resumed
 # Time inside the accounting's training in which the job did not step: the job was up, but
 # checkpointing, testing its links, waiting for data or doing again what a failure threw away
@@ -60,11 +64,11 @@ _OVERHEAD_EVENTS = {"checkpoint": CHECKPOINT, "link_test": LINK_TEST, "data_stal
 
 # Who takes a stretch two causes share, first first: what weighs on the machine before what
 # the plan or the operator caused, so that the ETTR is never overstated.
-PRIORITY: tuple[str, ...] = ("node_lost", LINK, "crash", "hang", RESTART, STORE_OUTAGE, "daemon_down", "gave_up",
+PRIORITY: tuple[str, ...] = ("node_lost", LINK, DEVICE_FAULT, "crash", "hang", RESTART, STORE_OUTAGE, "daemon_down", "gave_up",
                              INJECTED, *OVERHEADS, "startup", "stopped")
 LOST_CAUSES: tuple[str, ...] = tuple(c for c in PRIORITY if c != INJECTED) + (NOT_RUN,)
 """The keys of ``lost_s``, in the order the report shows them."""
-FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost", LINK)
+FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost", LINK, DEVICE_FAULT)
 """The keys of ``failures``: the unexpected interruptions that are the machine's."""
 
 
@@ -300,9 +304,36 @@ def failed(acc: ev.Accounting) -> list[ev.Interruption]:
         if not any(o.node == i.node and o.start <= i.start <= o.end for o in out):
             out.append(i)
     for i in acc.interruptions:
-        if i.cause in (ev.CRASH, ev.HANG) and not i.injected and not any(x.start <= i.start <= x.end for x in losses):
+        if (i.cause in (ev.CRASH, ev.HANG, DEVICE_FAULT) and not i.injected
+                and not any(x.start <= i.start <= x.end for x in losses)):
             out.append(i)
     return sorted(out, key=lambda i: i.start)
+
+
+def with_device_faults(acc: ev.Accounting, events: Sequence[Any], lag_s: float = 60.0) -> ev.Accounting:
+    """The accounting with the chips' training-interrupting faults as failures of their own:
+    a crash or hang on the node of such a fault, read from ``FAULT_LEAD_S`` before it began
+    until ``lag_s`` after it ended (the fault views are read once a detail interval: the job
+    may be back before its cause is read), is the fault's (one failure, not two); a fault no
+    interruption followed (the job rode it out) is a failure of no length."""
+    from soak.analysis.device_faults import interruptions
+
+    faults = [(node, c.ts, c.device) for node, c in interruptions(events)
+              if acc.window_start <= c.ts <= acc.window_end]
+    if not faults:
+        return acc
+    out, used = [], set()
+    for i in acc.interruptions:
+        hit = next((k for k, (node, ts, _) in enumerate(faults) if k not in used
+                    and (node == i.node or node is None or i.node is None)
+                    and i.start - FAULT_LEAD_S <= ts <= i.end + lag_s), None)
+        if hit is not None and i.cause in (ev.CRASH, ev.HANG) and not i.injected:
+            used.add(hit)
+            i = replace(i, cause=DEVICE_FAULT, message=f"device fault on {faults[hit][2]}: {i.message or i.cause}")
+        out.append(i)
+    out += [ev.Interruption(ts, ts, DEVICE_FAULT, node=node, message=f"device fault on {device}")
+            for k, (node, ts, device) in enumerate(faults) if k not in used]
+    return replace(acc, interruptions=tuple(sorted(out, key=lambda i: i.start)))
 
 
 def count(failures: Iterable[ev.Interruption]) -> dict[str, int]:
@@ -328,11 +359,14 @@ def _away_s(acc: ev.Accounting, spans: Iterable[tuple[float, float]]) -> float:
 
 def assess(acc: ev.Accounting, *, events: Sequence[Any] = (), nodes: Sequence[str] = (),
            away: Mapping[str, Sequence[tuple[float, float]]] | None = None, cluster_nodes: int = 1,
-           project_nodes: Iterable[int] = (), running: bool = False, time_scale: float = 1.0) -> Reliability:
+           project_nodes: Iterable[int] = (), running: bool = False, time_scale: float = 1.0,
+           fault_lag_s: float = 60.0) -> Reliability:
     """The reliability of a run from its accounting and its events (what kept a job that was
     up from stepping: ``spans``); ``nodes`` the node names under test (one unnamed node when
     empty), ``away`` each node's spans out of the run, ``project_nodes`` the job sizes of the
-    plan's ``[reliability]``."""
+    plan's ``[reliability]``; ``fault_lag_s`` how late a chip's fault may be read after the
+    interruption it caused (its detail interval, run time line)."""
+    acc = with_device_faults(acc, events, fault_lag_s)
     parts = split(acc, events, running, time_scale)
     failures = failed(acc)
     fails = count(failures)

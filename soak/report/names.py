@@ -66,6 +66,7 @@ CAUSE_NAMES = {
     "ahead": ("still ahead (run in progress)", "尚未到来（运行中）"), "injected": ("injected canaries", "注入故障"),
     "productive": ("productive training", "有效训练"),
     "restart": ("restart and re-rendezvous", "重启与重新集合"), "link": ("link failure", "链路故障"),
+    "device_fault": ("device fault", "芯片故障"),
     "store_outage": ("store outage (node stopped)", "数据库中断（节点停止）"),
     "redone": ("work redone since the last checkpoint", "检查点后的重算"), "data_stall": ("data stalls", "数据等待"),
     "checkpoint": ("checkpoints", "检查点"), "link_test": ("link tests", "链路测试"),

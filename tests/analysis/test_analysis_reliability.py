@@ -41,7 +41,7 @@ def test_eight_crashes_give_eight_failures_and_the_chi_square_bound() -> None:
         events += [_e(100 + 100 * k, "crash", message="exit -9"), _e(110 + 100 * k, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=3600, ended=3600)
     r = rel.assess(acc, nodes=["n1"])
-    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0}
+    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}
     assert r.lost_s["crash"] == pytest.approx(80) and r.productive_s == pytest.approx(3600 - 85)
     assert r.node_mttf_h == pytest.approx(1 / 8)
     assert r.node_mttf_h_lower90 == pytest.approx(2 * 1.0 / chi2.ppf(0.90, 18), rel=1e-9)
@@ -76,7 +76,7 @@ def test_overlapping_causes_share_no_second_and_an_early_end_is_not_run() -> Non
     assert r.lost_s["not_run"] == 200
     assert r.productive_s == pytest.approx(acc.training_s) == pytest.approx(800 - 250 - 50 - 150)
     assert _parts(r) == pytest.approx(1000)
-    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0, "link": 0}
+    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0, "link": 0, "device_fault": 0}
     # the daemon's own outage and the stop are not the machine's failures; the run's node-hours
     # end with the run
     assert r.node_hours == pytest.approx(800 / 3600)
@@ -91,7 +91,7 @@ def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     away = {"node-2": [(100.0, math.inf)]}
     r = rel.assess(acc, nodes=["node-0", "node-1", "node-2"], away=away, cluster_nodes=3, project_nodes=[64])
-    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1, "link": 0}
+    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1, "link": 0, "device_fault": 0}
     # lost from its last sign of life until the first agent said so, then the job re-formed
     assert r.lost_s["node_lost"] == pytest.approx(15) and r.lost_s["restart"] == pytest.approx(25)
     assert r.lost_s["crash"] == 0
@@ -196,7 +196,7 @@ def test_a_crash_on_a_link_test_timeout_is_a_link_failure() -> None:
               _e(600, "crash"), _e(620, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     r = rel.assess(acc, events=events)
-    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 1}
+    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 1, "device_fault": 0}
     assert r.lost_s["link"] == 30 and r.lost_s["crash"] == 20
 
 
@@ -207,3 +207,27 @@ def test_a_node_stopped_for_the_store_is_a_store_outage_not_the_daemon_s() -> No
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     r = rel.assess(acc, events=events)
     assert r.lost_s["store_outage"] == 120 and r.lost_s["daemon_down"] == 60 and r.failure_count == 0
+
+
+def _fault(ts: float, code: str, interrupts: bool, device: str = "npu1-0") -> SimpleNamespace:
+    # shaped as soak.analysis.device_faults.FaultChange.detail() records it
+    return _e(ts, "device_fault", workload=None, rank=None, message=f"device fault on {device}: fault code {code}",
+              detail={"device": device, "signal": "fault_code", "severity": "warn", "code": code, "level": "RestartNPU",
+                      "cleared": False, "interrupts": interrupts})
+
+
+def test_a_crash_a_chip_fault_caused_is_one_device_fault_and_a_fault_ridden_out_is_one_too() -> None:
+    events = [_e(0, "start"),
+              _e(300, "crash"), _e(330, "start"), _fault(350, "8C03A000", True),  # read after the job was back
+              _fault(500, "A4025021", False),  # NotHandle: no failure
+              _fault(700, "8C03A000", True, device="npu2-0"),  # the job rode it out: a failure all the same
+              _e(1500, "crash"), _e(1520, "start")]  # a crash of its own, long after
+    acc = ev.account(events, ["lm"], planned_start=0, planned_end=2000, ended=2000)
+    r = rel.assess(acc, events=events, nodes=["n1"], fault_lag_s=60.0)
+    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 2}
+    # the fault's crash lost its 30 s to the fault, the other crash its 20 s; parts still sum
+    assert r.lost_s["device_fault"] == 30 and r.lost_s["crash"] == 20 and _parts(r) == 2000
+    assert r.per_node[0]["failures"]["device_fault"] == 2
+    # read later than the detail interval after the job was back: not that crash's cause
+    late = rel.assess(acc, events=events, nodes=["n1"], fault_lag_s=10.0)
+    assert late.failures["crash"] == 2 and late.failures["device_fault"] == 2
