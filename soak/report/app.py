@@ -42,6 +42,8 @@ from soak.report.units import run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
     from soak.store import Store
+from soak.commands.report import APP_DB_ENV
+from soak.errors import mask_url, redact
 from soak.runfolder import DEFAULT_DATA_DIR, find_stores
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -54,7 +56,7 @@ _LOOPBACK = ("127.", "::1", "localhost")
 
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--db", default=os.environ.get("SOAK_REPORT_DB"))
+    p.add_argument("--db", default=os.environ.get(APP_DB_ENV))
     p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", DEFAULT_DATA_DIR))
     p.add_argument("--lang", default=os.environ.get("SOAK_REPORT_LANG", "en"))
     p.add_argument("--refresh-s", type=float, default=float(os.environ.get("SOAK_REPORT_REFRESH_S", "5")))
@@ -82,7 +84,9 @@ def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
             for r in _store(url).list_runs():
                 out.append({**r.as_dict(), "store": url})
         except Exception as exc:  # one broken run folder must not hide the others
-            out.append({"id": f"({Path(url).parent.name}: {exc})", "store": None, "status": "error"})
+            # a run folder's store is named by its folder; a store URL only masked
+            name = mask_url(url) if "://" in url else Path(url).parent.name
+            out.append({"id": f"({name}: {redact(str(exc))})", "store": None, "status": "error"})
     out.sort(key=lambda r: r.get("started_ts") or 0, reverse=True)
     return out
 
