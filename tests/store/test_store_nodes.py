@@ -70,3 +70,19 @@ def test_soak_nodes_prints_every_node_as_json(store_url, capsys) -> None:
     assert main(["nodes", "--db", store_url]) == 0
     table = capsys.readouterr().out
     assert next(line for line in table.splitlines() if line.startswith("node-a")).endswith("REPEAT OFFENDER")
+
+
+# A second agent claiming a node of a running cluster run: a rank another node holds is
+# refused; the same node name takes that node's place (how a resumed agent comes back).
+def test_a_join_at_a_rank_another_node_holds_is_refused_and_the_same_name_takes_its_place(store) -> None:
+    from soak.errors import StoreError
+
+    run = {"host": "h0", "plan": {}, "started_ts": 1_764_000_000.0, "backend": "sim"}
+    join = dict(nodes=2, plan_digest="d" * 64, joined_ts=1_764_000_000.0, run=run)
+    store.join_cluster("c1", node="node-0", rank=0, host="h0", **join)
+    with pytest.raises(StoreError, match=r"^node intruder: rank 0 of cluster run c1 is already node node-0$"):
+        store.join_cluster("c1", node="intruder", rank=0, host="elsewhere", **join)
+    with pytest.raises(StoreError, match=r"^node node-1: its plan differs from cluster run c1's"):
+        store.join_cluster("c1", node="node-1", rank=1, host="h1", **{**join, "plan_digest": "e" * 64})
+    store.join_cluster("c1", node="node-0", rank=0, host="h0-again", **join)
+    assert [(n.name, n.host) for n in store.cluster_nodes("c1")] == [("node-0", "h0-again")]
