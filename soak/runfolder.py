@@ -93,6 +93,16 @@ def is_run_folder(folder: str | os.PathLike[str]) -> bool:
     return plan_path(folder).is_file() or all((folder / sub).is_dir() for sub in SUBFOLDERS)
 
 
+def run_folder_of(path: str | os.PathLike[str]) -> Path | None:
+    """The run folder ``path`` lies in (or is), if any: what is there travels with the run's
+    data (copied, archived, handed over), so no key belongs there."""
+    p = Path(path).expanduser().absolute()
+    for folder in (p, *p.parents):
+        if folder.is_dir() and is_run_folder(folder):
+            return folder
+    return None
+
+
 def find_stores(data_dir: str | os.PathLike[str]) -> list[Path]:
     """Every run folder's SQLite store under ``data_dir`` (one level deep), sorted."""
     base = Path(data_dir)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from soak.errors import InputError, KeyFileError
-from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, keys_dir
+from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, keys_dir, run_folder_of
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
@@ -82,6 +82,7 @@ def create_keys(
 
     directory = Path(directory)
     key_path, cert_path = directory / KEY_FILE, directory / CERT_FILE
+    _not_in_a_run_folder(key_path)
     if not force and (key_path.exists() or cert_path.exists()):
         raise KeyFileError(f"{key_path}: a signing key already exists here (use --force to replace it)")
     if algorithm == "ec":
@@ -144,6 +145,13 @@ def create_keys(
     return KeyPair(key_path, cert_path, passphrase)
 
 
+def _not_in_a_run_folder(key_path: Path) -> None:
+    run = run_folder_of(key_path.parent)
+    if run is not None:
+        raise KeyFileError(f"{key_path}: inside the run folder {run}, which travels with the run's data; "
+                           "keep keys beside the run folders (DATA_DIR/keys) or elsewhere")
+
+
 def check_key_folder(directory: Path) -> None:
     """Refuse a key folder that group or others may write (as ssh's StrictModes does): whoever
     may write there may put their own key or certificate in place of the signer's."""
@@ -184,6 +192,7 @@ def check_key_permissions(key_path: Path) -> None:
             f"{key_path}: private key is readable by others (mode {mode:04o}); fix with: chmod 600 {key_path}"
         )
     check_key_folder(key_path.parent)
+    _not_in_a_run_folder(key_path)
 
 
 def load_keypair(key: str | Path, cert: str | Path, passphrase: bytes | None = None) -> KeyPair:

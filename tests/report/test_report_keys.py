@@ -86,3 +86,19 @@ def test_the_apps_runs_table_names_a_store_it_cannot_open_masked(monkeypatch) ->
     assert not at.exception, at.exception
     shown = at.dataframe[0].value.to_string()
     assert "soak:***@db:port/soak" in shown and "S3cretPW" not in shown, shown
+
+
+def test_no_key_is_made_or_used_inside_a_run_folder(tmp_path, capsys) -> None:
+    from soak.daemon.runfolder import make_run_dir
+
+    run_dir = make_run_dir(tmp_path / "runs", "r1", exist_ok=False)
+    assert main(["keys", "init", "--dir", str(run_dir / "report" / "keys")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"soak: error: {run_dir / 'report' / 'keys' / KEY_FILE}: inside the run folder {run_dir}, which "
+                   "travels with the run's data; keep keys beside the run folders (DATA_DIR/keys) or elsewhere\n")
+    assert not (run_dir / "report" / "keys").exists()
+    assert main(["keys", "init", "--dir", str(tmp_path / "runs" / "keys")]) == 0  # beside the runs
+    moved = run_dir / KEY_FILE
+    (tmp_path / "runs" / "keys" / KEY_FILE).rename(moved)
+    with pytest.raises(KeyFileError, match="inside the run folder"):
+        load_keypair(moved, tmp_path / "runs" / "keys" / CERT_FILE)
