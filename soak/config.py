@@ -138,7 +138,9 @@ def _opt_string(value: Any, key: str) -> str | None:
     return None if value in (None, "") else _string(value, key)
 
 
-def _run_id(value: Any, key: str) -> str | None:
+def check_run_id(value: Any, key: str) -> str | None:
+    """``value`` as a run id (None when empty), or one ``ConfigError`` naming ``key``: the
+    rule every id a run folder is named by passes, a new run's (``run.id``) or a resumed one's."""
     # The id names a folder under run.data_dir (and a systemd instance): a slash or a leading
     # dot would put the run somewhere else or hide it from `soak runs list`.
     # One limit, the store's: checked here, before a folder or a row exists.
@@ -198,7 +200,7 @@ class RunSection:
     time_scale: float = opt(1.0, "Recorded seconds per wall second (sim backend only); 720 plays 72 h in 6 min.",
                             _number(0, strict=True))
     preflight: bool = opt(True, "Run the environment self-check before the workloads and record it.", _bool)
-    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", _run_id)
+    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", check_run_id)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from soak.config import SIZES, WORKLOADS, plan_from_dict, read_plan_data
+from soak.config import SIZES, WORKLOADS, check_run_id, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 from soak.telemetry import BACKENDS
@@ -111,6 +111,8 @@ def main(args: argparse.Namespace) -> int:
     from soak.daemon.lifecycle import Daemon
     from soak.store.engine import DB_PASSWORD_FILE_ENV
 
+    if args.resume:
+        check_run_id(args.resume, "--resume")  # a path ('../x') would resume a run outside the data dir
     if args.resume and args.plan:
         raise ConfigError("--resume continues a run with its own plan; give RUN_ID without PLAN.toml")
     if not args.resume and not args.plan and not args.duration:

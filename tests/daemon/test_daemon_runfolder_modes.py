@@ -77,3 +77,14 @@ def test_the_default_run_id_of_a_host_with_a_63_character_name_fits() -> None:
     run_id = new_run_id(1_764_000_000.0, host="h" * 63 + ".example.com")
     assert len(run_id) == RUN_ID_MAX_CHARS and run_id.startswith("20251124-160000-hhh")
     plan_from_dict({"run": {"id": run_id}})  # a valid id
+
+
+def test_a_resume_id_that_is_a_path_is_refused(tmp_path, capsys) -> None:
+    # a run folder outside the data dir, plan and all: --resume must not reach it
+    outside = tmp_path / "outside"
+    make_run_dir(tmp_path, "outside", exist_ok=False)
+    write_plan(outside, plan_from_dict({"run": {"id": "outside"}}))
+    (tmp_path / "runs").mkdir()
+    assert main(["run", "--resume", "../outside", "--data-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("soak: error: --resume must be letters, digits, '.', '_' or '-'") and "'../outside'" in err
