@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from soak.errors import InputError
 from soak.output import add_format, print_json
+from soak.report import APP_DB_ENV
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:
     from soak.report.signing import KeyPair
 
 APP_PATH = Path(__file__).resolve().parent.parent / "report" / "app.py"
-APP_DB_ENV = "SOAK_REPORT_DB"
-"""The store URL the app reads (``--db`` of ``soak report serve``): kept out of argv."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -42,8 +42,8 @@ from soak.report.units import run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
     from soak.store import Store
-from soak.commands.report import APP_DB_ENV
 from soak.errors import mask_url, redact
+from soak.report import APP_DB_ENV
 from soak.runfolder import DEFAULT_DATA_DIR, find_stores
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")

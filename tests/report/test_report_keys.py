@@ -68,7 +68,8 @@ def test_an_encrypted_key_signs_with_its_passphrase_and_says_what_is_missing(tmp
 
 
 def test_report_serve_keeps_the_store_url_out_of_the_apps_argv(capsys) -> None:
-    from soak.commands.report import APP_DB_ENV, app_environ
+    from soak.commands.report import app_environ
+    from soak.report import APP_DB_ENV
 
     url = "postgresql+psycopg://soak:S3cretPW@db/soak"
     assert main(["report", "serve", "--dry-run", "--db", url]) == 0
