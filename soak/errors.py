@@ -23,6 +23,7 @@ MASK = "***"
 # password may hold '/' or ':' but never a bare '@') and a ``password=`` query or libpq
 # keyword; SQLAlchemy's own ``hide_password`` writes the same ``***``.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:)(?!\*\*\*@)[^\s@]*(?=@)")
+_MASKED = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*):" + re.escape(MASK) + "@")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(?P<head>\bpassword=)(?!\*\*\*(?:[\s&'\"]|$))[^\s&'\"]+")
 
 
@@ -32,6 +33,13 @@ def mask_url(url: str) -> str:
     Also what ``redact`` does to any URL inside a text."""
     url = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
     return _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
+
+
+def unmasked_url(url: str) -> str:
+    """``url`` as ``mask_url`` recorded it, without the mask where its password was: a URL
+    copied back from a record connects with the password from elsewhere (libpq's
+    ``PGPASSWORD`` or password file), never with ``***``."""
+    return _MASKED.sub(lambda m: m.group("head") + "@", url, count=1)
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -5,7 +5,8 @@ findings and events marked), findings with evidence, events and restarts, enviro
 manifest, and the signed PDF. A running run refreshes itself (``st.fragment(run_every=...)``).
 Every query is downsampled in the database, so a 72 h x 16-chip run opens in seconds.
 
-Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT_DB``,
+Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT_DB`` (how
+``soak report serve`` hands over the store URL: never in argv),
 ``SOAK_REPORT_DATA_DIR``, ``SOAK_REPORT_LANG`` (used by tests).
 """
 

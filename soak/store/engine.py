@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from soak.errors import MASK, StoreError, mask_url
+from soak.errors import StoreError, mask_url, unmasked_url
 
 log = logging.getLogger("soak.store")
 
@@ -50,8 +49,6 @@ T = TypeVar("T")
 DB_PASSWORD_FILE_ENV = "SOAK_DB_PASSWORD_FILE"
 """A file holding the store's password (``soak run --db-password-file``, a Kubernetes Secret
 mounted as a file): used where the URL has none, so the password is in no argv, URL or record."""
-# A URL as soak records it (soak.errors.mask_url): its password is the mask, not a password.
-_MASKED_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*):" + re.escape(MASK) + "@")
 
 
 def normalize_url(url: str | os.PathLike[str]) -> str:
@@ -60,7 +57,7 @@ def normalize_url(url: str | os.PathLike[str]) -> str:
     password file (``PGPASSFILE``, ``~/.pgpass``), or soak from ``SOAK_DB_PASSWORD_FILE``."""
     url = str(url)
     if "://" in url:
-        return _MASKED_PASSWORD.sub(lambda m: m.group("head") + "@", url)
+        return unmasked_url(url)
     return f"sqlite:///{Path(url).expanduser().absolute()}"
 
 
@@ -73,7 +70,7 @@ def _password_from_file(environ: Mapping[str, str] = os.environ) -> str | None:
     except OSError as exc:
         raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: cannot read the store's password "
                          f"({exc.strerror or exc})") from None
-    password = text.rstrip("\r\n")
+    password = text.split("\n", 1)[0].rstrip("\r")  # the first line, as a mounted Secret holds it
     if not password:
         raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: the file is empty")
     return password
