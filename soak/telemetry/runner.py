@@ -114,15 +114,20 @@ def check_result(
 
 def others_may_replace(path: str) -> str | None:
     """Why the executable at ``path`` could be replaced by another user (it, or its folder
-    without the sticky bit, is writable by group or others), or None."""
+    without the sticky bit, is writable by group or others; for a link, the link's folder
+    too), or None. OpenSSH's StrictModes asks the same of a key."""
     real = os.path.realpath(path)
-    for p, what in ((real, "the file"), (os.path.dirname(real), "its folder")):
+    found = os.path.dirname(os.path.abspath(path))
+    checks = [(real, "the file"), (os.path.dirname(real), "its folder")]
+    if found != os.path.dirname(real):
+        checks.append((found, "the folder of its link"))
+    for p, what in checks:
         try:
             mode = os.stat(p).st_mode
         except OSError:
             return None  # gone meanwhile: Popen says so
-        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (what == "its folder" and mode & stat.S_ISVTX):
-            return f"{what} {p} is writable by others (mode {stat.S_IMODE(mode):04o})"
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (what != "the file" and mode & stat.S_ISVTX):
+            return f"{what} {p} is writable by group or others (mode {stat.S_IMODE(mode):04o})"
     return None
 
 
