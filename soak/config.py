@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from exporters.listen import DEFAULT_LISTEN, parse_listen
-from soak.errors import ConfigError, InputError, UserError
-from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
+from soak.errors import ConfigError, InputError, UserError, mask_url
+from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, RESERVED_IDS, RUN_ID_MAX_CHARS
 from soak.telemetry import BACKENDS
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
 from soak.tomlfile import finite, read_toml
@@ -138,15 +138,20 @@ def _opt_string(value: Any, key: str) -> str | None:
     return None if value in (None, "") else _string(value, key)
 
 
-def _run_id(value: Any, key: str) -> str | None:
+def check_run_id(value: Any, key: str) -> str | None:
+    """``value`` as a run id (None when empty), or one ``ConfigError`` naming ``key``: the
+    rule every id a run folder is named by passes, a new run's (``run.id``) or a resumed one's."""
     # The id names a folder under run.data_dir (and a systemd instance): a slash or a leading
     # dot would put the run somewhere else or hide it from `soak runs list`.
+    # One limit, the store's: checked here, before a folder or a row exists.
     text = _opt_string(value, key)
-    if text is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", text):
+    if text is not None and not re.fullmatch(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{RUN_ID_MAX_CHARS - 1}}}", text):
         raise ConfigError(
             f"{key} must be letters, digits, '.', '_' or '-' (starting with a letter or digit, "
-            f"at most 128), got {text!r}"
+            f"at most {RUN_ID_MAX_CHARS}), got {text!r}"
         )
+    if text in RESERVED_IDS:
+        raise ConfigError(f"{key} {text!r} names the signing keys' folder in the data dir: give another run id")
     return text
 
 
@@ -195,7 +200,7 @@ class RunSection:
     time_scale: float = opt(1.0, "Recorded seconds per wall second (sim backend only); 720 plays 72 h in 6 min.",
                             _number(0, strict=True))
     preflight: bool = opt(True, "Run the environment self-check before the workloads and record it.", _bool)
-    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", _run_id)
+    id: str | None = opt(None, "Run id; empty: <UTC time>-<host>.", check_run_id)
 
 
 @dataclass(frozen=True)
@@ -548,9 +553,29 @@ def _toml_key(k: str) -> str:
     return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _toml_value(k)
 
 
+def recorded_plan(plan: Plan) -> dict[str, Any]:
+    """The plan as soak writes it down (``plan.toml``, the run row, and so every report, the
+    app and ``soak runs show``): ``to_dict`` with the password of every URL masked
+    (``postgresql+psycopg://soak:***@db/soak``). The one place a plan is recorded: a password
+    given in ``--db`` is used, never kept (a resume takes it from libpq's ``PGPASSWORD`` or
+    password file, or ``--db-password-file``: soak.store.engine)."""
+    return _masked(plan.to_dict())
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_url(value)
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    return value
+
+
 def dump_plan(plan: Plan) -> str:
-    """The plan as TOML (durations in seconds, empty strings for unset); reads back equal."""
-    data = plan.to_dict()
+    """The recorded plan as TOML (durations in seconds, empty strings for unset); reads back
+    equal, but for the passwords ``recorded_plan`` masks."""
+    data = recorded_plan(plan)
     lines: list[str] = []
     for section, values in data.items():
         if section == "workloads":

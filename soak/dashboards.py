@@ -29,7 +29,7 @@ import yaml
 
 from exporters import collector
 from soak.daemon import metrics as run_metrics
-from soak.errors import InputError, redact
+from soak.errors import InputError, mask_url, redact
 
 DATASOURCE_UID = "soak-prometheus"
 DATASOURCE_NAME = "soak Prometheus"
@@ -349,7 +349,7 @@ def prometheus_query(base_url: str, expr: str, timeout_s: float = 10.0) -> dict[
     """One instant query through Prometheus' HTTP API; returns the decoded JSON answer."""
     parts = urllib.parse.urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--prometheus-url {redact_url(base_url)}: not an http(s) URL, e.g. http://127.0.0.1:9090")
+        raise InputError(f"--prometheus-url {mask_url(base_url)}: not an http(s) URL, e.g. http://127.0.0.1:9090")
     url = base_url.rstrip("/") + "/api/v1/query"
     data = urllib.parse.urlencode({"query": expr}).encode()
     try:
@@ -427,17 +427,6 @@ def read_token(token_file: str | None, environ: Mapping[str, str] = os.environ) 
         return token
     token = environ.get(TOKEN_ENV, "").strip()
     return token or None
-
-
-def redact_url(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username or parts.password:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-        parts = parts._replace(netloc=netloc)
-    return urllib.parse.urlunsplit(parts)
 
 
 class _Redacting(logging.Filter):
@@ -547,7 +536,7 @@ def connect(grafana_url: str, token: str | None, timeout_s: float = 10.0) -> Any
     from grafana_client import GrafanaApi
     from grafana_client.client import GrafanaException, GrafanaUnauthorizedError
 
-    shown = redact_url(grafana_url)
+    shown = mask_url(grafana_url)
     parts = urllib.parse.urlsplit(grafana_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"--grafana-url {shown}: not an http(s) URL")

@@ -18,11 +18,33 @@ _CREDENTIALS = re.compile(
     r"|(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}"
     r"|\bglsa_[A-Za-z0-9_]+"
 )
+MASK = "***"
+# The password of a URL (``scheme://user:password@host``: SQLAlchemy's and libpq's form; a
+# password may hold '/' or ':' but never a bare '@') and a ``password=`` query or libpq
+# keyword; SQLAlchemy's own ``hide_password`` writes the same ``***``.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:)(?!\*\*\*@)[^\s@]*(?=@)")
+_MASKED = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*):" + re.escape(MASK) + "@")
+_KEYWORD_PASSWORD = re.compile(r"(?i)(?P<head>\bpassword=)(?!\*\*\*(?:[\s&'\"]|$))[^\s&'\"]+")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password masked (``postgresql+psycopg://soak:***@db/soak``): the one
+    form in which soak prints, logs or records a URL (the store's, Grafana's, Prometheus's).
+    Also what ``redact`` does to any URL inside a text."""
+    url = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
+    return _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
+
+
+def unmasked_url(url: str) -> str:
+    """``url`` as ``mask_url`` recorded it, without the mask where its password was: a URL
+    copied back from a record connects with the password from elsewhere (libpq's
+    ``PGPASSWORD`` or password file), never with ``***``."""
+    return _MASKED.sub(lambda m: m.group("head") + "@", url, count=1)
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` without ``secrets`` and without anything that reads as a credential."""
-    text = _CREDENTIALS.sub(lambda m: (m.group("head") or m.group("scheme") or "") + REDACTED, text)
+    text = mask_url(_CREDENTIALS.sub(lambda m: (m.group("head") or m.group("scheme") or "") + REDACTED, text))
     for secret in secrets:
         if secret:
             text = text.replace(secret, REDACTED)

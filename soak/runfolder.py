@@ -22,6 +22,15 @@ DEFAULT_DATA_DIR = "soak-runs"
 
 DB_NAME = "soak.db"
 PLAN_NAME = "plan.toml"
+KEYS = "keys"
+"""The signing keys' folder in the data dir (``soak keys init``): never a run id."""
+RESERVED_IDS = (KEYS,)
+RUN_ID_MAX_CHARS = 64
+"""The longest run id: the store's ``runs.id`` and every ``run_id`` column are this wide."""
+RUN_DIR_MODE = 0o700
+"""A run folder's mode: its store, logs, checkpoints and reports are its owner's alone."""
+PRIVATE_FILE_MODE = 0o600
+"""A file that is its owner's alone wherever it lies: ``plan.toml``, the signing key."""
 HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT = "heartbeats", "checkpoints", "logs", "plog", "report"
 SUBFOLDERS = (HEARTBEATS, CHECKPOINTS, LOGS, PLOG, REPORT)
 PROFILE = "profile"
@@ -40,11 +49,12 @@ _ANALYSIS = Path(REPORT) / "analysis.json"
 _LEGACY_ANALYSIS = Path("analysis.json")  # where runs before report/ kept it
 
 
-def new_run_id(now: float | None = None) -> str:
-    """A new run's id, which names its folder: ``<UTC start>-<short host name>``."""
-    host = socket.gethostname().split(".")[0] or "host"
+def new_run_id(now: float | None = None, host: str | None = None) -> str:
+    """A new run's id, which names its folder: ``<UTC start>-<short host name>``, the name
+    cut so the id fits ``RUN_ID_MAX_CHARS`` (a host name may be 63 characters)."""
+    host = (host if host is not None else socket.gethostname()).split(".")[0] or "host"
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now or time.time()))
-    return f"{stamp}-{host}"
+    return f"{stamp}-{host}"[:RUN_ID_MAX_CHARS]
 
 
 def run_dir(data_dir: str | os.PathLike[str], run_id: str) -> Path:
@@ -71,8 +81,26 @@ def analysis_path(folder: str | os.PathLike[str]) -> Path:
 
 
 def keys_dir(data_dir: str | os.PathLike[str]) -> Path:
-    """Where ``soak keys init`` puts the signing key by default: beside the runs it signs."""
-    return Path(data_dir) / "keys"
+    """Where ``soak keys init`` puts the signing key by default: beside the runs it signs
+    (never inside one: ``keys`` is no run id)."""
+    return Path(data_dir) / KEYS
+
+
+def is_run_folder(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds a run, or what a refused start left of one (its sub-folders):
+    anything else in the data dir (the keys, a user's own files) is no run's to take."""
+    folder = Path(folder)
+    return plan_path(folder).is_file() or all((folder / sub).is_dir() for sub in SUBFOLDERS)
+
+
+def run_folder_of(path: str | os.PathLike[str]) -> Path | None:
+    """The run folder ``path`` lies in (or is), if any: what is there travels with the run's
+    data (copied, archived, handed over), so no key belongs there."""
+    p = Path(path).expanduser().absolute()
+    for folder in (p, *p.parents):
+        if folder.is_dir() and is_run_folder(folder):
+            return folder
+    return None
 
 
 def find_stores(data_dir: str | os.PathLike[str]) -> list[Path]:

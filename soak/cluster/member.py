@@ -125,7 +125,7 @@ class ClusterMember:
         offset = self.check_clock()  # before anything is written: a refused node leaves nothing
         rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
                                       plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
-                                      host=host, listen=listen)
+                                      host=host, listen=listen, live_within_s=self.plan.cluster.node_silence_s)
         self.store.add_event(self.run_id, "node_joined", ts=self.wall(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
                              detail={"rank": self.rank, "host": host, "hostname": socket.gethostname(),

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from soak.analysis.verdict import where
-from soak.errors import InputError, StoreError
+from soak.errors import InputError, StoreError, mask_url
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, run_dir
 
@@ -63,7 +63,7 @@ def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any
     finally:
         store.close()
     if judged is None:
-        raise StoreError(f"{args.source}: no such file, and no such run in {url}")
+        raise StoreError(f"{args.source}: no such file, and no such run in {mask_url(url)}")
     if judged.analysis.start is None:
         raise InputError(f"run {args.source}: no readings stored; there is nothing to judge")
     return judged

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from soak.errors import InputError, redact
+from soak.errors import InputError, mask_url, redact
 from soak.output import add_format, print_json
 
 
@@ -74,7 +74,7 @@ def _push(args: argparse.Namespace) -> int:
     directory = d.resolve_dir(args.dir)
     boards = d.load_dashboards(directory)
     token = d.read_token(args.token_file)
-    shown = d.redact_url(args.grafana_url)
+    shown = mask_url(args.grafana_url)
     # A server may echo the request (its Authorization header) in an error body, and an HTTP
     # library may log it: neither reaches the terminal or a log with the token in it.
     with d.redacting_logs(token):

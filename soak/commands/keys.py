@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i = sub.add_parser(
         "init",
         help="create a private key (0600) and a self-signed certificate",
-        description="Create signing-key.pem (mode 0600) and signing-cert.pem. Hand the certificate "
+        description="Create signing-key.pem (mode 0600, in a folder made 0700) and signing-cert.pem. "
+        "Hand the certificate "
         "(or its SHA-256 fingerprint) to the customer out of band so they can check reports with "
         "`soak verify REPORT.pdf --cert signing-cert.pem`.",
     )
@@ -26,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--algorithm", choices=("ec", "rsa"), default="ec", help="EC P-256 (default) or RSA 3072")
     i.add_argument("--days", type=int, default=3650, help="validity in days (default: 3650)")
     i.add_argument("--force", action="store_true", help="replace an existing key")
+    i.add_argument("--passphrase-file", metavar="FILE",
+                   help="encrypt the key with the first line of FILE (then sign with --key-passphrase-file "
+                   "or SOAK_KEY_PASSPHRASE)")
     add_format(i)
     i.set_defaults(func=_init)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -33,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     from soak.errors import InputError
-    from soak.report.signing import create_keys
+    from soak.report.signing import create_keys, read_passphrase
 
     if args.days <= 0:
         raise InputError(f"--days {args.days}: must be > 0")
@@ -44,6 +48,7 @@ def _init(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         days=args.days,
         force=args.force,
+        passphrase=read_passphrase(args.passphrase_file, {}) if args.passphrase_file else None,
     )
     if args.format == "json":
         print_json({"key": str(kp.key_path), "cert": str(kp.cert_path), "fingerprint_sha256": kp.fingerprint_sha256})

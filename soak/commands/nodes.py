@@ -30,7 +30,7 @@ def _nodes(args: argparse.Namespace) -> int:
         print_json({"nodes": [n.to_dict() for n in nodes], "repeat_runs": fleet.REPEAT_RUNS})
         return 0
     if not nodes:
-        print(f"no nodes ({args.db}: no runs)")
+        print(f"no nodes ({store.url}: no runs)")
         return 0
     print(f"{'NODE':<24} {'RUNS':>4} {'NODE-H':>8} {'CRASH':>5} {'HANG':>4} {'LOST':>4} {'FAILED IN':>9}  "
           f"{'LAST FAILURE (UTC)':<19}  FINDINGS")

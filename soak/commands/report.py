@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from soak.errors import InputError
 from soak.output import add_format, print_json
+from soak.report import APP_DB_ENV
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--lang", choices=("en", "zh"), default="en", help="report language (default: en)")
     q.add_argument("--key", help="PEM private key (default: DATA_DIR/keys/signing-key.pem if present)")
     q.add_argument("--cert", help="PEM certificate of the key (default: DATA_DIR/keys/signing-cert.pem)")
+    q.add_argument("--key-passphrase-file", metavar="FILE",
+                   help="an encrypted key's passphrase, the first line of FILE (default: $SOAK_KEY_PASSPHRASE)")
     q.add_argument("--unsigned", action="store_true", help="write an unsigned draft even if a key exists")
     q.add_argument("--tsa-url", help="RFC 3161 timestamp authority URL (PAdES B-T)")
     q.add_argument("--font", help="TrueType CJK font (.ttf/.ttc) for Chinese text; default: found in system font folders")
@@ -89,9 +92,18 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         "--signing",
         "local" if is_loopback(args.address) else "cli",
     ]
-    if args.db:
-        cmd += ["--db", args.db]
     return cmd
+
+
+def app_environ(db: str | None) -> dict[str, str]:
+    """The app's environment: the store URL travels here, not in its argv, which ``ps`` shows
+    every user of the host (a password in it would be theirs); the environment of a process
+    is readable by its owner only."""
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    env.pop(APP_DB_ENV, None)
+    if db:
+        env[APP_DB_ENV] = db
+    return env
 
 
 def is_loopback(address: str) -> bool:
@@ -135,20 +147,21 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     # Become Streamlit rather than wait for it: a SIGTERM from systemd, kill or a test then
     # stops the server itself instead of leaving it orphaned on the port.
-    os.execve(cmd[0], cmd, {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"})
+    os.execve(cmd[0], cmd, app_environ(args.db))
     return 0  # not reached
 
 
 def resolve_keys(args: argparse.Namespace) -> KeyPair | None:
-    from soak.report.signing import default_keypair, load_keypair
+    from soak.report.signing import default_keypair, load_keypair, read_passphrase
 
     if args.unsigned:
         return None
     if bool(args.key) != bool(args.cert):
         raise InputError("--key and --cert go together: give both or neither")
+    passphrase = read_passphrase(args.key_passphrase_file)
     if args.key:
-        return load_keypair(args.key, args.cert)
-    return default_keypair(Path(args.data_dir))
+        return load_keypair(args.key, args.cert, passphrase)
+    return default_keypair(Path(args.data_dir), passphrase)
 
 
 def _pdf(args: argparse.Namespace) -> int:

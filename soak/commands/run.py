@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
-from soak.config import SIZES, WORKLOADS, plan_from_dict, read_plan_data
+from soak.config import SIZES, WORKLOADS, check_run_id, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
 from soak.faultcodes import load_table
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
@@ -35,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", help="telemetry tick, wall time, e.g. 1s (sampling.interval)")
     p.add_argument("--detail-interval", help="how often each chip's fault views (health, ECC, ports) are read, "
                                              "wall time, e.g. 10s (sampling.detail_interval)")
-    p.add_argument("--db", help=f"store URL (default: <run folder>/{DB_NAME})")
+    p.add_argument("--db", help=f"store URL (default: <run folder>/{DB_NAME}); its password is used, never recorded")
+    p.add_argument("--db-password-file", metavar="FILE",
+                   help="the store's password, read from FILE (a mounted Secret): kept out of argv and the URL")
     p.add_argument("--data-dir", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--run-id", help="id of the new run (default: <UTC time>-<host>)")
     p.add_argument("--listen", help="HOST:PORT for /metrics; '' for none (exporter.listen)")
@@ -109,11 +113,18 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from soak.daemon.lifecycle import Daemon
+    from soak.store.engine import DB_PASSWORD_FILE_ENV
 
+    if args.resume:
+        check_run_id(args.resume, "--resume")  # a path ('../x') would resume a run outside the data dir
     if args.resume and args.plan:
         raise ConfigError("--resume continues a run with its own plan; give RUN_ID without PLAN.toml")
     if not args.resume and not args.plan and not args.duration:
         raise ConfigError("soak run needs PLAN.toml, or at least --duration (e.g. --duration 5m --workload lm)")
+    if args.db_password_file:
+        # the path (never the password) reaches every store this process and its soak
+        # children open: soak.store.engine reads it where a URL has no password
+        os.environ[DB_PASSWORD_FILE_ENV] = str(Path(args.db_password_file).expanduser().absolute())
     overrides: dict[str, Any] = {}
     if args.resume:
         given = {k: v for k, v in vars(args).items() if v not in (None, False) and k in _PLAN_FLAGS}

@@ -10,7 +10,7 @@ from typing import Any
 
 from soak.daemon.status import hms
 from soak.device_names import device_key
-from soak.errors import InputError, StoreError
+from soak.errors import InputError, StoreError, mask_url
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
 
@@ -76,7 +76,7 @@ def _list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     if not rows:
-        print(f"no runs ({args.db or args.data_dir})")
+        print(f"no runs ({mask_url(args.db) if args.db else args.data_dir})")
         return 0
     print(f"{'RUN_ID':<32} {'STARTED (UTC)':<20} {'STATUS':<9} {'VERDICT':<8} {'RESTARTS':>8} {'NODES':>5}  WORKLOAD")
     for d in rows:

@@ -19,14 +19,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from soak import runfolder as layout
 from soak.analysis.model import PEER_KINDS
 from soak.clock import ScaledClock
 from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import ClusterMember
 from soak.cluster.node import node_address, node_name, node_rank
-from soak.config import Plan, WorkloadSpec, dump_plan
-from soak.daemon import burnin
+from soak.config import Plan, WorkloadSpec, recorded_plan
+from soak.daemon import burnin, runfolder
 from soak.daemon.started import StartedRun
 from soak.daemon.supervisor import Supervisor
 from soak.errors import ClusterError, StoreError
@@ -96,13 +95,13 @@ class ClusterMembership:
         member, c = self.member, plan.cluster
         started = time.time()
         rec = member.join(dict(
-            host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
+            host=socket.gethostname(), plan=recorded_plan(plan), started_ts=started,
             planned_end_ts=started + plan.run.duration_s, workload=plan.workloads[0].name,
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
         ), host=self.address, listen=plan.exporter.listen)
         # plan.toml marks a run that started: written only once the join is accepted, so a
         # refused join leaves nothing that refuses the corrected command (runfolder.make_run_dir)
-        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
+        runfolder.write_plan(run_dir, plan)
         self._say(f"node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}")
         clock = ScaledClock(scale=rec.time_scale, origin=rec.started_ts)
         return StartedRun(run_id, run_dir, plan, profile, store, clock, rec.started_ts,

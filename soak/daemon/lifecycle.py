@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from soak import runfolder as layout
 from soak.analysis.device_faults import FaultChange, FaultWatch
 from soak.clock import ScaledClock
-from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
+from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict, recorded_plan
 from soak.daemon import burnin, runfolder, sdnotify
 from soak.daemon.cluster import ClusterMembership
 from soak.daemon.disk import DiskWatch
@@ -512,7 +512,7 @@ class Daemon:
                      run.profile.evidence.min_uninterrupted_h)
             return None
         moved = burnin.moved(run, ext.planned_end)
-        run.store.update_run(run.run_id, planned_end_ts=ext.planned_end, plan=moved.plan.to_dict())
+        run.store.update_run(run.run_id, planned_end_ts=ext.planned_end, plan=recorded_plan(moved.plan))
         self._move_planned_end(moved)
         msg, detail = burnin.note(ext, run.profile.evidence, planned_start=start)
         self.spool.event("note", ts=now, message=msg, detail=detail, node=self.membership.node)

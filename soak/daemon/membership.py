@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from soak import runfolder as layout
 from soak.clock import ScaledClock
-from soak.config import Plan, WorkloadSpec, dump_plan
+from soak.config import Plan, WorkloadSpec, recorded_plan
+from soak.daemon import runfolder
 from soak.daemon.started import StartedRun
 from soak.daemon.status import duration_words, workload_words
 from soak.daemon.supervisor import Supervisor
@@ -111,9 +111,9 @@ class SingleNode:
     def start(self, plan: Plan, run_id: str, run_dir: Path, store: Store, profile: Any) -> StartedRun:
         clock = ScaledClock(scale=plan.run.time_scale, origin=time.time())
         started = clock.now()
-        layout.plan_path(run_dir).write_text(dump_plan(plan), encoding="utf-8")
+        runfolder.write_plan(run_dir, plan)
         store.create_run(
-            run_id, host=socket.gethostname(), plan=plan.to_dict(), started_ts=started,
+            run_id, host=socket.gethostname(), plan=recorded_plan(plan), started_ts=started,
             planned_end_ts=started + plan.run.duration_s, workload=",".join(w.name for w in plan.workloads),
             backend=plan.devices.backend, time_scale=plan.run.time_scale, run_dir=str(run_dir),
         )
@@ -156,7 +156,7 @@ class SingleNode:
         moved = decide(run)
         if moved is None:
             return False
-        layout.plan_path(moved.run_dir).write_text(dump_plan(moved.plan), encoding="utf-8")
+        runfolder.write_plan(moved.run_dir, moved.plan)
         return True
 
     def node_findings(self, run: StartedRun, *, final: bool) -> list[dict[str, Any]] | None:

@@ -3,6 +3,9 @@ child processes. The layout itself (a new run's id, paths, the final analysis) i
 
 ``daemon.json`` names the process groups of the running workloads, so a daemon that resumes
 after a crash can end the orphans of its predecessor before starting new ones.
+
+A run folder is 0700 and its ``plan.toml`` 0600 (``soak.runfolder.RUN_DIR_MODE``): the store,
+logs, checkpoints and reports inside are the daemon's user's alone, whatever the umask.
 """
 
 from __future__ import annotations
@@ -15,8 +18,16 @@ import signal
 import time
 from pathlib import Path
 
+from soak.config import Plan, dump_plan
 from soak.errors import StoreError
-from soak.runfolder import LOGS, SUBFOLDERS, plan_path
+from soak.runfolder import (
+    LOGS,
+    PRIVATE_FILE_MODE,
+    RUN_DIR_MODE,
+    SUBFOLDERS,
+    is_run_folder,
+    plan_path,
+)
 from soak.runfolder import run_dir as _run_dir
 
 log = logging.getLogger("soak.daemon")
@@ -29,9 +40,13 @@ def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
     the corrected command with the same run id runs, and its log keeps what was refused."""
     run_dir = _run_dir(data_dir, run_id)
     root = run_dir.parent
+    if run_dir.exists() and not is_run_folder(run_dir):
+        raise StoreError(f"run id {run_id}: {run_dir} exists and holds no run; give another --run-id")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        run_dir.mkdir(exist_ok=exist_ok or (run_dir.is_dir() and not plan_path(run_dir).exists()))
+        run_dir.mkdir(mode=RUN_DIR_MODE, exist_ok=exist_ok or (run_dir.is_dir() and not plan_path(run_dir).exists()))
+        # the mode whatever the umask, and on the folder of a run made before soak set it
+        run_dir.chmod(RUN_DIR_MODE)
         for sub in SUBFOLDERS:
             (run_dir / sub).mkdir(exist_ok=True)
     except FileExistsError:
@@ -41,6 +56,21 @@ def make_run_dir(data_dir: str | Path, run_id: str, *, exist_ok: bool) -> Path:
     if not os.access(run_dir, os.W_OK):
         raise StoreError(f"run folder {run_dir} is not writable")
     return run_dir
+
+
+def write_plan(run_dir: Path, plan: Plan) -> Path:
+    """``plan.toml``, the plan as recorded (``soak.config.recorded_plan``: no password), mode
+    0600 from its first byte and written whole (a resume never reads half a plan)."""
+    path = plan_path(run_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(dump_plan(plan))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def setup_logging(run_dir: Path, *, max_bytes: int = 10 << 20, backups: int = 5) -> logging.Handler:

@@ -5,7 +5,8 @@ findings and events marked), findings with evidence, events and restarts, enviro
 manifest, and the signed PDF. A running run refreshes itself (``st.fragment(run_every=...)``).
 Every query is downsampled in the database, so a 72 h x 16-chip run opens in seconds.
 
-Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT_DB``,
+Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT_DB`` (how
+``soak report serve`` hands over the store URL: never in argv),
 ``SOAK_REPORT_DATA_DIR``, ``SOAK_REPORT_LANG`` (used by tests).
 """
 
@@ -42,6 +43,8 @@ from soak.report.units import run_zone, span, when, zone_label
 
 if TYPE_CHECKING:
     from soak.store import Store
+from soak.errors import mask_url, redact
+from soak.report import APP_DB_ENV
 from soak.runfolder import DEFAULT_DATA_DIR, find_stores
 
 PAGES = ("runs", "overview", "timelines", "findings", "events", "manifest", "pdf")
@@ -54,7 +57,7 @@ _LOOPBACK = ("127.", "::1", "localhost")
 
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--db", default=os.environ.get("SOAK_REPORT_DB"))
+    p.add_argument("--db", default=os.environ.get(APP_DB_ENV))
     p.add_argument("--data-dir", default=os.environ.get("SOAK_REPORT_DATA_DIR", DEFAULT_DATA_DIR))
     p.add_argument("--lang", default=os.environ.get("SOAK_REPORT_LANG", "en"))
     p.add_argument("--refresh-s", type=float, default=float(os.environ.get("SOAK_REPORT_REFRESH_S", "5")))
@@ -82,7 +85,9 @@ def _runs(db: str | None, data_dir: str) -> list[dict[str, Any]]:
             for r in _store(url).list_runs():
                 out.append({**r.as_dict(), "store": url})
         except Exception as exc:  # one broken run folder must not hide the others
-            out.append({"id": f"({Path(url).parent.name}: {exc})", "store": None, "status": "error"})
+            # a run folder's store is named by its folder; a store URL only masked
+            name = mask_url(url) if "://" in url else Path(url).parent.name
+            out.append({"id": f"({name}: {redact(str(exc))})", "store": None, "status": "error"})
     out.sort(key=lambda r: r.get("started_ts") or 0, reverse=True)
     return out
 

@@ -1,7 +1,10 @@
 """Signing keys and the signed PDF.
 
 ``create_keys`` makes a private key (EC P-256 by default, or RSA 3072) and a self-signed X.509
-certificate with ``cryptography``; the key file is written 0600. ``finalize_pdf`` takes the
+certificate with ``cryptography``; the key file is written 0600 (encrypted with a passphrase if
+one is given) in a folder soak makes 0700. A key is loaded only from a file its owner alone can
+read, in a folder others cannot write; an encrypted key takes its passphrase from
+``--key-passphrase-file`` or ``SOAK_KEY_PASSPHRASE``. ``finalize_pdf`` takes the
 rendered report, embeds the raw data (CSV) and the findings (JSON) as file attachments, and
 adds a visible PAdES signature (pyHanko) on the slot the layout reserved, with an RFC 3161
 timestamp when a TSA URL is given. The signature is the last incremental update, so it covers
@@ -15,22 +18,28 @@ import io
 import os
 import stat
 import zlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from soak.errors import InputError, KeyFileError
-from soak.runfolder import keys_dir
+from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, keys_dir, run_folder_of
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
 FIELD_NAME = "SoakAcceptanceSignature"
+PASSPHRASE_ENV = "SOAK_KEY_PASSPHRASE"
+"""An encrypted key's passphrase where no ``--key-passphrase-file`` is given (the app, a
+systemd credential)."""
+KEYS_DIR_MODE = RUN_DIR_MODE  # the key folder soak makes: its owner's alone
 
 
 @dataclass(frozen=True)
 class KeyPair:
     key_path: Path
     cert_path: Path
+    passphrase: bytes | None = field(default=None, repr=False)  # an encrypted key's (None: PASSPHRASE_ENV)
 
     @property
     def fingerprint_sha256(self) -> str:
@@ -61,8 +70,11 @@ def create_keys(
     algorithm: str = "ec",
     days: int = 3650,
     force: bool = False,
+    passphrase: bytes | None = None,
 ) -> KeyPair:
-    """Write ``signing-key.pem`` (0600) and ``signing-cert.pem`` into ``directory``."""
+    """Write ``signing-key.pem`` (0600; PKCS#8, encrypted with ``passphrase`` if given) and
+    ``signing-cert.pem`` into ``directory`` (made 0700; one that others may write is refused:
+    they could swap the key or the certificate)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -70,6 +82,7 @@ def create_keys(
 
     directory = Path(directory)
     key_path, cert_path = directory / KEY_FILE, directory / CERT_FILE
+    _not_in_a_run_folder(key_path)
     if not force and (key_path.exists() or cert_path.exists()):
         raise KeyFileError(f"{key_path}: a signing key already exists here (use --force to replace it)")
     if algorithm == "ec":
@@ -111,22 +124,59 @@ def create_keys(
         .sign(key, hashes.SHA256())
     )
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, mode=KEYS_DIR_MODE)
+            directory.chmod(KEYS_DIR_MODE)  # whatever the umask
     except OSError as exc:
         raise InputError(f"--dir {directory}: cannot create the key folder ({exc.strerror or exc})") from None
+    check_key_folder(directory)
     pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+        serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption(),
     )
     # Create the key file 0600 from the start: no window where it is readable by others.
     if key_path.exists():
         key_path.unlink()
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return KeyPair(key_path, cert_path)
+    return KeyPair(key_path, cert_path, passphrase)
+
+
+def _not_in_a_run_folder(key_path: Path) -> None:
+    run = run_folder_of(key_path.parent)
+    if run is not None:
+        raise KeyFileError(f"{key_path}: inside the run folder {run}, which travels with the run's data; "
+                           "keep keys beside the run folders (DATA_DIR/keys) or elsewhere")
+
+
+def check_key_folder(directory: Path) -> None:
+    """Refuse a key folder that group or others may write (as ssh's StrictModes does): whoever
+    may write there may put their own key or certificate in place of the signer's."""
+    if os.name != "posix":
+        return
+    mode = stat.S_IMODE(Path(directory).stat().st_mode)
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        raise KeyFileError(f"{directory}: the key folder is writable by others (mode {mode:04o}); "
+                           f"fix with: chmod 700 {directory}")
+
+
+def read_passphrase(path: str | os.PathLike[str] | None, environ: Mapping[str, str] = os.environ) -> bytes | None:
+    """An encrypted key's passphrase: the first line of ``path`` (``--key-passphrase-file``),
+    else ``SOAK_KEY_PASSPHRASE``, else none. Never an argument: argv is every user's to read."""
+    if path:
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise KeyFileError(f"--key-passphrase-file {path}: {exc.strerror or exc}") from None
+        line = text.splitlines()[0] if text.strip() else ""
+        if not line:
+            raise KeyFileError(f"--key-passphrase-file {path}: the file is empty")
+        return line.encode()
+    value = environ.get(PASSPHRASE_ENV)
+    return value.encode() if value else None
 
 
 def check_key_permissions(key_path: Path) -> None:
@@ -141,29 +191,52 @@ def check_key_permissions(key_path: Path) -> None:
         raise KeyFileError(
             f"{key_path}: private key is readable by others (mode {mode:04o}); fix with: chmod 600 {key_path}"
         )
+    check_key_folder(key_path.parent)
+    _not_in_a_run_folder(key_path)
 
 
-def load_keypair(key: str | Path, cert: str | Path) -> KeyPair:
+def load_keypair(key: str | Path, cert: str | Path, passphrase: bytes | None = None) -> KeyPair:
     key_path, cert_path = Path(key).expanduser(), Path(cert).expanduser()
     check_key_permissions(key_path)
     if not cert_path.is_file():
         raise KeyFileError(f"{cert_path}: no such certificate file")
-    return KeyPair(key_path, cert_path)
+    return KeyPair(key_path, cert_path, passphrase)
 
 
-def default_keypair(data_dir: Path) -> KeyPair | None:
+def default_keypair(data_dir: Path, passphrase: bytes | None = None) -> KeyPair | None:
     """The key pair ``soak keys init`` writes by default, when it exists."""
     d = keys_dir(data_dir)
     if (d / KEY_FILE).is_file() and (d / CERT_FILE).is_file():
-        return load_keypair(d / KEY_FILE, d / CERT_FILE)
+        return load_keypair(d / KEY_FILE, d / CERT_FILE, passphrase)
     return None
+
+
+def _passphrase_of(keys: KeyPair) -> bytes | None:
+    """The passphrase that opens ``keys``' key (None for a key that is not encrypted), or one
+    line naming what is missing or wrong."""
+    from cryptography.hazmat.primitives import serialization
+
+    given = keys.passphrase if keys.passphrase is not None else read_passphrase(None)
+    data = keys.key_path.read_bytes()
+    try:
+        serialization.load_pem_private_key(data, password=given)
+        return given
+    except TypeError:
+        if given is None:
+            raise KeyFileError(f"{keys.key_path}: the key is encrypted: give its passphrase with "
+                               f"--key-passphrase-file FILE or {PASSPHRASE_ENV}") from None
+        return None  # a passphrase for a key that needs none (the variable is set host-wide)
+    except ValueError:
+        what = "wrong passphrase" if given is not None and b"ENCRYPTED" in data else "not a PEM private key"
+        raise KeyFileError(f"{keys.key_path}: cannot load the key ({what})") from None
 
 
 def _signer(keys: KeyPair):
     from pyhanko.sign import signers
 
+    passphrase = _passphrase_of(keys)
     try:
-        signer = signers.SimpleSigner.load(str(keys.key_path), str(keys.cert_path))
+        signer = signers.SimpleSigner.load(str(keys.key_path), str(keys.cert_path), key_passphrase=passphrase)
     except (ValueError, OSError) as exc:
         raise KeyFileError(f"{keys.key_path}: cannot load the key or certificate: {exc}") from exc
     if signer is None:

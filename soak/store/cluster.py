@@ -53,10 +53,14 @@ class ClusterStore(RunStore):
 
     def join_cluster(self, run_id: str, *, node: str, rank: int, nodes: int, plan_digest: str, joined_ts: float,
                      run: Mapping[str, Any], host: str | None = None, chips: int | None = None,
-                     manifest: Mapping[str, Any] | None = None, listen: str | None = None) -> RunRecord:
+                     manifest: Mapping[str, Any] | None = None, listen: str | None = None,
+                     live_within_s: float | None = None) -> RunRecord:
         """Join node ``node`` (rank ``rank``) to cluster run ``run_id``, creating the run if
         this node is the first. ``run`` holds ``create_run``'s values. Refused in one line:
-        another plan, another node count, a rank or name another live node holds."""
+        another plan, another node count, a rank another node holds, or (``live_within_s``:
+        the run's node silence) the name of a node seen that recently from another host: a
+        second agent given the same ``--node-name``. The same node from its own host (its
+        agent resumed), or after it fell silent, takes the node's place."""
         def join(conn: Connection) -> None:
             if run:  # a resumed node joins a run that exists: nothing to create
                 values = dict(run)
@@ -78,7 +82,14 @@ class ClusterStore(RunStore):
                 raise StoreError(f"node {node}: rank {rank} of cluster run {run_id} is already node {mine.name}")
             row = dict(rank=rank, host=host, chips=chips, status="joined", joined_ts=joined_ts, last_seen=self._now_sql(),
                        manifest=None if manifest is None else json.dumps(manifest, default=str), listen=listen)
-            if conn.execute(select(n.c.name).where(n.c.run_id == run_id, n.c.name == node)).first() is None:
+            held = conn.execute(select(n.c.host, n.c.status, n.c.last_seen, self._now_sql().label("now"))
+                                .where(n.c.run_id == run_id, n.c.name == node)).first()
+            if (held is not None and live_within_s is not None and held.status in ("joined", "running")
+                    and held.host != host and held.last_seen is not None
+                    and held.now - held.last_seen < live_within_s):
+                raise StoreError(f"node {node}: cluster run {run_id}'s node {node} is live on {held.host} (seen "
+                                 f"{held.now - held.last_seen:.0f} s ago): a second agent cannot take its name")
+            if held is None:
                 conn.execute(insert(n).values(run_id=run_id, name=node, restarts=0, **row))
             else:  # the same node again (its agent resumed): take its place
                 conn.execute(update(n).where(n.c.run_id == run_id, n.c.name == node).values(**row))

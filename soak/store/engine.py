@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from soak.errors import StoreError
+from soak.errors import StoreError, mask_url, unmasked_url
 
 log = logging.getLogger("soak.store")
 
@@ -46,21 +46,34 @@ RECONNECT_WAIT_MAX_S = 1.0
 T = TypeVar("T")
 
 
+DB_PASSWORD_FILE_ENV = "SOAK_DB_PASSWORD_FILE"
+"""A file holding the store's password (``soak run --db-password-file``, a Kubernetes Secret
+mounted as a file): used where the URL has none, so the password is in no argv, URL or record."""
+
+
 def normalize_url(url: str | os.PathLike[str]) -> str:
+    """An SQLAlchemy URL of ``url`` (a URL, or a SQLite file's path). A URL copied from a
+    record (``soak:***@db``) has no password: libpq takes it from ``PGPASSWORD`` or its
+    password file (``PGPASSFILE``, ``~/.pgpass``), or soak from ``SOAK_DB_PASSWORD_FILE``."""
     url = str(url)
     if "://" in url:
-        return url
+        return unmasked_url(url)
     return f"sqlite:///{Path(url).expanduser().absolute()}"
 
 
-def safe_url(url: str) -> str:
-    """The URL for messages and logs, password masked."""
+def _password_from_file(environ: Mapping[str, str] = os.environ) -> str | None:
+    path = environ.get(DB_PASSWORD_FILE_ENV)
+    if not path:
+        return None
     try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL carries no password we could find
-        return url
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: cannot read the store's password "
+                         f"({exc.strerror or exc})") from None
+    password = text.split("\n", 1)[0].rstrip("\r")  # the first line, as a mounted Secret holds it
+    if not password:
+        raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: the file is empty")
+    return password
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -87,8 +100,13 @@ def _pg_bounds(url: str) -> dict[str, Any]:
     bounds = {"connect_timeout": 10, "tcp_user_timeout": PG_CALL_BOUND_S * 1000, "keepalives": 1,
               "keepalives_idle": PG_CALL_BOUND_S // 2, "keepalives_interval": PG_CALL_BOUND_S // 4,
               "keepalives_count": 2}
-    given = make_url(url).query
-    return {k: v for k, v in bounds.items() if k not in given}
+    parsed = make_url(url)
+    args: dict[str, Any] = {k: v for k, v in bounds.items() if k not in parsed.query}
+    if parsed.password is None and "password" not in parsed.query:
+        password = _password_from_file()
+        if password is not None:
+            args["password"] = password
+    return args
 
 
 def describe(exc: BaseException) -> str:
@@ -151,10 +169,10 @@ def open_engine(norm: str, *, create: bool) -> Engine:
             kwargs = {"connect_args": _pg_bounds(norm), "pool_pre_ping": True}
         engine = create_engine(norm, **kwargs)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise StoreError(f"store URL {safe_url(norm)!r}: {describe(exc)}") from None
+        raise StoreError(f"store URL {mask_url(norm)!r}: {describe(exc)}") from None
     except ImportError as exc:
         hint = " (pip install 'soak[pg]')" if norm.startswith("postgresql") else ""
-        raise StoreError(f"store URL {safe_url(norm)!r}: database driver missing: {exc.name or exc}{hint}") from None
+        raise StoreError(f"store URL {mask_url(norm)!r}: database driver missing: {exc.name or exc}{hint}") from None
     if engine.dialect.name == "sqlite" and not memory:
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

@@ -18,10 +18,10 @@ from sqlalchemy import insert, inspect, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from soak.errors import StoreError
+from soak.errors import StoreError, mask_url
 from soak.store import schema as S
 from soak.store.cluster import ClusterStore
-from soak.store.engine import describe, normalize_url, open_engine, safe_url
+from soak.store.engine import describe, normalize_url, open_engine
 from soak.store.trace import TraceStore
 from soak.store.writer import BatchWriter
 
@@ -41,7 +41,7 @@ class Store(TraceStore, ClusterStore):
         """
         norm = normalize_url(url)
         engine = open_engine(norm, create=create)
-        store = cls(engine, safe_url(norm))
+        store = cls(engine, mask_url(norm))
         try:
             store._init_schema(create)
         except StoreError:
@@ -49,7 +49,7 @@ class Store(TraceStore, ClusterStore):
             raise
         except DBAPIError as exc:
             engine.dispose()
-            raise StoreError(f"store {safe_url(norm)}: {describe(exc)}") from None
+            raise StoreError(f"store {mask_url(norm)}: {describe(exc)}") from None
         return store
 
     # A reader (``create=False``: ``soak runs``, the app, ``soak cluster status``) may open a

@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from soak.runfolder import RUN_ID_MAX_CHARS
 from soak.telemetry.records import METRICS
 
 # 2: samples keyed by (series, ts) with REAL util/temp/power; sample_series holds run + device.
@@ -66,7 +67,7 @@ meta = Table(
 runs = Table(
     "runs",
     metadata,
-    Column("id", String(64), primary_key=True),
+    Column("id", String(RUN_ID_MAX_CHARS), primary_key=True),
     Column("host", String(255), nullable=False),
     Column("workload", String(255)),  # comma-joined workload names, for listings
     Column("backend", String(32)),
@@ -96,7 +97,7 @@ runs = Table(
 nodes = Table(
     "nodes",
     metadata,
-    Column("run_id", String(64), primary_key=True),
+    Column("run_id", String(RUN_ID_MAX_CHARS), primary_key=True),
     Column("name", String(255), primary_key=True),
     Column("rank", Integer, nullable=False),
     Column("host", String(255)),
@@ -121,7 +122,7 @@ sample_series = Table(
     "sample_series",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False),
+    Column("run_id", String(RUN_ID_MAX_CHARS), nullable=False),
     Column("node", String(255)),  # the cluster node the device is on; None on a single-node run
     Column("device", String(64), nullable=False),  # as named on its node (npu0-0, host)
 )
@@ -175,7 +176,7 @@ steps = Table(
     "steps",
     metadata,
     Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False),
+    Column("run_id", String(RUN_ID_MAX_CHARS), nullable=False),
     Column("ts", Float, nullable=False),
     Column("workload", String(64), nullable=False),
     Column("rank", Integer, nullable=False),
@@ -232,7 +233,7 @@ events = Table(
     "events",
     metadata,
     Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False),
+    Column("run_id", String(RUN_ID_MAX_CHARS), nullable=False),
     Column("ts", Float, nullable=False),
     Column("end_ts", Float),  # for spans (a gap)
     Column("kind", String(32), nullable=False),
@@ -248,7 +249,7 @@ findings = Table(
     "findings",
     metadata,
     Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False),
+    Column("run_id", String(RUN_ID_MAX_CHARS), nullable=False),
     Column("kind", String(64), nullable=False),
     Column("device", String(64)),
     Column("metric", String(64)),
@@ -341,7 +342,7 @@ chip_buckets = Table(
     "chip_buckets",
     metadata,
     # key in this order: the leader reads one metric of every chip at a time, in key order
-    Column("run_id", String(64), primary_key=True),
+    Column("run_id", String(RUN_ID_MAX_CHARS), primary_key=True),
     Column("metric", String(32), primary_key=True),
     Column("node", String(255), primary_key=True),
     Column("device", String(64), primary_key=True),

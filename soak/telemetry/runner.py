@@ -9,10 +9,13 @@ one can print without end (``subprocess.run`` would hold all of it in memory). S
   (grandchildren included) so nothing keeps the pipes open or piles up over a 72 h soak;
 * reads at most :data:`MAX_OUTPUT_BYTES` of stdout and stderr together and kills the group
   past that, so a flooding tool costs a few MiB, not the host's memory;
+* refuses a tool that others may replace (the file, or its folder without the sticky bit,
+  writable by group or others: a folder on ``PATH`` such as a shared ``/tmp/bin``), as ssh's
+  StrictModes refuses such keys: the tool runs as soak's user, root on an Ascend node;
 * turns a missing executable, a timeout, too much output, a non-zero exit and a known failure
   text into a :class:`soak.errors.ToolError` with ``kind`` = ``missing`` | ``timeout`` |
   ``output_limit`` | ``exit`` | ``error_text``, which readers turn into a marked gap plus an
-  error count.
+  error count (a tool refused as above is ``missing``: it is not run).
 
 Readers take a ``runner`` argument: anything callable as ``runner(argv, timeout_s=None)``
 returning a :class:`ToolResult`. :class:`Runner` is the real one; :class:`ReplayRunner`
@@ -24,7 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import selectors
+import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -107,6 +112,25 @@ def check_result(
     return result
 
 
+def others_may_replace(path: str) -> str | None:
+    """Why the executable at ``path`` could be replaced by another user (it, or its folder
+    without the sticky bit, is writable by group or others; for a link, the link's folder
+    too), or None. OpenSSH's StrictModes asks the same of a key."""
+    real = os.path.realpath(path)
+    found = os.path.dirname(os.path.abspath(path))
+    checks = [(real, "the file"), (os.path.dirname(real), "its folder")]
+    if found != os.path.dirname(real):
+        checks.append((found, "the folder of its link"))
+    for p, what in checks:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            return None  # gone meanwhile: Popen says so
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (what != "the file" and mode & stat.S_ISVTX):
+            return f"{what} {p} is writable by group or others (mode {stat.S_IMODE(mode):04o})"
+    return None
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -182,6 +206,11 @@ def run_tool(
     if not argv:
         raise ValueError("run_tool needs a command")
     tool = _tool_name(argv)
+    path = (env if env is not None else os.environ).get("PATH")
+    exe = shutil.which(str(argv[0]), path=path)
+    unsafe = others_may_replace(exe) if exe else None
+    if unsafe:
+        raise ToolError(tool, f"refused {exe}: {unsafe}, so anyone may replace the tool soak runs", kind="missing")
     started = time.monotonic()
     try:
         proc = subprocess.Popen(

@@ -201,7 +201,7 @@ def test_run_id_with_slash_on_the_command_line_is_one_line_exit_2(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err == ("soak: error: run.id must be letters, digits, '.', '_' or '-' (starting with a "
-                   "letter or digit, at most 128), got '../escape'")
+                   "letter or digit, at most 64), got '../escape'")
     assert not (tmp_path / "escape").exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -135,3 +136,14 @@ def test_show_of_a_run_recorded_with_an_infinite_duration(tmp_path, capsys) -> N
     assert main(["runs", "show", "inf", "--data-dir", str(tmp_path), "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)  # standard JSON: no Infinity
     assert shown["planned_end_ts"] is None and shown["plan"]["run"]["duration"] is None
+
+
+def test_resume_takes_the_store_password_file(tmp_path, capsys, monkeypatch) -> None:
+    from soak.store.engine import DB_PASSWORD_FILE_ENV
+
+    monkeypatch.setenv(DB_PASSWORD_FILE_ENV, "")  # so that the test's end takes soak's setting away
+    secret = tmp_path / "db-password"
+    secret.write_text("S3cret\n")
+    assert main(["run", "--resume", "nope", "--db-password-file", str(secret), "--data-dir", str(tmp_path)]) == 2
+    assert "run nope: no run folder with plan.toml" in capsys.readouterr().err
+    assert os.environ[DB_PASSWORD_FILE_ENV] == str(secret)  # the path, never the password

@@ -10,6 +10,7 @@ import pytest
 
 from soak import dashboards as d
 from soak.cli import main
+from soak.errors import mask_url
 
 TOKEN = "glsa_s3cr3t-T0ken-value-4f9a"
 
@@ -107,7 +108,7 @@ def test_unreachable_grafana_and_bad_token_file(capsys, tmp_path, monkeypatch):
     rc = main(["dashboards", "push", "--grafana-url", "http://admin:pw@127.0.0.1:9",
                "--timeout", "2"])
     err = capsys.readouterr().err
-    assert rc == 2 and "http://127.0.0.1:9" in err and "pw" not in err
+    assert rc == 2 and "http://admin:***@127.0.0.1:9" in err and "pw" not in err
     rc = main(["dashboards", "push", "--grafana-url", "http://127.0.0.1:9",
                "--token-file", str(tmp_path / "missing")])
     err = capsys.readouterr().err
@@ -123,11 +124,11 @@ def test_push_dir_without_dashboards_is_a_user_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("url,shown", [
-    ("http://admin:secret@g:3000/sub", "http://g:3000/sub"),
+    ("http://admin:secret@g:3000/sub", "http://admin:***@g:3000/sub"),
     ("https://g.example", "https://g.example"),
 ])
-def test_redact_url(url, shown):
-    assert d.redact_url(url) == shown
+def test_mask_url(url, shown):
+    assert mask_url(url) == shown
 
 
 # `soak dashboards verify --prometheus-url` without a scheme: one line, exit 2 (was a

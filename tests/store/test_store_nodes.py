@@ -70,3 +70,40 @@ def test_soak_nodes_prints_every_node_as_json(store_url, capsys) -> None:
     assert main(["nodes", "--db", store_url]) == 0
     table = capsys.readouterr().out
     assert next(line for line in table.splitlines() if line.startswith("node-a")).endswith("REPEAT OFFENDER")
+
+
+# A second agent claiming a node of a running cluster run: a rank another node holds is
+# refused; the same node name takes that node's place (how a resumed agent comes back).
+def test_a_join_at_a_rank_another_node_holds_is_refused_and_the_same_name_takes_its_place(store) -> None:
+    from soak.errors import StoreError
+
+    run = {"host": "h0", "plan": {}, "started_ts": 1_764_000_000.0, "backend": "sim"}
+    join = dict(nodes=2, plan_digest="d" * 64, joined_ts=1_764_000_000.0, run=run)
+    store.join_cluster("c1", node="node-0", rank=0, host="h0", **join)
+    with pytest.raises(StoreError, match=r"^node intruder: rank 0 of cluster run c1 is already node node-0$"):
+        store.join_cluster("c1", node="intruder", rank=0, host="elsewhere", **join)
+    with pytest.raises(StoreError, match=r"^node node-1: its plan differs from cluster run c1's"):
+        store.join_cluster("c1", node="node-1", rank=1, host="h1", **{**join, "plan_digest": "e" * 64})
+    store.join_cluster("c1", node="node-0", rank=0, host="h0-again", **join)
+    assert [(n.name, n.host) for n in store.cluster_nodes("c1")] == [("node-0", "h0-again")]
+
+
+# A second agent given the name of a live node (a copied command line, or someone posing as
+# it): refused while the node is seen within the run's node silence from its own host; its
+# own agent, resumed on that host, or any host once the node fell silent, takes its place.
+def test_a_second_agent_with_the_name_of_a_live_node_is_refused(store) -> None:
+    from soak.errors import StoreError
+
+    now = [1_764_000_000.0]
+    store.clock = lambda: now[0]
+    run = {"host": "h0", "plan": {}, "started_ts": now[0], "backend": "sim"}
+    join = dict(rank=0, nodes=2, plan_digest="d" * 64, joined_ts=now[0], run=run, live_within_s=60.0)
+    store.join_cluster("c1", node="node-0", host="10.0.0.1", **join)
+    now[0] += 30
+    with pytest.raises(StoreError, match=r"^node node-0: cluster run c1's node node-0 is live on 10\.0\.0\.1 "
+                                         r"\(seen 30 s ago\): a second agent cannot take its name$"):
+        store.join_cluster("c1", node="node-0", host="10.0.0.9", **join)
+    store.join_cluster("c1", node="node-0", host="10.0.0.1", **join)  # its own agent, resumed
+    now[0] += 61
+    store.join_cluster("c1", node="node-0", host="10.0.0.9", **join)  # silent past the bound: moved
+    assert [(n.name, n.host) for n in store.cluster_nodes("c1")] == [("node-0", "10.0.0.9")]

@@ -92,6 +92,39 @@ def test_not_executable_counts_as_missing(tmp_path):
     assert info.value.kind == "missing"
 
 
+# A tool on PATH in a folder others may write (a shared /tmp/bin) is theirs to replace, and
+# soak runs it as its own user (root on an Ascend node): refused, not run, as ssh refuses such
+# keys; a sticky folder (/tmp itself) lets no one replace another's file.
+def test_a_tool_others_may_replace_is_refused_and_not_run(tmp_path):
+    shared = tmp_path / "bin"
+    shared.mkdir()
+    ran = tmp_path / "ran"
+    tool = _script(shared, "npu-smi", f"open({str(ran)!r}, 'w').write('x')\n")
+    shared.chmod(0o777)
+    with pytest.raises(ToolError) as info:
+        run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(shared)})
+    assert info.value.kind == "missing" and not ran.exists()
+    assert str(info.value) == (f"npu-smi: refused {tool}: its folder {shared} is writable by group or others "
+                               "(mode 0777), so anyone may replace the tool soak runs")
+    shared.chmod(0o1777)
+    run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(shared)})
+    assert ran.exists()
+    tool.chmod(0o757)
+    with pytest.raises(ToolError, match=r"the file .* is writable by group or others \(mode 0757\)"):
+        run_tool([str(tool)], timeout_s=5)
+    # a link on PATH to a tool in a safe folder: the link's folder could swap the link
+    tool.chmod(0o755)
+    shared.chmod(0o755)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "npu-smi").symlink_to(tool)
+    links.chmod(0o775)
+    with pytest.raises(ToolError, match=rf"the folder of its link {links} is writable by group or others"):
+        run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(links)})
+    links.chmod(0o755)
+    run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(links)})
+
+
 def test_nonzero_exit_reports_last_stderr_line(tmp_path):
     tool = _script(
         tmp_path,
