@@ -104,8 +104,10 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from soak.daemon.console import hold_std_streams
     from soak.daemon.lifecycle import Daemon
 
+    hold_std_streams()  # before the run opens a file that a closed fd 2 would hand it
     if args.resume and args.plan:
         raise ConfigError("--resume continues a run with its own plan; give RUN_ID without PLAN.toml")
     if not args.resume and not args.plan and not args.duration:

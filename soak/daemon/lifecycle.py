@@ -33,6 +33,7 @@ from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict
 from soak.daemon import burnin, runfolder, sdnotify
 from soak.daemon.cluster import ClusterMembership
+from soak.daemon.console import Console
 from soak.daemon.disk import DiskWatch
 from soak.daemon.final import judge_final
 from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
@@ -64,16 +65,17 @@ def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
 
 
 class Daemon:
-    def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | None = None,
+    def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | Console | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
                  loop_interval_s: float = 0.25, step_window_s: float = 10.0,
                  resume_overrides: dict[str, Any] | None = None) -> None:
         """``resume_overrides``: dotted plan keys a resume may change (``run.db``,
-        ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``."""
+        ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``.
+        ``out``: the terminal (default stderr), whose loss never ends the run (``Console``)."""
         self.plan = plan
         self.resume_id = resume
         self.resume_overrides = dict(resume_overrides or {})
-        self.out = out if out is not None else sys.stderr
+        self.out = out if isinstance(out, Console) else Console(out if out is not None else sys.stderr)
         self.progress_every_s = progress_every_s
         self.argv_factory = argv_factory
         self.loop_interval_s = loop_interval_s
@@ -473,7 +475,6 @@ class Daemon:
         self._move_planned_end(moved)
         msg, detail = burnin.note(ext, run.profile.evidence, planned_start=start)
         self.spool.event("note", ts=now, message=msg, detail=detail, node=self.membership.node)
-        log.warning("%s", msg)
         self.out.write(f"soak: {msg}\n")
         self.out.flush()
         return moved
@@ -508,8 +509,7 @@ class Daemon:
             if now_mono - last_progress >= self.progress_every_s:
                 last_progress = now_mono
                 line = progress_line(self.status)
-                self.out.write(line + "\n")
-                self.out.flush()
+                self.out.status(line)
                 sdnotify.notify(f"STATUS={line}")
             if self.fatal is not None:
                 return "failed"
