@@ -49,7 +49,7 @@ from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
 from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import StoreError, UserError, redact
+from soak.errors import StoreError, UnknownRun, UserError, redact
 from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -122,7 +122,8 @@ class Daemon:
             run_id = self.resume_id
             run_dir = layout.run_dir(plan.run.data_dir, run_id)
             if not layout.plan_path(run_dir).is_file():
-                raise StoreError(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}")
+                raise UnknownRun(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}",
+                                 data_dir=plan.run.data_dir)
             saved = load_plan(layout.plan_path(run_dir)).to_dict()
             # the run keeps its own plan; only where things live may be given again
             for dotted, value in self.resume_overrides.items():
@@ -148,7 +149,7 @@ class Daemon:
         if self.resume_id:
             run = store.get_run(run_id)
             if run is None:
-                raise StoreError(f"run {run_id}: not in the store {store.url}")
+                raise UnknownRun.not_in_store(run_id, store.url)
             if run.status != "running":
                 raise StoreError(f"run {run_id} is {run.status}; only a run whose daemon died can be resumed")
             spooled = layout.store_spool_path(run_dir)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak import runfolder
-from soak.errors import InputError, StoreError
+from soak.errors import InputError, StoreError, UnknownRun
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, finalize_pdf
@@ -42,7 +42,8 @@ def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.Pat
         raise StoreError(f"--db is required when no run id is given (or point --data-dir at {base})")
     path = runfolder.db_path(runfolder.run_dir(base, run_id))
     if not path.is_file():
-        raise StoreError(f"run {run_id}: no store at {path} (pass --db URL or --data-dir DIR)")
+        raise UnknownRun(f"run {run_id}: no store at {path}; give --db URL if the run used another store",
+                         data_dir=base)
     return str(path)
 
 

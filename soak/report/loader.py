@@ -248,11 +248,11 @@ def load_report_data(
     arrays: Mapping[tuple[str, ...], Any] | None = None,
 ) -> ReportData:
     """Everything the report shows about ``run_id``. Raises ``InputError`` for an unknown run."""
-    from soak.errors import InputError
+    from soak.errors import UnknownRun
 
     rec = store.get_run(run_id)
     if rec is None:
-        raise InputError(f"run {run_id}: not in the store {store.url}")
+        raise UnknownRun.not_in_store(run_id, store.url)
     last_ts = store.last_sample_ts(run_id)
     running = rec.status == "running"
     run = RunInfo(
