@@ -83,6 +83,11 @@ class FontNotFound(InputError):
     """No usable CJK TrueType font: the message says how to install or name one."""
 
 
+class MissingGlyph(InputError):
+    """A character the report would draw is in none of its fonts: the message names the
+    character and the fonts (a blank in the customer's document would hide it)."""
+
+
 class ToolError(SoakError):
     """A vendor tool (npu-smi, hccn_tool, NVML) failed: missing, timed out, or reported an error.
 

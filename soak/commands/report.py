@@ -179,10 +179,12 @@ def _pdf(args: argparse.Namespace) -> int:
                 "data_sha256": built.data_sha256,
                 "data_rows": built.data_rows,
                 "cert_fingerprint_sha256": keys.fingerprint_sha256 if keys else None,
+                "fonts": list(built.fonts),
             }
         )
         return 0
     print(f"{built.path}  verdict={built.verdict or 'N/A'}  data sha256={built.data_sha256}")
+    print(f"fonts: {'; '.join(built.fonts)}")
     if keys:
         print(f"signed; certificate SHA-256 fingerprint {keys.fingerprint_sha256}")
     else:

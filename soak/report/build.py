@@ -31,6 +31,7 @@ class BuiltReport:
     data_rows: int
     verdict: str | None
     pages: int | None = None
+    fonts: tuple[str, ...] = ()  # the fonts it drew with, as its metadata names them
 
 
 def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.PathLike[str] | None) -> str:
@@ -124,7 +125,7 @@ def build_pdf(
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
     extra = _cluster_attachments(data, doc)
-    pdf, slot = render_pdf(
+    pdf, slot, fonts = render_pdf(
         data,
         customer=customer,
         raw=RawData(sha, rows, RAW_NAME),
@@ -158,4 +159,4 @@ def build_pdf(
     except OSError as exc:
         tmp_out.unlink(missing_ok=True)
         raise InputError(f"-o {out}: cannot write the PDF ({exc.strerror or exc})") from None
-    return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1)
+    return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1, fonts)

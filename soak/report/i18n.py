@@ -594,3 +594,30 @@ EVENT_CHINESE: dict[str, str] = {
                    "[[filled|磁盘已写满]][[!filled|在写满前停止]]（运行已停止，数据已保留）"),
 }
 """Every code of ``soak.report.event_text`` in Chinese (a test checks it is complete)."""
+
+
+def chinese_text() -> str:
+    """Every character of the report's Chinese words: this table's and those of the modules that
+    word its sentences, events and evidence. The CJK font must have all of them (``fonts``)."""
+    import importlib
+
+    seen: set[str] = set()
+
+    def walk(value: object, depth: int = 0) -> None:
+        if isinstance(value, str):
+            seen.update(value)
+        elif depth < 4 and isinstance(value, dict):
+            for k, v in value.items():
+                walk(k, depth + 1)
+                walk(v, depth + 1)
+        elif depth < 4 and isinstance(value, tuple | list | frozenset | set):
+            for v in value:
+                walk(v, depth + 1)
+
+    for module in ("i18n", "names", "sentences", "event_text", "evidence_text", "reliability_text", "cluster_text",
+                   "links", "rows", "timewent", "units"):
+        mod = importlib.import_module(f"soak.report.{module}")
+        for name, value in vars(mod).items():
+            if not name.startswith("__"):
+                walk(value)
+    return "".join(sorted(c for c in seen if ord(c) > 0x7F))
