@@ -132,6 +132,7 @@ def build_pdf(
         lang=lang,
         font=font,
         signed=keys is not None,
+        signer=None if keys is None else keys.signer,
     )
     final = finalize_pdf(
         pdf,

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from reportlab.pdfgen.canvas import Canvas
     from reportlab.platypus import BaseDocTemplate
 
+    from soak.report.signing import Signer
+
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
 MAX_LINK_PAIRS = 40  # every pair not ok is shown; the rest are in the attached JSON
@@ -109,10 +111,12 @@ def render_pdf(
     lang: str = "en",
     font: str | None = None,
     signed: bool = True,
+    signer: Signer | None = None,
     drawn: list[str] | None = None,
 ) -> tuple[bytes, SignatureSlot, tuple[str, ...]]:
     """The report as PDF bytes, the signature slot's position and the fonts it drew with
-    (named in its metadata too). ``drawn``, when given, collects every text it draws."""
+    (named in its metadata too). ``signer``: whose key signs it (named by the signature; the
+    demo's key said on the cover). ``drawn``, when given, collects every text it draws."""
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import mm
@@ -135,6 +139,8 @@ def render_pdf(
     sim_label = simulation_label(run.backend, run.time_scale, lang)
     if sim_label:
         story.append(st.p(sim_label, st.banner))
+    if signed and signer is not None and signer.demo:
+        story.append(st.p(t("demo_key", lang), st.banner))
     story.append(Spacer(1, 3 * mm))
     # On a scaled time line the run's times are not wall-clock times: say so next to them, and
     # keep "generated" on the wall clock, where it is true (and may read before the run's end).
@@ -354,6 +360,9 @@ def render_pdf(
         Spacer(1, 2 * mm),
         st.p(t("attachments_note", lang), st.small),
         st.p(t("signature", lang), st.h2),
+        *([st.p(t("signed_by", lang).format(name=signer.name, fingerprint=signer.fingerprint_sha256))]
+          if signed and signer is not None else []),
+        *([st.p(t("demo_key", lang), st.banner)] if signed and signer is not None and signer.demo else []),
         st.p(t("signature_note", lang), st.small),
         Spacer(1, 2 * mm),
         _slot_flowable(slot, st, lang, signed),
