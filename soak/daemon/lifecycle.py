@@ -47,9 +47,17 @@ from soak.daemon.outages import Outage, ReaderOutages
 from soak.daemon.prepare import record_manifest, run_preflight
 from soak.daemon.spool import StoreSpool, replay_file
 from soak.daemon.started import StartedRun
-from soak.daemon.status import RankStatus, RunStatus, duration_words, progress_line, workload_words
+from soak.daemon.status import (
+    RankStatus,
+    RunStatus,
+    duration_words,
+    ended_lines,
+    progress_line,
+    workload_words,
+)
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.errors import StoreError, UnknownRun, UserError, redact
+from soak.judge import withdrawn_findings
 from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -578,6 +586,7 @@ class Daemon:
         end = run.clock.now()
         fatal = self.fatal
         verdict: str | None = None
+        withdrawn: list[str] = []  # the online findings the final analysis did not keep
         # the workloads are stopped: what they left half-written goes, and on a full disk
         # the space held back for these last records is given to the store
         removed = layout.remove_temp_files(run.run_dir)
@@ -617,15 +626,16 @@ class Daemon:
             judged, verdict = final.judged, final.verdict
             if final.findings is not None:
                 self.findings = final.findings
+                withdrawn = [e.message or str(e.detail.get("kind")) for e in
+                             withdrawn_findings(run.store.load_events(run.run_id, kind="finding"), final.findings)]
         except StoreError as exc:
             fatal = fatal or exc
         sdnotify.notify("STOPPING=1", f"STATUS=run {run.run_id} {status}")
         if fatal is not None:
             log.error("%s", fatal)
             raise StoreError(str(fatal)) from None
-        n = len(self.findings)
-        self.out.write(f"soak: run {run.run_id} {status}, verdict {verdict or 'N/A'}, {n} findings "
-                       f"(soak runs show {run.run_id})\n")
+        for line in ended_lines(run.run_id, status, verdict, len(self.findings), withdrawn):
+            self.out.write(line + "\n")
         if judged is not None and verdict == "fail":
             for reason in judged.reasons[:5]:
                 self.out.write(f"  {reason}\n")

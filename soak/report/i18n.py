@@ -188,6 +188,8 @@ STRINGS: dict[str, tuple[str, str]] = {
         "由交付工程师的密钥签名；证书（及其指纹）另行交付：只有该证书的签名才表明本报告出自供应商。",
     ),
     "unsigned": ("UNSIGNED DRAFT", "未签名草稿"),
+    "finding_withdrawn": (" (withdrawn at the run's end {when}: the final analysis of the whole run does not keep it)",
+                          "（已撤回：运行结束时 {when} 的全程最终分析未保留此问题）"),
     "signed_by": ("Signed by: {name} (certificate SHA-256 {fingerprint})", "签名者：{name}（证书 SHA-256 {fingerprint}）"),
     "demo_key": ("Signed with the soak demo's key: not an acceptance signature",
                  "使用 soak 演示密钥签名：不构成验收签名"),
