@@ -1,6 +1,7 @@
 # Sourced by scripts/test.sh and .ci/run: the system parts the tests use for real, in one list.
 #   Prometheus + promtool and node_exporter (exporter and alert-rule tests, benchmarks),
-#   poppler (PDF pages), Chromium (the app in a browser), CJK fonts (Chinese PDF),
+#   poppler (PDF pages), Chromium (the app in a browser), CJK fonts (Chinese PDF: WenQuanYi and
+#   Droid Sans Fallback),
 #   systemd-analyze (unit files), PostgreSQL (the store's second backend),
 #   sshd (the SSH launcher), ip netns + socat (the cut-link cluster test), faketime (a node
 #   whose clock is off).
@@ -14,6 +15,8 @@ missing_system_packages() {
   command -v systemd-analyze >/dev/null || need+=(systemd)
   command -v pg_ctlcluster >/dev/null || need+=(postgresql)
   [ -d /usr/share/fonts/truetype/wqy ] || need+=(fonts-wqy-microhei)
+  # a CJK-only font (no Latin, no digits): the PDF's per-run fonts are tested with it too
+  [ -d /usr/share/fonts/truetype/droid ] || need+=(fonts-droid-fallback)
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server openssh-client)
   command -v ip >/dev/null || need+=(iproute2)
   command -v socat >/dev/null || need+=(socat)

@@ -12,13 +12,29 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from typing import NoReturn
 
 from soak import __version__
 from soak.errors import UserError, redact
 
+# argparse's errors for an argument that is not there: the usage says what was expected
+_MISSING = ("the following arguments are required", "expected one argument", "expected at least one argument")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the CLI's errors: a bad value (an invalid choice, a number that is not
+    one) is one line naming the flag and the value, exit 2; the usage is printed for ``--help``
+    and for an argument left out, where it shows what was expected. Subcommands' parsers are
+    of this class too (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith(_MISSING) or message.startswith("unrecognized arguments"):
+            super().error(message)
+        self.exit(2, f"soak: error: {self.prog}: {one_line(message)}\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="soak",
         description="Stability soak tests for AI training clusters (Ascend NPU, NVIDIA GPU, CPU).",
     )

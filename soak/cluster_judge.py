@@ -25,7 +25,7 @@ from typing import Any
 from soak.clock import ScaledClock
 from soak.cluster.analysis import NODE_KINDS, analyze_node, write_node_buckets
 from soak.cluster.member import silent
-from soak.errors import InputError
+from soak.errors import InputError, UnknownRun
 from soak.judge import judge_run
 from soak.output import fmt
 from soak.runplan import plan_of, planned_window, profile_of
@@ -68,7 +68,7 @@ def judge_after(store: Any, run_id: str, *, force: bool = False, judge: str | No
     judge = judge or judge_name()
     rec = store.get_run(run_id)
     if rec is None:
-        raise InputError(f"run {run_id}: not in the store {store.url}")
+        raise UnknownRun.not_in_store(run_id, store.url)
     if rec.nodes <= 1:
         raise InputError(f"run {run_id} is not a cluster run (soak analyze {run_id} judges a run on one host)")
     plan = plan_of(rec)

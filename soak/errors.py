@@ -69,6 +69,20 @@ class ConfigError(UserError):
     """A run-plan key is unknown or has a bad value. The message names the dotted key."""
 
 
+class UnknownRun(InputError):
+    """A run id that the store or the folder of run folders the user pointed at does not hold.
+    The message says where soak looked and which ``soak runs list`` shows the runs there."""
+
+    def __init__(self, problem: str, *, db: str | None = None, data_dir: object = None) -> None:
+        where = f"--db {db}" if db is not None else f"--data-dir {data_dir}"
+        super().__init__(f"{problem} (soak runs list {where} lists the runs there)")
+
+    @classmethod
+    def not_in_store(cls, run_id: str, url: str) -> UnknownRun:
+        """``run_id`` is not in the store at ``url`` (a URL fit for messages: no password)."""
+        return cls(f"run {run_id}: not in the store {url}", db=url)
+
+
 class StoreError(UserError):
     """The store cannot be opened or written (bad URL, unwritable path, disk full, locked)."""
 
@@ -89,6 +103,11 @@ class PlanCopyFailed(InputError):
 
 class FontNotFound(InputError):
     """No usable CJK TrueType font: the message says how to install or name one."""
+
+
+class MissingGlyph(InputError):
+    """A character the report would draw is in none of its fonts: the message names the
+    character and the fonts (a blank in the customer's document would hide it)."""
 
 
 class ToolError(SoakError):

@@ -242,6 +242,19 @@ def _with_device_faults(result: Analysis, events: Sequence[Any], profile: Profil
     return judged(order([*result.findings, *extra]), profile, result.start, result.end, result.chip_hours)
 
 
+def finding_key(f: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two findings the same one, online and final: its kind and where it is."""
+    return (f.get("kind"), f.get("node"), f.get("device"), f.get("metric"))
+
+
+def withdrawn_findings(events: Iterable[Any], final: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """The ``finding`` events (``EventRecord``s) of findings an online analysis announced and
+    the final analysis ``final`` does not keep: seen over part of the run, not over the whole."""
+    kept = {finding_key(f) for f in final}
+    return [e for e in events if e.kind == "finding" and isinstance(e.detail, Mapping)
+            and finding_key(e.detail) not in kept]
+
+
 def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting,
                    running: bool = False) -> rel.Reliability:
     """The run's reliability from its accounting: its nodes under test, each one's time away

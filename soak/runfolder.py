@@ -103,6 +103,11 @@ def run_folder_of(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def demo_keys_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """The soak demo's own signing key: apart from the default one, which signs real runs."""
+    return keys_dir(data_dir) / "demo"
+
+
 def find_stores(data_dir: str | os.PathLike[str]) -> list[Path]:
     """Every run folder's SQLite store under ``data_dir`` (one level deep), sorted."""
     base = Path(data_dir)

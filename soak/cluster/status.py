@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from soak.errors import InputError
+from soak.errors import UnknownRun
 from soak.output import add_format, fmt, print_json
 
 # events worth a cluster operator's eye (steps, checkpoints and findings have their own views)
@@ -36,7 +36,7 @@ def add_status_parser(sub: argparse._SubParsersAction) -> None:
 def cluster_status(store: Any, run_id: str) -> dict[str, Any]:
     rec = store.get_run(run_id)
     if rec is None:
-        raise InputError(f"run {run_id}: not in the store {store.url}")
+        raise UnknownRun.not_in_store(run_id, store.url)
     findings = findings_per_node(store.load_findings(run_id))
     now = store.store_now()  # last_seen is on the store's clock (soak.cluster.member)
     nodes = [{

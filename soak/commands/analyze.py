@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from soak.analysis.verdict import where
-from soak.errors import InputError, StoreError, mask_url
+from soak.errors import InputError, UnknownRun, mask_url
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, run_dir
 
@@ -53,9 +53,8 @@ def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any
     else:
         path = db_path(run_dir(args.data_dir, args.source))
         if not path.is_file():
-            raise StoreError(
-                f"{args.source}: not a file, and no run store at {path} (pass --db URL or --data-dir DIR)"
-            )
+            raise UnknownRun(f"{args.source}: not a file, and no run store at {path}; give --db URL if the run "
+                             "used another store", data_dir=args.data_dir)
         url = str(path)
     store = Store.open(url, create=False)
     try:
@@ -63,7 +62,7 @@ def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any
     finally:
         store.close()
     if judged is None:
-        raise StoreError(f"{args.source}: no such file, and no such run in {mask_url(url)}")
+        raise UnknownRun(f"{args.source}: no such file, and no such run in {mask_url(url)}", db=mask_url(url))
     if judged.analysis.start is None:
         raise InputError(f"run {args.source}: no readings stored; there is nothing to judge")
     return judged

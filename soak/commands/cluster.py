@@ -133,12 +133,12 @@ def _replay(args: argparse.Namespace) -> int:
     from soak.config import load_plan
     from soak.daemon.lock import RunLock
     from soak.daemon.spool import replay_file
-    from soak.errors import InputError
+    from soak.errors import UnknownRun
     from soak.store import Store
 
     folder = layout.run_dir(args.data_dir, args.run_id)
     if not folder.is_dir():
-        raise InputError(f"run {args.run_id}: no run folder {folder}")
+        raise UnknownRun(f"run {args.run_id}: no run folder {folder}", data_dir=args.data_dir)
     spool = layout.store_spool_path(folder)
     db = args.db
     if db is None and layout.plan_path(folder).is_file():
@@ -149,7 +149,7 @@ def _replay(args: argparse.Namespace) -> int:
         if spool.exists():
             with Store.open(db, create=False) as store:
                 if store.get_run(args.run_id) is None:
-                    raise InputError(f"run {args.run_id}: not in the store {store.url}")
+                    raise UnknownRun.not_in_store(args.run_id, store.url)
                 written = replay_file(store, args.run_id, spool)
     left = 0 if not spool.exists() else sum(1 for ln in spool.read_text(encoding="utf-8").splitlines() if ln.strip())
     if args.format == "json":

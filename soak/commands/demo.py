@@ -94,12 +94,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def demo_keys(data_dir: Path) -> KeyPair:
-    from soak.report.signing import KEY_FILE, create_keys, default_keypair
+    """The demo's own key, marked as the demo's, made once in its own folder: the default key
+    (``soak keys init``), which signs real runs' reports, is never the demo's."""
+    from soak.report.signing import CERT_FILE, DEMO_COMMON_NAME, KEY_FILE, create_keys, load_keypair
 
-    keys = default_keypair(data_dir)
-    if keys is None:
-        keys = create_keys(runfolder.keys_dir(data_dir), common_name="soak demo signer")
-        print(f"soak demo: created a signing key {keys.key_path.parent / KEY_FILE} (mode 0600)", file=sys.stderr)
+    folder = runfolder.demo_keys_dir(data_dir)
+    if (folder / KEY_FILE).is_file() and (folder / CERT_FILE).is_file():
+        return load_keypair(folder / KEY_FILE, folder / CERT_FILE)
+    keys = create_keys(folder, common_name=DEMO_COMMON_NAME, demo=True, force=True)
+    print(f"soak demo: created the demo's signing key {keys.key_path} (mode 0600; not for real runs: "
+          "soak keys init makes yours)", file=sys.stderr)
     return keys
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from soak.analysis.captures import SHARES, captures_from_events, explain, link
-from soak.errors import InputError
+from soak.errors import InputError, UnknownRun
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, read_analysis, run_dir
 
@@ -27,11 +27,12 @@ def _profile(args: argparse.Namespace) -> int:
     folder = run_dir(args.data_dir, args.run_id)
     url = args.db or str(db_path(folder))
     if not args.db and not db_path(folder).is_file():
-        raise InputError(f"run {args.run_id}: no {db_path(folder)} (give --db URL if the run used another store)")
+        raise UnknownRun(f"run {args.run_id}: no {db_path(folder)}; give --db URL if the run used another store",
+                         data_dir=args.data_dir)
     with Store.open(url, create=False) as store:
         run = store.get_run(args.run_id)
         if run is None:
-            raise InputError(f"run {args.run_id}: not in the store {store.url}")
+            raise UnknownRun.not_in_store(args.run_id, store.url)
         caps = captures_from_events(store.load_events(run.id, kind="capture"))
         saved = read_analysis(run.run_dir or folder)
         findings = (saved or {}).get("findings") or [f.as_dict() for f in store.load_findings(run.id)]

@@ -172,6 +172,10 @@ def _pdf(args: argparse.Namespace) -> int:
     keys = resolve_keys(args)
     url = resolve_store_url(args.run_id, args.db, args.data_dir)
     customer = Customer(args.customer, args.site, args.cluster, args.node)
+    signer = keys.signer if keys else None
+    if signer is not None and signer.demo:
+        print(f"soak report: warning: signed with the soak demo's key ({signer.name}): not an acceptance "
+              "signature; make your own with soak keys init, or name one with --key/--cert", file=sys.stderr)
     with Store.open(url, create=False) as store:
         built = build_pdf(
             store,
@@ -192,12 +196,16 @@ def _pdf(args: argparse.Namespace) -> int:
                 "data_sha256": built.data_sha256,
                 "data_rows": built.data_rows,
                 "cert_fingerprint_sha256": keys.fingerprint_sha256 if keys else None,
+                "signer": signer.name if signer else None,
+                "signer_demo_key": signer.demo if signer else None,
+                "fonts": list(built.fonts),
             }
         )
         return 0
     print(f"{built.path}  verdict={built.verdict or 'N/A'}  data sha256={built.data_sha256}")
-    if keys:
-        print(f"signed; certificate SHA-256 fingerprint {keys.fingerprint_sha256}")
+    print(f"fonts: {'; '.join(built.fonts)}")
+    if signer:
+        print(f"signed by {signer.name}; certificate SHA-256 fingerprint {signer.fingerprint_sha256}")
     else:
         print("UNSIGNED draft: create a key with `soak keys init` or pass --key/--cert", file=sys.stderr)
     return 0

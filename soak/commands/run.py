@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from soak.config import SIZES, WORKLOADS, check_run_id, plan_from_dict, read_plan_data
+from soak.config import SIZES, WORKLOADS, Plan, check_run_id, plan_from_dict, read_plan_data
 from soak.errors import ConfigError
 from soak.faultcodes import load_table
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR
@@ -60,9 +61,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-_PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
-               "sim_chips", "interval", "detail_interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
-               "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous", "advertise")
+# flag -> the plan key it sets (section, key); the flags lie over the plan file's keys
+_FLAG_KEYS: dict[str, tuple[str, str]] = {
+    "duration": ("run", "duration"), "time_scale": ("run", "time_scale"), "db": ("run", "db"),
+    "data_dir": ("run", "data_dir"), "run_id": ("run", "id"), "backend": ("devices", "backend"),
+    "interval": ("sampling", "interval"), "detail_interval": ("sampling", "detail_interval"),
+    "listen": ("exporter", "listen"),
+    "max_restarts": ("restart", "max_restarts"), "hang_timeout": ("restart", "hang_timeout"),
+    "sim_scenario": ("sim", "scenario"), "sim_chips": ("sim", "chips"), "nodes": ("cluster", "nodes"),
+    "node_rank": ("cluster", "node_rank"), "node_name": ("cluster", "node_name"),
+    "rendezvous": ("cluster", "rendezvous"), "advertise": ("cluster", "advertise"),
+}
+_PLAN_FLAGS = (*_FLAG_KEYS, "workload", "size", "nproc", "inject", "no_preflight")
 
 
 def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
@@ -73,29 +83,13 @@ def _set(data: dict[str, Any], section: str, key: str, value: Any) -> None:
         table[key] = value
 
 
-def plan_data(args: argparse.Namespace) -> dict[str, Any]:
-    """The plan file's tables with the flags laid over them."""
-    data: dict[str, Any] = read_plan_data(args.plan) if args.plan else {}
-    _set(data, "run", "duration", args.duration)
-    _set(data, "run", "time_scale", args.time_scale)
-    _set(data, "run", "db", args.db)
-    _set(data, "run", "data_dir", args.data_dir)
-    _set(data, "run", "id", args.run_id)
+def plan_data(args: argparse.Namespace, file_data: dict[str, Any]) -> dict[str, Any]:
+    """The plan file's tables (``file_data``, changed in place) with the flags laid over them."""
+    data = file_data
+    for flag, (section, key) in _FLAG_KEYS.items():
+        _set(data, section, key, getattr(args, flag))
     if args.no_preflight:
         _set(data, "run", "preflight", False)
-    _set(data, "devices", "backend", args.backend)
-    _set(data, "sampling", "interval", args.interval)
-    _set(data, "sampling", "detail_interval", args.detail_interval)
-    _set(data, "exporter", "listen", args.listen)
-    _set(data, "restart", "max_restarts", args.max_restarts)
-    _set(data, "restart", "hang_timeout", args.hang_timeout)
-    _set(data, "sim", "scenario", args.sim_scenario)
-    _set(data, "sim", "chips", args.sim_chips)
-    _set(data, "cluster", "nodes", args.nodes)
-    _set(data, "cluster", "node_rank", args.node_rank)
-    _set(data, "cluster", "node_name", args.node_name)
-    _set(data, "cluster", "rendezvous", args.rendezvous)
-    _set(data, "cluster", "advertise", args.advertise)
     if args.inject:
         _set(data, "faults", "inject", list(args.inject))
     if args.workload:
@@ -111,12 +105,53 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def _flag_named(message: str, args: argparse.Namespace) -> str | None:
+    """The flag given on this command line that set the key ``message`` is about."""
+    for flag, (section, key) in _FLAG_KEYS.items():
+        if getattr(args, flag) is not None and message.startswith(f"{section}.{key} "):
+            return flag
+    for flag in ("size", "nproc"):
+        if getattr(args, flag) is not None and message.startswith("workloads[") and f"].{flag} " in message:
+            return flag
+    if args.inject and message.startswith("faults.inject"):
+        return "inject"
+    return None
+
+
+def checked_plan(args: argparse.Namespace) -> Plan:
+    """The plan of ``soak run``: the plan file with the flags laid over it, checked. A key the
+    file got wrong is named with the file (``plan p.toml: run.durashun is not a known key``), a
+    value a flag gave with the flag; what a flag replaces in the file is never judged."""
+    file_data: dict[str, Any] = read_plan_data(args.plan) if args.plan else {}  # its errors name it
+    try:
+        return plan_from_dict(plan_data(args, copy.deepcopy(file_data)))
+    except ConfigError as exc:
+        message = str(exc)
+        if args.plan and _fails_alone(file_data, message):
+            raise ConfigError(f"plan {args.plan}: {message}") from None
+        flag = _flag_named(message, args)
+        if flag is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')}: {message}") from None
+        raise
+
+
+def _fails_alone(file_data: dict[str, Any], message: str) -> bool:
+    """Whether the plan file, without the flags, is wrong in the same way."""
+    try:
+        plan_from_dict(file_data)
+    except ConfigError as exc:
+        return str(exc) == message
+    return False
+
+
 def main(args: argparse.Namespace) -> int:
+    from soak.daemon.console import hold_std_streams
     from soak.daemon.lifecycle import Daemon
     from soak.store.engine import DB_PASSWORD_FILE_ENV
 
     if args.resume:
         check_run_id(args.resume, "--resume")  # a path ('../x') would resume a run outside the data dir
+    hold_std_streams()  # before the run opens a file that a closed fd 2 would hand it
     if args.resume and args.plan:
         raise ConfigError("--resume continues a run with its own plan; give RUN_ID without PLAN.toml")
     if not args.resume and not args.plan and not args.duration:
@@ -133,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--resume keeps the run's own plan; --{extra[0].replace('_', '-')} cannot change it "
                               "(only --db, --listen and --data-dir may be given)")
         overrides = {f"run.{k}" if k == "db" else "exporter.listen": v for k, v in given.items() if k != "data_dir"}
-    plan = plan_from_dict(plan_data(args))
+    plan = checked_plan(args)
     if not args.resume:
         # read as the run will: a bad file stops here, before the run folder exists
         load_table(plan.faults.codes_file, key="faults.codes_file")

@@ -10,7 +10,7 @@ from typing import Any
 
 from soak.daemon.status import hms
 from soak.device_names import device_key
-from soak.errors import InputError, StoreError, mask_url
+from soak.errors import InputError, StoreError, UnknownRun, mask_url
 from soak.output import add_format, fmt, print_json
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, db_path, find_stores, run_dir
 
@@ -36,7 +36,7 @@ def _stores(args: argparse.Namespace, run_id: str | None = None) -> list[str]:
     if run_id is not None:
         db = db_path(run_dir(root, run_id))
         if not db.is_file():
-            raise InputError(f"run {run_id}: no {db} (give --db URL if the run used another store)")
+            raise UnknownRun(f"run {run_id}: no {db}; give --db URL if the run used another store", data_dir=root)
         return [str(db)]
     # An empty data dir has no runs; a missing one is a typo or the wrong machine, and
     # "no runs" there would read as an answer.
@@ -93,7 +93,7 @@ def _show(args: argparse.Namespace) -> int:
     with Store.open(url, create=False) as store:
         run = store.get_run(args.run_id)
         if run is None:
-            raise InputError(f"run {args.run_id}: not in the store {store.url}")
+            raise UnknownRun.not_in_store(args.run_id, store.url)
         events = store.load_events(run.id)
         findings = store.load_findings(run.id)
         out = {

@@ -60,7 +60,8 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"valid:          {yn(res.valid)}")
     print(f"whole file:     {yn(res.coverage_entire_file)}")
     print(f"trusted:        {trusted}")
-    print(f"signer:         {res.signer or 'N/A'}")
+    demo = " (the soak demo's key: not an acceptance signature)" if res.signer_demo_key else ""
+    print(f"signer:         {res.signer or 'N/A'}{demo}")
     print(f"fingerprint:    {res.signer_fingerprint_sha256 or 'N/A'}")
     print(f"signing time:   {res.signing_time or 'N/A'}")
     print(f"timestamp:      {res.timestamp_time or 'N/A'}")

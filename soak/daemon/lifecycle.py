@@ -34,6 +34,7 @@ from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict, recorded_plan
 from soak.daemon import burnin, runfolder, sdnotify
 from soak.daemon.cluster import ClusterMembership
+from soak.daemon.console import Console
 from soak.daemon.disk import DiskWatch
 from soak.daemon.final import judge_final
 from soak.daemon.heartbeat import EVENT_KINDS, HeartbeatFollower, StepAggregator
@@ -52,12 +53,14 @@ from soak.daemon.status import (
     RankStatus,
     RunStatus,
     duration_words,
+    ended_lines,
     progress_line,
     workload_words,
 )
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
-from soak.errors import StoreError, UserError, redact
+from soak.errors import StoreError, UnknownRun, UserError, redact
 from soak.faultcodes import load_table
+from soak.judge import withdrawn_findings
 from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -73,16 +76,17 @@ def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
 
 
 class Daemon:
-    def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | None = None,
+    def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | Console | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
                  loop_interval_s: float = 0.25, step_window_s: float = 10.0,
                  resume_overrides: dict[str, Any] | None = None) -> None:
         """``resume_overrides``: dotted plan keys a resume may change (``run.db``,
-        ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``."""
+        ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``.
+        ``out``: the terminal (default stderr), whose loss never ends the run (``Console``)."""
         self.plan = plan
         self.resume_id = resume
         self.resume_overrides = dict(resume_overrides or {})
-        self.out = out if out is not None else sys.stderr
+        self.out = out if isinstance(out, Console) else Console(out if out is not None else sys.stderr)
         self.progress_every_s = progress_every_s
         self.argv_factory = argv_factory
         self.loop_interval_s = loop_interval_s
@@ -131,7 +135,8 @@ class Daemon:
             run_id = self.resume_id
             run_dir = layout.run_dir(plan.run.data_dir, run_id)
             if not layout.plan_path(run_dir).is_file():
-                raise StoreError(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}")
+                raise UnknownRun(f"run {run_id}: no run folder with plan.toml under {plan.run.data_dir}",
+                                 data_dir=plan.run.data_dir)
             saved = load_plan(layout.plan_path(run_dir)).to_dict()
             # the run keeps its own plan; only where things live may be given again
             for dotted, value in self.resume_overrides.items():
@@ -157,7 +162,7 @@ class Daemon:
         if self.resume_id:
             run = store.get_run(run_id)
             if run is None:
-                raise StoreError(f"run {run_id}: not in the store {store.url}")
+                raise UnknownRun.not_in_store(run_id, store.url)
             if run.status != "running":
                 raise StoreError(f"run {run_id} is {run.status}; only a run whose daemon died can be resumed")
             spooled = layout.store_spool_path(run_dir)
@@ -516,7 +521,6 @@ class Daemon:
         self._move_planned_end(moved)
         msg, detail = burnin.note(ext, run.profile.evidence, planned_start=start)
         self.spool.event("note", ts=now, message=msg, detail=detail, node=self.membership.node)
-        log.warning("%s", msg)
         self.out.write(f"soak: {msg}\n")
         self.out.flush()
         return moved
@@ -551,8 +555,7 @@ class Daemon:
             if now_mono - last_progress >= self.progress_every_s:
                 last_progress = now_mono
                 line = progress_line(self.status)
-                self.out.write(line + "\n")
-                self.out.flush()
+                self.out.status(line)
                 sdnotify.notify(f"STATUS={line}")
             if self.fatal is not None:
                 return "failed"
@@ -620,6 +623,7 @@ class Daemon:
         end = run.clock.now()
         fatal = self.fatal
         verdict: str | None = None
+        withdrawn: list[str] = []  # the online findings the final analysis did not keep
         # the workloads are stopped: what they left half-written goes, and on a full disk
         # the space held back for these last records is given to the store
         removed = layout.remove_temp_files(run.run_dir)
@@ -659,15 +663,16 @@ class Daemon:
             judged, verdict = final.judged, final.verdict
             if final.findings is not None:
                 self.findings = final.findings
+                withdrawn = [e.message or str(e.detail.get("kind")) for e in
+                             withdrawn_findings(run.store.load_events(run.run_id, kind="finding"), final.findings)]
         except StoreError as exc:
             fatal = fatal or exc
         sdnotify.notify("STOPPING=1", f"STATUS=run {run.run_id} {status}")
         if fatal is not None:
             log.error("%s", fatal)
             raise StoreError(str(fatal)) from None
-        n = len(self.findings)
-        self.out.write(f"soak: run {run.run_id} {status}, verdict {verdict or 'N/A'}, {n} findings "
-                       f"(soak runs show {run.run_id})\n")
+        for line in ended_lines(run.run_id, status, verdict, len(self.findings), withdrawn):
+            self.out.write(line + "\n")
         if judged is not None and verdict == "fail":
             for reason in judged.reasons[:5]:
                 self.out.write(f"  {reason}\n")

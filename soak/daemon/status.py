@@ -101,6 +101,20 @@ def progress_line(st: RunStatus) -> str:
     )
 
 
+def ended_lines(run_id: str, status: str, verdict: str | None, findings: int, withdrawn: list[str],
+                most: int = 5) -> list[str]:
+    """The run's last lines at the terminal: its end, verdict and final count of findings, and
+    the findings announced while it ran that the final analysis did not keep (``withdrawn``:
+    their messages), so that the counts said during the run add up."""
+    gone = f", {len(withdrawn)} announced during the run withdrawn by the final analysis" if withdrawn else ""
+    lines = [f"soak: run {run_id} {status}, verdict {verdict or 'N/A'}, {findings} findings{gone} "
+             f"(soak runs show {run_id})"]
+    lines += [f"  withdrawn: {m}" for m in withdrawn[:most]]
+    if len(withdrawn) > most:
+        lines.append(f"  withdrawn: … +{len(withdrawn) - most}")
+    return lines
+
+
 def workload_words(plan: Plan) -> str:
     """"lm on 2 processes, gemm on 1 process": the run's workloads for people."""
     return ", ".join(f"{w.name} on {w.nproc} process{'es' if w.nproc != 1 else ''}" for w in plan.workloads)

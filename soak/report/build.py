@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak import runfolder
-from soak.errors import InputError, StoreError
+from soak.errors import InputError, StoreError, UnknownRun
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, finalize_pdf
@@ -31,6 +31,7 @@ class BuiltReport:
     data_rows: int
     verdict: str | None
     pages: int | None = None
+    fonts: tuple[str, ...] = ()  # the fonts it drew with, as its metadata names them
 
 
 def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.PathLike[str] | None) -> str:
@@ -42,7 +43,8 @@ def resolve_store_url(run_id: str | None, db: str | None, data_dir: str | os.Pat
         raise StoreError(f"--db is required when no run id is given (or point --data-dir at {base})")
     path = runfolder.db_path(runfolder.run_dir(base, run_id))
     if not path.is_file():
-        raise StoreError(f"run {run_id}: no store at {path} (pass --db URL or --data-dir DIR)")
+        raise UnknownRun(f"run {run_id}: no store at {path}; give --db URL if the run used another store",
+                         data_dir=base)
     return str(path)
 
 
@@ -123,13 +125,14 @@ def build_pdf(
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
     extra = _cluster_attachments(data, doc)
-    pdf, slot = render_pdf(
+    pdf, slot, fonts = render_pdf(
         data,
         customer=customer,
         raw=RawData(sha, rows, RAW_NAME),
         lang=lang,
         font=font,
         signed=keys is not None,
+        signer=None if keys is None else keys.signer,
     )
     final = finalize_pdf(
         pdf,
@@ -157,4 +160,4 @@ def build_pdf(
     except OSError as exc:
         tmp_out.unlink(missing_ok=True)
         raise InputError(f"-o {out}: cannot write the PDF ({exc.strerror or exc})") from None
-    return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1)
+    return BuiltReport(out, keys is not None, sha, rows, data.verdict, slot.page + 1, fonts)

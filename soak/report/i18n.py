@@ -188,6 +188,11 @@ STRINGS: dict[str, tuple[str, str]] = {
         "由交付工程师的密钥签名；证书（及其指纹）另行交付：只有该证书的签名才表明本报告出自供应商。",
     ),
     "unsigned": ("UNSIGNED DRAFT", "未签名草稿"),
+    "finding_withdrawn": (" (withdrawn at the run's end {when}: the final analysis of the whole run does not keep it)",
+                          "（已撤回：运行结束时 {when} 的全程最终分析未保留此问题）"),
+    "signed_by": ("Signed by: {name} (certificate SHA-256 {fingerprint})", "签名者：{name}（证书 SHA-256 {fingerprint}）"),
+    "demo_key": ("Signed with the soak demo's key: not an acceptance signature",
+                 "使用 soak 演示密钥签名：不构成验收签名"),
     "generated": ("Generated", "生成时间"),
     "page": ("Page", "第"),
     "runs": ("Runs", "运行列表"),
@@ -636,3 +641,30 @@ EVENT_CHINESE: dict[str, str] = {
                    "[[filled|磁盘已写满]][[!filled|在写满前停止]]（运行已停止，数据已保留）"),
 }
 """Every code of ``soak.report.event_text`` in Chinese (a test checks it is complete)."""
+
+
+def chinese_text() -> str:
+    """Every character of the report's Chinese words: this table's and those of the modules that
+    word its sentences, events and evidence. The CJK font must have all of them (``fonts``)."""
+    import importlib
+
+    seen: set[str] = set()
+
+    def walk(value: object, depth: int = 0) -> None:
+        if isinstance(value, str):
+            seen.update(value)
+        elif depth < 4 and isinstance(value, dict):
+            for k, v in value.items():
+                walk(k, depth + 1)
+                walk(v, depth + 1)
+        elif depth < 4 and isinstance(value, tuple | list | frozenset | set):
+            for v in value:
+                walk(v, depth + 1)
+
+    for module in ("i18n", "names", "sentences", "event_text", "evidence_text", "reliability_text", "cluster_text",
+                   "links", "rows", "timewent", "units"):
+        mod = importlib.import_module(f"soak.report.{module}")
+        for name, value in vars(mod).items():
+            if not name.startswith("__"):
+                walk(value)
+    return "".join(sorted(c for c in seen if ord(c) > 0x7F))

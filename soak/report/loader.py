@@ -248,11 +248,11 @@ def load_report_data(
     arrays: Mapping[tuple[str, ...], Any] | None = None,
 ) -> ReportData:
     """Everything the report shows about ``run_id``. Raises ``InputError`` for an unknown run."""
-    from soak.errors import InputError
+    from soak.errors import UnknownRun
 
     rec = store.get_run(run_id)
     if rec is None:
-        raise InputError(f"run {run_id}: not in the store {store.url}")
+        raise UnknownRun.not_in_store(run_id, store.url)
     last_ts = store.last_sample_ts(run_id)
     running = rec.status == "running"
     run = RunInfo(
@@ -327,6 +327,12 @@ def load_report_data(
         else:
             series = tuple(device_series(store, run_id, bucket)) + tuple(step_series(store, run_id, bucket))
 
+    from soak.judge import withdrawn_findings
+
+    # an ended run's findings are the final analysis's: an online finding it does not keep is
+    # withdrawn (while the run goes on, the stored findings are the online ones themselves)
+    withdrawn = set() if running else {id(e) for e in withdrawn_findings(
+        all_events, [{"kind": f.kind, "node": f.node, "device": f.device, "metric": f.metric} for f in findings])}
     events = tuple(
         EventView(
             ts=e.ts,
@@ -339,6 +345,8 @@ def load_report_data(
             detail=dict(e.detail) if isinstance(e.detail, Mapping) else {},
             workload=e.workload,
             node=e.node,
+            withdrawn=id(e) in withdrawn,
+            withdrawn_ts=(rec.ended_ts or last_ts) if id(e) in withdrawn else None,
         )
         for e in all_events
     )

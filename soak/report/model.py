@@ -163,6 +163,9 @@ class EventView:
     detail: Mapping[str, Any] = field(default_factory=dict)
     workload: str | None = None
     node: str | None = None
+    # a finding event the final analysis did not keep: withdrawn at the run's end (``withdrawn_ts``)
+    withdrawn: bool = False
+    withdrawn_ts: float | None = None
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from soak.provenance import time_scaled
 from soak.report import reliability_text as rt
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.evidence_text import evidence_rows
-from soak.report.fonts import CJK_FONT_NAME, register_cjk_font, try_register_cjk_font
+from soak.report.fonts import register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
 from soak.report.names import kind_name, metric_name, severity_name
-from soak.report.pdf_style import Markup, Styles, has_wide, table
+from soak.report.pdf_style import Markup, Styles, table
 from soak.report.rows import (
     accounting_rows,
     chips_figure,
@@ -44,10 +44,13 @@ if TYPE_CHECKING:
     from reportlab.pdfgen.canvas import Canvas
     from reportlab.platypus import BaseDocTemplate
 
+    from soak.report.signing import Signer
+
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
 MAX_LINK_PAIRS = 40  # every pair not ok is shown; the rest are in the attached JSON
 SIGNATURE_BOX_H = 80.0
+FONTS_SUBJECT = "fonts: "  # in the document's Subject, before the fonts it drew with
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,7 @@ def _slot_flowable(slot: SignatureSlot, st: Styles, lang: str, signed: bool):
             c.rect(0, 0, self.width, SIGNATURE_BOX_H)
             if not signed:
                 c.setFillColor(colors.HexColor("#b22222"))
-                c.setFont(st.body.fontName, 12)
-                c.drawCentredString(self.width / 2, SIGNATURE_BOX_H / 2 - 4, t("unsigned", lang))
+                st.draw(c, self.width / 2, SIGNATURE_BOX_H / 2 - 4, t("unsigned", lang), 12, align="centre")
 
     return _Slot()
 
@@ -109,15 +111,19 @@ def render_pdf(
     lang: str = "en",
     font: str | None = None,
     signed: bool = True,
-) -> tuple[bytes, SignatureSlot]:
-    """The report as PDF bytes plus the signature slot's position."""
+    signer: Signer | None = None,
+    drawn: list[str] | None = None,
+) -> tuple[bytes, SignatureSlot, tuple[str, ...]]:
+    """The report as PDF bytes, the signature slot's position and the fonts it drew with
+    (named in its metadata too). ``signer``: whose key signs it (named by the signature; the
+    demo's key said on the cover). ``drawn``, when given, collects every text it draws."""
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import mm
     from reportlab.platypus import Image, KeepTogether, PageBreak, SimpleDocTemplate, Spacer
 
     cjk = register_cjk_font(font) if lang == "zh" else try_register_cjk_font(font)
-    st = Styles(lang, cjk)
+    st = Styles(lang, cjk, drawn)
     customer = customer or Customer()
     raw = raw or RawData(None, None)
     run = data.run
@@ -133,6 +139,8 @@ def render_pdf(
     sim_label = simulation_label(run.backend, run.time_scale, lang)
     if sim_label:
         story.append(st.p(sim_label, st.banner))
+    if signed and signer is not None and signer.demo:
+        story.append(st.p(t("demo_key", lang), st.banner))
     story.append(Spacer(1, 3 * mm))
     # On a scaled time line the run's times are not wall-clock times: say so next to them, and
     # keep "generated" on the wall clock, where it is true (and may read before the run's end).
@@ -352,6 +360,9 @@ def render_pdf(
         Spacer(1, 2 * mm),
         st.p(t("attachments_note", lang), st.small),
         st.p(t("signature", lang), st.h2),
+        *([st.p(t("signed_by", lang).format(name=signer.name, fingerprint=signer.fingerprint_sha256))]
+          if signed and signer is not None else []),
+        *([st.p(t("demo_key", lang), st.banner)] if signed and signer is not None and signer.demo else []),
         st.p(t("signature_note", lang), st.small),
         Spacer(1, 2 * mm),
         _slot_flowable(slot, st, lang, signed),
@@ -360,17 +371,19 @@ def render_pdf(
 
     def _footer(canvas: Canvas, doc: BaseDocTemplate) -> None:
         canvas.saveState()
-        canvas.setFont("Helvetica", 7)
         canvas.setFillColor(colors.HexColor("#666666"))
-        canvas.drawString(18 * mm, 10 * mm, f"soak · {run.run_id}")
-        canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"{doc.page}")
+        st.draw(canvas, 18 * mm, 10 * mm, f"soak · {run.run_id}", 7)
+        st.draw(canvas, A4[0] - 18 * mm, 10 * mm, f"{doc.page}", 7, align="right")
         if sim_label:
             # On every page: a page copied out of the report still says what it is.
-            canvas.setFont(CJK_FONT_NAME if has_wide(sim_label) and cjk else "Helvetica-Bold", 7.5)
             canvas.setFillColor(colors.HexColor("#b22222"))
-            canvas.drawString(18 * mm, 13.5 * mm, sim_label)
+            st.draw(canvas, 18 * mm, 13.5 * mm, sim_label, 7.5, bold=True)
         canvas.restoreState()
 
+    # the footer is drawn while the document is built, after its metadata is set: its fonts now
+    for text in (f"soak · {run.run_id} 0123456789", sim_label or ""):
+        st.fonts.runs(text, "Helvetica")
+    used = tuple(st.fonts.labels())
     buf = io.BytesIO()
     doc = SimpleDocTemplate(
         buf,
@@ -381,13 +394,13 @@ def render_pdf(
         bottomMargin=18 * mm,
         title=f"{t('title', lang)} {run.run_id}",
         author=customer.customer or "soak",
-        subject=f"soak run {run.run_id}; raw data sha256 {raw.sha256 or 'N/A'}",
+        subject=f"soak run {run.run_id}; raw data sha256 {raw.sha256 or 'N/A'}; {FONTS_SUBJECT}{'; '.join(used)}",
         keywords=f"soak-run-id:{run.run_id} soak-data-sha256:{raw.sha256 or 'N/A'} soak-verdict:{data.verdict or 'N/A'}",
         creator="soak",
         lang="zh-CN" if lang == "zh" else "en",
     )
     doc.build(story, onFirstPage=_footer, onLaterPages=_footer)
-    return buf.getvalue(), slot
+    return buf.getvalue(), slot, used
 
 
 def _reliability_section(st: Styles, data: ReportData, lang: str, page_w: float, tz: tzinfo) -> list:

@@ -120,7 +120,8 @@ def _matrix(view: ClusterView, st: Styles, lang: str, page_w: float, colors: Any
     size = min(size, chip_w / 3.6)  # "npu7-1" fits its column
     font = st.cell.fontName
     bold = st.head.fontName
-    data = [[t("node_col", lang), "", *view.columns]]
+    data = [[st.fit(t("node_col", lang), size, bold=True, white=True), "", *(st.fit(c, size, bold=True, white=True)
+                                                                            for c in view.columns)]]
     style = [
         ("FONT", (0, 0), (-1, -1), font, size),
         ("FONT", (0, 0), (-1, 0), bold, size),
@@ -136,7 +137,7 @@ def _matrix(view: ClusterView, st: Styles, lang: str, page_w: float, colors: Any
     ]
     for i, n in enumerate(view.nodes, start=1):
         name = n.name if len(n.name) <= 22 else f"{n.name[:10]}…{n.name[-10:]}"
-        row = [name, LETTERS[n.verdict]]
+        row = [st.fit(name, size), LETTERS[n.verdict]]
         style.append(("BACKGROUND", (1, i), (1, i), colors.HexColor(COLOURS[n.verdict])))
         for j, chip in enumerate(view.columns, start=2):
             c = grid.get((n.name, chip))

@@ -9,28 +9,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from soak.report.fonts import CJK_FONT_NAME, FontChoice
+from soak.report.fonts import LATIN_BOLD, LATIN_FONT, FontChoice, FontSet, latin_has
 
 if TYPE_CHECKING:
     from reportlab.lib.styles import ParagraphStyle
     from reportlab.platypus import Paragraph
 
 
-def has_wide(text: str) -> bool:
-    """Whether ``text`` has a character the Latin fonts lack (CJK)."""
-    return any(ord(c) > 0xFF for c in text)
-
-
 class Styles:
-    """The report's paragraph styles in its language; ``p`` makes a paragraph."""
+    """The report's paragraph styles in its language; ``p`` makes a paragraph. Both languages
+    set their Latin text in Helvetica, each run of another script in the font that has it
+    (``FontSet``). ``drawn``, when given, collects the plain text of every paragraph."""
 
-    def __init__(self, lang: str, cjk: FontChoice | None) -> None:
+    def __init__(self, lang: str, cjk: FontChoice | None, drawn: list[str] | None = None) -> None:
         from reportlab.lib import colors
         from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 
         self.cjk = cjk
-        base = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica"
-        bold = CJK_FONT_NAME if (lang == "zh" and cjk) else "Helvetica-Bold"
+        self.fonts = FontSet(cjk)
+        self.drawn = drawn
+        base, bold = LATIN_FONT, LATIN_BOLD
         ss = getSampleStyleSheet()
         self.body = ParagraphStyle("b", parent=ss["BodyText"], fontName=base, fontSize=9, leading=12)
         self.small = ParagraphStyle("s", parent=self.body, fontSize=7, leading=9)
@@ -47,13 +45,50 @@ class Styles:
         )
 
     def p(self, text: object, style: ParagraphStyle | None = None, *, markup: bool = False) -> Paragraph:
-        """A paragraph; runs of CJK text switch to the CJK font even in the English report."""
+        """A paragraph; each run the Latin font lacks (CJK, symbols) in the font that has it."""
         from reportlab.platypus import Paragraph
 
+        style = style or self.body
         s = str(text) if markup else escape("N/A" if text is None else str(text))
-        if self.cjk and has_wide(s) and (style or self.body).fontName != CJK_FONT_NAME:
-            s = f'<font name="{CJK_FONT_NAME}">{s}</font>'
-        return Paragraph(s, style or self.body)
+        if self.drawn is not None:
+            self.drawn.append(plain_text(s))
+        return Paragraph(self.fonts.mark(s, bold=style.fontName == LATIN_BOLD), style)
+
+    def fit(self, text: str, size: float, *, bold: bool = False, white: bool = False) -> object:
+        """A plain table cell drawn in the table's own font (Latin) as ``text`` itself, else as
+        a paragraph of that size whose runs take the fonts that have them."""
+        if all(latin_has(c) for c in text):
+            if self.drawn is not None:
+                self.drawn.append(text)
+            return text
+        from reportlab.lib import colors
+
+        style = (self.head if bold else self.cell).clone("fit", fontSize=size, leading=size + 1,
+                                                          textColor=colors.white if white else colors.black)
+        return self.p(text, style)
+
+    def draw(self, canvas: object, x: float, y: float, text: str, size: float, *, bold: bool = False,
+             align: str = "left") -> None:
+        """``text`` on the canvas at (x, y), each run in its font; ``align`` left, centre or right."""
+        from reportlab.pdfbase.pdfmetrics import stringWidth
+
+        runs = self.fonts.runs(text, LATIN_BOLD if bold else LATIN_FONT)
+        if self.drawn is not None:
+            self.drawn.append(text)
+        width = sum(stringWidth(part, font, size) for font, part in runs)
+        x -= {"left": 0.0, "centre": width / 2, "right": width}[align]
+        for font, part in runs:
+            canvas.setFont(font, size)  # type: ignore[attr-defined]
+            canvas.drawString(x, y, part)  # type: ignore[attr-defined]
+            x += stringWidth(part, font, size)
+
+
+def plain_text(markup: str) -> str:
+    """The text a paragraph's ``markup`` shows: tags dropped, entities read."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<br\s*/?>", " ", re.sub(r"<(?!br)[^>]*>", "", markup))).replace("\xa0", " ")
 
 
 class Markup(str):

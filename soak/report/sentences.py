@@ -82,7 +82,10 @@ def event_text(e: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
     in another language rendered from the values recorded beside it (``soak.report.event_text``),
     or as recorded where it has none (an older run, a message of free text)."""
     if e.kind == "finding":
-        return finding_text(e, lang, tz)
+        text = finding_text(e, lang, tz)
+        if getattr(e, "withdrawn", False):
+            text += t("finding_withdrawn", lang).format(when=when(e.withdrawn_ts, tz))
+        return text
     table = EVENT_TABLES.get(lang)
     said = None if table is None else event_code(e)
     if said is None or said[0] not in table:

@@ -33,6 +33,20 @@ PASSPHRASE_ENV = "SOAK_KEY_PASSPHRASE"
 """An encrypted key's passphrase where no ``--key-passphrase-file`` is given (the app, a
 systemd credential)."""
 KEYS_DIR_MODE = RUN_DIR_MODE  # the key folder soak makes: its owner's alone
+# The demo's certificate says what it is in its organizational unit: a report signed with it is
+# a demonstration, whoever holds the file. Releases before this one made it unmarked, named so.
+DEMO_UNIT = "soak demo key: not for acceptance"
+DEMO_COMMON_NAME = "soak demo signer"
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who a certificate names: its subject for people, its fingerprint, and whether it is the
+    soak demo's key."""
+
+    name: str
+    fingerprint_sha256: str
+    demo: bool
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,10 @@ class KeyPair:
     @property
     def fingerprint_sha256(self) -> str:
         return cert_fingerprint(self.cert_path)
+
+    @property
+    def signer(self) -> Signer:
+        return signer_of(self.cert_path)
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,37 @@ def cert_fingerprint(cert_path: Path) -> str:
     return cert.fingerprint(hashes.SHA256()).hex(":").upper()
 
 
+def signer_of(cert_path: Path) -> Signer:
+    """The signer certificate ``cert_path`` names (PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    try:
+        cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise KeyFileError(f"{cert_path}: not a PEM certificate ({exc})") from None
+    return Signer(subject_words(cert.subject), cert.fingerprint(hashes.SHA256()).hex(":").upper(),
+                  is_demo_subject(cert.subject))
+
+
+def subject_words(subject: object) -> str:
+    """A certificate subject as people read it: common name, organization, unit."""
+    from cryptography.x509.oid import NameOID
+
+    parts = [a.value for oid in (NameOID.COMMON_NAME, NameOID.ORGANIZATION_NAME, NameOID.ORGANIZATIONAL_UNIT_NAME)
+             for a in subject.get_attributes_for_oid(oid)]  # type: ignore[attr-defined]
+    return ", ".join(str(p) for p in parts) or subject.rfc4514_string()  # type: ignore[attr-defined]
+
+
+def is_demo_subject(subject: object) -> bool:
+    """Whether a certificate subject (cryptography's) is the soak demo's key."""
+    from cryptography.x509.oid import NameOID
+
+    units = [a.value for a in subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]  # type: ignore[attr-defined]
+    names = [a.value for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]  # type: ignore[attr-defined]
+    return DEMO_UNIT in units or names == [DEMO_COMMON_NAME]
+
+
 def create_keys(
     directory: Path,
     *,
@@ -71,10 +120,12 @@ def create_keys(
     days: int = 3650,
     force: bool = False,
     passphrase: bytes | None = None,
+    demo: bool = False,
 ) -> KeyPair:
     """Write ``signing-key.pem`` (0600; PKCS#8, encrypted with ``passphrase`` if given) and
     ``signing-cert.pem`` into ``directory`` (made 0700; one that others may write is refused:
-    they could swap the key or the certificate)."""
+    they could swap the key or the certificate); a ``demo`` key's certificate is marked as one
+    (``DEMO_UNIT``)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -94,6 +145,8 @@ def create_keys(
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    if demo:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, DEMO_UNIT))
     name = x509.Name(attrs)
     now = datetime.now(UTC)
     cert = (

@@ -69,6 +69,7 @@ class VerifyResult:
     trust_anchors: list[str] = field(default_factory=list)  # SHA-256 fingerprints of --cert
     signer: str | None = None
     signer_fingerprint_sha256: str | None = None
+    signer_demo_key: bool | None = None  # the soak demo's key: a demonstration, not an acceptance
     signing_time: str | None = None
     timestamped: bool = False
     timestamp_time: str | None = None
@@ -268,6 +269,17 @@ def _embedded_signature(reader: PdfFileReader, fields: list, res: VerifyResult) 
     return max(sigs, key=lambda s: s.signed_revision)
 
 
+def _demo_subject(subject: dict[str, Any]) -> bool:
+    """Whether a signer's subject (asn1crypto's native form) is the soak demo's key."""
+    from soak.report.signing import DEMO_COMMON_NAME, DEMO_UNIT
+
+    def values(key: str) -> list[str]:
+        v = subject.get(key)
+        return [] if v is None else [v] if isinstance(v, str) else list(v)
+
+    return DEMO_UNIT in values("organizational_unit_name") or values("common_name") == [DEMO_COMMON_NAME]
+
+
 def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult) -> None:
     from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
@@ -294,6 +306,7 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     if cert is not None:
         res.signer = cert.subject.human_friendly
         res.signer_fingerprint_sha256 = cert.sha256.hex(":").upper()
+        res.signer_demo_key = _demo_subject(cert.subject.native)
     if st.signer_reported_dt is not None:
         res.signing_time = st.signer_reported_dt.isoformat()
     ts = getattr(st, "timestamp_validity", None)

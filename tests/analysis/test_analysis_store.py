@@ -58,4 +58,5 @@ def test_unknown_run_id_is_one_line_exit_2(tmp_path):
     _record(db, with_events=False)
     r = _analyze("nope", "--db", db)
     assert r.returncode == 2
-    assert r.stderr.strip() == f"soak: error: nope: no such file, and no such run in {db}"
+    assert r.stderr.strip() == (f"soak: error: nope: no such file, and no such run in sqlite:///{db} "
+                                f"(soak runs list --db sqlite:///{db} lists the runs there)")

@@ -200,7 +200,7 @@ def test_run_id_with_slash_on_the_command_line_is_one_line_exit_2(tmp_path, caps
                "--no-preflight", "--listen", ""])
     err = capsys.readouterr().err.strip()
     assert rc == 2
-    assert err == ("soak: error: run.id must be letters, digits, '.', '_' or '-' (starting with a "
+    assert err == ("soak: error: --run-id: run.id must be letters, digits, '.', '_' or '-' (starting with a "
                    "letter or digit, at most 64), got '../escape'")
     assert not (tmp_path / "escape").exists()
 
@@ -250,7 +250,7 @@ def test_soak_run_with_a_bad_inject_leaves_no_run_folder(tmp_path, capsys) -> No
                "--data-dir", str(data_dir)])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.strip().startswith("soak: error: faults.inject 'bogus'")
+    assert err.strip().startswith("soak: error: --inject: faults.inject 'bogus'")
     assert "preflight" not in err
     assert not data_dir.exists()
 

@@ -43,3 +43,16 @@ def test_start_says_where_metrics_and_the_app_are(tmp_path) -> None:
     assert "soak: run r1: lm on 1 process for 3 s\n" in text, text
     assert f"  metrics:    http://127.0.0.1:{port}/metrics\n" in text
     assert f"  report app: soak report serve --data-dir {tmp_path / 'runs'}   then open http://127.0.0.1:8501/\n" in text
+
+
+def test_the_last_line_counts_the_findings_the_final_analysis_withdrew() -> None:
+    # the terminal said "3 findings (1 fail)" during the run; the final analysis kept 2: the last
+    # line says what became of the third, so the two counts agree
+    from soak.daemon.status import ended_lines
+
+    lines = ended_lines("r1", "finished", "fail", 2, ["no progress for 17 min (ongoing)"])
+    assert lines == ["soak: run r1 finished, verdict fail, 2 findings, 1 announced during the run withdrawn "
+                     "by the final analysis (soak runs show r1)",
+                     "  withdrawn: no progress for 17 min (ongoing)"]
+    assert ended_lines("r1", "finished", "pass", 0, []) == ["soak: run r1 finished, verdict pass, 0 findings "
+                                                           "(soak runs show r1)"]

@@ -41,19 +41,19 @@ def test_demo_report_step_creates_keys_signs_and_verifies(tmp_path, capsys):
         write_run(store, "demo-r", chips=4, hours=4.0)
     assert report("demo-r", tmp_path, "en", 8501) == 0
     out = capsys.readouterr().out
-    key = tmp_path / "keys" / "signing-key.pem"
+    key = tmp_path / "keys" / "demo" / "signing-key.pem"  # the demo's own: never the default key
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     pdf = run_dir / "report" / "soak-report-demo-r-en.pdf"
     assert pdf.is_file()
     assert "verdict FAIL" in out and "memory_creep on npu1-1" in out
-    assert f"soak verify {pdf} --cert {tmp_path / 'keys' / 'signing-cert.pem'}   (OK)" in out
+    assert f"soak verify {pdf} --cert {tmp_path / 'keys' / 'demo' / 'signing-cert.pem'}   (OK)" in out
     assert f"soak report serve --data-dir {tmp_path}" in out
 
 
 def test_demo_refuses_a_loose_key_before_the_soak(tmp_path, capsys):
     from soak.report.signing import create_keys
 
-    kp = create_keys(tmp_path / "keys")
+    kp = create_keys(tmp_path / "keys" / "demo", demo=True)
     kp.key_path.chmod(0o644)
     assert main(["demo", "--data-dir", str(tmp_path), "--minutes", "1"]) == 2
     assert "chmod 600" in capsys.readouterr().err

@@ -42,7 +42,7 @@ def test_pair_and_node_rows_against_the_median_and_the_chip_models_figure():
 def test_the_pdf_shows_the_busbw_tables(tmp_path, lang, title):
     data = ReportData(run=RunInfo("c1", status="finished", backend="npu", started_at=0.0, ended_at=3600.0),
                       links=_links(), verdict="fail")
-    pdf, _ = render_pdf(data, lang=lang)
+    pdf, _, _ = render_pdf(data, lang=lang)
     path = tmp_path / "r.pdf"
     path.write_bytes(pdf)
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
