@@ -62,7 +62,8 @@ def _judge_run(args: argparse.Namespace, profile: Any, phases: list[Any]) -> Any
     finally:
         store.close()
     if judged is None:
-        raise UnknownRun(f"{args.source}: no such file, and no such run in {mask_url(url)}", db=mask_url(url))
+        raise UnknownRun(f"{args.source}: no such file, and no such run in {mask_url(store.url)}",
+                         db=mask_url(store.url))
     if judged.analysis.start is None:
         raise InputError(f"run {args.source}: no readings stored; there is nothing to judge")
     return judged

@@ -47,7 +47,7 @@ def test_run_id_keys_is_refused_before_anything_is_written(tmp_path, capsys) -> 
     data_dir = tmp_path / "runs"
     rc = main(["run", "--duration", "5m", "--run-id", "keys", "--data-dir", str(data_dir)])
     err = capsys.readouterr().err
-    assert rc == 2 and err == "soak: error: run.id 'keys' names the signing keys' folder in the data dir: " \
+    assert rc == 2 and err == "soak: error: --run-id: run.id 'keys' names the signing keys' folder in the data dir: " \
                               "give another run id\n"
     assert not data_dir.exists()
 
