@@ -59,7 +59,9 @@ def test_systemd_run_unit_settings():
                  "ProtectSystem=strict", "ReadWritePaths=/var/lib/soak", "ProtectHome=yes",
                  "PrivateTmp=yes", "DevicePolicy=closed", "DeviceAllow=/dev/davinci_manager rw",
                  "DeviceAllow=/dev/devmm_svm rw", "DeviceAllow=/dev/hisi_hdc rw",
-                 "DeviceAllow=/dev/davinci0 rw", "Conflicts=soak-exporter.service"):
+                 "DeviceAllow=/dev/davinci0 rw", "Conflicts=soak-exporter.service",
+                 # torch's stores run what is written to them: no public network, files its own
+                 "UMask=0077", "IPAddressDeny=any", "IPAddressAllow=localhost"):
         assert line in text.splitlines(), line
     assert "--resume %i" in text and "--run-id %i" in text
 
