@@ -69,6 +69,11 @@ class FontNotFound(InputError):
     """No usable CJK TrueType font: the message says how to install or name one."""
 
 
+class CheckpointError(SoakError):
+    """A checkpoint file holds something other than what soak saves (tensors, numbers,
+    strings and their containers): it is not loaded, so nothing in it runs."""
+
+
 class ToolError(SoakError):
     """A vendor tool (npu-smi, hccn_tool, NVML) failed: missing, timed out, or reported an error.
 
