@@ -25,6 +25,10 @@ from soak.runfolder import keys_dir
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
 FIELD_NAME = "SoakAcceptanceSignature"
+# the token `soak report serve` makes and prints in the app's address: an app session signs
+# with the data dir's key only when its URL carries it (``?token=``), as Jupyter's token
+# guards its server; in the environment, not argv (other users read argv with ps)
+SIGN_TOKEN_ENV = "SOAK_REPORT_SIGN_TOKEN"
 
 
 @dataclass(frozen=True)
