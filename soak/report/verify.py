@@ -53,6 +53,8 @@ DATA_MISMATCH = "data-mismatch"
 ATTACHMENTS_UNREADABLE = "attachments-unreadable"
 FINDINGS_UNREADABLE = "findings-unreadable"
 SEVERAL_SIGNATURES = "several-signatures"
+TIMESTAMP_INVALID = "timestamp-invalid"
+UNTRUSTED_TIMESTAMP = "untrusted-timestamp"
 
 
 @dataclass
@@ -71,7 +73,13 @@ class VerifyResult:
     signer_fingerprint_sha256: str | None = None
     signing_time: str | None = None
     timestamped: bool = False
+    # The token is an unsigned attribute, outside what the signer signed: anyone can swap in
+    # one from a TSA of their own. Its time says when the PDF was signed only when its TSA is
+    # a --tsa-cert certificate or issued by one (True); False: it is not, or no --tsa-cert.
     timestamp_time: str | None = None
+    timestamp_trusted: bool | None = None
+    timestamp_tsa: str | None = None
+    tsa_anchors: list[str] = field(default_factory=list)  # SHA-256 fingerprints of --tsa-cert
     run_id: str | None = None
     verdict: str | None = None
     data_sha256: str | None = None  # as printed in the report's metadata
@@ -95,25 +103,25 @@ class VerifyResult:
         return d
 
 
-def load_trust_anchors(certs: Iterable[str | Path]) -> list:
-    """The certificates in each ``--cert`` file (PEM, several allowed, or one DER)."""
+def load_trust_anchors(certs: Iterable[str | Path], option: str = "--cert") -> list:
+    """The certificates in each ``--cert`` (or ``option``) file (PEM, several allowed, or one DER)."""
     from pyhanko.keys import load_certs_from_pemder_data
 
     anchors = []
     for cert in certs:
         cert_path = Path(cert)
         if cert_path.is_dir():
-            raise InputError(f"--cert {cert}: is a directory, expected a certificate file")
+            raise InputError(f"{option} {cert}: is a directory, expected a certificate file")
         if not cert_path.is_file():
-            raise InputError(f"--cert {cert}: no such file")
+            raise InputError(f"{option} {cert}: no such file")
         try:
             found = list(load_certs_from_pemder_data(cert_path.read_bytes()))
             for c in found:
                 c.sha256  # noqa: B018 - parse now: asn1crypto parses lazily
         except (ValueError, TypeError, OSError) as exc:
-            raise InputError(f"--cert {cert}: not a PEM/DER certificate ({exc})") from None
+            raise InputError(f"{option} {cert}: not a PEM/DER certificate ({exc})") from None
         if not found:
-            raise InputError(f"--cert {cert}: no certificate in it (expected PEM or DER)")
+            raise InputError(f"{option} {cert}: no certificate in it (expected PEM or DER)")
         anchors.extend(found)
     return anchors
 
@@ -164,10 +172,13 @@ def verify_pdf(
     cert: str | Path | Iterable[str | Path] | None = None,
     *,
     integrity_only: bool = False,
+    tsa_cert: Iterable[str | Path] = (),
 ) -> VerifyResult:
     """Check ``path``; ``cert`` is one certificate file or several (the trust anchors).
 
     Without ``cert`` the signer is untrusted and the result fails, unless ``integrity_only``.
+    ``tsa_cert``: the anchors of the timestamp authorities; a timestamp from any other TSA is
+    untrusted (and, when ``tsa_cert`` is given, fails the result).
     """
     path = Path(path)
     certs = [] if cert is None else [cert] if isinstance(cert, str | Path) else list(cert)
@@ -178,9 +189,11 @@ def verify_pdf(
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     anchors = load_trust_anchors(certs)
+    tsa_anchors = load_trust_anchors(tsa_cert, "--tsa-cert")
 
     res = VerifyResult(file=str(path), integrity_only=integrity_only)
     res.trust_anchors = [a.sha256.hex(":").upper() for a in anchors]
+    res.tsa_anchors = [a.sha256.hex(":").upper() for a in tsa_anchors]
     data = path.read_bytes()
     # A file that is no PDF at all is the wrong input (exit 2), not a report that fails its
     # checks; readers accept the header anywhere in the first 1024 bytes.
@@ -206,7 +219,7 @@ def verify_pdf(
     res.signed = True
     sig = _embedded_signature(reader, fields, res)
     if sig is not None:
-        _check_signature(sig, anchors, res)
+        _check_signature(sig, anchors, tsa_anchors, res)
     return res
 
 
@@ -268,7 +281,7 @@ def _embedded_signature(reader: PdfFileReader, fields: list, res: VerifyResult) 
     return max(sigs, key=lambda s: s.signed_revision)
 
 
-def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult) -> None:
+def _check_signature(sig: EmbeddedPdfSignature, anchors: list, tsa_anchors: list, res: VerifyResult) -> None:
     from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
@@ -278,11 +291,16 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     # "no anchor" by _judge_trust, never by this validation.
     roots = anchors or [c for c in [getattr(sig, "signer_cert", None)] if c is not None]
     vc = ValidationContext(trust_roots=roots, allow_fetching=False) if roots else None
+    # The timestamp's chain on the TSA anchors only (pyHanko's default is the signer's context,
+    # and a vendor's --cert says nothing about who may vouch for the time); without any, on
+    # the signer's roots as above, so that the OS trust store is never asked either.
+    ts_roots = tsa_anchors or roots
+    tsvc = ValidationContext(trust_roots=ts_roots, allow_fetching=False) if ts_roots else None
     # pyHanko logs an untrusted chain as an error; the result carries it, so keep stderr clean.
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
-        st = validate_pdf_signature(sig, signer_validation_context=vc)
+        st = validate_pdf_signature(sig, signer_validation_context=vc, ts_validation_context=tsvc)
     except Exception as exc:  # a damaged CMS fails in pyHanko, asn1crypto or cryptography
         res.detail = str(exc)
         res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
@@ -300,6 +318,16 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     if ts is not None:
         res.timestamped = True
         res.timestamp_time = ts.timestamp.isoformat()
+        tsa = ts.signing_cert
+        res.timestamp_tsa = None if tsa is None else tsa.subject.human_friendly
+        res.timestamp_trusted = bool(tsa_anchors) and bool(ts.trusted)
+        if not (ts.intact and ts.valid):
+            res.timestamp_trusted = False
+            res.fail(TIMESTAMP_INVALID, "timestamp invalid: its token does not verify or is not over this signature "
+                                        "(swapped or damaged)")
+        elif tsa_anchors and not res.timestamp_trusted:
+            res.fail(UNTRUSTED_TIMESTAMP, f"untrusted timestamp: its TSA {res.timestamp_tsa} is not a --tsa-cert "
+                                          "certificate nor issued by one, so its time says nothing of when this was signed")
     if not res.valid:
         # The signature itself does not verify: whether the content changed cannot be told
         # from it, and nobody can be named as the signer.
