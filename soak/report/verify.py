@@ -126,6 +126,28 @@ def load_trust_anchors(certs: Iterable[str | Path], option: str = "--cert") -> l
     return anchors
 
 
+# Extended key usages that make a certificate a CA issued a document signer (what Adobe Reader
+# accepts, and RFC 9336's): a CA's TLS-server certificate carries nonRepudiation as well
+DOCUMENT_SIGNING_EKUS = {
+    "1.3.6.1.5.5.7.3.36": "document_signing",  # id-kp-documentSigning, RFC 9336
+    "1.3.6.1.4.1.311.10.3.12": "microsoft_document_signing",
+    "1.2.840.113583.1.1.5": "adobe_authentic_documents_trust",
+    "1.3.6.1.5.5.7.3.4": "email_protection",  # S/MIME: signs documents in Adobe Reader too
+    "2.5.29.37.0": "any_extended_key_usage",
+}
+
+
+def signing_eku_problem(cert: Any) -> str | None:
+    """Why an issued certificate may not sign reports (its extended key usage), or None."""
+    eku = cert.extended_key_usage_value
+    if eku is None:
+        return "not for signing documents (no extended key usage)"
+    dotted = [p.dotted for p in eku]
+    if any(o in DOCUMENT_SIGNING_EKUS for o in dotted):
+        return None
+    return f"not for signing documents (extended key usage: {', '.join(p.native for p in eku)})"
+
+
 _MAX_NAME_NODES = 10_000
 
 
@@ -340,8 +362,15 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, tsa_anchors: list
     if anchors:
         # pyHanko's own `trusted` also requires `intact`; here trust answers only "who signed".
         res.trusted = st.validation_path is not None and st.trust_problem_indic is None
+        # a --cert certificate itself is pinned; one a --cert CA issued must be for documents
+        eku = None
+        if res.trusted and res.signer_fingerprint_sha256 not in res.trust_anchors and cert is not None:
+            eku = signing_eku_problem(cert)
+            res.trusted = eku is None
         if not res.trusted:
             why = "is not a --cert certificate nor issued by one"
+            if eku is not None:
+                why = f"is issued by a --cert certificate but {eku}"
             if res.signer_fingerprint_sha256 in res.trust_anchors and st.trust_problem_indic is not None:
                 why = f"is a --cert certificate but does not validate ({st.trust_problem_indic.name.lower().replace('_', ' ')})"
             res.fail(UNTRUSTED_SIGNER, f"untrusted signer: {res.signer} (SHA-256 {res.signer_fingerprint_sha256}) {why}")
