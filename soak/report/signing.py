@@ -4,8 +4,12 @@
 certificate with ``cryptography``; the key file is written 0600. ``finalize_pdf`` takes the
 rendered report, embeds the raw data (CSV) and the findings (JSON) as file attachments, and
 adds a visible PAdES signature (pyHanko) on the slot the layout reserved, with an RFC 3161
-timestamp when a TSA URL is given. The signature is the last incremental update, so it covers
-the whole file, attachments included: one changed byte anywhere breaks it.
+timestamp when a TSA URL is given. The signature is the last incremental update, so its byte
+range covers the whole file, attachments included, but for ``/Contents`` itself: a changed byte
+in the range breaks the digest; in ``/Contents``, the signed attributes and the signature value
+break the signature, the padding after its DER must be zeros in one case of hex digits
+(``verify.contents_exact``), and the CMS's unsigned parts (the certificates it carries, the
+timestamp token) are not signed: the token is checked on its own against the TSA anchors.
 """
 
 from __future__ import annotations

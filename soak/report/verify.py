@@ -242,7 +242,45 @@ def verify_pdf(
     sig = _embedded_signature(reader, fields, res)
     if sig is not None:
         _check_signature(sig, anchors, tsa_anchors, res)
+        if res.intact and res.valid and not contents_exact(data, sig):
+            res.fail(TAMPERED, "tampered: the signature's /Contents holds bytes beyond the signature (its padding "
+                               "changed after signing)")
     return res
+
+
+def _der_length(der: bytes) -> int | None:
+    """The length of the DER value at the start of ``der`` (tag, length, contents)."""
+    if len(der) < 2:
+        return None
+    first = der[1]
+    if first < 0x80:
+        return 2 + first
+    n = first & 0x7F
+    if n == 0 or n > 4 or len(der) < 2 + n:
+        return None
+    return 2 + n + int.from_bytes(der[2:2 + n], "big")
+
+
+def contents_exact(data: bytes, sig: EmbeddedPdfSignature) -> bool:
+    """Whether the gap the byte range leaves is exactly ``<hex>``: the signature's DER, then
+    zero padding, in one case of hex digits. The gap is outside the signed bytes, so without
+    this a changed padding byte (or a digit in another case) went unseen."""
+    try:
+        a, b, c, _ = (int(x) for x in sig.sig_object["/ByteRange"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    gap = data[a + b:c]
+    if len(gap) < 2 or gap[:1] != b"<" or gap[-1:] != b">":
+        return False
+    digits = gap[1:-1]
+    try:
+        raw = bytes.fromhex(digits.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if digits not in (raw.hex().encode(), raw.hex().upper().encode()):
+        return False
+    end = _der_length(raw)
+    return end is not None and end <= len(raw) and not raw[end:].strip(b"\0")
 
 
 def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
