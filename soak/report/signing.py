@@ -53,6 +53,26 @@ class Attachment:
     description: str
 
 
+def attachment_limit_bytes() -> int:
+    """The most one attachment may hold: pyHanko's limit on the decoded size of one stream of
+    an untrusted PDF (256 MiB in pyHanko 0.38), which ``soak verify`` applies when it reads the
+    raw data back. A report with a larger one could be signed but never verified."""
+    from pyhanko.pdf_utils.decode_limits import StreamDecodeLimits
+
+    return int(StreamDecodeLimits().max_output_size or 0) or (1 << 62)
+
+
+def check_attachment(name: str, size_bytes: int, run_id: str | None = None) -> None:
+    """``InputError`` (one line) when an attachment is over ``attachment_limit_bytes``."""
+    limit = attachment_limit_bytes()
+    if size_bytes > limit:
+        mib = 1024 * 1024
+        of = f"run {run_id}: " if run_id else ""
+        raise InputError(f"{of}{name} is {size_bytes / mib:.0f} MiB, over the {limit / mib:.0f} MiB one PDF attachment "
+                         "may decode to (pyHanko's limit for untrusted PDFs, which soak verify applies): no PDF is "
+                         "written; the raw data stays in the run's store")
+
+
 def cert_fingerprint(cert_path: Path) -> str:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
@@ -197,6 +217,8 @@ def finalize_pdf(
     from pyhanko.pdf_utils import embed, generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
+    for att in attachments:
+        check_attachment(att.name, len(att.data))
     w = IncrementalPdfFileWriter(io.BytesIO(pdf))
     for att in attachments:
         # Deflate at level 1 ourselves: on a 72 h run's 90 MB CSV the default level takes ~6 s

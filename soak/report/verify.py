@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak.errors import InputError
+from soak.report.signing import attachment_limit_bytes
 
 if TYPE_CHECKING:
     from pyhanko.pdf_utils.reader import PdfFileReader
@@ -291,8 +292,17 @@ def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
     m = _RUN_RE.search(kw)
     if m:
         res.run_id = m.group(1)
+    from pyhanko.pdf_utils.misc import PdfDecodeLimitError
+
     try:
         atts = read_attachments(reader)
+    except PdfDecodeLimitError as exc:
+        res.detail = str(exc)
+        mib = attachment_limit_bytes() // (1024 * 1024)
+        res.fail(ATTACHMENTS_UNREADABLE, f"an attachment decodes to more than pyHanko allows an untrusted PDF "
+                                         f"({mib} MiB, or 1100 times its compressed size): not read, so the raw "
+                                         "data cannot be checked")
+        return
     except Exception as exc:  # a damaged file may fail anywhere in the tree
         res.detail = str(exc)
         res.fail(ATTACHMENTS_UNREADABLE, "the attachments cannot be read (damaged file)")
