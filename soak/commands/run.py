@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--run-id", help="id of the new run (default: <UTC time>-<host>)")
     p.add_argument("--listen", help="HOST:PORT for /metrics; '' for none (exporter.listen)")
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth of /metrics, node_exporter's web config format (exporter.web_config)")
     p.add_argument("--no-preflight", action="store_true", help="skip the environment self-check")
     p.add_argument("--max-restarts", type=int, help="give up after this many restarts (restart.max_restarts)")
     p.add_argument("--hang-timeout", help="no step progress for this long = hung, e.g. 10m (restart.hang_timeout)")
@@ -54,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 _PLAN_FLAGS = ("duration", "workload", "size", "nproc", "backend", "inject", "time_scale", "sim_scenario",
-               "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "no_preflight", "max_restarts",
+               "sim_chips", "interval", "db", "data_dir", "run_id", "listen", "web_config", "no_preflight", "max_restarts",
                "hang_timeout", "nodes", "node_rank", "node_name", "rendezvous", "advertise")
 
 
@@ -79,6 +81,7 @@ def plan_data(args: argparse.Namespace) -> dict[str, Any]:
     _set(data, "devices", "backend", args.backend)
     _set(data, "sampling", "interval", args.interval)
     _set(data, "exporter", "listen", args.listen)
+    _set(data, "exporter", "web_config", args.web_config)
     _set(data, "restart", "max_restarts", args.max_restarts)
     _set(data, "restart", "hang_timeout", args.hang_timeout)
     _set(data, "sim", "scenario", args.sim_scenario)
