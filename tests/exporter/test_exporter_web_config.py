@@ -128,3 +128,14 @@ def test_soak_exporter_serves_with_its_web_config(web_config: Path, spawn) -> No
     bad = spawn(soak_exporter_argv(free_port(), "--backend", "cpu", "--web-config", str(web_config.parent / "no.yml")))
     assert bad.wait(30) == 2
     assert bad.stderr_text().strip() == f"soak: error: --web-config {web_config.parent / 'no.yml'}: no such file"
+
+
+def test_the_plans_web_config_is_checked_when_the_plan_is_read(tmp_path: Path, web_config: Path) -> None:
+    from soak.config import plan_from_dict
+    from soak.errors import ConfigError
+
+    plan = plan_from_dict({"exporter": {"web_config": str(web_config)}})
+    assert plan.exporter.web_config == str(web_config)
+    with pytest.raises(ConfigError) as err:
+        plan_from_dict({"exporter": {"web_config": str(tmp_path / "none.yml")}})
+    assert str(err.value) == f"exporter.web_config {tmp_path / 'none.yml'}: no such file"
