@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from exporters.collector import SoakCollector, make_registry
 from exporters.server import MetricsServer, serve
+from exporters.webconfig import WebConfig
 from soak.clock import ScaledClock
 from soak.telemetry.backends import DEFAULT_TOOL_TIMEOUT_S, Backend
 from soak.telemetry.records import Snapshot
@@ -54,19 +55,20 @@ def start_pipeline(
     compat: Iterable[str] = (),
     extra_collectors: Iterable[Collector] = (),
     labels: dict[str, str] | None = None,
+    web_config: WebConfig | None = None,
 ) -> Pipeline:
     """Sample ``backend`` every ``interval_s`` into ``sinks`` and serve it on ``listen``.
 
     ``listen`` None or empty: no server. ``tool_timeout_s`` is the backend's vendor-tool
     timeout (it sets when a snapshot is stale). A ``listen`` that cannot be bound raises the
     one-line InputError before anything is sampled. ``labels`` are added to every series
-    (a cluster node's ``node`` and ``run_id``).
+    (a cluster node's ``node`` and ``run_id``); ``web_config``: TLS and basic auth of /metrics.
     """
     sampler = Sampler(backend, interval_s=interval_s, sinks=sinks, clock=clock)
     server = None
     if listen:
         collector = SoakCollector.for_sampler(sampler, tool_timeout_s=tool_timeout_s, compat=compat,
                                               extra_collectors=extra_collectors)
-        server = serve(make_registry(collector, labels), listen)
+        server = serve(make_registry(collector, labels), listen, web_config=web_config)
     sampler.start()
     return Pipeline(sampler, server)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import sys
 import threading
 from collections import OrderedDict
@@ -30,6 +31,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, 
 from prometheus_client.registry import CollectorRegistry
 
 from exporters.listen import DEFAULT_LISTEN, DEFAULT_PORT, parse_listen
+from exporters.webconfig import WebConfig, basic_auth, tls_context
 from soak.errors import InputError
 
 __all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "MAX_CONNECTIONS", "READ_TIMEOUT_S", "MetricsServer",
@@ -49,6 +51,14 @@ _SLOT_WAIT_S = 1.0
 class _Handler(WSGIRequestHandler):
     timeout = READ_TIMEOUT_S  # StreamRequestHandler puts it on the socket: reads and writes
     server: _BoundedServer
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            # the TLS handshake here, in the connection's thread and under its read timeout,
+            # not in accept(): a client that never finishes it would stop the whole server
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()
+        super().setup()
 
     def log_message(self, format: str, *args: object) -> None:  # the stdlib's signature: 'format' shadows a builtin
         pass  # one line per scrape would flood a 72 h log
@@ -135,7 +145,7 @@ def _shutdown(sock: socket.socket) -> None:
 
 
 def _bind(host: str, port: int, app: object, *, max_connections: int, read_timeout_s: float,
-          listen: str) -> _BoundedServer:
+          listen: str, tls: ssl.SSLContext | None = None) -> _BoundedServer:
     try:
         family, addr = _get_best_family(host, port)  # what start_http_server uses
 
@@ -148,6 +158,9 @@ def _bind(host: str, port: int, app: object, *, max_connections: int, read_timeo
         server = Server((addr, port), Handler, max_connections=max_connections)
     except OSError as exc:  # taken port, address not on this host, unknown host name
         raise InputError(f"--listen {listen}: cannot listen ({exc.strerror or exc})") from None
+    if tls is not None:
+        # as start_http_server(certfile=..., keyfile=...) does, the handshake deferred (_Handler.setup)
+        server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     server.set_app(app)  # type: ignore[arg-type]
     return server
 
@@ -156,10 +169,17 @@ class MetricsServer:
     """A running ``/metrics`` server. ``port`` is the bound port (useful with port 0)."""
 
     def __init__(self, registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *,
-                 max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S,
+                 web_config: WebConfig | None = None) -> None:
         host, port = parse_listen(listen)
-        self.httpd = _bind(host, port, make_wsgi_app(registry), max_connections=max_connections,
-                           read_timeout_s=read_timeout_s, listen=listen)
+        app = make_wsgi_app(registry)
+        tls = None
+        if web_config is not None:
+            app = basic_auth(app, web_config.basic_auth_users)
+            tls = tls_context(web_config) if web_config.tls else None
+        self.scheme = "https" if tls is not None else "http"
+        self.httpd = _bind(host, port, app, max_connections=max_connections,
+                           read_timeout_s=read_timeout_s, listen=listen, tls=tls)
         self.host = host
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="soak-metrics", daemon=True)
@@ -167,7 +187,8 @@ class MetricsServer:
     @property
     def url(self) -> str:
         host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
-        return f"http://[{host}]:{self.port}/metrics" if ":" in host else f"http://{host}:{self.port}/metrics"
+        return (f"{self.scheme}://[{host}]:{self.port}/metrics" if ":" in host
+                else f"{self.scheme}://{host}:{self.port}/metrics")
 
     def start(self) -> MetricsServer:
         self._thread.start()
@@ -185,12 +206,14 @@ class MetricsServer:
         self.stop()
 
 
-def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, **limits: float) -> MetricsServer:
+def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *, web_config: WebConfig | None = None,
+          **limits: float) -> MetricsServer:
     """Start serving ``registry`` on ``listen`` (HOST:PORT) in a background thread.
 
-    ``limits``: ``max_connections``, ``read_timeout_s`` (defaults: this module's constants).
+    ``limits``: ``max_connections``, ``read_timeout_s`` (defaults: this module's constants);
+    ``web_config``: TLS and basic auth (:mod:`exporters.webconfig`).
     """
-    return MetricsServer(registry, listen, **limits).start()  # type: ignore[arg-type]
+    return MetricsServer(registry, listen, web_config=web_config, **limits).start()  # type: ignore[arg-type]
 
 
 def check_listen(listen: str) -> None:

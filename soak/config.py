@@ -66,6 +66,19 @@ def parse_size(value: Any, key: str) -> int:
     return int(size)
 
 
+def _web_config(value: Any, key: str) -> str | None:
+    """A web config file that loads (``exporters.webconfig``), checked when the plan is read."""
+    if value in (None, ""):
+        return None
+    from exporters.webconfig import load_web_config
+
+    try:
+        load_web_config(str(value), key)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    return str(value)
+
+
 def _listen(value: Any, key: str) -> str | None:
     """``HOST:PORT`` as the exporter parses it (empty string: no exporter)."""
     if value in (None, ""):
@@ -274,6 +287,8 @@ class SimSection:
 class ExporterSection:
     listen: str | None = opt(DEFAULT_LISTEN, "HOST:PORT of /metrics (device and run metrics); :PORT for all interfaces; empty: none.",
                              _listen)
+    web_config: str | None = opt(None, "TLS and basic auth of /metrics: a web config file in node_exporter's format "
+                                 "(tls_server_config, basic_auth_users); empty: plain HTTP, no auth.", _web_config)
 
 
 @dataclass(frozen=True)
@@ -372,7 +387,7 @@ class ReliabilitySection:
 # out (the store URL too: a node may reach the one database through its own pgbouncer or name).
 NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("cluster", "advertise"),
                    ("run", "data_dir"), ("run", "db"),
-                   ("exporter", "listen"), ("devices", "npu_smi"), ("devices", "plog_dir"),
+                   ("exporter", "listen"), ("exporter", "web_config"), ("devices", "npu_smi"), ("devices", "plog_dir"),
                    ("sim", "driver_version"))
 
 

@@ -110,6 +110,11 @@ class MissingGlyph(InputError):
     character and the fonts (a blank in the customer's document would hide it)."""
 
 
+class CheckpointError(SoakError):
+    """A checkpoint file holds something other than what soak saves (tensors, numbers,
+    strings and their containers): it is not loaded, so nothing in it runs."""
+
+
 class ToolError(SoakError):
     """A vendor tool (npu-smi, hccn_tool, NVML) failed: missing, timed out, or reported an error.
 

@@ -188,8 +188,9 @@ class ClusterMember:
             self._last_touch = now
             self.store.touch_node(self.run_id, self.node, **values)
 
-    def rendezvous(self) -> Rendezvous:
-        """The torchrun rendezvous of the job's current generation."""
+    def rendezvous(self, local_addr: str | None = None) -> Rendezvous:
+        """The torchrun rendezvous of the job's current generation; ``local_addr``: where the
+        other nodes reach this one (the store it may share with the job's ranks listens there)."""
         run = self.store.get_run(self.run_id)
         if run is not None:
             self.generation = run.generation
@@ -201,7 +202,7 @@ class ClusterMember:
         at = RendezvousHost.of_run(None if run is None else run.rendezvous, c.rendezvous)
         self.rendezvous_at = at
         return Rendezvous(nnodes=self.nnodes, endpoint=at.endpoint, rdzv_id=f"{self.run_id}-g{self.generation}",
-                          is_host=at.hosted_by(self), join_timeout_s=c.join_timeout_s)
+                          is_host=at.hosted_by(self), join_timeout_s=c.join_timeout_s, local_addr=local_addr)
 
     def move_rendezvous(self, lost: Sequence[NodeRecord] = ()) -> RendezvousHost | None:
         """The leader's look after ``find_lost``: when the node hosting the job's rendezvous is

@@ -21,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve this node's device metrics on /metrics. A background sampler reads the "
         "devices every --interval seconds; a scrape only reads the cached snapshot.",
     )
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth of /metrics: a web config file in node_exporter's format "
+                        "(tls_server_config: cert_file, key_file, client_ca_file; basic_auth_users: bcrypt hashes)")
     p.add_argument("--listen", default=DEFAULT_LISTEN,
                    help=f"HOST:PORT to listen on (default: {DEFAULT_LISTEN}; ':19400' for all interfaces)")
     p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
@@ -63,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise InputError(f"--timeout {args.timeout}: must be greater than 0")
     parse_listen(args.listen)  # bad input fails before any device is touched
+    web_config = None
+    if args.web_config:
+        from exporters.webconfig import load_web_config
+
+        web_config = load_web_config(args.web_config)
     if args.npu_smi != "npu-smi" and args.backend != "sim" and shutil.which(args.npu_smi) is None:
         # A path the user typed that is not there would serve empty series for hours.
         raise InputError(f"--npu-smi {args.npu_smi}: no such executable")
@@ -93,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     try:
         pipeline = start_pipeline(backend, listen=args.listen, interval_s=args.interval,
-                                  tool_timeout_s=args.timeout, compat=args.compat)
+                                  tool_timeout_s=args.timeout, compat=args.compat, web_config=web_config)
     except BaseException:
         backend.close()
         raise

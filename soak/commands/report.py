@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--address", default="127.0.0.1", help="listen address (default: 127.0.0.1)")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="initial language")
     s.add_argument("--refresh-s", type=float, default=5.0, help="live-run refresh period (default: 5)")
+    s.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a host name the app is reached by besides its listen address (a proxy's), repeatable; "
+                        "the app refuses any other Host header (DNS rebinding)")
     s.add_argument("--dry-run", action="store_true", help="print the streamlit command and exit")
     s.set_defaults(func=_serve)
 
@@ -92,6 +95,10 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         "--signing",
         "local" if is_loopback(args.address) else "cli",
     ]
+    at = cmd.index("--")
+    for host in allowed_hosts(args.address, args.allowed_host):
+        cmd[at:at] = ["--server.allowedHosts", host]
+        at += 2
     return cmd
 
 
@@ -104,6 +111,24 @@ def app_environ(db: str | None) -> dict[str, str]:
     if db:
         env[APP_DB_ENV] = db
     return env
+
+
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def allowed_hosts(address: str, extra: list[str]) -> list[str]:
+    """The Host headers the app's WebSocket accepts (Streamlit's ``server.allowedHosts``;
+    empty, its default, accepts any, so a page on another site whose name a DNS rebinding
+    points at 127.0.0.1 could drive the app): the listen address, loopback's names on
+    loopback, this host's names when it listens on every address, and ``extra``."""
+    import socket
+
+    hosts = [] if address in WILDCARDS else [address]
+    if address in WILDCARDS or is_loopback(address):
+        hosts += ["localhost", "127.0.0.1", "::1"]
+    if address in WILDCARDS:
+        hosts += [socket.gethostname(), socket.getfqdn()]
+    return list(dict.fromkeys(h for h in [*hosts, *extra] if h))
 
 
 def is_loopback(address: str) -> bool:
@@ -142,12 +167,25 @@ def _serve(args: argparse.Namespace) -> int:
         raise InputError(f"--data-dir {args.data_dir}: no such folder (runs of `soak run` and `soak demo` "
                          f"go to ./{DEFAULT_DATA_DIR} where they were started; pass that folder or --db URL)")
     _check_listen(args.address, args.port)
-    print(f"soak report: serving on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    import secrets
+
+    from soak.report.signing import SIGN_TOKEN_ENV
+
+    env = app_environ(args.db)
+    host = f"[{args.address}]" if ":" in args.address else args.address
+    url = f"http://{host}:{args.port}/"
+    if is_loopback(args.address):
+        env[SIGN_TOKEN_ENV] = token = secrets.token_urlsafe(32)
+        print(f"soak report: serving on {url} (Ctrl-C to stop); to sign PDFs with this data dir's key open "
+              f"{url}?token={token}", file=sys.stderr)
+    else:
+        print(f"soak report: serving on {url} (Ctrl-C to stop); it does not sign: sign with soak report pdf",
+              file=sys.stderr)
     sys.stderr.flush()
     sys.stdout.flush()
     # Become Streamlit rather than wait for it: a SIGTERM from systemd, kill or a test then
     # stops the server itself instead of leaving it orphaned on the port.
-    os.execve(cmd[0], cmd, app_environ(args.db))
+    os.execve(cmd[0], cmd, env)
     return 0  # not reached
 
 

@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     p.add_argument("--run-id", help="id of the new run (default: <UTC time>-<host>)")
     p.add_argument("--listen", help="HOST:PORT for /metrics; '' for none (exporter.listen)")
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth of /metrics, node_exporter's web config format (exporter.web_config)")
     p.add_argument("--no-preflight", action="store_true", help="skip the environment self-check")
     p.add_argument("--max-restarts", type=int, help="give up after this many restarts (restart.max_restarts)")
     p.add_argument("--hang-timeout", help="no step progress for this long = hung, e.g. 10m (restart.hang_timeout)")
@@ -66,7 +68,7 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "duration": ("run", "duration"), "time_scale": ("run", "time_scale"), "db": ("run", "db"),
     "data_dir": ("run", "data_dir"), "run_id": ("run", "id"), "backend": ("devices", "backend"),
     "interval": ("sampling", "interval"), "detail_interval": ("sampling", "detail_interval"),
-    "listen": ("exporter", "listen"),
+    "listen": ("exporter", "listen"), "web_config": ("exporter", "web_config"),
     "max_restarts": ("restart", "max_restarts"), "hang_timeout": ("restart", "hang_timeout"),
     "sim_scenario": ("sim", "scenario"), "sim_chips": ("sim", "chips"), "nodes": ("cluster", "nodes"),
     "node_rank": ("cluster", "node_rank"), "node_name": ("cluster", "node_name"),

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from soak.output import add_format, print_json
+
+if TYPE_CHECKING:
+    from soak.report.verify import VerifyResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the signer must be one of them or issued by one",
     )
     p.add_argument(
+        "--tsa-cert",
+        action="append",
+        default=[],
+        metavar="CERT",
+        help="the certificate of a timestamp authority you trust (PEM/DER, repeatable): a timestamp "
+        "from any other TSA is printed as untrusted, and with --tsa-cert fails the check",
+    )
+    p.add_argument(
         "--integrity-only",
         action="store_true",
         help="check that the report is unchanged but not who signed it (anyone can sign with a key of "
@@ -38,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from soak.report.verify import verify_pdf
 
-    res = verify_pdf(args.file, args.cert, integrity_only=args.integrity_only)
+    res = verify_pdf(args.file, args.cert, integrity_only=args.integrity_only, tsa_cert=args.tsa_cert)
     if args.format == "json":
         print_json(res.to_dict())
         return 0 if res.ok else 1
@@ -64,7 +76,7 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"signer:         {res.signer or 'N/A'}{demo}")
     print(f"fingerprint:    {res.signer_fingerprint_sha256 or 'N/A'}")
     print(f"signing time:   {res.signing_time or 'N/A'}")
-    print(f"timestamp:      {res.timestamp_time or 'N/A'}")
+    print(f"timestamp:      {_timestamp(res)}")
     print(f"run:            {res.run_id or 'N/A'}  verdict: {res.verdict or 'N/A'}")
     print(f"data sha256:    {res.data_sha256 or 'N/A'}")
     match = "N/A" if res.data_sha256_attached is None else ("matches" if res.data_sha256_attached == res.data_sha256 else "DIFFERS")
@@ -79,3 +91,14 @@ def _verify(args: argparse.Namespace) -> int:
     for p in res.problems:
         print(f"  - {p}")
     return 0 if res.ok else 1
+
+
+def _timestamp(res: VerifyResult) -> str:
+    """The timestamp line: its time is the signing time only when its TSA is trusted."""
+    if not res.timestamped:
+        return "N/A"
+    if res.timestamp_trusted:
+        return f"{res.timestamp_time} (trusted: TSA {res.timestamp_tsa})"
+    why = "no --tsa-cert given" if not res.tsa_anchors else "not a --tsa-cert certificate nor issued by one"
+    return (f"UNTRUSTED, not the signing time: {res.timestamp_time} claimed by TSA {res.timestamp_tsa or 'N/A'} "
+            f"({why})")

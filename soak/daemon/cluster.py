@@ -154,7 +154,7 @@ class ClusterMembership:
 
         def rendezvous() -> Any:
             before = member.rendezvous_at
-            rdzv = member.rendezvous()
+            rdzv = member.rendezvous(self.address)
             for w in workloads:
                 self._attempt_generation[w.name] = member.generation
             at = member.rendezvous_at

@@ -477,7 +477,12 @@ class Daemon:
         """Where to look while it runs: the metrics endpoint and the app of this run."""
         plan, run = self.plan, self.started
         listen = plan.exporter.listen
-        metrics = f"http://{listen}/metrics" if listen else "not served (exporter.listen is empty)"
+        scheme = "http"
+        if plan.exporter.web_config:  # TLS, or only basic auth
+            from exporters.webconfig import load_web_config
+
+            scheme = "https" if load_web_config(plan.exporter.web_config, "exporter.web_config").tls else "http"
+        metrics = f"{scheme}://{listen}/metrics" if listen else "not served (exporter.listen is empty)"
         data_dir = run.run_dir.parent
         self.out.write(f"soak: run {run.run_id}: {workload_words(plan)} for {duration_words(plan.run.duration_s)}"
                        + (f" (time scale ×{plan.run.time_scale:g})" if plan.run.time_scale != 1 else "") + "\n"

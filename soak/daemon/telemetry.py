@@ -45,6 +45,9 @@ def start_pipeline(plan: Plan, backend: Any, sinks: list[Callable[[Snapshot], ob
 
     Returns the started pipeline (``.stop()``)."""
     from exporters.pipeline import start_pipeline as start
+    from exporters.webconfig import load_web_config
 
+    web = plan.exporter.web_config
     return start(backend, listen=plan.exporter.listen, interval_s=plan.sampling.interval_s, sinks=sinks,
-                 clock=clock, extra_collectors=[run_collector], labels=labels)
+                 clock=clock, extra_collectors=[run_collector], labels=labels,
+                 web_config=None if not web else load_web_config(web, "exporter.web_config"))

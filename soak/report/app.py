@@ -13,6 +13,7 @@ Arguments come after ``--`` on the streamlit command line, or from ``SOAK_REPORT
 from __future__ import annotations
 
 import argparse
+import hmac
 import os
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from soak.report.rows import (
     nodes_figure,
 )
 from soak.report.sentences import criterion_cells, event_text, finding_text, reason_text
+from soak.report.signing import SIGN_TOKEN_ENV
 from soak.report.timewent import sections as time_went_sections
 from soak.report.units import run_zone, span, when, zone_label
 
@@ -370,13 +372,19 @@ def page_manifest(data: Any, lang: str) -> None:
             _table([{t("key", lang): k, t("value", lang): v} for k, v in manifest_rows(body)])
 
 
-def may_sign(signing: str | None) -> bool:
-    """Whether the app may sign with the data dir's key: only when nobody but this machine can
-    reach it (``soak report serve`` on loopback), unless told otherwise."""
-    if signing is not None:
-        return signing == "local"
-    address = st.get_option("server.address") or ""
-    return address.startswith(_LOOPBACK)
+def may_sign(signing: str | None, token: str | None) -> bool:
+    """Whether this session may sign with the data dir's key: nobody but this machine reaches
+    the app (``soak report serve`` on loopback) *and* the session's URL carries the token the
+    server was started with. Loopback alone is not the key holder: any user of the machine
+    (``nobody``) can drive the app over its WebSocket."""
+    if signing == "cli" or (signing is None and not (st.get_option("server.address") or "").startswith(_LOOPBACK)):
+        return False
+    expected = os.environ.get(SIGN_TOKEN_ENV) or ""
+    return bool(expected and token) and hmac.compare_digest(str(token).encode(), expected.encode())
+
+
+def session_may_sign(signing: str | None) -> bool:
+    return may_sign(signing, st.query_params.get("token"))
 
 
 def _run_pdfs(run_dir: str | None) -> list[Path]:
@@ -402,15 +410,17 @@ def page_pdf(url: str, data: Any, lang: str, data_dir: str, run_dir: str | None,
         st.download_button(f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)", data=path.read_bytes(),
                            file_name=path.name, mime="application/pdf", key=f"run_pdf_{i}")
     keys = None
-    if may_sign(signing):
+    if signing == "cli":
+        st.warning(t("pdf_remote_no_sign", lang).format(run=data.run.run_id))
+    elif not session_may_sign(signing):
+        st.warning(t("pdf_no_token", lang).format(run=data.run.run_id))
+    else:
         try:
             keys = default_keypair(Path(data_dir))
         except Exception as exc:  # show the one-line reason (e.g. key mode 0644)
             st.error(str(exc))
         if keys is None:
             st.warning(t("pdf_unsigned_hint", lang))
-    else:
-        st.warning(t("pdf_remote_no_sign", lang).format(run=data.run.run_id))
     label = t("build_pdf", lang) if keys is not None else t("pdf_build_draft", lang)
     if st.button(label, key="build_pdf"):
         with st.spinner("…"), tempfile.TemporaryDirectory() as tmp:

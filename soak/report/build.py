@@ -16,7 +16,7 @@ from soak import runfolder
 from soak.errors import InputError, StoreError, UnknownRun
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
-from soak.report.signing import Attachment, KeyPair, finalize_pdf
+from soak.report.signing import Attachment, KeyPair, check_attachment, finalize_pdf
 from soak.report.verify import FINDINGS_NAME, RAW_NAME
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def build_pdf(
     if data is None:
         data = load_report_data(store, run_id, arrays=export.arrays)
     raw_bytes, rows = export.csv, export.rows
+    check_attachment(RAW_NAME, len(raw_bytes), run_id)  # before rendering: one line, nothing written
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
     extra = _cluster_attachments(data, doc)

@@ -100,8 +100,14 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pdf_build_draft": ("Build an unsigned draft", "生成未签名草稿"),
     "pdf_remote_no_sign": (
         "This app listens beyond this machine, so it does not sign: sign on the machine that holds the key "
-        "with `soak report pdf {run} -o FILE.pdf`, or enter the signing passphrase.",
-        "本应用对外网开放，因此不在此签名：请在持有密钥的机器上用 `soak report pdf {run} -o 文件.pdf` 签名，或输入签名口令。",
+        "with `soak report pdf {run} -o FILE.pdf`.",
+        "本应用对外网开放，因此不在此签名：请在持有密钥的机器上用 `soak report pdf {run} -o 文件.pdf` 签名。",
+    ),
+    "pdf_no_token": (
+        "This session does not sign: anyone on this machine can reach the app, so it signs only in a session "
+        "opened at the address `soak report serve` printed (its token). Or sign with `soak report pdf {run} -o FILE.pdf`.",
+        "本会话不签名：本机任何用户都能访问本应用，只有从 `soak report serve` 打印的地址（含令牌）打开的会话才签名；"
+        "或用 `soak report pdf {run} -o 文件.pdf` 签名。",
     ),
     "passphrase": ("Signing passphrase", "签名口令"),
     "passphrase_wrong": ("Wrong passphrase: the PDF was not built.", "口令错误：未生成 PDF。"),

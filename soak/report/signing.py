@@ -7,8 +7,12 @@ read, in a folder others cannot write; an encrypted key takes its passphrase fro
 ``--key-passphrase-file`` or ``SOAK_KEY_PASSPHRASE``. ``finalize_pdf`` takes the
 rendered report, embeds the raw data (CSV) and the findings (JSON) as file attachments, and
 adds a visible PAdES signature (pyHanko) on the slot the layout reserved, with an RFC 3161
-timestamp when a TSA URL is given. The signature is the last incremental update, so it covers
-the whole file, attachments included: one changed byte anywhere breaks it.
+timestamp when a TSA URL is given. The signature is the last incremental update, so its byte
+range covers the whole file, attachments included, but for ``/Contents`` itself: a changed byte
+in the range breaks the digest; in ``/Contents``, the signed attributes and the signature value
+break the signature, the padding after its DER must be zeros in one case of hex digits
+(``verify.contents_exact``), and the CMS's unsigned parts (the certificates it carries, the
+timestamp token) are not signed: the token is checked on its own against the TSA anchors.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ class Signer:
     name: str
     fingerprint_sha256: str
     demo: bool
+# the token `soak report serve` makes and prints in the app's address: an app session signs
+# with the data dir's key only when its URL carries it (``?token=``), as Jupyter's token
+# guards its server; in the environment, not argv (other users read argv with ps)
+SIGN_TOKEN_ENV = "SOAK_REPORT_SIGN_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,26 @@ class Attachment:
     data: bytes
     mime_type: str
     description: str
+
+
+def attachment_limit_bytes() -> int:
+    """The most one attachment may hold: pyHanko's limit on the decoded size of one stream of
+    an untrusted PDF (256 MiB in pyHanko 0.38), which ``soak verify`` applies when it reads the
+    raw data back. A report with a larger one could be signed but never verified."""
+    from pyhanko.pdf_utils.decode_limits import StreamDecodeLimits
+
+    return int(StreamDecodeLimits().max_output_size or 0) or (1 << 62)
+
+
+def check_attachment(name: str, size_bytes: int, run_id: str | None = None) -> None:
+    """``InputError`` (one line) when an attachment is over ``attachment_limit_bytes``."""
+    limit = attachment_limit_bytes()
+    if size_bytes > limit:
+        mib = 1024 * 1024
+        of = f"run {run_id}: " if run_id else ""
+        raise InputError(f"{of}{name} is {size_bytes / mib:.0f} MiB, over the {limit / mib:.0f} MiB one PDF attachment "
+                         "may decode to (pyHanko's limit for untrusted PDFs, which soak verify applies): no PDF is "
+                         "written; the raw data stays in the run's store")
 
 
 def cert_fingerprint(cert_path: Path) -> str:
@@ -172,7 +200,9 @@ def create_keys(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
+        # id-kp-documentSigning (RFC 9336) first: what a verifier asks of a document signer
+        .add_extension(x509.ExtendedKeyUsage([x509.ObjectIdentifier("1.3.6.1.5.5.7.3.36"),
+                                              ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -313,6 +343,8 @@ def finalize_pdf(
     from pyhanko.pdf_utils import embed, generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
+    for att in attachments:
+        check_attachment(att.name, len(att.data))
     w = IncrementalPdfFileWriter(io.BytesIO(pdf))
     for att in attachments:
         # Deflate at level 1 ourselves: on a 72 h run's 90 MB CSV the default level takes ~6 s

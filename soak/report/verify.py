@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak.errors import InputError
+from soak.report.signing import attachment_limit_bytes
 
 if TYPE_CHECKING:
     from pyhanko.pdf_utils.reader import PdfFileReader
@@ -53,6 +54,8 @@ DATA_MISMATCH = "data-mismatch"
 ATTACHMENTS_UNREADABLE = "attachments-unreadable"
 FINDINGS_UNREADABLE = "findings-unreadable"
 SEVERAL_SIGNATURES = "several-signatures"
+TIMESTAMP_INVALID = "timestamp-invalid"
+UNTRUSTED_TIMESTAMP = "untrusted-timestamp"
 
 
 @dataclass
@@ -72,7 +75,13 @@ class VerifyResult:
     signer_demo_key: bool | None = None  # the soak demo's key: a demonstration, not an acceptance
     signing_time: str | None = None
     timestamped: bool = False
+    # The token is an unsigned attribute, outside what the signer signed: anyone can swap in
+    # one from a TSA of their own. Its time says when the PDF was signed only when its TSA is
+    # a --tsa-cert certificate or issued by one (True); False: it is not, or no --tsa-cert.
     timestamp_time: str | None = None
+    timestamp_trusted: bool | None = None
+    timestamp_tsa: str | None = None
+    tsa_anchors: list[str] = field(default_factory=list)  # SHA-256 fingerprints of --tsa-cert
     run_id: str | None = None
     verdict: str | None = None
     data_sha256: str | None = None  # as printed in the report's metadata
@@ -96,27 +105,49 @@ class VerifyResult:
         return d
 
 
-def load_trust_anchors(certs: Iterable[str | Path]) -> list:
-    """The certificates in each ``--cert`` file (PEM, several allowed, or one DER)."""
+def load_trust_anchors(certs: Iterable[str | Path], option: str = "--cert") -> list:
+    """The certificates in each ``--cert`` (or ``option``) file (PEM, several allowed, or one DER)."""
     from pyhanko.keys import load_certs_from_pemder_data
 
     anchors = []
     for cert in certs:
         cert_path = Path(cert)
         if cert_path.is_dir():
-            raise InputError(f"--cert {cert}: is a directory, expected a certificate file")
+            raise InputError(f"{option} {cert}: is a directory, expected a certificate file")
         if not cert_path.is_file():
-            raise InputError(f"--cert {cert}: no such file")
+            raise InputError(f"{option} {cert}: no such file")
         try:
             found = list(load_certs_from_pemder_data(cert_path.read_bytes()))
             for c in found:
                 c.sha256  # noqa: B018 - parse now: asn1crypto parses lazily
         except (ValueError, TypeError, OSError) as exc:
-            raise InputError(f"--cert {cert}: not a PEM/DER certificate ({exc})") from None
+            raise InputError(f"{option} {cert}: not a PEM/DER certificate ({exc})") from None
         if not found:
-            raise InputError(f"--cert {cert}: no certificate in it (expected PEM or DER)")
+            raise InputError(f"{option} {cert}: no certificate in it (expected PEM or DER)")
         anchors.extend(found)
     return anchors
+
+
+# Extended key usages that make a certificate a CA issued a document signer (what Adobe Reader
+# accepts, and RFC 9336's): a CA's TLS-server certificate carries nonRepudiation as well
+DOCUMENT_SIGNING_EKUS = {
+    "1.3.6.1.5.5.7.3.36": "document_signing",  # id-kp-documentSigning, RFC 9336
+    "1.3.6.1.4.1.311.10.3.12": "microsoft_document_signing",
+    "1.2.840.113583.1.1.5": "adobe_authentic_documents_trust",
+    "1.3.6.1.5.5.7.3.4": "email_protection",  # S/MIME: signs documents in Adobe Reader too
+    "2.5.29.37.0": "any_extended_key_usage",
+}
+
+
+def signing_eku_problem(cert: Any) -> str | None:
+    """Why an issued certificate may not sign reports (its extended key usage), or None."""
+    eku = cert.extended_key_usage_value
+    if eku is None:
+        return "not for signing documents (no extended key usage)"
+    dotted = [p.dotted for p in eku]
+    if any(o in DOCUMENT_SIGNING_EKUS for o in dotted):
+        return None
+    return f"not for signing documents (extended key usage: {', '.join(p.native for p in eku)})"
 
 
 _MAX_NAME_NODES = 10_000
@@ -165,10 +196,13 @@ def verify_pdf(
     cert: str | Path | Iterable[str | Path] | None = None,
     *,
     integrity_only: bool = False,
+    tsa_cert: Iterable[str | Path] = (),
 ) -> VerifyResult:
     """Check ``path``; ``cert`` is one certificate file or several (the trust anchors).
 
     Without ``cert`` the signer is untrusted and the result fails, unless ``integrity_only``.
+    ``tsa_cert``: the anchors of the timestamp authorities; a timestamp from any other TSA is
+    untrusted (and, when ``tsa_cert`` is given, fails the result).
     """
     path = Path(path)
     certs = [] if cert is None else [cert] if isinstance(cert, str | Path) else list(cert)
@@ -179,9 +213,11 @@ def verify_pdf(
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     anchors = load_trust_anchors(certs)
+    tsa_anchors = load_trust_anchors(tsa_cert, "--tsa-cert")
 
     res = VerifyResult(file=str(path), integrity_only=integrity_only)
     res.trust_anchors = [a.sha256.hex(":").upper() for a in anchors]
+    res.tsa_anchors = [a.sha256.hex(":").upper() for a in tsa_anchors]
     data = path.read_bytes()
     # A file that is no PDF at all is the wrong input (exit 2), not a report that fails its
     # checks; readers accept the header anywhere in the first 1024 bytes.
@@ -207,8 +243,46 @@ def verify_pdf(
     res.signed = True
     sig = _embedded_signature(reader, fields, res)
     if sig is not None:
-        _check_signature(sig, anchors, res)
+        _check_signature(sig, anchors, tsa_anchors, res)
+        if res.intact and res.valid and not contents_exact(data, sig):
+            res.fail(TAMPERED, "tampered: the signature's /Contents holds bytes beyond the signature (its padding "
+                               "changed after signing)")
     return res
+
+
+def _der_length(der: bytes) -> int | None:
+    """The length of the DER value at the start of ``der`` (tag, length, contents)."""
+    if len(der) < 2:
+        return None
+    first = der[1]
+    if first < 0x80:
+        return 2 + first
+    n = first & 0x7F
+    if n == 0 or n > 4 or len(der) < 2 + n:
+        return None
+    return 2 + n + int.from_bytes(der[2:2 + n], "big")
+
+
+def contents_exact(data: bytes, sig: EmbeddedPdfSignature) -> bool:
+    """Whether the gap the byte range leaves is exactly ``<hex>``: the signature's DER, then
+    zero padding, in one case of hex digits. The gap is outside the signed bytes, so without
+    this a changed padding byte (or a digit in another case) went unseen."""
+    try:
+        a, b, c, _ = (int(x) for x in sig.sig_object["/ByteRange"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    gap = data[a + b:c]
+    if len(gap) < 2 or gap[:1] != b"<" or gap[-1:] != b">":
+        return False
+    digits = gap[1:-1]
+    try:
+        raw = bytes.fromhex(digits.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if digits not in (raw.hex().encode(), raw.hex().upper().encode()):
+        return False
+    end = _der_length(raw)
+    return end is not None and end <= len(raw) and not raw[end:].strip(b"\0")
 
 
 def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
@@ -219,8 +293,17 @@ def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
     m = _RUN_RE.search(kw)
     if m:
         res.run_id = m.group(1)
+    from pyhanko.pdf_utils.misc import PdfDecodeLimitError
+
     try:
         atts = read_attachments(reader)
+    except PdfDecodeLimitError as exc:
+        res.detail = str(exc)
+        mib = attachment_limit_bytes() // (1024 * 1024)
+        res.fail(ATTACHMENTS_UNREADABLE, f"an attachment decodes to more than pyHanko allows an untrusted PDF "
+                                         f"({mib} MiB, or 1100 times its compressed size): not read, so the raw "
+                                         "data cannot be checked")
+        return
     except Exception as exc:  # a damaged file may fail anywhere in the tree
         res.detail = str(exc)
         res.fail(ATTACHMENTS_UNREADABLE, "the attachments cannot be read (damaged file)")
@@ -280,7 +363,7 @@ def _demo_subject(subject: dict[str, Any]) -> bool:
     return DEMO_UNIT in values("organizational_unit_name") or values("common_name") == [DEMO_COMMON_NAME]
 
 
-def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult) -> None:
+def _check_signature(sig: EmbeddedPdfSignature, anchors: list, tsa_anchors: list, res: VerifyResult) -> None:
     from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
@@ -290,11 +373,16 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     # "no anchor" by _judge_trust, never by this validation.
     roots = anchors or [c for c in [getattr(sig, "signer_cert", None)] if c is not None]
     vc = ValidationContext(trust_roots=roots, allow_fetching=False) if roots else None
+    # The timestamp's chain on the TSA anchors only (pyHanko's default is the signer's context,
+    # and a vendor's --cert says nothing about who may vouch for the time); without any, on
+    # the signer's roots as above, so that the OS trust store is never asked either.
+    ts_roots = tsa_anchors or roots
+    tsvc = ValidationContext(trust_roots=ts_roots, allow_fetching=False) if ts_roots else None
     # pyHanko logs an untrusted chain as an error; the result carries it, so keep stderr clean.
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
-        st = validate_pdf_signature(sig, signer_validation_context=vc)
+        st = validate_pdf_signature(sig, signer_validation_context=vc, ts_validation_context=tsvc)
     except Exception as exc:  # a damaged CMS fails in pyHanko, asn1crypto or cryptography
         res.detail = str(exc)
         res.fail(SIGNATURE_UNREADABLE, "signature unreadable: the signature data in the PDF is damaged and cannot be checked")
@@ -313,6 +401,16 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     if ts is not None:
         res.timestamped = True
         res.timestamp_time = ts.timestamp.isoformat()
+        tsa = ts.signing_cert
+        res.timestamp_tsa = None if tsa is None else tsa.subject.human_friendly
+        res.timestamp_trusted = bool(tsa_anchors) and bool(ts.trusted)
+        if not (ts.intact and ts.valid):
+            res.timestamp_trusted = False
+            res.fail(TIMESTAMP_INVALID, "timestamp invalid: its token does not verify or is not over this signature "
+                                        "(swapped or damaged)")
+        elif tsa_anchors and not res.timestamp_trusted:
+            res.fail(UNTRUSTED_TIMESTAMP, f"untrusted timestamp: its TSA {res.timestamp_tsa} is not a --tsa-cert "
+                                          "certificate nor issued by one, so its time says nothing of when this was signed")
     if not res.valid:
         # The signature itself does not verify: whether the content changed cannot be told
         # from it, and nobody can be named as the signer.
@@ -325,8 +423,15 @@ def _check_signature(sig: EmbeddedPdfSignature, anchors: list, res: VerifyResult
     if anchors:
         # pyHanko's own `trusted` also requires `intact`; here trust answers only "who signed".
         res.trusted = st.validation_path is not None and st.trust_problem_indic is None
+        # a --cert certificate itself is pinned; one a --cert CA issued must be for documents
+        eku = None
+        if res.trusted and res.signer_fingerprint_sha256 not in res.trust_anchors and cert is not None:
+            eku = signing_eku_problem(cert)
+            res.trusted = eku is None
         if not res.trusted:
             why = "is not a --cert certificate nor issued by one"
+            if eku is not None:
+                why = f"is issued by a --cert certificate but {eku}"
             if res.signer_fingerprint_sha256 in res.trust_anchors and st.trust_problem_indic is not None:
                 why = f"is a --cert certificate but does not validate ({st.trust_problem_indic.name.lower().replace('_', ' ')})"
             res.fail(UNTRUSTED_SIGNER, f"untrusted signer: {res.signer} (SHA-256 {res.signer_fingerprint_sha256}) {why}")

@@ -14,7 +14,7 @@ broadcast      buffer bytes    algbw
 
 A wrong result is an ``sdc_mismatch`` event (the fabric or a chip corrupted data).
 
-Run: ``torchrun --standalone --nproc-per-node N -m soak.workloads.collective --run-dir DIR``.
+Run: ``soak workload collective --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
 """
 
 from __future__ import annotations

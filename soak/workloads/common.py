@@ -31,7 +31,7 @@ from typing import Any
 
 from soak.device import Device, host_rss_bytes
 from soak.device_names import rank_device
-from soak.errors import UserError
+from soak.errors import CheckpointError, UserError
 from soak.runfolder import CHECKPOINT_TMP_GLOB, CHECKPOINTS, HEARTBEATS
 from soak.workloads.capture import Capturer
 from soak.workloads.inject import Injector, InjectSpec, parse_all
@@ -217,9 +217,21 @@ class Checkpointer:
         return final
 
     def load(self, step: int) -> dict[str, Any]:
+        """The checkpoint of ``step``, unpickled with ``weights_only``: a checkpoint is a
+        pickle, and anyone who can write the run folder could leave one that runs code on
+        resume. What soak saves (tensors, an optimizer's state, Python's RNG state, the
+        options) is all ``weights_only`` allows; anything else raises ``CheckpointError``."""
+        import pickle
+
         import torch
 
-        return torch.load(self.path(step), map_location="cpu", weights_only=False)
+        path = self.path(step)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            why = next((line.strip() for line in str(exc).splitlines() if "unsupported" in line.lower()), "")
+            raise CheckpointError(f"{path}: not a checkpoint soak wrote, not loaded ({why or 'weights_only'}); "
+                                  "remove it to resume from the one before") from exc
 
 
 class Watchdog:

@@ -9,7 +9,7 @@ Every ``--sdc-every`` steps a fixed-seed product is recomputed and compared
 and each failed comparison is an ``sdc_mismatch`` heartbeat event. ``--inject corrupt:AT``
 perturbs the result at step AT on purpose, so the check can be seen to work.
 
-Run: ``torchrun --standalone --nproc-per-node N -m soak.workloads.gemm --run-dir DIR``.
+Run: ``soak workload gemm --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The command line that starts a workload's ranks under torchrun.
 
-``build_command`` is what ``soak run`` and ``soak workload`` execute: one torchrun with
-``--standalone`` (a private rendezvous on a free loopback port) and ``--max-restarts 0``
-(restarts belong to the supervisor, which counts them).
+``build_command`` is what ``soak run`` and ``soak workload`` execute: one torchrun
+(``soak.workloads.torchrun``: torch's, with its stores listening on one address) with
+``--max-restarts 0`` (restarts belong to the supervisor, which counts them). On one node the
+rendezvous is private, on a free port of 127.0.0.1; torchrun's own ``--standalone`` listens on
+every interface.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ class Rendezvous:
     rdzv_id: str  # new for every whole-job restart: a running rendezvous is not rejoined
     is_host: bool  # this node hosts the c10d store (soak.cluster.member.RendezvousHost)
     join_timeout_s: float = 600.0
+    # where the other nodes reach this one (soak.cluster.node.node_address): the store this
+    # node's agent shares with the job's ranks, when it is the job's agent rank 0, listens
+    # there; the host node's is the rendezvous host. None: torch's guess (the host's FQDN)
+    local_addr: str | None = None
+
+# a single-node run: a free port on loopback, this node hosting it (torchrun's --standalone
+# does the same on every interface)
+LOCAL = ("--nnodes=1", "--rdzv-backend=soak-c10d", "--rdzv-endpoint=127.0.0.1:0", "--rdzv-id=local",
+         "--rdzv-conf=is_host=1", "--local-addr=127.0.0.1")
 
 
 def build_command(
@@ -43,7 +54,7 @@ def build_command(
     python: str | None = None,
     rendezvous: Rendezvous | None = None,
 ) -> list[str]:
-    """argv for ``torchrun --standalone --nproc-per-node N -m soak.workloads.<workload> ...``.
+    """argv for ``torchrun --nproc-per-node N -m soak.workloads.<workload> ...``.
 
     Raises ``InputError`` for an unknown workload, a bad ``nproc`` or an invalid inject spec,
     so a plan is rejected before anything starts.
@@ -57,8 +68,8 @@ def build_command(
     # one node: a private rendezvous; several: the cluster's c10d rendezvous, whose store
     # one node hosts (rank 0, or where the job moved it): said explicitly, torchrun cannot
     # always tell (e.g. several nodes on one host)
-    where = ["--standalone"] if rendezvous is None else [
-        f"--nnodes={rendezvous.nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
+    where = list(LOCAL) if rendezvous is None else [
+        f"--nnodes={rendezvous.nnodes}", "--rdzv-backend=soak-c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
         f"--rdzv-id={rendezvous.rdzv_id}",
         f"--rdzv-conf=join_timeout={rendezvous.join_timeout_s:g},is_host={int(rendezvous.is_host)}",
     ]
@@ -67,8 +78,10 @@ def build_command(
         # "localhost" or a name the others cannot resolve; the rendezvous host is the name
         # every node reaches this one by.
         where.append(f"--local-addr={rendezvous.endpoint.rpartition(':')[0].strip('[]')}")
+    elif rendezvous is not None and rendezvous.local_addr:
+        where.append(f"--local-addr={rendezvous.local_addr}")
     argv = [
-        python or sys.executable, "-m", "torch.distributed.run", *where,
+        python or sys.executable, "-m", "soak.workloads.torchrun", *where,
         f"--nproc-per-node={int(nproc)}", "--max-restarts=0",
         "-m", f"soak.workloads.{workload}",
         "--run-dir", str(Path(run_dir)), "--size", size,

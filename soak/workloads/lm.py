@@ -5,7 +5,7 @@ AdamW, bf16 autocast where the device supports it (fp32 on CPU). The tokens foll
 noisy affine recurrence, so the loss falls as the model learns and a diverging or NaN
 loss means something is wrong.
 
-Run: ``torchrun --standalone --nproc-per-node N -m soak.workloads.lm --run-dir DIR``.
+Run: ``soak workload lm --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
 """
 
 from __future__ import annotations

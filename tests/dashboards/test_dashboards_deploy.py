@@ -59,7 +59,9 @@ def test_systemd_run_unit_settings():
                  "ProtectSystem=strict", "ReadWritePaths=/var/lib/soak", "ProtectHome=yes",
                  "PrivateTmp=yes", "DevicePolicy=closed", "DeviceAllow=/dev/davinci_manager rw",
                  "DeviceAllow=/dev/devmm_svm rw", "DeviceAllow=/dev/hisi_hdc rw",
-                 "DeviceAllow=/dev/davinci0 rw", "Conflicts=soak-exporter.service"):
+                 "DeviceAllow=/dev/davinci0 rw", "Conflicts=soak-exporter.service",
+                 # torch's stores run what is written to them: no public network, files its own
+                 "UMask=0077", "IPAddressDeny=any", "IPAddressAllow=localhost"):
         assert line in text.splitlines(), line
     assert "--resume %i" in text and "--run-id %i" in text
 
@@ -111,6 +113,15 @@ def test_kubernetes_wiring():
     assert all(s["metadata"]["name"].startswith("soak") for s in services)
     assert all(s["metadata"]["labels"] | sm["spec"]["selector"]["matchLabels"] ==
                s["metadata"]["labels"] for s in services)
+    # the exporter reads the plogs only; the run is no root, seccomp'd, on a read-only root
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["npu-log"]["readOnly"] is True
+    spec = job["spec"]["template"]["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = spec["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+    assert {"/tmp", "/dev/shm", "/var/lib/soak"} <= {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
     pol = _docs("networkpolicy.yaml")[0]
     assert pol["spec"]["policyTypes"] == ["Ingress"]
     assert pol["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 19400}]
@@ -140,6 +151,15 @@ def test_compose_schema_check_can_fail(tmp_path):
     out = subprocess.run(_tool("check_jsonschema") + ["--builtin-schema", "vendor.compose-spec",
                                                       str(bad)], capture_output=True, text=True)
     assert out.returncode == 1 and "'portz' was unexpected" in out.stdout
+
+
+def test_compose_requires_the_grafana_password_and_has_no_lifecycle_api():
+    doc = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    password = doc["services"]["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+    assert password.startswith("${GRAFANA_ADMIN_PASSWORD:?")  # no default: "change-me" was one
+    assert "--web.enable-lifecycle" not in doc["services"]["prometheus"]["command"]
+    ascend = yaml.safe_load((DEPLOY / "compose" / "compose.ascend.yaml").read_text())
+    assert "/var/log/npu:/var/log/npu:ro" in ascend["services"]["soak-exporter"]["volumes"]
 
 
 def test_compose_mounts_exist_in_the_repository():
@@ -177,7 +197,9 @@ def test_restart_scripts_resume_the_run_and_parse_as_shell():
     script = exec_start.split("-c '", 1)[1].rstrip("'").replace("%i", "acceptance-01")
     job = next(d for d in _docs("soak-job.yaml") if d["kind"] == "Job")
     container = job["spec"]["template"]["spec"]["containers"][0]
-    job_script = container["args"][0].replace("$(RUN_ID)", container["env"][0]["value"])
+    # the shell's own "$RUN_ID", quoted: Kubernetes' $(RUN_ID) pasted the value into the script
+    assert "$(RUN_ID)" not in container["args"][0] and '"$RUN_ID"' in container["args"][0]
+    job_script = container["args"][0].replace('"$RUN_ID"', container["env"][0]["value"])
     for text in (script, job_script):
         assert "soak run --resume acceptance-01" in text
         assert "--run-id acceptance-01" in text

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from soak.report.signing import SIGN_TOKEN_ENV
 from soak.store import Store
 from tests.report.synth import write_run
 
@@ -71,7 +72,10 @@ def test_pdf_page_builds_and_offers_the_download(recorded, keys, monkeypatch):
     monkeypatch.setenv("SOAK_REPORT_DB", "")
     monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
     monkeypatch.setenv("SOAK_REPORT_SIGNING", "local")  # as `soak report serve` on loopback
-    app = AppTest.from_file(APP, default_timeout=60).run()
+    monkeypatch.setenv(SIGN_TOKEN_ENV, "t0ken")
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params["token"] = "t0ken"  # the address the server printed
+    app.run()
     app.sidebar.radio(key="page").set_value("pdf").run()
     assert any("soak keys init" in w.value for w in app.warning)  # no key in this data dir yet
     app.button(key="build_pdf").click().run()
@@ -160,12 +164,16 @@ def test_findings_evidence_reads_without_json(app):
     assert rows["Onset"].startswith("2026-09-21 "), rows  # a date, not 1.79e+09
 
 
-def _pdf_app(recorded, monkeypatch, signing: str | None) -> AppTest:
+def _pdf_app(recorded, monkeypatch, signing: str | None, token: str | None = "t0ken") -> AppTest:
     monkeypatch.setenv("SOAK_REPORT_DB", "")
     monkeypatch.setenv("SOAK_REPORT_DATA_DIR", str(recorded["data_dir"]))
+    monkeypatch.setenv(SIGN_TOKEN_ENV, "t0ken")  # as `soak report serve` starts the app
     if signing:
         monkeypatch.setenv("SOAK_REPORT_SIGNING", signing)
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=60)
+    if token is not None:
+        at.query_params["token"] = token
+    at.run()
     at.sidebar.radio(key="page").set_value("pdf").run()
     assert not at.exception, at.exception
     return at
@@ -207,13 +215,44 @@ def test_app_beyond_loopback_does_not_sign_with_the_data_dirs_key(recorded, monk
         keys_dir.rmdir()
 
 
+@pytest.mark.slow
+def test_a_loopback_session_without_the_servers_token_does_not_sign(recorded, monkeypatch):
+    # user nobody reaches a loopback port as well as the key holder: loopback alone signed for them
+    from soak.report.signing import create_keys
+
+    keys_dir = Path(recorded["data_dir"]) / "keys"
+    create_keys(keys_dir, common_name="the key holder")
+    try:
+        for token in (None, "guessed"):
+            at = _pdf_app(recorded, monkeypatch, "local", token)
+            assert any("soak report pdf" in w.value and "token" in w.value for w in at.warning)
+            assert at.button(key="build_pdf").label == "Build an unsigned draft"
+            at.button(key="build_pdf").click().run()
+            assert not at.exception, at.exception
+            assert "unsigned" in at.get("download_button")[-1].proto.label
+        at = _pdf_app(recorded, monkeypatch, "local", "t0ken")
+        assert at.button(key="build_pdf").label == "Build the PDF"
+    finally:
+        for f in keys_dir.iterdir():
+            f.unlink()
+        keys_dir.rmdir()
+
+
 def test_serve_beyond_loopback_tells_the_app_not_to_sign(capsys):
     from soak.cli import main
 
     assert main(["report", "serve", "--dry-run", "--address", "0.0.0.0"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("--signing cli")
     assert main(["report", "serve", "--dry-run"]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("--signing local")
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("--signing local")
+    # the WebSocket accepts loopback's names only (was: any Host, so a DNS rebinding drove it)
+    args = out.split()
+    hosts = [args[i + 1] for i, a in enumerate(args) if a == "--server.allowedHosts"]
+    assert hosts == ["127.0.0.1", "localhost", "::1"]
+    assert main(["report", "serve", "--dry-run", "--address", "10.1.2.3", "--allowed-host", "soak.example"]) == 0
+    args = capsys.readouterr().out.split()
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--server.allowedHosts"] == ["10.1.2.3", "soak.example"]
 
 
 def test_a_run_with_a_plan_shows_its_reliability_as_the_pdf_does(tmp_path, monkeypatch):

@@ -72,3 +72,31 @@ def test_sigterm_stops_the_server(tmp_path):
             except ProcessLookupError:
                 pass
         log.close()
+
+
+def _handshake(port: int, host: str) -> str:
+    """The status line the app's WebSocket answers an upgrade with, sent with ``host``."""
+    request = (f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+               f"Origin: http://{host}\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request.encode())
+        return s.recv(4096).decode(errors="replace").split("\r\n", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_app_refuses_a_foreign_host_and_prints_its_signing_token(tmp_path):
+    # a page on rebind.example whose name resolves to 127.0.0.1 drove the app (DNS rebinding)
+    server, port, log = start_server(tmp_path, tmp_path / "serve.log")
+    try:
+        assert " 101 " in _handshake(port, f"127.0.0.1:{port}")
+        assert " 101 " in _handshake(port, f"localhost:{port}")
+        assert " 403 " in _handshake(port, f"rebind.example:{port}")
+        printed = log.read()
+        assert f"serving on http://127.0.0.1:{port}/" in printed
+        token = printed.split("?token=", 1)[1].split()[0]
+        assert len(token) >= 40
+        assert token not in " ".join(open(f"/proc/{server.pid}/cmdline").read().split("\0"))
+    finally:
+        server.close()
+        log.close()

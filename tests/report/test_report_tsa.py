@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ from soak.store import Store
 pytestmark = pytest.mark.slow
 
 
-def _tsa_identity():
+def _tsa_identity(name: str = "Loopback Test TSA", valid_from: datetime | None = None):
     from asn1crypto import keys as akeys
     from asn1crypto import x509 as ax509
     from cryptography import x509
@@ -25,8 +27,8 @@ def _tsa_identity():
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Loopback Test TSA")])
-    now = datetime.now(UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = valid_from or datetime.now(UTC)
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
@@ -39,13 +41,14 @@ def _tsa_identity():
     return ax509.Certificate.load(cert.public_bytes(serialization.Encoding.DER)), akeys.PrivateKeyInfo.load(der_key)
 
 
-@pytest.fixture
-def tsa_url():
+@contextmanager
+def _tsa(name: str = "Loopback Test TSA", fixed_dt: datetime | None = None):
+    """(URL, the request sizes seen, its certificate) of a TSA served on loopback."""
     from asn1crypto import tsp
     from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
 
-    cert, key = _tsa_identity()
-    stamper = DummyTimeStamper(tsa_cert=cert, tsa_key=key)
+    cert, key = _tsa_identity(name, None if fixed_dt is None else fixed_dt - timedelta(days=1))
+    stamper = DummyTimeStamper(tsa_cert=cert, tsa_key=key, fixed_dt=fixed_dt)
     seen: list[int] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -66,11 +69,68 @@ def tsa_url():
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/tsa", seen
+        yield f"http://127.0.0.1:{server.server_address[1]}/tsa", seen, cert
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def tsa_url():
+    with _tsa() as (url, seen, _cert):
+        yield url, seen
+
+
+def _pem(cert, path: Path) -> Path:
+    from asn1crypto import pem
+
+    path.write_bytes(pem.armor("CERTIFICATE", cert.dump()))
+    return path
+
+
+def test_a_timestamp_from_a_tsa_of_ones_own_is_untrusted_and_never_the_signing_time(recorded, keys, tmp_path,
+                                                                                        capsys):
+    # the token is outside the signed bytes: anyone can have a TSA of their own vouch for 2019-06-01
+    from soak.cli import main
+
+    with _tsa() as (_url, _seen, real_cert), _tsa("Self-made TSA", datetime(2019, 6, 1, tzinfo=UTC)) as (url, _s, _c):
+        out = tmp_path / "forged.pdf"
+        with Store.open(recorded["db"], create=False) as store:
+            build_pdf(store, recorded["run_id"], out, keys=keys, tsa_url=url)
+        real = _pem(real_cert, tmp_path / "tsa.pem")
+
+    res = verify_pdf(out, keys.cert_path)
+    assert res.timestamped and res.timestamp_time.startswith("2019-06-01")
+    assert res.timestamp_trusted is False and res.timestamp_tsa == "Common Name: Self-made TSA"
+    assert not res.signing_time.startswith("2019")
+    assert main(["verify", str(out), "--cert", str(keys.cert_path)]) == 0
+    lines = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines() if ":" in line)
+    assert lines["timestamp"].strip().startswith("UNTRUSTED, not the signing time: 2019-06-01")
+    assert "no --tsa-cert given" in lines["timestamp"]
+    assert "2019" not in lines["signing time"]
+    # with the TSA the user trusts, the self-made one fails the check
+    res = verify_pdf(out, keys.cert_path, tsa_cert=[real])
+    assert not res.ok and res.failures == ["untrusted-timestamp"] and res.timestamp_trusted is False
+    assert main(["verify", str(out), "--cert", str(keys.cert_path), "--tsa-cert", str(real)]) == 1
+    out_text = capsys.readouterr().out
+    assert "result:         FAILED" in out_text and "untrusted timestamp: its TSA Common Name: Self-made TSA" in out_text
+
+
+def test_a_timestamp_from_a_trusted_tsa_is_printed_as_trusted(recorded, keys, tmp_path, capsys):
+    from soak.cli import main
+
+    with _tsa() as (url, _seen, cert):
+        out = tmp_path / "bt.pdf"
+        with Store.open(recorded["db"], create=False) as store:
+            build_pdf(store, recorded["run_id"], out, keys=keys, tsa_url=url)
+    tsa = _pem(cert, tmp_path / "tsa.pem")
+    res = verify_pdf(out, keys.cert_path, tsa_cert=[tsa])
+    assert res.ok, res.problems
+    assert res.timestamp_trusted is True
+    assert main(["verify", str(out), "--cert", str(keys.cert_path), "--tsa-cert", str(tsa)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("timestamp:"))
+    assert line.endswith("(trusted: TSA Common Name: Loopback Test TSA)")
 
 
 def test_pdf_signed_with_a_tsa_timestamp(recorded, keys, tsa_url, tmp_path):

@@ -62,3 +62,55 @@ def test_duration_stop_is_agreed_by_all_ranks(launcher):
     ends = [read_heartbeats(launcher.run_dir, "lm", r)[-1] for r in (0, 1)]
     assert [e["event"] for e in ends] == ["exit", "exit"]
     assert ends[0]["step"] == ends[1]["step"] and ends[0]["step"] % 10 == 0
+
+
+class _Planted:
+    """Unpickled, it runs a command: what anyone who can write a run folder could leave as
+    its newest checkpoint."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.mark.slow
+def test_a_planted_pickle_checkpoint_does_not_run_on_resume(launcher):
+    import torch
+
+    run = launcher.run_dir
+    marker = run / "pwned"
+    ck = Checkpointer(run, "gemm")
+    ck.dir.mkdir(parents=True)
+    torch.save({"step": 5, "workload": {}, "rng": _Planted(str(marker))}, ck.path(5))
+
+    assert launcher.run("gemm", steps=10) != 0
+    assert not marker.exists()
+    log = launcher.log()
+    assert "step_5.pt: not a checkpoint soak wrote, not loaded (Trying to load unsupported GLOBAL posix.system" in log
+
+
+def test_a_checkpoint_of_every_kind_soak_writes_loads_with_weights_only(tmp_path):
+    # what the workloads save: tensors, an optimizer's state, Python's RNG state (a tuple),
+    # the plan's options (str, int, float, bool, None, lists)
+    import random
+
+    import torch
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    ck = Checkpointer(tmp_path, "lm")
+    state = {"step": 7, "workload": {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                     "config": {"d": 3, "lr": 0.1}, "dtype": "torch.float32"},
+             "rng": {"python": random.getstate(), "torch": torch.get_rng_state(), "device": None},
+             "config": {"inject": ["leak:1MB/min"], "steps": None, "no_heartbeat": False, "run_dir": "r"}}
+    ck.save(7, state)
+    back = ck.load(7)
+    assert back["rng"]["python"] == random.getstate()
+    assert torch.equal(back["workload"]["model"]["weight"], model.state_dict()["weight"])
+    assert back["config"] == state["config"]

@@ -1,0 +1,164 @@
+"""``--web-config FILE``: TLS and basic auth for ``/metrics``, in node_exporter's format.
+
+The file is the one Prometheus' exporter-toolkit reads (node_exporter ``--web.config.file``),
+so a site that already secures node_exporter reuses it as it is::
+
+    tls_server_config:
+      cert_file: server.crt          # relative paths: to the file's folder
+      key_file: server.key
+      client_ca_file: ca.crt         # optional: mutual TLS
+      client_auth_type: RequireAndVerifyClientCert   # or NoClientCert (default)
+      min_version: TLS12             # TLS12 (default) or TLS13
+    basic_auth_users:
+      prometheus: $2y$10$...         # bcrypt hash (htpasswd -nBC 10 "" | tr -d ':\\n')
+
+Any other key is an error (a typo must not leave the port open); a bad file is one line naming
+it and the key. prometheus_client's ``start_http_server`` takes the same certificate, key and
+client CA; the server here wraps its own bounded server the same way and checks basic auth in
+a WSGI layer, as exporter-toolkit checks it before the handler.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ssl
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.errors import InputError
+
+CLIENT_AUTH_TYPES = ("NoClientCert", "RequireAndVerifyClientCert")
+TLS_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
+_TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
+_KEYS = {"tls_server_config", "basic_auth_users"}
+REALM = "soak"
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """What ``/metrics`` asks of a client; ``None`` / empty: that part is off."""
+
+    source: str
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    client_ca_file: Path | None = None
+    client_auth_type: str = "NoClientCert"
+    min_version: str = "TLS12"
+    basic_auth_users: Mapping[str, str] = field(default_factory=dict)  # user -> bcrypt hash
+
+    @property
+    def tls(self) -> bool:
+        return self.cert_file is not None
+
+
+def load_web_config(path: str | Path, name: str = "--web-config") -> WebConfig:
+    """Read and check ``path``; ``InputError`` names it and the key that is wrong."""
+    import yaml
+
+    path = Path(path)
+    where = f"{name} {path}"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"{where}: cannot read it ({str(exc).splitlines()[0]})") from None
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: expected a mapping of {', '.join(sorted(_KEYS))}")
+    _unknown(doc, _KEYS, where, "")
+    tls = doc.get("tls_server_config") or {}
+    users = doc.get("basic_auth_users") or {}
+    if not isinstance(tls, dict):
+        raise InputError(f"{where}: tls_server_config must be a mapping")
+    if not isinstance(users, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in users.items()):
+        raise InputError(f"{where}: basic_auth_users must map user names to bcrypt hashes")
+    _unknown(tls, _TLS_KEYS, where, "tls_server_config.")
+    for user, hashed in users.items():
+        if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
+            raise InputError(f"{where}: basic_auth_users.{user} is not a bcrypt hash (htpasswd -nBC 10 {user})")
+
+    def file(key: str) -> Path | None:
+        value = tls.get(key)
+        if value in (None, ""):
+            return None
+        p = Path(str(value))
+        p = p if p.is_absolute() else path.parent / p
+        if not p.is_file():
+            raise InputError(f"{where}: tls_server_config.{key} {p}: no such file")
+        return p
+
+    cert, key, ca = file("cert_file"), file("key_file"), file("client_ca_file")
+    if tls and (cert is None or key is None):
+        raise InputError(f"{where}: tls_server_config needs both cert_file and key_file")
+    auth = str(tls.get("client_auth_type", "NoClientCert"))
+    if auth not in CLIENT_AUTH_TYPES:
+        raise InputError(f"{where}: tls_server_config.client_auth_type {auth!r}: expected one of "
+                         f"{', '.join(CLIENT_AUTH_TYPES)}")
+    if auth != "NoClientCert" and ca is None:
+        raise InputError(f"{where}: tls_server_config.client_auth_type {auth} needs client_ca_file")
+    version = str(tls.get("min_version", "TLS12"))
+    if version not in TLS_VERSIONS:
+        raise InputError(f"{where}: tls_server_config.min_version {version!r}: expected TLS12 or TLS13")
+    cfg = WebConfig(str(path), cert, key, ca, auth, version, dict(users))
+    if cfg.tls:
+        tls_context(cfg)  # a key that does not match its certificate: one line now, not at the first scrape
+    return cfg
+
+
+def _unknown(doc: dict[str, Any], known: Iterable[str], where: str, prefix: str) -> None:
+    extra = sorted(set(doc) - set(known))
+    if extra:
+        raise InputError(f"{where}: unknown key {prefix}{extra[0]} (expected {', '.join(sorted(known))})")
+
+
+def tls_context(cfg: WebConfig) -> ssl.SSLContext:
+    """The server-side TLS context of ``cfg`` (``InputError`` for a key or CA it cannot load)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS[cfg.min_version]
+    try:
+        ctx.load_cert_chain(str(cfg.cert_file), str(cfg.key_file))
+        if cfg.client_ca_file is not None:
+            ctx.load_verify_locations(str(cfg.client_ca_file))
+    except (ssl.SSLError, OSError) as exc:
+        raise InputError(f"--web-config {cfg.source}: cannot load the certificate, key or client CA "
+                         f"({getattr(exc, 'reason', None) or exc})") from None
+    if cfg.client_auth_type == "RequireAndVerifyClientCert":
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def _check_password(users: Mapping[str, str], header: str | None) -> bool:
+    import bcrypt
+
+    if not header or not header.startswith("Basic "):
+        return False
+    try:
+        user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    hashed = users.get(user)
+    if hashed is None:
+        # the same work for an unknown user: the time does not tell which names exist
+        bcrypt.checkpw(b"x", b"$2b$10$" + b"." * 53)
+        return False
+    # $2y$ (htpasswd's) is $2b$ for bcrypt
+    return bool(bcrypt.checkpw(password.encode("utf-8"), ("$2b$" + hashed[4:]).encode()))
+
+
+def basic_auth(app: Callable[..., Any], users: Mapping[str, str]) -> Callable[..., Any]:
+    """``app`` behind HTTP basic auth against ``users`` (user -> bcrypt hash); 401 otherwise."""
+    if not users:
+        return app
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if _check_password(users, environ.get("HTTP_AUTHORIZATION")):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
+                                            ("WWW-Authenticate", f'Basic realm="{REALM}"')])
+        return [b"Unauthorized\n"]
+
+    return guarded

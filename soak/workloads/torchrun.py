@@ -1,0 +1,111 @@
+"""torchrun whose TCP stores listen on one address, never on every interface.
+
+torch's ``TCPStore`` server binds the wildcard address whatever host it is given (torch 2.13:
+``TCPStore("127.0.0.1", 0, is_master=True)`` listens on ``*:PORT``), and torchrun's c10d
+rendezvous starts two of them in the agent: the rendezvous store and the store it shares with
+the ranks (``MASTER_ADDR:MASTER_PORT``). The rendezvous state in them is a pickle that the
+agent loads, so whoever reaches either port runs code as the agent; ``--standalone`` is no
+exception. torchrun has no option to choose the listen address, but ``TCPStore`` takes a socket
+that already listens (``master_listen_fd``).
+
+``python -m soak.workloads.torchrun ARGS`` is ``python -m torch.distributed.run ARGS`` with one
+more rendezvous backend, ``soak-c10d``: torch's c10d rendezvous (same options, same
+``--rdzv-conf`` keys; ``is_host`` required) whose rendezvous store listens on the host of
+``--rdzv-endpoint`` and whose shared store listens on ``--local-addr``. A single-node run gives
+``127.0.0.1`` for both; a cluster run the addresses the nodes reach each other at.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from datetime import timedelta
+from typing import Any
+
+BACKEND = "soak-c10d"
+
+
+def _family(host: str) -> socket.AddressFamily:
+    try:
+        return socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return socket.AF_UNSPEC  # a name: as it resolves
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host`` (an address, or a name: its first address) and
+    ``port`` (0: a free one). ``OSError`` when the address is not this host's."""
+    family = _family(host)
+    found = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    fam, _, _, _, addr = found[0]
+    if family == socket.AF_UNSPEC and host != "localhost" and ipaddress.ip_address(addr[0]).is_loopback:
+        # Debian's /etc/hosts maps a host's own name to 127.0.1.1: the others would dial its
+        # real address and find nothing listening there
+        raise OSError(f"{host} resolves to {addr[0]} on this host, where the other nodes cannot reach it: "
+                      "give the rendezvous (or cluster.advertise) as an address")
+    return socket.create_server(addr, family=fam, backlog=socket.SOMAXCONN)
+
+
+def bound_store(host: str, port: int, *, timeout: timedelta, multi_tenant: bool = True) -> Any:
+    """A ``TCPStore`` server listening on ``host`` only (see the module's docstring)."""
+    from torch.distributed import TCPStore
+
+    sock = listening_socket(host, port)
+    bound = int(sock.getsockname()[1])
+    # the store owns the descriptor from here (it closes it); detached, Python's socket
+    # object cannot close it under the store when it is collected
+    fd = sock.detach()
+    return TCPStore(host, bound, is_master=True, multi_tenant=multi_tenant, timeout=timeout,
+                    master_listen_fd=fd)
+
+
+def create_handler(params: Any) -> Any:
+    """The ``soak-c10d`` rendezvous handler (``RendezvousParameters`` in)."""
+    from torch.distributed import TCPStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+        create_handler as c10d_handler,
+    )
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=29400)
+    is_host = params.get_as_bool("is_host")
+    if is_host is None:
+        raise ValueError(f"rendezvous backend {BACKEND} needs is_host in --rdzv-conf (torch's guess from the "
+                         "host name may bind where the other nodes cannot reach)")
+    timeout = timedelta(seconds=int(params.get_as_int("read_timeout", 60) or 60))
+    if is_host:
+        store = bound_store(host, port, timeout=timeout)
+    else:
+        store = TCPStore(host, port, is_master=False, multi_tenant=True, timeout=timeout)
+    handler = c10d_handler(store, C10dRendezvousBackend(store, params.run_id), params)
+    if not hasattr(handler, "_create_tcp_store_server"):
+        # the shared store would listen on every interface again: refuse to start instead
+        raise RuntimeError(f"this torch's rendezvous handler has no _create_tcp_store_server: {BACKEND} "
+                           "cannot bind the store it shares with the ranks")
+
+    def shared_store(master_addr: str, master_port: int) -> Any:
+        return bound_store(master_addr, master_port, timeout=timedelta(seconds=300))
+
+    handler._create_tcp_store_server = shared_store
+    # torchrun checks that the handler names the backend asked for
+    handler.get_backend = lambda: BACKEND
+    return handler
+
+
+def register() -> None:
+    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
+
+    rendezvous_handler_registry.register(BACKEND, create_handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    register()
+    from torch.distributed.run import main as torchrun
+
+    torchrun(argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
