@@ -169,7 +169,7 @@ def test_prometheus_evaluates_every_alert_rule_without_error(stack):
 
     procs.wait_until(every_rule_evaluated, stack["procs"], 20, retry_on=(OSError,), interval_s=1.0,
                      context=lambda: f"rules: {[(r['name'], r.get('lastEvaluation')) for r in flat]}")
-    assert len(flat) == 21
+    assert len(flat) == 26
     assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
             if r["health"] != "ok"] == []
 
