@@ -103,6 +103,29 @@ def test_fleet_overview_covers_every_signal():
             "soak_exporter_snapshot_timestamp_seconds"} <= names
 
 
+@pytest.mark.parametrize("board", BOARDS[:2], ids=lambda b: b["uid"])
+def test_fleet_and_chip_detail_show_the_chips_own_fault_reports(board):
+    """The row "Device faults" reads each fault signal /metrics serves for a chip, and the
+    device_fault findings the run opens from them."""
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert "Device faults" in rows
+    start = next(i for i, p in enumerate(board["panels"]) if p["title"] == "Device faults")
+    end = next((i for i, p in enumerate(board["panels"]) if i > start and p["type"] == "row"), None)
+    names: set[str] = set()
+    exprs: list[str] = []
+    for p in board["panels"][start + 1:end]:
+        for t in p["targets"]:
+            names |= d.metric_names(t["expr"])
+            exprs.append(t["expr"])
+    assert names == {"soak_device_ecc_errors_total", "soak_device_ecc_isolated_pages", "soak_device_link_up",
+                     "soak_device_link_up_count", "soak_device_fault_code", "soak_finding_active"}
+    for kind in ('type="single"', 'type="double"'):
+        assert any("soak_device_ecc_errors_total{" in e and kind in e for e in exprs)
+        assert any("soak_device_ecc_isolated_pages{" in e and kind in e for e in exprs)
+    assert all('kind="device_fault"' in e for e in exprs if "soak_finding_active" in e)
+    assert all('device=~"$chip"' in e for e in exprs)
+
+
 def test_fleet_overview_groups_by_node():
     """A cluster run's nodes side by side: the `node` label, never host:port `instance`."""
     board = BOARDS[0]
