@@ -178,6 +178,20 @@ def test_metric_names(expr, names):
     assert d.metric_names(expr) == names
 
 
+@pytest.mark.parametrize("selector,only_on_a_fault", [
+    ('soak_device_fault_code{node=~".*", device=~".*"}', True),
+    ('soak_finding_active{kind="device_fault", metric="xid", severity=~"warn|fail"}', True),
+    ('soak_finding_active{node=~".*", kind=~"device_fault"}', True),
+    ('soak_finding_active{severity=~"warn|fail"}', False),  # any finding: the thermal one of a healthy run
+    ('soak_finding_active{kind="thermal"}', False),
+    ('soak_device_ecc_errors_total{type="double"}', False),  # a healthy chip counts 0
+    ('soak_device_link_up{kind="device_fault"}', False),
+])
+def test_what_only_a_chips_fault_serves(selector, only_on_a_fault):
+    # `soak dashboards verify` on a healthy fleet reports these selectors' empty answer, not fails it
+    assert d.fault_only(selector) is only_on_a_fault
+
+
 def test_probe_expr_keeps_matchers_and_strings():
     expr = ('up{job!="x", a=~"b"} == 0 and on (i) label_replace(v, "h", "$1", "i", "(.+)>") '
             '>= 2 unless w != bool 1')
