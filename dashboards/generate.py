@@ -284,6 +284,74 @@ def node_table(title: str, description: str) -> dict[str, Any]:
     return table(title, description, cols, {"node": "Node"}, "Node")
 
 
+def label_table(title: str, expr: str, description: str, columns: dict[str, str],
+                sort_by: str) -> dict[str, Any]:
+    """One row per series of ``expr``: its labels ``columns`` (label -> column name), in that
+    order; the value (always 1) is left out."""
+    return panel(
+        "table", title, description,
+        fieldConfig={"defaults": {"unit": "none", "custom": {"align": "left"}}, "overrides": []},
+        options={"showHeader": True, "cellHeight": "sm",
+                    "sortBy": [{"displayName": sort_by, "desc": False}]},
+        targets=[target(expr, instant=True, fmt="table")],
+        transformations=[
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value": True},
+                "indexByName": {label: i for i, label in enumerate(columns)},
+                "renameByName": columns}},
+        ],
+    )
+
+
+def findings_table(title: str, expr: str, description: str) -> dict[str, Any]:
+    """One row per open finding: its node, chip, kind, severity and code."""
+    return label_table(title, expr, description, {
+        "node": "Node", "device": "Chip", "kind": "Kind", "severity": "Severity", "metric": "Metric",
+        "code": "Code"}, "Severity")
+
+
+# The chips' own fault reports (soak/analysis/device_faults.py): a double-bit error or page, a
+# port down, a fault code or an open device_fault finding is red; the flaps' bound is the
+# profile's faults.max_link_flaps (2).
+PORT_MAP = value_map("DOWN", "up")
+FLAP_STEPS = steps((None, GREEN), (1, ORANGE), (3, RED))
+DEVICE_FAULT = 'kind="device_fault"'
+
+
+def fault_table(title: str, description: str) -> dict[str, Any]:
+    """One row per chip: its ECC counts and isolated pages, its port, and the fault codes and
+    findings open on it."""
+    by = "max by (node, device)"
+    cols = [
+        ("A", f'{by} (soak_device_ecc_errors_total{{{CHIP}, type="single"}})', "none", steps((None, BLUE)),
+         "ECC correctable", None),
+        ("B", f'{by} (soak_device_ecc_errors_total{{{CHIP}, type="double"}})', "none", COUNT_BAD_STEPS,
+         "ECC uncorrectable", None),
+        ("C", f'{by} (soak_device_ecc_isolated_pages{{{CHIP}, type="single"}})', "none",
+         steps((None, GREEN), (1, ORANGE)), "Pages isolated (single-bit)", None),
+        ("D", f'{by} (soak_device_ecc_isolated_pages{{{CHIP}, type="double"}})', "none", COUNT_BAD_STEPS,
+         "Pages isolated (double-bit)", None),
+        ("E", f"{by} (soak_device_link_up{{{CHIP}}})", "none", HEALTH_STEPS, "Port", PORT_MAP),
+        ("F", f"{by} (round(increase(soak_device_link_up_count{{{CHIP}}}[1h])))", "none", FLAP_STEPS,
+         "Port flaps (1 h)", None),
+        ("G", f"count by (node, device) (soak_device_fault_code{{{CHIP}}})", "none", COUNT_BAD_STEPS,
+         "Fault codes", None),
+        ("H", f'count by (node, device) (soak_finding_active{{{CHIP}, {DEVICE_FAULT}, severity=~"warn|fail"}})',
+         "none", COUNT_BAD_STEPS, "Open faults", None),
+    ]
+    return table(title, description, cols, {"node": "Node", "device": "Chip"}, "Node")
+
+
+def fault_codes_table(title: str, description: str) -> dict[str, Any]:
+    return label_table(title, f"max by (node, device, code) (soak_device_fault_code{{{CHIP}}})", description,
+                       {"node": "Node", "device": "Chip", "code": "Code"}, "Node")
+
+
+def fault_findings_table(title: str, description: str) -> dict[str, Any]:
+    return findings_table(title, f"max by (node, device, kind, severity, metric, code) "
+                          f"(soak_finding_active{{{CHIP}, {DEVICE_FAULT}}})", description)
+
+
 def variable_ds() -> dict[str, Any]:
     return {
         "name": "datasource",
@@ -419,6 +487,20 @@ def fleet_overview() -> dict[str, Any]:
     lay.add(timeseries("Power", [(f"soak_device_power_watts{{{CHIP}}}",
                                   "{{node}} {{device}}")], "watt",
                        "Chip power (board power on Atlas inference cards).", minv=0), 12, 8)
+    lay.row("Device faults")
+    lay.add(fault_table("Device faults per chip",
+                        "One row per chip: ECC error counts, pages isolated for them, its network "
+                        "port and its flaps in the last hour, the fault codes it reports now and the "
+                        "device-fault findings open on it. Red: an uncorrectable error or page, a port "
+                        "down, more than 2 flaps (faults.max_link_flaps), a fault code, an open finding."),
+            24, 8)
+    lay.add(fault_codes_table("Fault codes now",
+                              "Each fault code a chip reports now (npu-smi info -t health). "
+                              "`soak faults lookup CODE` gives its level, meaning and action."), 8, 8)
+    lay.add(fault_findings_table("Open device-fault findings",
+                                 "The chips' own faults the run holds (soak run's fault watch, within one "
+                                 "detail interval): metric fault_code, health, ecc_*, link, xid, row_remap, "
+                                 "reset_pending; severity as the verdict weighs it."), 16, 8)
     lay.row("Communication and monitoring")
     lay.add(timeseries("Comm timeouts per 5 min",
                        [(f"sum by (node, source) "
@@ -437,8 +519,8 @@ def fleet_overview() -> dict[str, Any]:
                        "s", "Wall time of each reader's last call (npu-smi, hccn_tool, ...).",
                        minv=0), 8, 8)
     return dashboard("soak-fleet-overview", "soak / Fleet overview",
-                     "Every node and chip under soak: health, load, memory, power, "
-                     "communication and the health of the monitoring itself.",
+                     "Every node and chip under soak: health, load, memory, power, the chips' "
+                     "own fault reports, communication and the health of the monitoring itself.",
                      ["fleet"], lay, [NODE_VAR, CHIP_VAR])
 
 
@@ -488,8 +570,32 @@ def chip_detail() -> dict[str, Any]:
                          "{{source}}")], "none",
                        "Communication timeouts are counted per node (plog) and per rank.",
                        thresholds=COUNT_BAD_STEPS, minv=0), 12, 8)
+    lay.row("Device faults")
+    lay.add(timeseries("ECC errors", [
+        (f'soak_device_ecc_errors_total{{{CHIP}, type="single"}}', "correctable (single-bit)"),
+        (f'soak_device_ecc_errors_total{{{CHIP}, type="double"}}', "uncorrectable (double-bit)"),
+    ], "none", "ECC error counts the chip reports (npu-smi info -t ecc; NVML). Any uncorrectable "
+               "error fails the soak (SoakUncorrectableEcc).", minv=0), 8, 8)
+    lay.add(timeseries("Isolated pages", [
+        (f'soak_device_ecc_isolated_pages{{{CHIP}, type="single"}}', "single-bit"),
+        (f'soak_device_ecc_isolated_pages{{{CHIP}, type="double"}}', "double-bit"),
+    ], "none", "Memory pages the chip took out of service for ECC errors: a double-bit page fails "
+               "the soak, a single-bit page warns.", minv=0), 8, 8)
+    lay.add(timeseries("Port up and up count", [
+        (f"soak_device_link_up{{{CHIP}}}", "port up"),
+        (f"soak_device_link_up_count{{{CHIP}}}", "times up (hccn_tool -link_stat)"),
+    ], "none", "1 while the chip's network port is up; the up count steps by one per flap. Down "
+               "past 60 s (faults.max_link_down_s) or more than 2 flaps (faults.max_link_flaps) fail "
+               "the soak.", minv=0), 8, 8)
+    lay.add(fault_codes_table("Fault codes now",
+                              "The fault codes this chip reports now (npu-smi info -t health). "
+                              "`soak faults lookup CODE` gives each code's level, meaning and action."), 8, 8)
+    lay.add(fault_findings_table("Open device-fault findings",
+                                 "This chip's own faults the run holds, with the severity the verdict gives "
+                                 "them (soak run's fault watch, within one detail interval)."), 16, 8)
     return dashboard("soak-chip-detail", "soak / Chip detail",
-                     "One chip's timelines: load, temperature, memory floor, power, health.",
+                     "One chip's timelines: load, temperature, memory floor, power, health, "
+                     "and its own fault reports.",
                      ["chip"], lay, [node, chip])
 
 
@@ -566,24 +672,6 @@ def matrix(title: str, expr: str, unit: str, thresholds: dict[str, Any], descrip
         transformations=[
             {"id": "groupingToMatrix", "options": {"columnField": "peer", "rowField": "node",
                                                    "valueField": "Value"}},
-        ],
-    )
-
-
-def findings_table(title: str, expr: str, description: str) -> dict[str, Any]:
-    """One row per open finding: its node, chip, kind, severity and code."""
-    return panel(
-        "table", title, description,
-        fieldConfig={"defaults": {"unit": "none", "custom": {"align": "left"}}, "overrides": []},
-        options={"showHeader": True, "cellHeight": "sm",
-                    "sortBy": [{"displayName": "Severity", "desc": False}]},
-        targets=[target(expr, instant=True, fmt="table")],
-        transformations=[
-            {"id": "organize", "options": {
-                "excludeByName": {"Time": True, "Value": True},
-                "indexByName": {"node": 0, "device": 1, "kind": 2, "severity": 3, "metric": 4, "code": 5},
-                "renameByName": {"node": "Node", "device": "Chip", "kind": "Kind", "severity": "Severity",
-                                 "metric": "Metric", "code": "Code"}}},
         ],
     )
 

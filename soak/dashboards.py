@@ -44,6 +44,10 @@ RUN_METRICS = run_metrics.METRIC_NAMES
 PROMETHEUS_METRICS = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
 CLUSTER_METRICS = run_metrics.CLUSTER_ONLY  # a single node never serves these
 KNOWN_METRICS = DEVICE_METRICS | RUN_METRICS | PROMETHEUS_METRICS
+# Served only while a chip reports a fault: its fault codes now, and the run's device_fault
+# findings (soak.analysis.device_faults). A healthy fleet serves neither.
+FAULT_ONLY_METRICS = frozenset({"soak_device_fault_code"})
+_DEVICE_FAULT_MATCHER = re.compile(r'\bkind\s*=~?\s*"device_fault"')
 
 # What Grafana would put in place of each template variable, for running a panel's query
 # outside Grafana: every node, chip and run; a rate window that spans a few scrapes.
@@ -306,12 +310,13 @@ class QueryResult:
     empty_selectors: tuple[str, ...] = ()
     needs_history: bool = False
     cluster_only: bool = False  # empty for want of what only a cluster run serves: not failed
+    fault_only: bool = False  # empty for want of what only a chip's fault serves: not failed
 
     @property
     def ok(self) -> bool:
         if self.series < 0:
             return False
-        if self.cluster_only:
+        if self.cluster_only or self.fault_only:
             return True
         if self.empty_selectors:
             return False
@@ -332,6 +337,15 @@ def selectors(expr: str) -> list[str]:
             if text not in seen:
                 seen.append(text)
     return seen
+
+
+def fault_only(selector: str) -> bool:
+    """Whether ``selector`` can match only while a chip reports a fault: its fault codes, or
+    the run's ``device_fault`` findings (``soak_finding_active{kind="device_fault", ...}``)."""
+    names = metric_names(selector)
+    if names & FAULT_ONLY_METRICS:
+        return True
+    return "soak_finding_active" in names and bool(_DEVICE_FAULT_MATCHER.search(selector))
 
 
 def all_queries(directory: Path) -> list[Query]:
@@ -388,7 +402,8 @@ def verify(directory: Path, prometheus_url: str, variables: Mapping[str, str] | 
 
     Without ``cluster`` a query that is empty only for want of what a cluster run alone
     serves (links, clock offsets, nodes by status) is ``cluster_only``, not failed: a single
-    node's Prometheus cannot hold it."""
+    node's Prometheus cannot hold it. One empty only for want of a chip's fault (its fault
+    codes, a device_fault finding) is ``fault_only``, not failed: a healthy fleet has none."""
     only = frozenset() if cluster else cluster_names(directory)
     results = []
     for q in all_queries(directory):
@@ -400,7 +415,8 @@ def verify(directory: Path, prometheus_url: str, variables: Mapping[str, str] | 
                       if _count(prometheus_query(prometheus_url, sel)) <= 0)
         missing = set().union(*(metric_names(sel) for sel in empty)) if empty else set()
         results.append(QueryResult(q.where, expr, n, None if n >= 0 else str(answer.get("error")),
-                                   empty, bool(_HISTORY.search(plain)), bool(missing) and missing <= only))
+                                   empty, bool(_HISTORY.search(plain)), bool(missing) and missing <= only,
+                                   bool(empty) and all(fault_only(sel) for sel in empty)))
     return results
 
 

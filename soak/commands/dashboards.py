@@ -134,6 +134,8 @@ def _verify(args: argparse.Namespace) -> int:
                     detail += "; no series for " + ", ".join(r.empty_selectors)
                     if r.cluster_only:
                         detail += " (only a cluster run serves them: --cluster to require them)"
+                    elif r.fault_only:
+                        detail += " (served only while a chip reports a fault)"
                 elif r.series == 0 and r.needs_history:
                     detail += " (looks back further than the data held; selectors match)"
             print(f"{'ok  ' if r.ok else 'FAIL'} {r.where}: {detail}")

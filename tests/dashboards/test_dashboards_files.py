@@ -103,6 +103,29 @@ def test_fleet_overview_covers_every_signal():
             "soak_exporter_snapshot_timestamp_seconds"} <= names
 
 
+@pytest.mark.parametrize("board", BOARDS[:2], ids=lambda b: b["uid"])
+def test_fleet_and_chip_detail_show_the_chips_own_fault_reports(board):
+    """The row "Device faults" reads each fault signal /metrics serves for a chip, and the
+    device_fault findings the run opens from them."""
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert "Device faults" in rows
+    start = next(i for i, p in enumerate(board["panels"]) if p["title"] == "Device faults")
+    end = next((i for i, p in enumerate(board["panels"]) if i > start and p["type"] == "row"), None)
+    names: set[str] = set()
+    exprs: list[str] = []
+    for p in board["panels"][start + 1:end]:
+        for t in p["targets"]:
+            names |= d.metric_names(t["expr"])
+            exprs.append(t["expr"])
+    assert names == {"soak_device_ecc_errors_total", "soak_device_ecc_isolated_pages", "soak_device_link_up",
+                     "soak_device_link_up_count", "soak_device_fault_code", "soak_finding_active"}
+    for kind in ('type="single"', 'type="double"'):
+        assert any("soak_device_ecc_errors_total{" in e and kind in e for e in exprs)
+        assert any("soak_device_ecc_isolated_pages{" in e and kind in e for e in exprs)
+    assert all('kind="device_fault"' in e for e in exprs if "soak_finding_active" in e)
+    assert all('device=~"$chip"' in e for e in exprs)
+
+
 def test_fleet_overview_groups_by_node():
     """A cluster run's nodes side by side: the `node` label, never host:port `instance`."""
     board = BOARDS[0]
@@ -155,6 +178,20 @@ def test_metric_names(expr, names):
     assert d.metric_names(expr) == names
 
 
+@pytest.mark.parametrize("selector,only_on_a_fault", [
+    ('soak_device_fault_code{node=~".*", device=~".*"}', True),
+    ('soak_finding_active{kind="device_fault", metric="xid", severity=~"warn|fail"}', True),
+    ('soak_finding_active{node=~".*", kind=~"device_fault"}', True),
+    ('soak_finding_active{severity=~"warn|fail"}', False),  # any finding: the thermal one of a healthy run
+    ('soak_finding_active{kind="thermal"}', False),
+    ('soak_device_ecc_errors_total{type="double"}', False),  # a healthy chip counts 0
+    ('soak_device_link_up{kind="device_fault"}', False),
+])
+def test_what_only_a_chips_fault_serves(selector, only_on_a_fault):
+    # `soak dashboards verify` on a healthy fleet reports these selectors' empty answer, not fails it
+    assert d.fault_only(selector) is only_on_a_fault
+
+
 def test_probe_expr_keeps_matchers_and_strings():
     expr = ('up{job!="x", a=~"b"} == 0 and on (i) label_replace(v, "h", "$1", "i", "(.+)>") '
             '>= 2 unless w != bool 1')
@@ -186,7 +223,7 @@ def test_promtool_check_rules():
     out = subprocess.run([PROMTOOL, "check", "rules", str(DASHBOARDS / "alerts.yaml")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 25 rules found" in out.stdout
+    assert "SUCCESS: 30 rules found" in out.stdout
 
 
 @needs_promtool
@@ -225,4 +262,5 @@ def test_a_finding_alerts_severity_may_follow_the_finding_only_as_critical_or_wa
     template = '''severity: '{{ if eq $labels.severity "fail" }}critical{{ else }}warning{{ end }}\''''
     assert template in rules
     (tmp_path / "alerts.yaml").write_text(rules.replace(template, "severity: '{{ $labels.severity }}'"))
-    assert d.lint(tmp_path) == ["alert SoakFindingOpen: severity must be critical or warning"]
+    assert d.lint(tmp_path) == [f"alert {name}: severity must be critical or warning"
+                                for name in ("SoakDeviceFaultCode", "SoakGpuXid", "SoakFindingOpen")]

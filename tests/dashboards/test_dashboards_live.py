@@ -128,8 +128,17 @@ def test_every_panel_and_alert_query_returns_series(stack):
         for r in bad)
     # the only queries allowed to be empty as a whole are the ones that need history, and
     # those of what only a cluster run serves (tests/cluster/test_cluster_prometheus.py runs them)
-    empty = sorted(r.where for r in results if r.series == 0 and not r.cluster_only)
+    empty = sorted(r.where for r in results if r.series == 0 and not r.cluster_only and not r.fault_only)
     assert empty == ["alert SoakHBMCreep"]
+    # the simulated chips report no fault: what only a chip's fault serves is reported, not failed
+    # (tests/dashboards/test_dashboards_files.py runs the alerts on faults with promtool)
+    assert sorted(r.where for r in results if r.fault_only) == [
+        "alert SoakDeviceFaultCode", "alert SoakFindingOpen", "alert SoakGpuXid", "alert SoakUncorrectableEcc",
+        "soak-chip-detail / Fault codes now / A", "soak-chip-detail / Open device-fault findings / A",
+        "soak-fleet-overview / Device faults per chip / G", "soak-fleet-overview / Device faults per chip / H",
+        "soak-fleet-overview / Fault codes now / A", "soak-fleet-overview / Open device-fault findings / A"]
+    assert all(r.series > 0 for r in results if r.fault_only and r.where in (
+        "alert SoakUncorrectableEcc", "alert SoakFindingOpen"))  # their other selectors still match
     assert sorted(r.where for r in results if r.cluster_only) == [
         "alert SoakLinkSlow", "alert SoakNodeClockSkew", "record soak:link_busbw_vs_test_median:ratio",
         "soak-cluster / Clock offset against the store / A", "soak-cluster / Last link test / A",
@@ -151,7 +160,7 @@ def test_every_metric_named_is_exposed_by_soak(stack):
     assert "soak_run_findings" in named and "soak_device_healthy" in named
     # `up` is added by Prometheus itself; a cluster run alone serves the cluster metrics, and
     # the recording rules' series are read only through names a scrape holds
-    assert named - exposed - d.recorded_names(DASHBOARDS) == {"up"} | d.CLUSTER_METRICS
+    assert named - exposed - d.recorded_names(DASHBOARDS) == {"up"} | d.CLUSTER_METRICS | d.FAULT_ONLY_METRICS
     recorded = set().union(*(d.metric_names(r["expr"]) for r in d.load_recording_rules(DASHBOARDS / "alerts.yaml")))
     assert recorded - exposed - d.recorded_names(DASHBOARDS) == {"soak_link_busbw_gbps"}
 
@@ -169,7 +178,7 @@ def test_prometheus_evaluates_every_alert_rule_without_error(stack):
 
     procs.wait_until(every_rule_evaluated, stack["procs"], 20, retry_on=(OSError,), interval_s=1.0,
                      context=lambda: f"rules: {[(r['name'], r.get('lastEvaluation')) for r in flat]}")
-    assert len(flat) == 21
+    assert len(flat) == 26
     assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
             if r["health"] != "ok"] == []
 
@@ -191,9 +200,14 @@ def test_verify_catches_a_wrong_matcher_and_a_wrong_name(stack, tmp_path):
     memory["targets"][0]["expr"] = memory["targets"][0]["expr"].replace('kind="hbm"', 'kind="HBM"')
     (tmp_path / "chip-detail.json").write_text(json.dumps(board))
     rules = (tmp_path / "alerts.yaml").read_text().replace(
-        "expr: soak_device_healthy == 0", "expr: soak_device_health == 0")
+        "expr: soak_device_healthy == 0", "expr: soak_device_health == 0").replace(
+        'soak_device_ecc_errors_total{type="double"}', 'soak_device_ecc_errors_total{type="uncorrectable"}')
     (tmp_path / "alerts.yaml").write_text(rules)
     bad = {r.where: r for r in d.verify(tmp_path, stack["prom"]) if not r.ok}
-    assert sorted(bad) == ["alert SoakChipUnhealthy", "soak-chip-detail / Memory / A"]
+    assert sorted(bad) == ["alert SoakChipUnhealthy", "alert SoakUncorrectableEcc", "soak-chip-detail / Memory / A"]
     assert bad["alert SoakChipUnhealthy"].empty_selectors == ("soak_device_health",)
+    # a query that a healthy fleet leaves partly empty still fails on a wrong matcher elsewhere
+    assert bad["alert SoakUncorrectableEcc"].empty_selectors == (
+        'soak_finding_active{kind="device_fault", metric=~"ecc_uncorrectable|ecc_isolated_double"}',
+        'soak_device_ecc_errors_total{type="uncorrectable"}')
     assert bad["soak-chip-detail / Memory / A"].series == 0
