@@ -145,8 +145,12 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     time_scale = float(rec.time_scale or 1.0)
     running = status == "running"
     fault_evidence = df.FaultEvidence(store.fault_evidence(run_id))
-    result = _with_device_faults(result, events, profile, now if running and now is not None else result.end,
-                                 len(fault_evidence.chips))
+    # a port still down is down until the run's planned end at the latest, not through the
+    # readings taken while the run was being ended
+    fault_end = now if running and now is not None else result.end
+    if fault_end is not None and planned_end is not None:
+        fault_end = min(fault_end, planned_end)
+    result = _with_device_faults(result, events, profile, fault_end, len(fault_evidence.chips))
     if ended is None:
         ended = (now if now is not None else time.time()) if running else rec.ended_ts
     if ended is None:
