@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters.listen import DEFAULT_LISTEN, parse_listen
-from soak.errors import ConfigError, InputError, UserError, mask_url
+from soak.errors import ConfigError, InputError, UserError, masked
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, RESERVED_IDS, RUN_ID_MAX_CHARS
 from soak.telemetry import BACKENDS
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
@@ -574,17 +574,7 @@ def recorded_plan(plan: Plan) -> dict[str, Any]:
     (``postgresql+psycopg://soak:***@db/soak``). The one place a plan is recorded: a password
     given in ``--db`` is used, never kept (a resume takes it from libpq's ``PGPASSWORD`` or
     password file, or ``--db-password-file``: soak.store.engine)."""
-    return _masked(plan.to_dict())
-
-
-def _masked(value: Any) -> Any:
-    if isinstance(value, str):
-        return mask_url(value)
-    if isinstance(value, list):
-        return [_masked(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _masked(v) for k, v in value.items()}
-    return value
+    return masked(plan.to_dict())
 
 
 def dump_plan(plan: Plan) -> str:

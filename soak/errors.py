@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "[redacted]"
 # An Authorization header (with or without its scheme), a bare "Bearer ..."/"Basic ...", and
@@ -33,6 +34,18 @@ def mask_url(url: str) -> str:
     Also what ``redact`` does to any URL inside a text."""
     url = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
     return _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, url)
+
+
+def masked(value: Any) -> Any:
+    """``value`` (TOML/JSON-shaped data: a plan, a row's JSON) with ``mask_url`` applied to
+    every string in it."""
+    if isinstance(value, str):
+        return mask_url(value)
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: masked(v) for k, v in value.items()}
+    return value
 
 
 def unmasked_url(url: str) -> str:

@@ -146,6 +146,7 @@ class Daemon:
             self.plan = plan = plan_from_dict(saved)
             # a sub-folder removed while the daemon was down (logs/ cleaned up) is made again
             runfolder.make_run_dir(plan.run.data_dir, run_id, exist_ok=True)
+            runfolder.seal_plan(run_dir)
         else:
             build_profile(plan)  # a bad profile fails before the run folder exists
             run_id = plan.run.id or layout.new_run_id()

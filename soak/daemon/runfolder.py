@@ -15,11 +15,12 @@ import logging
 import logging.handlers
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 
 from soak.config import Plan, dump_plan
-from soak.errors import StoreError
+from soak.errors import StoreError, mask_url
 from soak.runfolder import (
     LOGS,
     PRIVATE_FILE_MODE,
@@ -62,15 +63,31 @@ def write_plan(run_dir: Path, plan: Plan) -> Path:
     """``plan.toml``, the plan as recorded (``soak.config.recorded_plan``: no password), mode
     0600 from its first byte and written whole (a resume never reads half a plan)."""
     path = plan_path(run_dir)
+    _write_private(path, dump_plan(plan))
+    return path
+
+
+def seal_plan(run_dir: Path) -> None:
+    """A ``plan.toml`` written before soak masked and closed it (a password in its store URL,
+    mode 0644) made as ``write_plan`` makes one, keeping every other byte."""
+    path = plan_path(run_dir)
+    text = path.read_text(encoding="utf-8")
+    sealed = mask_url(text)
+    if sealed == text and stat.S_IMODE(path.stat().st_mode) == PRIVATE_FILE_MODE:
+        return
+    _write_private(path, sealed)
+    log.warning("%s: %s", path, "store password masked, mode 0600" if sealed != text else "mode 0600")
+
+
+def _write_private(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump_plan(plan))
+            fh.write(text)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return path
 
 
 def setup_logging(run_dir: Path, *, max_bytes: int = 10 << 20, backups: int = 5) -> logging.Handler:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from soak.errors import StoreError
+from soak.errors import StoreError, masked
 from soak.store import schema as S
 from soak.store.engine import Database
 from soak.store.records import (
@@ -169,7 +169,9 @@ class RunStore(Database):
             host=m["host"],
             workload=m["workload"],
             backend=m["backend"],
-            plan=json.loads(m["plan"]) if m["plan"] else {},
+            # masked on reading too: a run recorded before soak masked its plan keeps the
+            # password in its row, and every report of it would carry it
+            plan=masked(json.loads(m["plan"])) if m["plan"] else {},
             manifest=json.loads(m["manifest"]) if m["manifest"] else None,
             started_ts=m["started_ts"],
             planned_end_ts=m["planned_end_ts"],

@@ -88,3 +88,15 @@ def test_a_resume_id_that_is_a_path_is_refused(tmp_path, capsys) -> None:
     assert main(["run", "--resume", "../outside", "--data-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("soak: error: --resume must be letters, digits, '.', '_' or '-'") and "'../outside'" in err
+
+
+def test_a_plan_written_before_the_masking_is_sealed_when_its_run_resumes(tmp_path, capsys, open_umask) -> None:
+    run_dir = make_run_dir(tmp_path / "runs", "r1", exist_ok=False)
+    plan = run_dir / "plan.toml"
+    plan.write_text('[run]\nid = "r1"\ndb = "postgresql+psycopg://soak:S3cretPW@db/soak"\n')  # 0644
+    db = tmp_path / "other.db"
+    assert main(["run", "--resume", "r1", "--data-dir", str(tmp_path / "runs"), "--db", f"sqlite:///{db}",
+                 "--listen", ""]) == 2
+    assert "run r1: not in the store" in capsys.readouterr().err
+    assert plan.read_text() == '[run]\nid = "r1"\ndb = "postgresql+psycopg://soak:***@db/soak"\n'
+    assert _mode(plan) == 0o600

@@ -71,3 +71,19 @@ def test_the_password_file_gives_the_connection_its_password(db_url: str, tmp_pa
             assert raw.driver_connection.info.password == "in-url"
         finally:
             raw.close()
+
+
+# A run recorded before soak masked its plan keeps the password in its row: every report of
+# it (the PDF's plan appendix, the app, `soak runs show`) read it from there.
+def test_a_password_in_an_old_run_row_is_masked_when_read(tmp_path, capsys) -> None:
+    from soak.store import Store
+
+    db = tmp_path / "r1" / "soak.db"
+    db.parent.mkdir()
+    with Store.open(db) as store:
+        store.create_run("r1", host="h", plan={"run": {"db": "postgresql+psycopg://soak:S3cretPW@db/soak"}},
+                         started_ts=1_764_000_000.0, backend="sim")
+        assert store.get_run("r1").plan["run"]["db"] == "postgresql+psycopg://soak:***@db/soak"
+    assert main(["runs", "show", "r1", "--data-dir", str(tmp_path), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "S3cretPW" not in out and "soak:***@db/soak" in out
