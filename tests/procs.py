@@ -314,3 +314,23 @@ def _fresh_stem(folder: Path, name: str) -> str:
         n += 1
         stem = f"{name}-{n}"
     return stem
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (a server started on it may still race another)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> str:
+    """``/metrics`` on loopback ``port``; "" while nothing answers there."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return ""

@@ -5,7 +5,6 @@ fixtures have the signal (031: Alarm with three codes; 030/031: a port that went
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 from soak.analysis import device_faults as df
@@ -13,20 +12,9 @@ from soak.analysis.profile import FaultsParams
 from soak.faultcodes import builtin_table
 from soak.telemetry import npu_query as q
 from soak.telemetry.records import DeviceSample, Snapshot
+from tests.telemetry.test_readers_npu_query import section
 
-NPU = Path(__file__).resolve().parents[1] / "fixtures" / "npu"
 F031 = "031_910A_health_Alarm_multiline_and_errors_after.txt"
-
-
-def _section(name: str, marker: str) -> str:
-    lines = (NPU / name).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if marker in line) + 1
-    out = []
-    for line in lines[start:]:
-        if line.strip().startswith(("$", "/", "##", "```")):
-            break
-        out.append(line)
-    return "\n".join(out)
 
 
 def _chip(device: str = "npu0-0", **fields: object) -> DeviceSample:
@@ -47,7 +35,7 @@ def _events(changes: list[df.FaultChange], node: str | None = None) -> list[Simp
 
 
 def test_alarm_with_three_codes_of_031_is_three_coded_changes_and_a_failing_health():
-    h = q.parse_health(_section(F031, "-c 0 -t health"), npu_id=0, chip_id=0)
+    h = q.parse_health(section(F031, "-c 0 -t health"), npu_id=0, chip_id=0)
     watch = df.FaultWatch(builtin_table())
     assert watch.track(_tick(0.0, _chip())) == []  # a clean chip's first reading says nothing
     changes = watch.track(_tick(60.0, _chip(**h.sample_fields())))
@@ -142,7 +130,7 @@ def test_xid_of_a_hardware_class_fails_and_interrupts():
 
 
 def test_a_resumed_watch_goes_on_from_the_recorded_changes():
-    h = q.parse_health(_section(F031, "-c 0 -t health"), npu_id=0, chip_id=0)
+    h = q.parse_health(section(F031, "-c 0 -t health"), npu_id=0, chip_id=0)
     watch = df.FaultWatch(builtin_table())
     watch.track(_tick(0.0, _chip()))
     seen = watch.track(_tick(60.0, _chip(ecc_double_bit_errors=4, link_up=False, **h.sample_fields())))

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,23 +24,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            return r.read().decode()
-    except OSError:
-        return ""
-
-
 @pytest.mark.alone
 def test_half_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None:
-    port = _free_port()
+    port = procs.free_port()
     proc = procs.start(
         [sys.executable, "-m", "soak", "run", "--duration", "30s", "--workload", "lm", "--backend", "cpu",
          "--data-dir", str(tmp_path), "--run-id", "e2e", "--listen", f"127.0.0.1:{port}", "--interval", "1s",
@@ -50,7 +34,7 @@ def test_half_minute_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> None
     logs = [procs.daemon_log(tmp_path / "e2e")]
     try:
         def stepping() -> str:
-            text = _scrape(port)
+            text = procs.scrape(port)
             return text if "soak_run_step{" in text else ""
 
         text = procs.wait_until(stepping, proc, 55, logs=logs, interval_s=1.0)

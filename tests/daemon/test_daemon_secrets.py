@@ -13,11 +13,9 @@ import io
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -33,20 +31,6 @@ APP = str(ROOT / "soak" / "report" / "app.py")
 URL_SECRET = "S3cretPW-planted-url"
 ENV_SECRET = "S3cretPW-planted-env"
 SECRETS = (URL_SECRET, ENV_SECRET)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            return r.read().decode()
-    except OSError:
-        return ""
 
 
 def _leaks(where: str, data: str | bytes) -> list[str]:
@@ -101,7 +85,7 @@ def test_a_password_in_the_store_url_is_in_no_artifact_of_the_run(tmp_path: Path
     run_dir = data_dir / "pwc"
     assert main(["keys", "init", "--dir", str(data_dir / "keys")]) == 0
     capsys.readouterr()
-    port = _free_port()
+    port = procs.free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PGPASSWORD": ENV_SECRET}
     argv = [sys.executable, "-m", "soak", "run", "--db", secret_url, "--backend", "sim", "--sim-chips", "2",
             "--interval", "1s", "--no-preflight", "--listen", f"127.0.0.1:{port}", "--duration", "20m",
@@ -109,7 +93,7 @@ def test_a_password_in_the_store_url_is_in_no_artifact_of_the_run(tmp_path: Path
             "--run-id", "pwc"]
     logs = [procs.daemon_log(run_dir)]
     with procs.start(argv, tmp_path, "agent", env=env) as agent:
-        scraped = procs.wait_until(lambda: (lambda m: m if "soak_run_" in m else "")(_scrape(port)), agent, 90,
+        scraped = procs.wait_until(lambda: (lambda m: m if "soak_run_" in m else "")(procs.scrape(port)), agent, 90,
                                    what="the run's /metrics", logs=logs)
         rc = agent.wait_exit(120, logs=logs)
         out, err = agent.stdout_text(), agent.stderr_text()
