@@ -94,7 +94,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
     ]
     if args.db:
         cmd += ["--db", args.db]
-    at = cmd.index("--browser.gatherUsageStats")
+    at = cmd.index("--")
     for host in allowed_hosts(args.address, args.allowed_host):
         cmd[at:at] = ["--server.allowedHosts", host]
         at += 2

@@ -19,7 +19,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_serve_defaults_to_loopback_and_headless(capsys):
     assert main(["report", "serve", "--dry-run", "--data-dir", "somewhere"]) == 0
     cmd = capsys.readouterr().out
-    assert "streamlit run" in cmd and cmd.rstrip().split(" -- ")[0].endswith("--client.toolbarMode viewer")
+    streamlit_part = cmd.rstrip().split(" -- ")[0]
+    assert "streamlit run" in cmd and "--client.toolbarMode viewer" in streamlit_part
+    assert "--server.allowedHosts 127.0.0.1" in streamlit_part  # not the app's own arguments
     assert "--server.address 127.0.0.1" in cmd and "--server.headless true" in cmd
     assert "--browser.gatherUsageStats false" in cmd
     assert main(["report", "serve", "--port", "0", "--dry-run"]) == 2
