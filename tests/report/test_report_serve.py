@@ -74,11 +74,11 @@ def test_sigterm_stops_the_server(tmp_path):
         log.close()
 
 
-def _handshake(port: int, host: str) -> str:
+def _handshake(port: int, host: str, origin: str | None = None) -> str:
     """The status line the app's WebSocket answers an upgrade with, sent with ``host``."""
     request = (f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-               f"Origin: http://{host}\r\n\r\n")
+               f"Origin: {origin or 'http://' + host}\r\n\r\n")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(request.encode())
         return s.recv(4096).decode(errors="replace").split("\r\n", 1)[0]
@@ -92,6 +92,8 @@ def test_the_app_refuses_a_foreign_host_and_prints_its_signing_token(tmp_path):
         assert " 101 " in _handshake(port, f"127.0.0.1:{port}")
         assert " 101 " in _handshake(port, f"localhost:{port}")
         assert " 403 " in _handshake(port, f"rebind.example:{port}")
+        # a page elsewhere that dials 127.0.0.1 itself (cross-site WebSocket): its Origin is refused
+        assert " 403 " in _handshake(port, f"127.0.0.1:{port}", "http://evil.example")
         printed = log.read()
         assert f"serving on http://127.0.0.1:{port}/" in printed
         token = printed.split("?token=", 1)[1].split()[0]

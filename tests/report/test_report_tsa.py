@@ -151,3 +151,34 @@ def test_unreachable_tsa_is_one_clear_error(recorded, keys, tmp_path):
     with Store.open(recorded["db"], create=False) as store, pytest.raises(InputError, match="--tsa-url"):
         build_pdf(store, recorded["run_id"], tmp_path / "x.pdf", keys=keys, tsa_url="http://127.0.0.1:9/tsa")
     assert not (tmp_path / "x.pdf").exists()
+
+
+def test_a_timestamp_token_changed_inside_contents_is_invalid(recorded, keys, tsa_url, tmp_path):
+    # the token is not signed by the signer: a changed byte in it leaves the signature intact
+    import re
+
+    from asn1crypto import cms
+
+    url, _seen = tsa_url
+    out = tmp_path / "bt.pdf"
+    with Store.open(recorded["db"], create=False) as store:
+        build_pdf(store, recorded["run_id"], out, keys=keys, tsa_url=url)
+    data = bytearray(out.read_bytes())
+    m = list(re.finditer(rb"/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]", bytes(data)))[-1]
+    a, b, c, _ = map(int, m.groups())
+    digits = bytes(data[a + b + 1:c - 1])
+    raw = bytes.fromhex(digits.decode())
+    signer_info = cms.ContentInfo.load(raw, strict=False)["content"]["signer_infos"][0]
+    token = next(attr for attr in signer_info["unsigned_attrs"]
+                 if attr["type"].native == "signature_time_stamp_token")["values"][0]
+    tst_signature = token["content"]["signer_infos"][0]["signature"].native
+    at = raw.index(tst_signature) + 5
+    changed = raw[:at] + bytes([raw[at] ^ 0x01]) + raw[at + 1:]
+    hexed = changed.hex().upper() if digits == digits.upper() else changed.hex()  # the file's own case
+    data[a + b + 1:c - 1] = hexed.encode()
+    (tmp_path / "ts.pdf").write_bytes(bytes(data))
+
+    res = verify_pdf(tmp_path / "ts.pdf", keys.cert_path)
+    assert res.intact and res.valid  # the signer's signature does not cover the token
+    assert res.failures == ["timestamp-invalid"], res.problems
+    assert res.timestamp_trusted is False
