@@ -381,8 +381,9 @@ def render_pdf(
         canvas.restoreState()
 
     # the footer is drawn while the document is built, after its metadata is set: its fonts now
-    for text in (f"soak · {run.run_id} 0123456789", sim_label or ""):
+    for text in (f"soak · {run.run_id} 0123456789", sim_label or "", t("unsigned", lang)):
         st.fonts.runs(text, "Helvetica")
+    st.fonts.embed()
     used = tuple(st.fonts.labels())
     buf = io.BytesIO()
     doc = SimpleDocTemplate(

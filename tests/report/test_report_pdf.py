@@ -161,13 +161,13 @@ def test_zh_without_any_cjk_font_is_one_clear_error(monkeypatch, tmp_path, recor
         fonts.register_cjk_font.cache_clear()
 
 
-def test_font_option_rejects_missing_and_cff_fonts(tmp_path):
+def test_font_option_rejects_missing_and_unreadable_fonts(tmp_path):
     fonts.register_cjk_font.cache_clear()
     with pytest.raises(fonts.FontNotFound, match="no such file"):
         fonts.register_cjk_font(str(tmp_path / "nope.ttf"))
     bogus = tmp_path / "bogus.ttf"
-    bogus.write_bytes(b"OTTO" + b"\0" * 64)  # an OpenType/CFF signature reportlab cannot embed
-    with pytest.raises(fonts.FontNotFound, match="not a TrueType font"):
+    bogus.write_bytes(b"OTTO" + b"\0" * 64)  # an OpenType/CFF signature, and nothing of a font
+    with pytest.raises(fonts.FontNotFound, match="not a TrueType or OpenType font"):
         fonts.register_cjk_font(str(bogus))
     fonts.register_cjk_font.cache_clear()
 
