@@ -115,7 +115,7 @@ class PlanCopyFailed(InputError):
 
 
 class FontNotFound(InputError):
-    """No usable CJK TrueType font: the message says how to install or name one."""
+    """No usable CJK font: the message says how to install or name one."""
 
 
 class MissingGlyph(InputError):

@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="an encrypted key's passphrase, the first line of FILE (default: $SOAK_KEY_PASSPHRASE)")
     q.add_argument("--unsigned", action="store_true", help="write an unsigned draft even if a key exists")
     q.add_argument("--tsa-url", help="RFC 3161 timestamp authority URL (PAdES B-T)")
-    q.add_argument("--font", help="TrueType CJK font (.ttf/.ttc) for Chinese text; default: found in system font folders")
+    q.add_argument("--font", help="CJK font (.ttf/.ttc/.otf) for Chinese text; default: found in system font folders")
     q.add_argument("--customer", help="customer name on the cover")
     q.add_argument("--site", help="site on the cover")
     q.add_argument("--cluster", help="cluster name on the cover")

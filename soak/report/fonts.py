@@ -13,18 +13,22 @@ run, and a Latin font never draws a CJK one: ``FontSet.mark`` wraps each run of 
 its font, ``FontSet.runs`` splits a line the canvas draws. A character none of them has is a
 ``MissingGlyph`` error naming it and the fonts, never a blank in the customer's document.
 
-reportlab embeds TrueType outlines only: OpenType/CFF fonts (the Noto CJK ``.ttc`` files most
-distributions install) are refused. A CJK font is accepted only if it has every character of
-the Chinese catalog that the first two fonts lack; the search takes the first such font from
-the usual system folders. WenQuanYi Micro Hei (``fonts-wqy-microhei`` on Debian/Ubuntu,
-``wqy-microhei-fonts`` on Fedora) and Droid Sans Fallback (``fonts-droid-fallback``) are the
-ones tested. No font file ships with soak: a CJK font is 5-20 MB.
+reportlab embeds TrueType outlines only. A TrueType CJK font is registered as it is; an
+OpenType/CFF one (the Noto CJK ``.ttc`` of ``fonts-noto-cjk``, its simplified-Chinese face) is
+read for its characters, and each report embeds the glyphs it draws converted to TrueType
+outlines (fontTools, a dependency of matplotlib). A CJK font is accepted only if it has every
+character of the Chinese catalog that the first two fonts lack; the search takes the first such
+font from the usual system folders, TrueType ones first. WenQuanYi Micro Hei
+(``fonts-wqy-microhei`` on Debian/Ubuntu, ``wqy-microhei-fonts`` on Fedora), Droid Sans
+Fallback (``fonts-droid-fallback``) and Noto Sans CJK (``fonts-noto-cjk``) are the ones tested.
+No font file ships with soak: a CJK font is 5-20 MB.
 
 ``--font PATH`` (or ``SOAK_REPORT_FONT``) names the CJK font explicitly.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import unicodedata
@@ -41,7 +45,7 @@ SYMBOL_BOLD = "SoakSymbols-Bold"
 CJK_FONT_NAME = "SoakCJK"
 _SYMBOL_FILES = {SYMBOL_FONT_NAME: "DejaVuSans.ttf", SYMBOL_BOLD: "DejaVuSans-Bold.ttf"}
 
-# File names of TrueType CJK fonts, best first. Only TrueType outlines work with reportlab.
+# File names of CJK fonts, best first: TrueType ones, then OpenType/CFF ones (converted).
 _CANDIDATES: tuple[str, ...] = (
     "wqy-microhei.ttc",
     "wqy-zenhei.ttc",
@@ -57,6 +61,11 @@ _CANDIDATES: tuple[str, ...] = (
     "simsun.ttc",
     "PingFang.ttc",
     "Arial Unicode.ttf",
+    # OpenType/CFF: converted to TrueType outlines for what the report draws (``_cff_subset``)
+    "NotoSansCJK-Regular.ttc",
+    "NotoSansCJKsc-Regular.otf",
+    "NotoSansSC-Regular.otf",
+    "SourceHanSansSC-Regular.otf",
 )
 
 _FONT_DIRS: tuple[str, ...] = (
@@ -68,7 +77,7 @@ _FONT_DIRS: tuple[str, ...] = (
     "/System/Library/Fonts",
     "C:/Windows/Fonts",
 )
-_INSTALL = "install fonts-wqy-microhei or fonts-droid-fallback (apt) / wqy-microhei-fonts (dnf), or pass --font PATH.ttf|.ttc"
+_INSTALL = "install fonts-wqy-microhei, fonts-droid-fallback or fonts-noto-cjk (apt) / wqy-microhei-fonts (dnf), or pass --font PATH.ttf|.ttc|.otf"
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class FontChoice:
     subfont_index: int = 0
     family: str | None = None
     font_name: str = CJK_FONT_NAME  # as registered with reportlab: one name per file
+    cff: bool = False  # OpenType/CFF outlines: embedded as a TrueType subset (``FontSet.embed``)
 
     @property
     def label(self) -> str:
@@ -118,17 +128,98 @@ def latin_has(ch: str) -> bool:
 
 
 def _load(path: Path, name: str) -> FontChoice | None:
-    """``path`` registered with reportlab as ``name``; None when reportlab cannot embed it."""
+    """``path`` as font ``name``: a TrueType font registered with reportlab, an OpenType/CFF
+    one read for its characters (reportlab embeds TrueType outlines only: it gets the glyphs a
+    report draws, converted); None when neither can be read."""
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.ttfonts import TTFError, TTFont
 
     try:
         font = TTFont(name, str(path), subfontIndex=0)
     except (TTFError, OSError, ValueError, KeyError):
-        return None
+        return _load_cff(path, name)
     pdfmetrics.registerFont(font)
     family = font.face.familyName
     return FontChoice(path, 0, family.decode("utf-8", "replace") if isinstance(family, bytes) else family, name)
+
+
+# the face of a CJK collection that has the simplified Chinese forms
+_SC_FACE = re.compile(r"\b(SC|Simplified Chinese|GB)\b")
+_CFF_CMAPS: dict[str, dict[int, str]] = {}  # font name -> its characters (a CFF font is not registered)
+
+
+def _load_cff(path: Path, name: str) -> FontChoice | None:
+    from fontTools.ttLib import TTCollection, TTFont, TTLibError
+
+    try:
+        if path.read_bytes()[:4] == b"ttcf":
+            faces = TTCollection(str(path), lazy=True).fonts
+            index = next((i for i, f in enumerate(faces) if _SC_FACE.search(f["name"].getDebugName(1) or "")), 0)
+        else:
+            index = 0
+        font = TTFont(str(path), fontNumber=index, lazy=True)
+        if "CFF " not in font:
+            return None
+        _CFF_CMAPS[name] = dict(font.getBestCmap())
+        family = font["name"].getDebugName(1)
+    except (TTLibError, OSError, ValueError, KeyError, AssertionError):
+        return None
+    return FontChoice(path, index, family, name, cff=True)
+
+
+def _map_names(name: str) -> None:
+    """A paragraph's markup names its fonts as it is made: ``name`` known to the markup before
+    its outlines are (``FontSet.embed``, once the report's text is)."""
+    from reportlab.lib.fonts import addMapping
+
+    for bold in (0, 1):
+        for italic in (0, 1):
+            addMapping(name, bold, italic, name)
+
+
+def _cff_subset(choice: FontChoice, chars: str, ps_name: str) -> bytes:
+    """The glyphs of ``chars`` of the OpenType/CFF font ``choice`` as a TrueType font named
+    ``ps_name``: its cubic outlines as quadratic ones (fontTools' cu2qu), which reportlab can
+    embed."""
+    import io
+
+    from fontTools import subset
+    from fontTools.pens.cu2quPen import Cu2QuPen
+    from fontTools.pens.ttGlyphPen import TTGlyphPen
+    from fontTools.ttLib import TTFont, newTable
+
+    font = TTFont(str(choice.path), fontNumber=choice.subfont_index)
+    options = subset.Options()
+    options.layout_features, options.name_IDs, options.hinting, options.notdef_outline = [], ["*"], False, True
+    sub = subset.Subsetter(options)
+    sub.populate(unicodes=sorted({ord(c) for c in chars}))
+    sub.subset(font)
+    glyphs, order = font.getGlyphSet(), font.getGlyphOrder()
+    glyf = newTable("glyf")
+    glyf.glyphOrder, glyf.glyphs = order, {}
+    for g in order:
+        pen = TTGlyphPen(glyphs)
+        glyphs[g].draw(Cu2QuPen(pen, 1.0, reverse_direction=True))  # 1 unit of 1000 per em
+        glyf.glyphs[g] = pen.glyph()
+    font["glyf"], font["loca"] = glyf, newTable("loca")
+    for table in ("CFF ", "VORG"):
+        if table in font:
+            del font[table]
+    maxp = font["maxp"]
+    maxp.tableVersion = 0x00010000
+    for attr in ("maxTwilightPoints", "maxStorage", "maxFunctionDefs", "maxInstructionDefs", "maxStackElements",
+                 "maxSizeOfInstructions", "maxComponentElements", "maxComponentDepth"):
+        setattr(maxp, attr, 0)
+    maxp.maxZones = 1
+    font["head"].glyphDataFormat = 0
+    for rec in font["name"].names:  # its PostScript name: reportlab tells faces apart by it
+        if rec.nameID == 6:
+            rec.string = ps_name
+    font["post"].formatType = 3.0
+    font.sfntVersion = "\x00\x01\x00\x00"
+    out = io.BytesIO()
+    font.save(out)
+    return out.getvalue()
 
 
 def _cjk_name(path: Path) -> str:
@@ -139,7 +230,10 @@ def _cjk_name(path: Path) -> str:
     return f"{CJK_FONT_NAME}-{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
 
 
-def _cmap(name: str) -> dict[int, int]:
+def _cmap(name: str) -> dict[int, object]:
+    """The characters of font ``name``: code point -> glyph (a true value where it has one)."""
+    if name in _CFF_CMAPS:
+        return _CFF_CMAPS[name]  # type: ignore[return-value]
     from reportlab.pdfbase import pdfmetrics
 
     return pdfmetrics.getFont(name).face.charToGlyph
@@ -196,10 +290,7 @@ def register_cjk_font(explicit: str | None = None) -> FontChoice:
             raise FontNotFound(f"--font {explicit}: no such file")
         choice = _load(path, _cjk_name(path))
         if choice is None:
-            raise FontNotFound(
-                f"--font {explicit}: not a TrueType font reportlab can embed "
-                "(OpenType/CFF fonts such as Noto CJK .ttc are not supported; use WenQuanYi Micro Hei)"
-            )
+            raise FontNotFound(f"--font {explicit}: not a TrueType or OpenType font")
         missing = _missing_of_catalog(choice.font_name)
         if missing is not None:
             raise FontNotFound(f"--font {explicit}: {choice.family or path.name} has no {_char(missing)}, "
@@ -209,14 +300,14 @@ def register_cjk_font(explicit: str | None = None) -> FontChoice:
     for path in candidate_paths():
         choice = _load(path, _cjk_name(path))
         if choice is None:
-            refused.append(f"{path.name}: not TrueType")
+            refused.append(f"{path.name}: unreadable")
             continue
         missing = _missing_of_catalog(choice.font_name)
         if missing is None:
             return choice
         refused.append(f"{path.name}: no {_char(missing)}")
     tried = f" (tried {'; '.join(refused)})" if refused else ""
-    raise FontNotFound(f"no CJK TrueType font found for the Chinese report{tried}: {_INSTALL}")
+    raise FontNotFound(f"no CJK font found for the Chinese report{tried}: {_INSTALL}")
 
 
 def try_register_cjk_font(explicit: str | None = None) -> FontChoice | None:
@@ -233,6 +324,8 @@ def _char(c: str) -> str:
     return f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})"
 
 
+_SUBSETS = itertools.count(1)  # the serial of a CFF font's subset in this process
+
 # a tag or an entity of paragraph markup: kept as it is, outside any run
 _MARKUP = re.compile(r"<[^>]*>|&(?:#\d+|#x[0-9a-fA-F]+|\w+);")
 
@@ -246,7 +339,14 @@ class FontSet:
         self.cjk = cjk
         self._symbol_map = _cmap(SYMBOL_FONT_NAME)
         self._cjk_map = _cmap(cjk.font_name) if cjk is not None else {}
+        # a CFF font's subset is this report's own: reportlab keeps the first font registered
+        # under a name (and a face name), so each report's subset has names of its own
+        self._cjk_font = None if cjk is None else cjk.font_name
+        if cjk is not None and cjk.cff:
+            self._cjk_font = f"{cjk.font_name}-{next(_SUBSETS)}"
+            _map_names(self._cjk_font)
         self.used: set[str] = set()
+        self.cjk_chars: set[str] = set()  # drawn in the CJK font: what a CFF font's subset holds
 
     def font_for(self, ch: str, *, bold: bool = False, context: str = "") -> str | None:
         """The font that draws ``ch``: None for the Latin font (the style's own), else the
@@ -258,9 +358,10 @@ class FontSet:
             self.used.add(SYMBOL_FONT_NAME)
             return SYMBOL_BOLD if bold else SYMBOL_FONT_NAME
         if self._cjk_map.get(ord(ch), 0):
-            assert self.cjk is not None
+            assert self._cjk_font is not None
             self.used.add(CJK_FONT_NAME)
-            return self.cjk.font_name
+            self.cjk_chars.add(ch)
+            return self._cjk_font
         fonts = ", ".join(self.labels(everything=True))
         hint = "pass --font PATH with a font that has it" if self.cjk else _INSTALL
         where = f" in {context[:60]!r}" if context else ""
@@ -275,7 +376,7 @@ class FontSet:
         for m in [*_MARKUP.finditer(markup), None]:
             end = m.start() if m else len(markup)
             for ch in markup[pos:end]:
-                font = run_font if ch == " " else self.font_for(ch, bold=bold, context=plain)
+                font = self._space(run_font) if ch == " " else self.font_for(ch, bold=bold, context=plain)
                 if font != run_font:
                     if run_font is not None:
                         out.append("</font>")
@@ -299,13 +400,45 @@ class FontSet:
         bold = latin == LATIN_BOLD
         out: list[tuple[str, str]] = []
         for ch in text:
-            font = (out[-1][0] if out else latin) if ch == " " else (
-                self.font_for(ch, bold=bold, context=text) or latin)
+            if ch == " ":
+                font = self._space(out[-1][0] if out and out[-1][0] != latin else None) or latin
+            else:
+                font = self.font_for(ch, bold=bold, context=text) or latin
             if out and out[-1][0] == font:
                 out[-1] = (font, out[-1][1] + ch)
             else:
                 out.append((font, ch))
         return out
+
+    def _space(self, run_font: str | None) -> str | None:
+        """The font of a space after a run in ``run_font``: that font where it has a space
+        (a run is not cut at each word), else the Latin one."""
+        if run_font is None:
+            return None
+        cjk = run_font == self._cjk_font
+        if (self._cjk_map if cjk else self._symbol_map).get(32, 0):
+            if cjk:
+                self.cjk_chars.add(" ")
+            return run_font
+        return None
+
+    def embed(self) -> None:
+        """Before the document is built: an OpenType/CFF CJK font registered with reportlab as
+        TrueType outlines of what the report marks for it, and of the Chinese catalog (text a
+        page draws as it is laid out, the unsigned-draft mark, is from there)."""
+        if self.cjk is None or not self.cjk.cff or self._cjk_font is None:
+            return
+        import io
+
+        from reportlab.pdfbase import pdfmetrics
+        from reportlab.pdfbase.ttfonts import TTFont
+
+        chars = "".join(sorted(self.cjk_chars | set(catalog_cjk())))
+        font = TTFont(self._cjk_font, io.BytesIO(_cff_subset(self.cjk, chars, self._cjk_font)))
+        lost = next((c for c in chars if not font.face.charToGlyph.get(ord(c), 0)), None)
+        if lost is not None:  # the conversion dropped a glyph: a box is no better than a blank
+            raise MissingGlyph(f"{self.cjk.label}: {_char(lost)} lost in its TrueType conversion")
+        pdfmetrics.registerFont(font)
 
     def labels(self, *, everything: bool = False) -> list[str]:
         """The fonts drawn with (or all of them), as the metadata names them."""

@@ -208,12 +208,12 @@ def render_pdf(
     # -- where the time went, coverage, chips ------------------------------------------------
     acc = accounting_rows(data.accounting, lang)
     if acc:
-        story.append(st.p(t("accounting", lang), st.h2))
+        story += st.heading(t("accounting", lang))
         story.append(table(st, None, [list(r) for r in acc], [80 * mm, page_w - 80 * mm], key_cols=(0,)))
         stops = interruption_rows(data.accounting, tz, lang, data.events)
         if stops:
             story.append(Spacer(1, 2 * mm))
-            story.append(st.p(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName)))
+            story += st.heading(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName))
             story.append(table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
                                [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
     cov = coverage_rows(data.coverage, lang)
@@ -221,7 +221,7 @@ def render_pdf(
         low = {c.device for c in data.cluster.cells if c.low_coverage}
         cov = [r for r in cov if r[0] in low]
     if cov:
-        story.append(st.p(t("coverage", lang), st.h2))
+        story += st.heading(t("coverage", lang))
         dev_w = 22 * mm if data.cluster is None else 32 * mm  # a cluster's chips are node/chip
         story.append(table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
                            [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
@@ -230,7 +230,7 @@ def render_pdf(
 
     story += _links_section(st, data, lang, page_w)
 
-    story.append(st.p(t("chip_summary", lang), st.h2))
+    story += st.heading(t("chip_summary", lang))
     chips = data.chips
     if data.cluster is not None:  # every chip is in the matrix and the CSV; the details of these
         named = {c.device for c in data.cluster.flagged()}
@@ -271,7 +271,7 @@ def render_pdf(
             story.append(Spacer(1, 2 * mm))
 
     # -- findings --------------------------------------------------------------------------
-    story.append(st.p(t("findings", lang), st.h2))
+    story += st.heading(t("findings", lang))
     if not data.findings:
         story.append(st.p(t("no_findings", lang)))
     half_w = page_w / 2
@@ -293,7 +293,7 @@ def render_pdf(
         story.append(KeepTogether(block))
 
     # -- where the time went --------------------------------------------------------------
-    story.append(st.p(t("time_went", lang), st.h2))
+    story += st.heading(t("time_went", lang))
     went = time_went_sections(data, lang)
     if not went:
         story.append(st.p(t("no_captures", lang)))
@@ -311,7 +311,7 @@ def render_pdf(
         story.append(KeepTogether(block))
 
     # -- events ----------------------------------------------------------------------------
-    story.append(st.p(t("events", lang), st.h2))
+    story += st.heading(t("events", lang))
     ev_rows = event_rows(data.events, tz, lang)
     if not ev_rows:
         story.append(st.p(t("no_events", lang)))
@@ -322,7 +322,7 @@ def render_pdf(
             story.append(st.p(f"… +{len(ev_rows) - MAX_EVENTS} (soak-findings.json)", st.small))
 
     # -- manifest, statement, detectors, integrity ------------------------------------------
-    story.append(st.p(t("manifest", lang), st.h2))
+    story += st.heading(t("manifest", lang))
     sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
     if not any(body for _, body in sections):
         story.append(st.p("N/A"))
@@ -330,15 +330,15 @@ def render_pdf(
         if not body:
             continue
         man = manifest_rows(body)
-        story.append(st.p(title, st.body.clone("mb", fontName=st.h2.fontName)))
+        story += st.heading(title, st.body.clone("mb", fontName=st.h2.fontName))
         story.append(table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
         story.append(Spacer(1, 2 * mm))
 
-    story.append(st.p(t("clean_statement", lang), st.h2))
+    story += st.heading(t("clean_statement", lang))
     story.append(st.p(t("no_clean_statement", lang) if data.clean_statement is None
                       else reason_text(data.clean_statement, lang, tz)))
 
-    story.append(st.p(t("detectors", lang), st.h2))
+    story += st.heading(t("detectors", lang))
     det_rows = [
         [kind_name(d.name, lang) if d.name != "profile" else t("profile", lang),
          (d.version or "N/A").split("/", 1)[-1],
@@ -381,8 +381,9 @@ def render_pdf(
         canvas.restoreState()
 
     # the footer is drawn while the document is built, after its metadata is set: its fonts now
-    for text in (f"soak · {run.run_id} 0123456789", sim_label or ""):
+    for text in (f"soak · {run.run_id} 0123456789", sim_label or "", t("unsigned", lang)):
         st.fonts.runs(text, "Helvetica")
+    st.fonts.embed()
     used = tuple(st.fonts.labels())
     buf = io.BytesIO()
     doc = SimpleDocTemplate(
@@ -442,7 +443,7 @@ def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> li
     pairs = link_pair_rows(shown, lang)
     if not pairs:
         return []
-    out = [st.p(t("links", lang), st.h2), st.p(links_intro(data.links, lang), st.small), Spacer(1, 1 * mm)]
+    out = [*st.heading(t("links", lang)), st.p(links_intro(data.links, lang), st.small), Spacer(1, 1 * mm)]
     w = (page_w - 40 * mm) / 5
     out.append(table(st, [t("link_pair", lang), t("link_busbw", lang), t("link_tests", lang), t("link_vs_median", lang),
                           t("link_vs_expected", lang), t("status", lang)], [list(r) for r in pairs],

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from reportlab.platypus import Paragraph
 
 
+HEADING_ROOM = 30 * 72 / 25.4  # 30 mm: a heading, a table's header and its first rows
+
+
 class Styles:
     """The report's paragraph styles in its language; ``p`` makes a paragraph. Both languages
     set their Latin text in Helvetica, each run of another script in the font that has it
@@ -53,6 +56,14 @@ class Styles:
         if self.drawn is not None:
             self.drawn.append(plain_text(s))
         return Paragraph(self.fonts.mark(s, bold=style.fontName == LATIN_BOLD), style)
+
+    def heading(self, text: object, style: ParagraphStyle | None = None) -> list:
+        """A section's heading, on the next page where less than ``HEADING_ROOM`` is left on
+        this one: a heading is never alone at a page's foot, away from what it heads. (reportlab's
+        keepWithNext would move a long table whole, leaving a near-empty page behind.)"""
+        from reportlab.platypus import CondPageBreak
+
+        return [CondPageBreak(HEADING_ROOM), self.p(text, style or self.h2)]
 
     def fit(self, text: str, size: float, *, bold: bool = False, white: bool = False) -> object:
         """A plain table cell drawn in the table's own font (Latin) as ``text`` itself, else as

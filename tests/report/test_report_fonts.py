@@ -24,7 +24,7 @@ DEJAVU = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
 
 def _a_cjk_font() -> fonts.FontChoice:
     if not FOUND:
-        skip_unless_ci("no CJK TrueType font installed (fonts-wqy-microhei, fonts-droid-fallback)")
+        skip_unless_ci("no CJK font installed (fonts-wqy-microhei, fonts-droid-fallback, fonts-noto-cjk)")
     return fonts.register_cjk_font(str(FOUND[0]))
 
 
@@ -40,6 +40,31 @@ def test_each_run_is_drawn_in_the_font_that_has_it() -> None:
     assert fs.mark("Verdict", bold=True) == "Verdict"
     assert fs.mark("≥", bold=True) == '<font name="SoakSymbols-Bold">≥</font>'
     assert fs.runs("模拟 ×240 — 8 h", "Helvetica-Bold") == [(c, "模拟 "), ("Helvetica-Bold", "×240 — 8 h")]
+
+
+CFF = [p for p in FOUND if p.suffix in (".otf", ".ttc") and p.read_bytes()[:4] in (b"OTTO", b"ttcf")
+       and fonts.register_cjk_font(str(p)).cff]
+
+
+@pytest.mark.skipif(not CFF, reason="no OpenType/CFF CJK font installed (fonts-noto-cjk)")
+def test_an_opentype_cjk_font_is_embedded_as_truetype_outlines_of_what_is_drawn() -> None:
+    from reportlab.pdfbase import pdfmetrics
+
+    cjk = fonts.register_cjk_font(str(CFF[0]))
+    assert cjk.family == "Noto Sans CJK SC" or "SC" in (cjk.family or "")
+    # two reports in one process, each with a subset of its own (reportlab keeps the first font
+    # registered under a name): the second one's characters are not the first one's
+    names = []
+    for cjk_part, latin, more in (("华东智算中心 ", "ACME ", "鑫"), ("上海 ", "DC2 ", "淼")):
+        fs = fonts.FontSet(cjk)
+        marked = fs.mark(cjk_part + latin + more)  # a space in a CJK run is the CJK font's: it has one
+        name = re.match(r'<font name="([^"]+)">', marked).group(1)
+        assert marked == f'<font name="{name}">{cjk_part}</font>{latin}<font name="{name}">{more}</font>'
+        fs.embed()
+        drawn = pdfmetrics.getFont(name).face.charToGlyph
+        assert all(drawn.get(ord(c)) for c in cjk_part + more + fonts.catalog_cjk())
+        names.append(name)
+    assert names[0] != names[1] and all(n.startswith(cjk.font_name) for n in names)
 
 
 def test_a_character_no_font_has_is_an_error_naming_it_and_the_fonts() -> None:
@@ -107,7 +132,7 @@ def test_every_text_drawn_is_read_back_with_each_cjk_font(report_data, tmp_path,
     from soak.report.pdf import render_pdf
 
     if font is None:
-        skip_unless_ci("no CJK TrueType font installed (fonts-wqy-microhei, fonts-droid-fallback)")
+        skip_unless_ci("no CJK font installed (fonts-wqy-microhei, fonts-droid-fallback, fonts-noto-cjk)")
     drawn: list[str] = []
     pdf, _, used = render_pdf(report_data, lang=lang, font=str(font), drawn=drawn,
                               customer=Customer("华东智算中心 ACME", "上海 DC2", "cl-910b-07", "node-a01"))

@@ -148,3 +148,50 @@ def test_utilization_chart_spans_0_to_100_and_its_marks_are_named(recorded, monk
     assert "other chips" in seen["legend"]
     assert metric_chart_png(data, "hbm_used_bytes") is not None
     assert seen["legend"][:2] == ["npu1-1", "other chips"] and "finding span" in seen["legend"]
+
+
+# the headings of the PDF's sections (st.h2): none may end a page, away from what it heads
+_HEADINGS = ("accounting", "at_a_glance", "charts", "chip_summary", "clean_statement", "coverage", "data_integrity",
+             "detectors", "events", "findings", "links", "manifest", "reliability", "signature", "time_went")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_heading_is_left_at_the_foot_of_a_page(pdfs, lang):
+    from soak.report.i18n import t
+
+    headings = {t(k, lang) for k in _HEADINGS}
+    for page in pdf_pages(pdfs[lang]):
+        body = [w for w in page.words if w.y1 < page.height - 20 * 72 / 25.4]  # above the footer lines
+        if not body:
+            continue
+        foot = max(w.y1 for w in body)
+        line = " ".join(w.text for w in sorted(body, key=lambda w: w.x0) if abs(w.y1 - foot) < 2)
+        # a heading that is the page's last line, below its first third: what it heads is overleaf
+        assert not (line in headings and foot > page.height / 3), f"page {page.number} ends with {line!r}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_heading_that_would_end_a_page_goes_over_with_its_table(tmp_path, lang):
+    # the report's own heading style and table, laid out so that the heading alone would fit at
+    # the foot of page 1: it must go to page 2, with the table it heads
+    import subprocess
+
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.units import mm
+    from reportlab.platypus import SimpleDocTemplate, Spacer
+
+    from soak.report.fonts import try_register_cjk_font
+    from soak.report.i18n import t
+    from soak.report.pdf_style import Styles, table
+
+    st = Styles(lang, try_register_cjk_font())
+    doc = SimpleDocTemplate(str(tmp_path / "h.pdf"), pagesize=A4, topMargin=16 * mm, bottomMargin=18 * mm)
+    frame_h = A4[1] - 34 * mm - 12  # the frame's height less its padding
+    heading = st.heading(t("events", lang))
+    _, heading_h = heading[-1].wrap(A4[0] - 36 * mm, frame_h)
+    rows = [[f"2026-09-21 10:{i:02d}:00", "checkpoint", "lm-rank0", f"checkpoint at step {i}"] for i in range(30)]
+    doc.build([Spacer(1, frame_h - heading_h - st.h2.spaceBefore - 6), *heading,
+               table(st, ["time", "event", "device", "message"], rows, None)])
+    pages = subprocess.run(["pdftotext", "-layout", str(tmp_path / "h.pdf"), "-"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout.split("\f")
+    assert t("events", lang) not in pages[0] and t("events", lang) in pages[1], pages[:2]
