@@ -158,6 +158,34 @@ class SampleStore(Database):
         )
         return {(r[0], r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in self._read(stmt)}
 
+    def chip_fault_readings(self, run_id: str) -> dict[tuple[str | None, str], dict[str, Any]]:
+        """Per chip (node, device; the host row left out) what its fault views read over the
+        run, in two GROUP BYs: ``health`` (every health word seen, sorted), ``ecc_double_min``
+        / ``ecc_double_max`` and ``ecc_single_min`` / ``ecc_single_max`` (the uncorrectable and
+        correctable counts), ``link_readings`` and ``link_down_readings``. A chip whose view
+        never answered has None there (and no words), never 0."""
+        t = S.sample_rows
+        where = (t.c.run_id == run_id, t.c.device != HOST_DEVICE)
+        stmt = (
+            select(t.c.node, t.c.device, func.min(t.c.ecc_double_bit_errors), func.max(t.c.ecc_double_bit_errors),
+                   func.min(t.c.ecc_single_bit_errors), func.max(t.c.ecc_single_bit_errors), func.count(t.c.link_up),
+                   func.sum(case((t.c.link_up.is_(False), 1), else_=0)))
+            .where(*where).group_by(t.c.node, t.c.device)
+        )
+        out: dict[tuple[str | None, str], dict[str, Any]] = {}
+        for r in self._read(stmt):
+            links = int(r[6])
+            out[(r[0], r[1])] = {"health": [], "ecc_double_min": r[2], "ecc_double_max": r[3], "ecc_single_min": r[4],
+                                 "ecc_single_max": r[5], "link_readings": links,
+                                 "link_down_readings": int(r[7] or 0) if links else None}
+        words = select(t.c.node, t.c.device, t.c.health).where(*where, t.c.health.is_not(None)).distinct()
+        for node, device, word in self._read(words):
+            if (node, device) in out:
+                out[(node, device)]["health"].append(str(word))
+        for v in out.values():
+            v["health"].sort()
+        return out
+
     def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
         """The newest reading of the run (of one node's devices, when given)."""
         t, ss = S.samples, S.sample_series
