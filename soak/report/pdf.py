@@ -253,8 +253,8 @@ def render_pdf(
         chip_rows = [r[:8] + r[9:] for r in chip_rows]
     if chip_rows:
         # the names and the serial get their room, the figures share the rest
-        fixed = {"device": 18 * mm if data.cluster is None else 30 * mm, "model": 14 * mm, "serial": 22 * mm,
-                 "hbm_peak": 15 * mm, "chip_ecc": 15 * mm}
+        fixed = {"device": 18 * mm if data.cluster is None else 26 * mm, "model": 13 * mm, "serial": 20 * mm,
+                 "hbm_peak": 14 * mm, "chip_ecc": 14 * mm}
         share = (page_w - sum(fixed.values())) / (len(hdr) - len(fixed))
         story.append(table(st, [t(h, lang) for h in hdr], chip_rows, [fixed.get(h, share) for h in hdr]))
     else:
@@ -442,7 +442,7 @@ def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: floa
     for r, v in zip(rows, data.device_faults, strict=False):
         if v.severity in colours:  # the level names how bad it is: in the severity's colour
             r[-3] = Markup(f'<font color="{colours[v.severity]}"><b>{escape(r[-3])}</b></font>')
-    widths = [19 * mm, *([18 * mm] if with_node else []), 14 * mm, 23 * mm, 21 * mm, 16 * mm]
+    widths = [19 * mm, *([16 * mm] if with_node else []), 13 * mm, (20 if with_node else 23) * mm, 18 * mm, 17 * mm]
     rest = page_w - sum(widths)
     widths += [rest * 0.32, rest * 0.22, rest * 0.22, rest * 0.24]
     out += [st.p(t("df_intro", lang), st.small), table(st, fault_header(lang, with_node=with_node), rows, widths)]

@@ -29,7 +29,8 @@ poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-
 
 
 def _changes(t0: float) -> list[FaultChange]:
-    s1, s2, s0 = "1025C9010000", "1025C9020000", "1025C9000000"
+    # the cards' serials as the run's manifest has them (tests.report.synth: one per card)
+    s1, s2, s0 = "032100000000", "032100000001", "032100000000"
     out = [
         FaultChange(t0 + 600, "npu1-0", "health", "fail", level="Alarm"),
         FaultChange(t0 + 900, "npu0-1", "ecc_uncorrectable", "fail", serial=s1, value=3.0),
@@ -79,7 +80,7 @@ def test_device_faults_rows_are_one_per_chip_signal_and_code_fail_first(tmp_path
         ("npu1-0", "fault_code", "A4025021", "info", 1, None, None, True),
     ]
     health = data.device_faults[0]
-    assert (health.level, health.serial) == ("Alarm", "1025C9020000")  # the serial a later change read
+    assert (health.level, health.serial) == ("Alarm", "032100000001")  # the serial a later change read
     chips = {c.device: (c.health, c.ecc_uncorrectable, c.ecc_correctable, c.link_downs) for c in data.chips}
     # samples read OK, no ECC and the port up; the watch's changes say more
     assert chips == {"npu0-0": ("OK", 0.0, 0.0, 1), "npu0-1": ("OK", 15.0, 103.0, 0),
@@ -131,19 +132,19 @@ def test_pdf_holds_the_device_faults_table_in_english_and_chinese(tmp_path):
     # fail first (the health alarm, then ECC, the code, the port down past its bound), then the
     # warning on correctable errors, the info code last; times in the run's zone (UTC here)
     assert _rows(table, "2026-09-2114:23:20", 9, 7) == [
-        ["2026-09-2114:23:20", "npu1-0", "1025C9020000", "health", "N/A", "thechip'shealthword", "Alarm", "N/A",
+        ["2026-09-2114:23:20", "npu1-0", "032100000001", "health", "N/A", "thechip'shealthword", "Alarm", "N/A",
          "1×,clearedsince"],
-        ["2026-09-2114:28:20", "npu0-1", "1025C9010000", "uncorrectableECC", "N/A", "double-bit(uncorrected)memoryerrors",
+        ["2026-09-2114:28:20", "npu0-1", "032100000000", "uncorrectableECC", "N/A", "double-bit(uncorrected)memoryerrors",
          "fail", "N/A", "2×,0→15"],
-        ["2026-09-2114:28:20", "npu0-1", "1025C9010000", "double-bitisolatedpages", "N/A",
+        ["2026-09-2114:28:20", "npu0-1", "032100000000", "double-bitisolatedpages", "N/A",
          "memorypagesisolatedfordouble-biterrors", "fail", "N/A", "1×,0→3"],
-        ["2026-09-2114:33:20", "npu1-0", "1025C9020000", "faultcode", "80E3A201", "errorcode80E3A201",
+        ["2026-09-2114:33:20", "npu1-0", "032100000001", "faultcode", "80E3A201", "errorcode80E3A201",
          "SeparateNPU(fail)", "isolatethechip", "1×,clearedsince"],
-        ["2026-09-2114:35:00", "npu0-0", "1025C9000000", "networkport", "N/A", "thechip'snetworkportwentdown", "fail",
+        ["2026-09-2114:35:00", "npu0-0", "032100000000", "networkport", "N/A", "thechip'snetworkportwentdown", "fail",
          "N/A", "down1×,upagain"],
-        ["2026-09-2114:28:20", "npu0-1", "1025C9010000", "correctableECC", "N/A", "single-bitmemoryerrors,corrected",
+        ["2026-09-2114:28:20", "npu0-1", "032100000000", "correctableECC", "N/A", "single-bitmemoryerrors,corrected",
          "warning", "N/A", "2×,0→103"],
-        ["2026-09-2114:33:20", "npu1-0", "1025C9020000", "faultcode", "A4025021", "ascend_monitoraddaheartbeatlosterror",
+        ["2026-09-2114:33:20", "npu1-0", "032100000001", "faultcode", "A4025021", "ascend_monitoraddaheartbeatlosterror",
          "NotHandleFault(info)", "none:thedeviceplugindoesnothandleit", "1×,clearedsince"],
     ]
     # the per-chip table's new columns: each chip's worst health word, ECC rises and port
@@ -156,7 +157,7 @@ def test_pdf_holds_the_device_faults_table_in_english_and_chinese(tmp_path):
     zt = cells(zh, "芯片故障", past="逐芯片汇总")
     assert zt[1:10] == ["首次出现", "芯片", "序列号", "信号", "故障码", "含义", "级别", "处理", "次数与最后读数"]
     rows = _rows(zt, "2026-09-2114:23:20", 9, 7)
-    assert rows[0] == ["2026-09-2114:23:20", "npu1-0", "1025C9020000", "健康状态", "N/A", "芯片报告的健康状态", "Alarm", "N/A",
+    assert rows[0] == ["2026-09-2114:23:20", "npu1-0", "032100000001", "健康状态", "N/A", "芯片报告的健康状态", "Alarm", "N/A",
                        "1次，已清除"]
     assert rows[1][3:] == ["不可纠正ECC", "N/A", "双比特（不可纠正）内存错误", "失败", "N/A", "2次，0→15"]
     assert rows[3][3:] == ["故障码", "80E3A201", "errorcode80E3A201", "SeparateNPU（失败）", "isolatethechip", "1次，已清除"]
@@ -196,3 +197,31 @@ def test_app_overview_shows_the_device_faults_table_and_the_chip_columns(tmp_pat
     chips = at.dataframe[-1].value.set_index("设备")
     assert chips.loc["npu0-1", "ECC 不可纠正 / 可纠正"] == "15 / 103"
     assert chips.loc["npu1-0", "健康状态"] == "Alarm" and chips.loc["npu0-0", "网口"] == "断开 1 次"
+
+
+@poppler
+@pytest.mark.slow
+def test_a_cluster_pdf_marks_the_faulty_chip_in_its_matrix_and_names_its_node(tmp_path):
+    from tests.report.synth import write_cluster_run
+
+    with Store.open(tmp_path / "soak.db") as store:
+        shape = write_cluster_run(store, "c3", nodes=3, chips=2, hours=0.5)
+        c = FaultChange(shape.start + 600, "npu0-1", "ecc_uncorrectable", "fail", serial="node-01-00", value=2.0)
+        store.add_event("c3", "device_fault", ts=c.ts, message=c.message(), detail=c.detail(), node="node-01")
+        pdf = build_pdf(store, "c3", tmp_path / "c3.pdf", lang="en").path
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in matrix.splitlines() if line.strip().startswith("node-")}
+    assert rows == {"node-00": ["P", "P", "P"], "node-01": ["F", "P", "F!"], "node-02": ["P", "P", "P"]}
+    assert "! the chip reported a device fault" in " ".join(matrix.split())
+    # the flagged chip's row in the cluster's chip table, and the Device faults table with its node
+    flagged = cells(pdf, "Chipswithfindings", "Thefullper-chiptable")
+    assert flagged[7:10] == ["Health", "ECCuncorr./corr.", "Link"]
+    row = flagged[flagged.index("node-01"):flagged.index("node-01") + 11]
+    # these agents' samples hold no ECC counts or port state: the watch's rise, N/A for the rest
+    assert row[:4] + row[7:10] == ["node-01", "npu0-1", "fail", "100.0%", "OK", "2/N/A", "N/A"]
+    faults = cells(pdf, "Devicefaults", past="Per-chipsummary")
+    assert faults[1:11] == ["Firstseen", "Node", "Chip", "Serial", "Signal", "Code", "Meaning", "Level", "Action",
+                            "Howoften,lastvalue"]
+    assert faults[11:21] == ["2026-09-2114:23:20", "node-01", "npu0-1", "node-01-00", "uncorrectableECC", "N/A",
+                             "double-bit(uncorrected)memoryerrors", "fail", "N/A", "1×,0→2"]
