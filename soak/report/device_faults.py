@@ -24,12 +24,13 @@ from soak.report.i18n import t
 from soak.report.model import ChipSummary, Criterion, DeviceFaultView
 from soak.report.names import pick, severity_name
 from soak.report.units import when
+from soak.telemetry.records import HEALTH_WORDS
 
 # a port's down and up again are one row: the link's record
 _ROW_SIGNAL = {"link_down": "link", "link_up": "link"}
 # the signals whose value is a count that rose (the row says the last count)
 _COUNTED = ("ecc_uncorrectable", "ecc_isolated_double", "ecc_isolated_single", "ecc_correctable", "xid", "link_flap")
-_HEALTH_RANK = {"ok": 0, "warning": 1, "alarm": 2, "critical": 3}
+_HEALTH_RANK = {w.lower(): r for r, w in enumerate(HEALTH_WORDS)}
 
 SIGNAL_NAMES = {
     "fault_code": ("fault code", "故障码"),
@@ -103,12 +104,12 @@ def fault_views(events: Iterable[Any], findings: Iterable[Any] = ()) -> tuple[De
 
 
 def worst_health(words: Iterable[str | None]) -> str | None:
-    """The worst of the health words seen (Critical over Alarm over Warning over OK); a word
-    the table does not rank counts as OK; None when none was read."""
+    """The worst of the health words seen (Critical over Alarm over Warning over OK, then any
+    other word, as ``Store.chip_fault_readings`` ranks them); None when none was read."""
     seen = [w for w in words if w]
     if not seen:
         return None
-    return max(seen, key=lambda w: (_HEALTH_RANK.get(w.strip().lower(), 0), w))
+    return max(seen, key=lambda w: (_HEALTH_RANK.get(w.strip().lower(), -1), w))
 
 
 def _times(v: DeviceFaultView, lang: str) -> str:
@@ -207,7 +208,7 @@ def chip_fault_fields(readings: Mapping[str, Any] | None, views: Sequence[Device
         downs = sum(v.times for v in views if v.signal in ("link", "link_flap"))
         if not downs and r.get("link_down_readings"):
             downs = 1
-    health = worst_health(r.get("health") or ())
+    health = r.get("health")
     fault_health = next((v.level for v in views if v.signal == "health"), None)
     if fault_health and HEALTH_SEVERITY.get(fault_health.lower()):
         health = worst_health([health, fault_health])

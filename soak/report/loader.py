@@ -293,8 +293,11 @@ def load_report_data(
     findings = tuple(replace(f, capture=i) for f, i in zip(findings, ids, strict=True))
 
     faults = fault_views(all_events, findings)
-    fault_readings = store.chip_fault_readings(run_id)
-    stats = stats_from_arrays(arrays) if arrays is not None else chip_stats(store, run_id)
+    if arrays is not None:
+        stats, fault_readings = stats_from_arrays(arrays), store.chip_fault_readings(run_id)
+    else:  # the fault views' readings in the statistics' own scan
+        stats = store.chip_stats(run_id, faults=True)
+        fault_readings = {k: s.pop("faults") for k, s in stats.items()}
     info = _device_info(rec.manifest)
     per_dev: dict[Place, int] = defaultdict(int)
     for f in findings:
