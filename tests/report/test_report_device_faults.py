@@ -225,3 +225,32 @@ def test_a_cluster_pdf_marks_the_faulty_chip_in_its_matrix_and_names_its_node(tm
                             "Howoften,lastvalue"]
     assert faults[11:21] == ["2026-09-2114:23:20", "node-01", "npu0-1", "node-01-00", "uncorrectableECC", "N/A",
                              "double-bit(uncorrected)memoryerrors", "fail", "N/A", "1×,0→2"]
+
+
+def test_the_cluster_app_frames_the_faulty_chip_and_shows_its_fault_columns(tmp_path, monkeypatch):
+    import json
+
+    import pyarrow as pa
+
+    from tests.report.synth import write_cluster_run
+
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        shape = write_cluster_run(store, "c3", nodes=3, chips=2, hours=0.5)
+        c = FaultChange(shape.start + 600, "npu0-1", "ecc_uncorrectable", "fail", serial="node-01-00", value=2.0)
+        store.add_event("c3", "device_fault", ts=c.ts, message=c.message(), detail=c.detail(), node="node-01")
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="cluster_chip").value == "node-01/npu0-1"  # the faulty chip first
+    assert any("framed in black reported a device fault" in c.value for c in at.caption)
+    (matrix,) = [c.proto for c in at.get("vega_lite_chart") if '"fault' in c.proto.spec]
+    stroke = json.loads(matrix.spec)["encoding"]["stroke"]
+    assert stroke["condition"] == {"test": "(datum.fault === '!')", "value": "black"}, stroke
+    cells = pa.ipc.open_stream(matrix.datasets[0].data.data).read_pandas()
+    assert [tuple(r) for r in cells[cells["fault"] == "!"][["node", "chip"]].values] == [("node-01", "npu0-1")]
+    detail = at.table[0].value
+    assert list(detail.columns[-4:]) == ["Health", "ECC uncorr. / corr.", "Link", "Findings"]
+    assert list(detail.iloc[0][-4:-1]) == ["OK", "2 / N/A", "N/A"]
+    faults = at.table[-1].value
+    assert list(faults["Node"]) == ["node-01"] and list(faults["Chip"]) == ["npu0-1"]
