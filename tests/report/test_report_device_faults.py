@@ -254,3 +254,17 @@ def test_the_cluster_app_frames_the_faulty_chip_and_shows_its_fault_columns(tmp_
     assert list(detail.iloc[0][-4:-1]) == ["OK", "2 / N/A", "N/A"]
     faults = at.table[-1].value
     assert list(faults["Node"]) == ["node-01"] and list(faults["Chip"]) == ["npu0-1"]
+
+
+def test_the_app_says_in_one_line_that_no_chip_reported_a_fault(tmp_path, monkeypatch):
+    db = tmp_path / "soak.db"
+    with Store.open(db) as store:
+        write_run(store, "clean", chips=2, hours=0.5, interval_s=30.0, creep=False, crash=False, findings=False)
+    monkeypatch.setenv("SOAK_REPORT_DB", str(db))
+    monkeypatch.setenv("SOAK_REPORT_LANG", "zh")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    heads = [h.value for h in at.subheader]
+    assert heads[heads.index("芯片故障") - 1] == "逐芯片汇总"
+    assert "没有芯片报告故障：已读取 2 个芯片中 2 个的故障报告（120 次读数）。" in [m.value for m in at.markdown]
+    assert "首次出现" not in [t.value.index.name for t in at.table]  # no empty table
