@@ -19,7 +19,6 @@ from datetime import UTC, tzinfo
 from typing import Any
 
 from soak.analysis.device_faults import FINDING_OF, HEALTH_SEVERITY, SEVERITY_RANK, changes_of
-from soak.device_names import device_key
 from soak.report.i18n import t
 from soak.report.model import ChipSummary, Criterion, DeviceFaultView
 from soak.report.names import pick, severity_name
@@ -73,7 +72,7 @@ def fault_views(events: Iterable[Any], findings: Iterable[Any] = ()) -> tuple[De
     for f in findings:
         if getattr(f, "kind", None) == "device_fault":
             key = (f.node, f.device, f.metric)
-            judged[key] = max(judged.get(key, "info"), f.severity, key=lambda s: SEVERITY_RANK.get(s, 1))
+            judged[key] = max(judged.get(key, "info"), f.severity, key=_rank)
     groups: dict[tuple[str | None, str, str, str | None], list[Any]] = {}
     for node, c in changes_of(events):
         signal = _ROW_SIGNAL.get(c.signal, c.signal)
@@ -83,10 +82,10 @@ def fault_views(events: Iterable[Any], findings: Iterable[Any] = ()) -> tuple[De
     for (node, device, signal, code), cs in groups.items():
         cs.sort(key=lambda c: c.ts)
         raised = [c for c in cs if not c.cleared and c.signal != "link_up"]
-        severity = max((c.severity for c in cs), key=SEVERITY_RANK.__getitem__, default="info")
+        severity = max((c.severity for c in cs), key=_rank, default="info")
         if signal not in ("fault_code", "xid"):
             finding = judged.get((node, device, FINDING_OF.get(signal, signal)))
-            if finding is not None and SEVERITY_RANK.get(finding, 1) > SEVERITY_RANK[severity]:
+            if finding is not None and _rank(finding) > _rank(severity):
                 severity = finding
         named = next((c for c in reversed(raised) if c.text or c.level or c.action), None) or (raised or cs)[-1]
         level = named.level
@@ -100,7 +99,11 @@ def fault_views(events: Iterable[Any], findings: Iterable[Any] = ()) -> tuple[De
             action=named.action, times=times, value=counted[-1].value if counted else None,
             previous=counted[0].previous if counted else None,
             cleared=cs[-1].cleared or cs[-1].signal == "link_up"))
-    return tuple(sorted(out, key=lambda v: (-SEVERITY_RANK.get(v.severity, 0), v.first_ts, v.node or "", v.device)))
+    return tuple(sorted(out, key=lambda v: (-_rank(v.severity), v.first_ts, v.node or "", v.device)))
+
+
+def _rank(severity: str) -> int:
+    return SEVERITY_RANK.get(severity, 1)  # a severity the table lacks: a warning
 
 
 def worst_health(words: Iterable[str | None]) -> str | None:
@@ -220,8 +223,3 @@ def chip_fault_fields(readings: Mapping[str, Any] | None, views: Sequence[Device
 
 def views_of(views: Sequence[DeviceFaultView], node: str | None, device: str) -> list[DeviceFaultView]:
     return [v for v in views if v.node == node and v.device == device]
-
-
-def faulty_keys(views: Sequence[DeviceFaultView]) -> set[str]:
-    """The report's keys (``node/chip``) of the chips with a fault that is not info."""
-    return {device_key(v.node, v.device) for v in views if v.severity != "info"}
