@@ -121,3 +121,102 @@ def read(store: Any) -> list[NodeHistory]:
     for run in store.list_runs():
         rows += of_run(run, reliability_of_run(store, run.id), store.load_findings(run.id))
     return histories(rows)
+
+
+# -- chips: their own fault reports across runs ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChipFault:
+    """What one chip's fault report said in one run about one signal (and code)."""
+
+    run_id: str
+    ts: float  # the first change
+    node: str | None
+    device: str
+    signal: str
+    code: str | None
+    severity: str  # the worst of its changes
+    times: int  # its changes (a code raised, a count that rose, a port down)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "ts": self.ts, "node": self.node, "device": self.device,
+                "signal": self.signal, "code": self.code, "severity": self.severity, "times": self.times}
+
+
+@dataclass(frozen=True)
+class ChipHistory:
+    """A chip's fault record across the store's runs, by its serial number (a chip moved to
+    another slot or host keeps it); a chip that gave none is known by where it sat."""
+
+    serial: str | None
+    places: tuple[str, ...]  # node/device (or host/device) where it reported
+    faults: tuple[ChipFault, ...]
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f.run_id for f in self.faults))
+
+    @property
+    def failed_runs(self) -> tuple[str, ...]:
+        """The runs in which it reported a fault above info."""
+        return tuple(dict.fromkeys(f.run_id for f in self.faults if f.severity != "info"))
+
+    @property
+    def repeat_offender(self) -> bool:
+        return len(self.failed_runs) >= REPEAT_RUNS
+
+    @property
+    def severity(self) -> str:
+        from soak.analysis.device_faults import SEVERITY_RANK
+
+        return max((f.severity for f in self.faults), key=SEVERITY_RANK.__getitem__, default="info")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"serial": self.serial, "places": list(self.places), "runs": list(self.runs),
+                "failed_runs": list(self.failed_runs), "repeat_offender": self.repeat_offender,
+                "severity": self.severity, "faults": [f.to_dict() for f in self.faults]}
+
+
+def chip_histories(events: Iterable[tuple[str, Any]], hosts: Mapping[str, str | None] | None = None) -> list[ChipHistory]:
+    """Every chip's record from ``(run id, device_fault event)`` pairs (``Store.device_fault_events``):
+    one ``ChipFault`` per run, signal and code, repeat offenders first, then by runs with a
+    fault above info, then by failing faults. ``hosts``: each run's host, naming a single
+    node's chips."""
+    from soak.analysis.device_faults import FINDING_OF, SEVERITY_RANK, FaultChange
+
+    hosts = hosts or {}
+    grouped: dict[tuple[str, str | None, str, str, str | None], list[tuple[float, str, str | None, bool]]] = {}
+    serial_of: dict[tuple[str, str | None, str], str | None] = {}
+    for run_id, e in events:
+        c = FaultChange.of_event(e)
+        if c is None:
+            continue
+        node = e.node
+        where = (run_id, node, c.device)
+        serial_of[where] = serial_of.get(where) or c.serial
+        signal = FINDING_OF.get(c.signal, c.signal)
+        grouped.setdefault((run_id, node, c.device, signal, c.code if signal in ("fault_code", "xid") else None),
+                           []).append((c.ts, c.severity, c.serial, c.cleared or c.signal == "link_up"))
+    chips: dict[str, tuple[str | None, list[str], list[ChipFault]]] = {}
+    for (run_id, node, device, signal, code), cs in grouped.items():
+        serial = serial_of.get((run_id, node, device))
+        place = f"{node or hosts.get(run_id) or 'node'}/{device}"
+        key = f"serial:{serial}" if serial else f"place:{place}"
+        entry = chips.setdefault(key, (serial, [], []))
+        if place not in entry[1]:
+            entry[1].append(place)
+        raised = [x for x in cs if not x[3]]
+        entry[2].append(ChipFault(run_id=run_id, ts=min(x[0] for x in cs), node=node, device=device, signal=signal,
+                                  code=code, severity=max((x[1] for x in cs), key=SEVERITY_RANK.__getitem__),
+                                  times=len(raised)))
+    out = [ChipHistory(serial=serial, places=tuple(places), faults=tuple(sorted(faults, key=lambda f: (f.ts, f.signal))))
+           for serial, places, faults in chips.values()]
+    return sorted(out, key=lambda h: (not h.repeat_offender, -len(h.failed_runs),
+                                      -sum(f.severity == "fail" for f in h.faults), h.serial or "~", h.places))
+
+
+def read_chips(store: Any) -> list[ChipHistory]:
+    """Every chip that reported a fault in any run of ``store``."""
+    hosts = {r.id: r.host for r in store.list_runs()}
+    return chip_histories(store.device_fault_events(), hosts)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from soak.report import reliability_text as rt
+from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro
@@ -221,10 +222,26 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
                     t("power_mean", lang): fmt(ch.power_mean_w),
                     t("hbm_peak", lang): fmt_bytes(ch.hbm_peak_bytes),
                     t("findings", lang): ch.findings,
+                    **dict(zip([t("chip_health", lang), t("chip_ecc", lang), t("chip_link", lang)],
+                               chip_columns(ch, lang), strict=True)),
                 }
                 for ch in data.chips
             ]
     )
+    section_device_faults(data, lang)
+
+
+def section_device_faults(data: Any, lang: str) -> None:
+    """The chips' own fault reports, fail first; one line where no chip reported one."""
+    st.subheader(t("device_faults", lang))
+    if not data.device_faults:
+        st.markdown(clean_line(data.criteria, lang))
+        return
+    st.caption(t("df_intro", lang))
+    with_node = data.cluster is not None
+    heads = fault_header(lang, with_node=with_node)
+    _table([dict(zip(heads, r, strict=True)) for r in fault_rows(data.device_faults, _tz(data), lang, with_node=with_node)],
+           wrap=True)
 
 
 def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> None:

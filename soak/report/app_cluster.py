@@ -14,6 +14,7 @@ from soak.report import reliability_text as rt
 from soak.report.cluster import VERDICTS, ChipCell, ClusterView
 from soak.report.cluster_text import (
     COLOURS,
+    chip_heads,
     chip_row,
     counts_line,
     node_row,
@@ -87,7 +88,8 @@ def _matrix(view: ClusterView, lang: str) -> str | None:
     import pandas as pd
 
     rows = [{"node": c.node, "chip": c.chip, "verdict": verdict_word(c.verdict, lang), "key": c.verdict,
-             "findings": len(c.findings), "coverage": "N/A" if c.coverage is None else f"{100 * c.coverage:.1f} %"}
+             "findings": len(c.findings), "coverage": "N/A" if c.coverage is None else f"{100 * c.coverage:.1f} %",
+             "fault": "!" if c.device_fault else ""}
             for c in view.cells]
     if not rows:
         return None
@@ -104,11 +106,15 @@ def _matrix(view: ClusterView, lang: str) -> str | None:
                             scale=alt.Scale(domain=list(VERDICTS), range=[COLOURS[v] for v in VERDICTS]),
                             legend=alt.Legend(labelExpr=_label_expr(lang))),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.55)),
-            tooltip=["node", "chip", "verdict", "coverage", "findings"],
+            tooltip=["node", "chip", "verdict", "coverage", "findings", "fault"],
         )
         .add_params(pick)
         .properties(height=max(120, 14 * len(order)))
     )
+    if any(c.device_fault for c in view.cells):  # a chip's own fault report: its cell framed in black
+        chart = chart.encode(stroke=alt.condition(alt.datum.fault == "!", alt.value("black"), alt.value("white")),
+                             strokeWidth=alt.condition(alt.datum.fault == "!", alt.value(2.5), alt.value(1)))
+        st.caption(t("df_matrix_mark_app", lang))
     event = st.altair_chart(chart, on_select="rerun", key="cluster_matrix", width="stretch")
     points = ((event or {}).get("selection") or {}).get("chip") or []
     cell = view.grid().get((points[0].get("node"), points[0].get("chip"))) if points else None
@@ -126,8 +132,7 @@ def _chip_detail(data: Any, view: ClusterView, cell: ChipCell, lang: str, tz: An
     import pandas as pd
 
     st.markdown(f"#### {t('chip_detail', lang)}: {_name(cell)} · {verdict_word(cell.verdict, lang)}")
-    heads = [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang), t("util_mean", lang),
-             t("temp_max", lang), t("power_mean", lang), t("findings", lang)]
+    heads = chip_heads(lang)
     st.table(pd.DataFrame([dict(zip(heads, chip_row(cell, view.min_coverage, lang), strict=True))]).set_index(heads[0]))
     mine = [f for f in data.findings if f.node == cell.node and f.device == cell.chip]
     for f in mine:

@@ -53,6 +53,11 @@ class ChipCell:
     def low_coverage(self) -> bool:
         return self.code == "coverage"
 
+    @property
+    def device_fault(self) -> bool:
+        """The chip's own fault report raised a finding (the matrix marks it)."""
+        return any(kind == "device_fault" for kind, _ in self.findings)
+
 
 @dataclass(frozen=True)
 class NodeView:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from soak.analysis.chip_verdicts import NodeReason
 from soak.device_names import device_key
 from soak.report.cluster import ChipCell, ClusterView, NodeView
+from soak.report.device_faults import chip_columns
 from soak.report.i18n import t
 from soak.report.model import FindingView, ReportData
 from soak.report.names import kind_name, metric_name, node_status_name, severity_name
@@ -106,7 +107,8 @@ def statement_lines(data: ReportData, view: ClusterView, lang: str = "en") -> li
 
 
 def chip_row(c: ChipCell, minimum: float, lang: str = "en") -> list[str]:
-    """(node, chip, verdict, coverage, util mean, temp max, power mean, findings) of a chip."""
+    """(node, chip, verdict, coverage, util mean, temp max, power mean, health, ECC, link,
+    findings) of a chip."""
     s = c.summary
     kinds = ", ".join(f"{kind_name(k, lang)} ({severity_name(sev, lang)})" for k, sev in c.findings)
     if c.low_coverage and not kinds:
@@ -115,4 +117,11 @@ def chip_row(c: ChipCell, minimum: float, lang: str = "en") -> list[str]:
             "N/A" if s is None or s.util_mean_pct is None else f"{s.util_mean_pct:.1f}",
             "N/A" if s is None or s.temp_max_c is None else f"{s.temp_max_c:.1f}",
             "N/A" if s is None or s.power_mean_w is None else f"{s.power_mean_w:.1f}",
+            *(chip_columns(s, lang) if s is not None else ("N/A", "N/A", "N/A")),
             kinds or "—"]
+
+
+def chip_heads(lang: str = "en") -> list[str]:
+    """The headings of ``chip_row``."""
+    return [t(k, lang) for k in ("node_col", "device", "verdict", "cov_lowest", "util_mean", "temp_max", "power_mean",
+                                 "chip_health", "chip_ecc", "chip_link", "findings")]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from soak.analysis.captures import Capture, captures_from_events, link
 from soak.analysis.model import SCHEMA_VERSION
 from soak.device_names import HOST_DEVICE, device_key, rank_device
+from soak.report.device_faults import chip_fault_fields, fault_views, views_of
 from soak.report.model import (
     CaptureView,
     ChipSummary,
@@ -291,7 +292,12 @@ def load_report_data(
                captures)
     findings = tuple(replace(f, capture=i) for f, i in zip(findings, ids, strict=True))
 
-    stats = stats_from_arrays(arrays) if arrays is not None else chip_stats(store, run_id)
+    faults = fault_views(all_events, findings)
+    if arrays is not None:
+        stats, fault_readings = stats_from_arrays(arrays), store.chip_fault_readings(run_id)
+    else:  # the fault views' readings in the statistics' own scan
+        stats = store.chip_stats(run_id, faults=True)
+        fault_readings = {k: s.pop("faults") for k, s in stats.items()}
     info = _device_info(rec.manifest)
     per_dev: dict[Place, int] = defaultdict(int)
     for f in findings:
@@ -315,6 +321,7 @@ def load_report_data(
             hbm_peak_bytes=s.get("hbm_peak_bytes"),
             hbm_total_bytes=s.get("hbm_total_bytes"),
             findings=per_dev.get((node, dev), 0),
+            **chip_fault_fields(fault_readings.get((node, dev)), views_of(faults, node, dev)),
         )
         for (node, dev), s in stats.items()
     )
@@ -371,6 +378,7 @@ def load_report_data(
     data = ReportData(
         run=run,
         chips=chips,
+        device_faults=faults,
         series=series,
         findings=findings,
         events=events,

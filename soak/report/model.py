@@ -98,6 +98,33 @@ class ChipSummary:
     findings: int = 0
     node: str | None = None  # the cluster node it is on; None on a single-node run
     chip: str | None = None  # its name on that node
+    # its own fault report over the run (None: that view never answered)
+    health: str | None = None  # the worst health word seen (OK, Warning, Alarm, Critical)
+    ecc_uncorrectable: float | None = None  # double-bit errors: the rise over the run
+    ecc_correctable: float | None = None  # single-bit errors: the rise over the run
+    link_downs: int | None = None  # how many times its network port went down
+
+
+@dataclass(frozen=True)
+class DeviceFaultView:
+    """One chip's fault report about one signal (and one code) over the run: the changes of
+    its ``device_fault`` events (``soak.analysis.device_faults.FaultChange``) taken together."""
+
+    device: str  # as named on its node
+    signal: str  # fault_code, health, ecc_*, link (down, up and flaps), xid, row_remap_*, ...
+    severity: str  # the worst of its changes: fail | warn | info
+    first_ts: float
+    last_ts: float
+    node: str | None = None
+    serial: str | None = None
+    code: str | None = None  # the fault code (hex) or the Xid number
+    text: str | None = None  # the chip's own text for the code, else the table's meaning
+    level: str | None = None  # the code's level, the Xid's class, the worst health word
+    action: str | None = None
+    times: int = 0  # how often it was raised (a code set, a port down, a count that rose)
+    value: float | None = None  # the last count or state
+    previous: float | None = None  # the count before its first rise (None: none was read)
+    cleared: bool = False  # gone again by the last change (a code cleared, the port up, health OK)
 
 
 @dataclass(frozen=True)
@@ -206,6 +233,8 @@ class DetectorInfo:
 class ReportData:
     run: RunInfo
     chips: tuple[ChipSummary, ...] = ()
+    # the chips' own fault reports (``device_fault`` events), fail first
+    device_faults: tuple[DeviceFaultView, ...] = ()
     series: tuple[Series, ...] = ()
     findings: tuple[FindingView, ...] = ()
     events: tuple[EventView, ...] = ()

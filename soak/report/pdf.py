@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 from soak.provenance import time_scaled
 from soak.report import reliability_text as rt
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
+from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 MAX_EVENTS = 200  # more go to the attached JSON; a 72 h run can hold thousands of checkpoints
 MAX_MANIFEST_ROWS = 300
+MAX_FAULT_ROWS = 120  # a chip that flaps all run long stays one row; the rest are in the attached JSON
 MAX_LINK_PAIRS = 40  # every pair not ok is shown; the rest are in the attached JSON
 SIGNATURE_BOX_H = 80.0
 FONTS_SUBJECT = "fonts: "  # in the document's Subject, before the fonts it drew with
@@ -247,18 +249,25 @@ def render_pdf(
             fmt_bytes(c.hbm_peak_bytes),
             fmt(c.step_time_median_s, digits=3),
             c.findings,
+            *chip_columns(c, lang),
         ]
         for c in chips
     ]
-    hdr = ["device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak", "step_median", "findings"]
+    hdr = ["device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak", "step_median", "findings",
+           "chip_health", "chip_ecc", "chip_link"]
     if all(c.step_time_median_s is None for c in data.chips):
         # Step time is per rank, not per chip, unless the run mapped ranks to chips.
         hdr.remove("step_median")
         chip_rows = [r[:8] + r[9:] for r in chip_rows]
     if chip_rows:
-        story.append(table(st, [t(h, lang) for h in hdr], chip_rows, None))
+        # the names and the serial get their room, the figures share the rest
+        fixed = {"device": 17 * mm if data.cluster is None else 26 * mm, "model": 12 * mm, "serial": 23 * mm,
+                 "hbm_peak": 13 * mm, "findings": 14 * mm, "chip_ecc": 14 * mm}
+        share = (page_w - sum(fixed.values())) / (len(hdr) - len(fixed))
+        story.append(table(st, [t(h, lang) for h in hdr], chip_rows, [fixed.get(h, share) for h in hdr]))
     else:
         story.append(st.p(t("chips_flagged_none", lang)))
+    story += _device_faults_section(st, data, lang, page_w, tz)
 
     # -- charts ----------------------------------------------------------------------------
     charts = all_chart_pngs(data, lang=lang, font=cjk)
@@ -430,6 +439,29 @@ def _reliability_section(st: Styles, data: ReportData, lang: str, page_w: float,
     out += [bar, Spacer(1, 1 * mm), st.p(Markup(legend), tight, markup=True)]
     for line in rt.lines(data.reliability, lang, tz) + rt.offender_lines(data.repeat_offenders, lang):
         out.append(st.p(f"• {line}", tight))
+    return out
+
+
+def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: float, tz: tzinfo) -> list:
+    """What the chips' own fault reports said, one row per chip and signal (and code), fail
+    first; a run without any says so in one line, with how many chips' reports were read."""
+    from reportlab.lib.units import mm
+
+    out: list = [st.p(t("device_faults", lang), st.h2)]
+    if not data.device_faults:
+        return out + [st.p(clean_line(data.criteria, lang))]
+    with_node = data.cluster is not None
+    rows = [list(r) for r in fault_rows(data.device_faults[:MAX_FAULT_ROWS], tz, lang, with_node=with_node)]
+    colours = {"fail": "#b22222", "warn": "#b8860b"}
+    for r, v in zip(rows, data.device_faults, strict=False):
+        if v.severity in colours:  # the level names how bad it is: in the severity's colour
+            r[-3] = Markup(f'<font color="{colours[v.severity]}"><b>{escape(r[-3])}</b></font>')
+    widths = [19 * mm, *([16 * mm] if with_node else []), 13 * mm, (20 if with_node else 23) * mm, 18 * mm, 17 * mm]
+    rest = page_w - sum(widths)
+    widths += [rest * 0.32, rest * 0.22, rest * 0.22, rest * 0.24]
+    out += [st.p(t("df_intro", lang), st.small), table(st, fault_header(lang, with_node=with_node), rows, widths)]
+    if len(data.device_faults) > MAX_FAULT_ROWS:
+        out.append(st.p(t("df_more", lang).format(n=len(data.device_faults) - MAX_FAULT_ROWS), st.small))
     return out
 
 

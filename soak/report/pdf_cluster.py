@@ -16,6 +16,7 @@ from soak.report.cluster import CHIPS_CSV_NAME, ClusterView
 from soak.report.cluster_text import (
     COLOURS,
     LETTERS,
+    chip_heads,
     chip_row,
     counts_line,
     node_row,
@@ -96,10 +97,9 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     out.append(st.p(t("chips_flagged", lang), st.h2))
     flagged = view.flagged()
     if flagged:
-        out.append(table(st, [t("node_col", lang), t("device", lang), t("verdict", lang), t("cov_lowest", lang),
-                              t("util_mean", lang), t("temp_max", lang), t("power_mean", lang), t("findings", lang)],
-                         [chip_row(c, view.min_coverage, lang) for c in flagged],
-                         [26 * mm, 18 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, 16 * mm, page_w - 124 * mm]))
+        out.append(table(st, chip_heads(lang), [chip_row(c, view.min_coverage, lang) for c in flagged],
+                         [24 * mm, 16 * mm, 14 * mm, 14 * mm, 13 * mm, 13 * mm, 13 * mm, 13 * mm, 15 * mm, 12 * mm,
+                          page_w - 147 * mm]))
     else:
         out.append(st.p(t("chips_flagged_none", lang)))
     out.append(Spacer(1, 2 * mm))
@@ -144,7 +144,7 @@ def _matrix(view: ClusterView, st: Styles, lang: str, page_w: float, colors: Any
             if c is None:
                 row.append("")
                 continue
-            row.append(LETTERS[c.verdict])
+            row.append(LETTERS[c.verdict] + ("!" if c.device_fault else ""))
             style.append(("BACKGROUND", (j, i), (j, i), colors.HexColor(COLOURS[c.verdict])))
         data.append(row)
     table = LongTable(data, colWidths=[name_w, verdict_w] + [chip_w] * len(view.columns),
@@ -152,5 +152,7 @@ def _matrix(view: ClusterView, st: Styles, lang: str, page_w: float, colors: Any
     table.setStyle(TableStyle(style))
     legend = t("cluster_legend", lang).format(cov=pct(view.min_coverage))
     words = " · ".join(f"{LETTERS[v]} {verdict_word(v, lang)}" for v in LETTERS)
+    if any(c.device_fault for c in view.cells):
+        words += f" · {t('df_matrix_mark', lang)}"
     return [st.p(t("cluster_matrix", lang), st.h2), st.p(f"{counts_line(view, lang)} ({words})", st.small),
             st.p(legend, st.small), table]

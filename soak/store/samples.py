@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from soak.store import schema as S
 from soak.store.engine import Database
 from soak.store.records import HOST_DEVICE
-from soak.telemetry.records import Snapshot
+from soak.telemetry.records import HEALTH_WORDS, Snapshot
 
 SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
 
@@ -158,6 +158,18 @@ class SampleStore(Database):
         )
         return {(r[0], r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in self._read(stmt)}
 
+    def chip_fault_readings(self, run_id: str) -> dict[tuple[str | None, str], dict[str, Any]]:
+        """Per chip (node, device; the host row left out) what its fault views read over the
+        run, in one GROUP BY: ``health`` (the worst health word seen: Critical, Alarm, Warning,
+        OK, else the tool's own word, such as UNKNOWN), ``ecc_double_min`` / ``ecc_double_max``
+        and ``ecc_single_min`` / ``ecc_single_max`` (the uncorrectable and correctable counts),
+        ``link_readings`` and ``link_down_readings``. A view that never answered gives None,
+        never 0. ``chip_stats(faults=True)`` reads the same in its own scan."""
+        t = S.sample_rows
+        stmt = (select(t.c.node, t.c.device, *_fault_columns(t))
+                .where(t.c.run_id == run_id, t.c.device != HOST_DEVICE).group_by(t.c.node, t.c.device))
+        return {(r[0], r[1]): _fault_values(dict(r._mapping)) for r in self._read(stmt)}
+
     def last_sample_ts(self, run_id: str, node: str | None = None) -> float | None:
         """The newest reading of the run (of one node's devices, when given)."""
         t, ss = S.samples, S.sample_series
@@ -228,7 +240,7 @@ class SampleStore(Database):
             out.append(d)
         return out
 
-    def chip_stats(self, run_id: str) -> dict[tuple[str | None, str], dict[str, float | None]]:
+    def chip_stats(self, run_id: str, *, faults: bool = False) -> dict[tuple[str | None, str], dict[str, Any]]:
         """Per-device statistics over the whole run, keyed ``(node, device)``, in one GROUP BY;
         the host rows left out.
 
@@ -236,7 +248,8 @@ class SampleStore(Database):
         ``temp_max_c``, ``power_mean_w``, ``power_max_w``, ``hbm_peak_bytes``,
         ``hbm_total_bytes``, ``first_ts``, ``last_ts``; all floats, None where the device never
         reported the metric. Computed from the rows, not from bucket means, which would hide
-        the true minimum and maximum.
+        the true minimum and maximum. With ``faults``, each also has ``faults``: what
+        ``chip_fault_readings`` gives, read in the same scan.
         """
         t = S.sample_rows
         stmt = (
@@ -258,9 +271,38 @@ class SampleStore(Database):
             .group_by(t.c.node, t.c.device)
             .order_by(t.c.node, t.c.device)
         )
-        out: dict[tuple[str | None, str], dict[str, float | None]] = {}
+        if faults:
+            stmt = stmt.add_columns(*_fault_columns(t))
+        out: dict[tuple[str | None, str], dict[str, Any]] = {}
         for r in self._read(stmt):
             d = dict(r._mapping)
             key = (d.pop("node"), d.pop("device"))
+            fault = _fault_values(d) if faults else None
             out[key] = {k: (None if v is None else float(v)) for k, v in d.items()}
+            if fault is not None:
+                out[key]["faults"] = fault
         return out
+
+
+def _fault_columns(t: Any) -> list[Any]:
+    """The aggregates of a chip's fault views (``Store.chip_fault_readings``), labelled."""
+    word = func.lower(t.c.health)
+    rank = case(*((word == w.lower(), r) for r, w in enumerate(HEALTH_WORDS)), else_=-1)
+    return [func.max(rank).label("f_health_rank"), func.max(t.c.health).label("f_health_word"),
+            func.min(t.c.ecc_double_bit_errors).label("f_ecc_double_min"),
+            func.max(t.c.ecc_double_bit_errors).label("f_ecc_double_max"),
+            func.min(t.c.ecc_single_bit_errors).label("f_ecc_single_min"),
+            func.max(t.c.ecc_single_bit_errors).label("f_ecc_single_max"),
+            func.count(t.c.link_up).label("f_link_readings"),
+            func.sum(case((t.c.link_up.is_(False), 1), else_=0)).label("f_link_down_readings")]
+
+
+def _fault_values(d: dict[str, Any]) -> dict[str, Any]:
+    """The fault readings of one row of ``_fault_columns``, taken out of ``d``."""
+    f = {k[2:]: d.pop(k) for k in [k for k in d if k.startswith("f_")]}
+    rank, links = f.pop("health_rank"), int(f["link_readings"] or 0)
+    word = f.pop("health_word")
+    f["health"] = None if rank is None else (HEALTH_WORDS[int(rank)] if int(rank) >= 0 else word)
+    f["link_readings"] = links
+    f["link_down_readings"] = int(f["link_down_readings"] or 0) if links else None
+    return f

@@ -27,6 +27,11 @@ METRICS: tuple[str, ...] = (
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
+HEALTH_WORDS: tuple[str, ...] = ("OK", "Warning", "Alarm", "Critical")
+"""The Ascend health words from the least to the most severe (``npu-smi info -t health``); any
+other word (NA, UNKNOWN) says nothing of the chip's health."""
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceSample:
     """One device's state at one tick.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, UniqueConstraint, update
@@ -486,6 +487,29 @@ def test_chip_stats_are_true_extremes_per_chip_without_the_host(store: Store) ->
     }
     assert stats[(None, "npu1-0")]["power_mean_w"] == 90.25 and stats[(None, "npu1-0")]["temp_max_c"] == 41.5
     assert store.chip_stats("missing") == {}
+
+
+def test_chip_fault_readings_give_the_worst_health_word_ecc_extremes_and_port_downs(store: Store) -> None:
+    _new_run(store)
+    words = ["OK", "Alarm", "Warning", "OK"]
+    for i, word in enumerate(words):
+        snap = _snap(T0 + 10 * i, 90.0, 1 << 30)
+        npu0 = replace(snap.devices[0], health=word, ecc_double_bit_errors=2 + i // 2, ecc_single_bit_errors=10 * i,
+                       link_up=i != 2)
+        npu1 = replace(snap.devices[1], health="UNKNOWN" if i else None)  # no ECC view, no port state
+        store.add_snapshot("r1", replace(snap, devices=(npu0, npu1)))
+    expected = {
+        (None, "npu0-0"): {"health": "Alarm", "ecc_double_min": 2, "ecc_double_max": 3, "ecc_single_min": 0,
+                           "ecc_single_max": 30, "link_readings": 4, "link_down_readings": 1},
+        # a word the tool gives that ranks nothing is kept as given; never read is None, not 0
+        (None, "npu1-0"): {"health": "UNKNOWN", "ecc_double_min": None, "ecc_double_max": None, "ecc_single_min": None,
+                           "ecc_single_max": None, "link_readings": 0, "link_down_readings": None},
+    }
+    assert store.chip_fault_readings("r1") == expected
+    # the same in the statistics' own scan, the statistics unchanged
+    with_faults = store.chip_stats("r1", faults=True)
+    assert {k: v.pop("faults") for k, v in with_faults.items()} == expected
+    assert with_faults == store.chip_stats("r1")
 
 
 def test_step_series_averages_window_medians_per_rank_and_bucket(store: Store) -> None:

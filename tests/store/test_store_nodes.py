@@ -107,3 +107,72 @@ def test_a_second_agent_with_the_name_of_a_live_node_is_refused(store) -> None:
     now[0] += 61
     store.join_cluster("c1", node="node-0", host="10.0.0.9", **join)  # silent past the bound: moved
     assert [(n.name, n.host) for n in store.cluster_nodes("c1")] == [("node-0", "10.0.0.9")]
+
+
+def _faults(store, run_id: str, host: str, t0: float, changes, node: str | None = None) -> None:
+    """A run whose chips reported faults, as the daemon writes them (``FaultChange.detail()``)."""
+    from soak.analysis.device_faults import FaultChange
+
+    _run(store, run_id, host, t0)
+    for at, device, signal, severity, kw in changes:
+        c = FaultChange(t0 + at, device, signal, severity, **kw)
+        store.add_event(run_id, "device_fault", ts=c.ts, message=c.message(), detail=c.detail(), node=node)
+
+
+def test_soak_nodes_lists_a_chip_that_faulted_in_two_runs_by_serial_first(store_url, capsys) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")  # the command opens its own
+    from soak.store import Store
+
+    t0, bad, once = 1_700_000_000.0, "1025C9010000", "1025C9030000"
+    with Store.open(store_url) as store:
+        # the same card in two runs, moved from npu1-0 on node-a to npu0-0 on node-b
+        _faults(store, "r1", "node-a", t0, [
+            (600, "npu1-0", "health", "fail", {"level": "Alarm"}),  # its serial not read yet
+            (900, "npu1-0", "ecc_uncorrectable", "fail", {"serial": bad, "value": 3.0}),
+            (1500, "npu1-0", "ecc_uncorrectable", "fail", {"serial": bad, "value": 15.0, "previous": 3.0}),
+            (2000, "npu3-0", "ecc_correctable", "info", {"serial": once, "value": 4.0}),
+            (2100, "npu1-0", "health", "info", {"serial": bad, "level": "OK", "cleared": True}),
+        ])
+        _faults(store, "r2", "node-b", t0 + 2 * HOUR, [
+            (300, "npu0-0", "fault_code", "fail", {"serial": bad, "code": "80E3A201", "text": "error code 80E3A201",
+                                                   "level": "SeparateNPU", "action": "isolate the chip"}),
+        ])
+        _run(store, "r3", "node-c", t0 + 4 * HOUR)  # no chip reported anything
+    assert main(["nodes", "--db", store_url, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {n["name"] for n in out["nodes"]} == {"node-a", "node-b", "node-c"} and out["repeat_runs"] == 2
+    first, second = out["chips"]
+    assert first == {
+        "serial": bad, "places": ["node-a/npu1-0", "node-b/npu0-0"], "runs": ["r1", "r2"], "failed_runs": ["r1", "r2"],
+        "repeat_offender": True, "severity": "fail",
+        "faults": [
+            {"run_id": "r1", "ts": t0 + 600, "node": None, "device": "npu1-0", "signal": "health", "code": None,
+             "severity": "fail", "times": 1},
+            {"run_id": "r1", "ts": t0 + 900, "node": None, "device": "npu1-0", "signal": "ecc_uncorrectable",
+             "code": None, "severity": "fail", "times": 2},
+            {"run_id": "r2", "ts": t0 + 2 * HOUR + 300, "node": None, "device": "npu0-0", "signal": "fault_code",
+             "code": "80E3A201", "severity": "fail", "times": 1},
+        ],
+    }
+    # correctable errors alone are no fault of the chip's: listed, not an offence
+    assert (second["serial"], second["failed_runs"], second["repeat_offender"]) == (once, [], False)
+    assert main(["nodes", "--db", store_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("CHIP SERIAL")))
+    assert lines[head + 1].startswith(bad) and lines[head + 1].endswith("REPEAT OFFENDER")
+    assert "node-a/npu1-0, node-b/npu0-0" in lines[head + 1] and "80E3A201" in lines[head + 3]
+    assert lines[head + 4].startswith(once)
+
+
+def test_soak_nodes_says_when_no_chip_reported_a_fault(store_url, capsys) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from soak.store import Store
+
+    with Store.open(store_url) as store:
+        _fill(store)
+    assert main(["nodes", "--db", store_url, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chips"] == []
+    assert main(["nodes", "--db", store_url]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "no chip reported a fault in any run"
