@@ -456,7 +456,7 @@ def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: floa
     for r, v in zip(rows, data.device_faults, strict=False):
         if v.severity in colours:  # the level names how bad it is: in the severity's colour
             r[-3] = Markup(f'<font color="{colours[v.severity]}"><b>{escape(r[-3])}</b></font>')
-    widths = [19 * mm, *([16 * mm] if with_node else []), 13 * mm, (20 if with_node else 23) * mm, 18 * mm, 17 * mm]
+    widths = [19 * mm, *([16 * mm] if with_node else []), 13 * mm, (20 if with_node else 23) * mm, 24 * mm, 17 * mm]
     rest = page_w - sum(widths)
     widths += [rest * 0.32, rest * 0.22, rest * 0.22, rest * 0.24]
     out += [st.p(t("df_intro", lang), st.small), table(st, fault_header(lang, with_node=with_node), rows, widths)]
