@@ -80,9 +80,25 @@ def analysis_path(folder: str | os.PathLike[str]) -> Path:
     return Path(folder) / _ANALYSIS
 
 
-def keys_dir(data_dir: str | os.PathLike[str]) -> Path:
-    """Where ``soak keys init`` puts the signing key by default: beside the runs it signs
-    (never inside one: ``keys`` is no run id)."""
+KEYS_DIR_ENV = "SOAK_KEYS_DIR"
+
+
+def keys_dir() -> Path:
+    """Where ``soak keys init`` puts the signing key by default: ``$SOAK_KEYS_DIR``, else the
+    user's own configuration folder (``$XDG_CONFIG_HOME`` or ``~/.config``, ``soak/keys``).
+    Outside the data dir: its run folders are copied, archived and handed over with their
+    reports, and whoever may read the runs need not hold the key that signs for them."""
+    given = os.environ.get(KEYS_DIR_ENV)
+    if given:
+        return Path(given).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "soak" / KEYS
+
+
+def data_dir_keys(data_dir: str | os.PathLike[str]) -> Path:
+    """The key folder beside the run folders (``<data_dir>/keys``): where releases before this
+    one made the signing key, still read when the user's own folder holds none (``keys`` is no
+    run id), and where the demo keeps its own marked key."""
     return Path(data_dir) / KEYS
 
 
@@ -105,7 +121,7 @@ def run_folder_of(path: str | os.PathLike[str]) -> Path | None:
 
 def demo_keys_dir(data_dir: str | os.PathLike[str]) -> Path:
     """The soak demo's own signing key: apart from the default one, which signs real runs."""
-    return keys_dir(data_dir) / "demo"
+    return data_dir_keys(data_dir) / "demo"
 
 
 def find_stores(data_dir: str | os.PathLike[str]) -> list[Path]:

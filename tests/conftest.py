@@ -15,6 +15,11 @@ if TYPE_CHECKING:
 FIXTURES = Path(__file__).parent / "fixtures"
 IN_CI = os.environ.get("CI") == "true"
 
+# The tests never read or write the user's own signing key (~/.config/soak/keys): the default
+# key folder of this process and every process it starts is one of the test session's, empty.
+os.environ["SOAK_KEYS_DIR"] = os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), f"soak-test-keys-{os.getpid()}-{os.urandom(4).hex()}")
+
 # The only skips CI accepts: cases that cannot apply to one backend or machine, whatever is
 # installed. Every other skip means something CI installs on purpose was missing or broken
 # (PostgreSQL, a font, a browser, root), so in CI it fails the run instead of hiding a test.

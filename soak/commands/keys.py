@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from soak.output import add_format, print_json
-from soak.runfolder import DEFAULT_DATA_DIR, keys_dir
+from soak.runfolder import KEYS_DIR_ENV, keys_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(or its SHA-256 fingerprint) to the customer out of band so they can check reports with "
         "`soak verify REPORT.pdf --cert signing-cert.pem`.",
     )
-    i.add_argument("--dir", default=str(keys_dir(DEFAULT_DATA_DIR)),
-                   help=f"where to write the files (default: ./{keys_dir(DEFAULT_DATA_DIR)})")
+    i.add_argument("--dir", default=None,
+                   help=f"where to write the files (default: ${KEYS_DIR_ENV}, else ~/.config/soak/keys: "
+                        "outside the data dir, whose run folders travel with their reports)")
     i.add_argument("--cn", default="soak acceptance signer", help="certificate common name")
     i.add_argument("--org", help="certificate organization")
     i.add_argument("--algorithm", choices=("ec", "rsa"), default="ec", help="EC P-256 (default) or RSA 3072")
@@ -42,7 +43,7 @@ def _init(args: argparse.Namespace) -> int:
     if args.days <= 0:
         raise InputError(f"--days {args.days}: must be > 0")
     kp = create_keys(
-        Path(args.dir),
+        Path(args.dir) if args.dir else keys_dir(),
         common_name=args.cn,
         organization=args.org,
         algorithm=args.algorithm,

@@ -46,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--db", help=f"store URL or SQLite path (default: DATA_DIR/RUN_ID/{DB_NAME})")
     q.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of run folders (default: ./{DEFAULT_DATA_DIR})")
     q.add_argument("--lang", choices=("en", "zh"), default="en", help="report language (default: en)")
-    q.add_argument("--key", help="PEM private key (default: DATA_DIR/keys/signing-key.pem if present)")
-    q.add_argument("--cert", help="PEM certificate of the key (default: DATA_DIR/keys/signing-cert.pem)")
+    q.add_argument("--key", help="PEM private key (default: the one soak keys init made, ~/.config/soak/keys "
+                                 "or $SOAK_KEYS_DIR; else DATA_DIR/keys, where earlier releases made it)")
+    q.add_argument("--cert", help="PEM certificate of the key (default: beside the default key)")
     q.add_argument("--key-passphrase-file", metavar="FILE",
                    help="an encrypted key's passphrase, the first line of FILE (default: $SOAK_KEY_PASSPHRASE)")
     q.add_argument("--unsigned", action="store_true", help="write an unsigned draft even if a key exists")

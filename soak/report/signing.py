@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from soak.errors import InputError, KeyFileError
-from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, keys_dir, run_folder_of
+from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, data_dir_keys, keys_dir, run_folder_of
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"
@@ -232,7 +232,7 @@ def _not_in_a_run_folder(key_path: Path) -> None:
     run = run_folder_of(key_path.parent)
     if run is not None:
         raise KeyFileError(f"{key_path}: inside the run folder {run}, which travels with the run's data; "
-                           "keep keys beside the run folders (DATA_DIR/keys) or elsewhere")
+                           "keep keys in their own folder (soak keys init's default) or elsewhere")
 
 
 def check_key_folder(directory: Path) -> None:
@@ -287,10 +287,11 @@ def load_keypair(key: str | Path, cert: str | Path, passphrase: bytes | None = N
 
 
 def default_keypair(data_dir: Path, passphrase: bytes | None = None) -> KeyPair | None:
-    """The key pair ``soak keys init`` writes by default, when it exists."""
-    d = keys_dir(data_dir)
-    if (d / KEY_FILE).is_file() and (d / CERT_FILE).is_file():
-        return load_keypair(d / KEY_FILE, d / CERT_FILE, passphrase)
+    """The key pair ``soak keys init`` writes by default (``soak.runfolder.keys_dir``), when it
+    exists; else one an earlier release made beside ``data_dir``'s run folders."""
+    for d in (keys_dir(), data_dir_keys(data_dir)):
+        if (d / KEY_FILE).is_file() and (d / CERT_FILE).is_file():
+            return load_keypair(d / KEY_FILE, d / CERT_FILE, passphrase)
     return None
 
 

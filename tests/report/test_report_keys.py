@@ -96,10 +96,31 @@ def test_no_key_is_made_or_used_inside_a_run_folder(tmp_path, capsys) -> None:
     assert main(["keys", "init", "--dir", str(run_dir / "report" / "keys")]) == 2
     err = capsys.readouterr().err
     assert err == (f"soak: error: {run_dir / 'report' / 'keys' / KEY_FILE}: inside the run folder {run_dir}, which "
-                   "travels with the run's data; keep keys beside the run folders (DATA_DIR/keys) or elsewhere\n")
+                   "travels with the run's data; keep keys in their own folder (soak keys init's default) or elsewhere\n")
     assert not (run_dir / "report" / "keys").exists()
     assert main(["keys", "init", "--dir", str(tmp_path / "runs" / "keys")]) == 0  # beside the runs
     moved = run_dir / KEY_FILE
     (tmp_path / "runs" / "keys" / KEY_FILE).rename(moved)
     with pytest.raises(KeyFileError, match="inside the run folder"):
         load_keypair(moved, tmp_path / "runs" / "keys" / CERT_FILE)
+
+
+def test_the_default_key_folder_is_the_users_own_outside_the_data_dir(tmp_path, monkeypatch, capsys) -> None:
+    from soak.report.signing import create_keys, default_keypair
+    from soak.runfolder import KEYS_DIR_ENV, keys_dir
+
+    monkeypatch.delenv(KEYS_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert keys_dir() == tmp_path / "config" / "soak" / "keys"
+    monkeypatch.setenv(KEYS_DIR_ENV, str(tmp_path / "own"))
+    data = tmp_path / "runs"
+    data.mkdir()
+    assert default_keypair(data) is None
+    # a key an earlier release made beside the runs still signs, until the user has their own
+    create_keys(data / "keys", common_name="old place")
+    assert default_keypair(data).key_path == data / "keys" / KEY_FILE
+    assert main(["keys", "init", "--cn", "own place", "--format", "json"]) == 0
+    made = tmp_path / "own" / KEY_FILE
+    assert capsys.readouterr().out.count(str(made)) == 1
+    assert (_mode(tmp_path / "own"), _mode(made)) == (0o700, 0o600)
+    assert default_keypair(data).key_path == made and not (data / "keys" / "own place").exists()
