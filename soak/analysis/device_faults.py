@@ -30,7 +30,8 @@ The daemon's sampler feeds each tick to a :class:`FaultWatch`, which turns what 
 :class:`FaultChange` records (stored as ``device_fault`` events, seen on /metrics at once);
 ``judge`` reads those events back at any time and makes the findings and the "device faults"
 criterion, with the readings of the fault views as its evidence. A value first seen non-zero
-(a chip that arrives with uncorrectable errors) is a change from nothing.
+(a chip that arrives with uncorrectable errors) is a change from nothing; correctable errors and
+flaps counted before the run are a baseline.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ _FLAGS = (
     ("retired_pages_pending", "retired_pages_pending", "warn"),
 )
 _COUNT_FIELD = {signal: name for signal, name, _ in _COUNTS}
+_BASELINE = ("ecc_correctable", "link_flap")
 _FLAG_FIELD = {signal: name for signal, name, _ in _FLAGS}
 
 
@@ -231,9 +233,10 @@ class FaultWatch:
             if value is None:
                 continue
             was = seen.counts.get(name)
-            # a first reading is a change only where the chip arrives already faulty (a flap
-            # counter starts at the port's count since the driver loaded: a baseline)
-            rose = (value > was) if was is not None else (value > 0 and signal != "link_flap")
+            # a first reading is a change only where the chip arrives already faulty; the
+            # correctable errors and the port's flaps counted since the driver loaded are a
+            # baseline (the run's rate is of its own errors)
+            rose = (value > was) if was is not None else (value > 0 and signal not in _BASELINE)
             if rose:
                 change(signal, severity, value=float(value), previous=was)
             seen.counts[name] = float(value)

@@ -90,6 +90,31 @@ def test_fake_gpu_values_map_to_samples_in_base_units() -> None:
     assert g1.power_w is None  # not supported -> None, never 0
 
 
+def test_an_xid_fallen_off_the_bus_and_a_failed_row_remap_fail_the_chip_through_the_nvml_path() -> None:
+    from soak.analysis.device_faults import FaultWatch
+    from soak.telemetry.records import Snapshot
+
+    nv = fake_pynvml(gpus=1)
+    remap = {"rows": (0, 0, False, False)}
+    nv.nvmlDeviceGetRemappedRows = lambda h: remap["rows"]  # (corrected, uncorrected, pending, failure)
+    nv.nvmlDeviceGetRetiredPagesPendingStatus = lambda h: 0
+    reader, watch = open_nvml(nv), FaultWatch()
+    (g,) = reader.read()
+    assert (g.xid_errors, g.xid_last, g.row_remap_pending, g.row_remap_failed, g.retired_pages_pending) == \
+        (0, None, False, False, False)
+    assert watch.track(Snapshot(ts=0.0, host="h", devices=(g,))) == []
+    # the driver reports Xid 79 (the event's eventData), and a row the memory could not remap
+    xid = types.SimpleNamespace(device_index=0, eventData=79)
+    nv.nvmlEventSetWait_v2 = lambda s, t, q=[xid]: q.pop() if q else (_ for _ in ()).throw(nv.NVMLError(TIMEOUT))
+    remap["rows"] = (0, 1, True, True)
+    (g,) = reader.read()
+    assert (g.xid_errors, g.xid_last, g.row_remap_failed) == (1, 79, True)
+    changes = {c.signal: c for c in watch.track(Snapshot(ts=5.0, host="h", devices=(g,)))}
+    assert set(changes) == {"xid", "row_remap_failed", "row_remap_pending"}
+    assert (changes["xid"].code, changes["xid"].severity, changes["xid"].interrupts) == ("79", "fail", True)
+    assert changes["row_remap_failed"].severity == "fail" and changes["xid"].serial == "165100"
+
+
 def test_a_lost_gpu_is_a_gap_and_the_sweep_goes_on() -> None:
     reader = open_nvml(fake_pynvml(gpus=3, lost={1}))
     samples = reader.read()
