@@ -137,4 +137,6 @@ def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
         for r, t in zip(a.reasons, doc["reasons_typed"], strict=True):
             assert t["code"] in REASONS and say(t["code"], t["values"]) == r
     kinds = {c.split(".")[0] for c in seen}
-    assert kinds == set(KINDS), set(KINDS) - kinds
+    # a chip's own fault report comes from the run's events, never from a trace: its codes are
+    # said by tests/analysis/test_device_faults.py and the daemon's real runs
+    assert kinds == set(KINDS) - {"device_fault"}, set(KINDS) - kinds
