@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_time_to_show import free_port  # noqa: E402
+from benchmarks.bench_time_to_show import free_port, start_prometheus  # noqa: E402
 from soak.store import Store  # noqa: E402
 
 # signal (finding metric) -> chip, the alert that names it
@@ -74,15 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     with open(work / "agent.log", "wb") as out:
         procs.append(subprocess.Popen(argv_, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-    (work / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
-        f"rule_files: [{ROOT / 'dashboards' / 'alerts.yaml'}]\n"
-        f"scrape_configs:\n  - job_name: soak\n    static_configs: [{{targets: [\"127.0.0.1:{listen}\"]}}]\n")
-    with open(work / "prometheus.log", "wb") as out:
-        procs.append(subprocess.Popen([prometheus, f"--config.file={work / 'prometheus.yml'}",
-                                       f"--storage.tsdb.path={work / 'tsdb'}",
-                                       f"--web.listen-address=127.0.0.1:{p_prom}", "--log.level=warn"],
-                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+    procs.append(start_prometheus(prometheus, work, [listen], p_prom, 1.0))
     seen: dict[str, dict[str, float]] = {k: {} for k in WATCHED}
     fault_wall: float | None = None
     deadline = time.time() + args.duration_h * 3600 / args.scale + 120

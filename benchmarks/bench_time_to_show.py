@@ -62,6 +62,23 @@ def scrape(port: int) -> str:
         return resp.read().decode()
 
 
+def start_prometheus(prometheus: str, work: Path, listen: list[int], port: int, scrape_s: float,
+                     job: str = "soak") -> subprocess.Popen[bytes]:
+    """Debian's prometheus on loopback ``port``, scraping ``listen`` every ``scrape_s`` with
+    dashboards/alerts.yaml loaded; its config, TSDB and log in ``work``."""
+    targets = ", ".join(f'"127.0.0.1:{p}"' for p in listen)
+    (work / "prometheus.yml").write_text(
+        f"global: {{scrape_interval: {scrape_s:g}s, scrape_timeout: {min(scrape_s, 5):g}s, "
+        f"evaluation_interval: {scrape_s:g}s}}\n"
+        f"rule_files: [{ROOT / 'dashboards' / 'alerts.yaml'}]\n"
+        f"scrape_configs:\n  - job_name: {job}\n    static_configs: [{{targets: [{targets}]}}]\n")
+    with open(work / "prometheus.log", "wb") as out:
+        return subprocess.Popen([prometheus, f"--config.file={work / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={work / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def _unix(rfc3339: str | None) -> float | None:
     """Prometheus' ``2026-12-01T22:58:49.123456789Z`` as unix seconds."""
     if not rfc3339:
@@ -109,17 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(node / "agent.log", "wb") as out:
             procs.append(subprocess.Popen(argv_, stdout=out, stderr=subprocess.STDOUT, env=env,
                                           start_new_session=True))
-    targets = ", ".join(f'"127.0.0.1:{p}"' for p in listen)
-    (work / "prometheus.yml").write_text(
-        f"global: {{scrape_interval: {args.scrape:g}s, scrape_timeout: {min(args.scrape, 5):g}s, "
-        f"evaluation_interval: {args.scrape:g}s}}\n"
-        f"rule_files: [{ROOT / 'dashboards' / 'alerts.yaml'}]\n"
-        f"scrape_configs:\n  - job_name: soak-cluster\n    static_configs: [{{targets: [{targets}]}}]\n")
-    with open(work / "prometheus.log", "wb") as out:
-        procs.append(subprocess.Popen([prometheus, f"--config.file={work / 'prometheus.yml'}",
-                                       f"--storage.tsdb.path={work / 'tsdb'}",
-                                       f"--web.listen-address=127.0.0.1:{p_prom}", "--log.level=warn"],
-                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+    procs.append(start_prometheus(prometheus, work, listen, p_prom, args.scrape, job="soak-cluster"))
     prom = f"http://127.0.0.1:{p_prom}"
     seen: dict[str, float] = {}
     inject: dict[str, float] = {}
