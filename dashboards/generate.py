@@ -332,7 +332,7 @@ def fault_table(title: str, description: str) -> dict[str, Any]:
         ("D", f'{by} (soak_device_ecc_isolated_pages{{{CHIP}, type="double"}})', "none", COUNT_BAD_STEPS,
          "Pages isolated (double-bit)", None),
         ("E", f"{by} (soak_device_link_up{{{CHIP}}})", "none", HEALTH_STEPS, "Port", PORT_MAP),
-        ("F", f"{by} (round(increase(soak_device_link_up_count{{{CHIP}}}[1h])))", "none", FLAP_STEPS,
+        ("F", f"{by} (round(increase(soak_device_link_ups_total{{{CHIP}}}[1h])))", "none", FLAP_STEPS,
          "Port flaps (1 h)", None),
         ("G", f"count by (node, device) (soak_device_fault_code{{{CHIP}}})", "none", COUNT_BAD_STEPS,
          "Fault codes", None),
@@ -583,7 +583,7 @@ def chip_detail() -> dict[str, Any]:
                "the soak, a single-bit page warns.", minv=0), 8, 8)
     lay.add(timeseries("Port up and up count", [
         (f"soak_device_link_up{{{CHIP}}}", "port up"),
-        (f"soak_device_link_up_count{{{CHIP}}}", "times up (hccn_tool -link_stat)"),
+        (f"soak_device_link_ups_total{{{CHIP}}}", "times up (hccn_tool -link_stat)"),
     ], "none", "1 while the chip's network port is up; the up count steps by one per flap. Down "
                "past 60 s (faults.max_link_down_s) or more than 2 flaps (faults.max_link_flaps) fail "
                "the soak.", minv=0), 8, 8)

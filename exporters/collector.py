@@ -44,7 +44,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_device_healthy": ("gauge", "1 = health OK, 0 = Warning/Alarm/Critical"),
     "soak_device_ecc_errors": ("counter", "ECC errors reported by the device"),
     "soak_device_link_up": ("gauge", "1 when the chip's network port is up"),
-    "soak_device_link_up_count": ("gauge", "Times the chip's network port came up (hccn_tool -link_stat; a flap adds one)"),
+    "soak_device_link_ups": ("counter", "Times the chip's network port came up (hccn_tool -link_stat; a flap adds one)"),
     "soak_device_ecc_isolated_pages": ("gauge", "Memory pages the device isolated for ECC errors"),
     "soak_device_fault_code": ("gauge", "1 for each fault code the chip reports now (npu-smi info -t health)"),
     "soak_device_reset_pending": ("gauge", "1 when a row remap or page retirement waits for a reset (NVML)"),
@@ -212,7 +212,7 @@ class SoakCollector(Collector):
         throttle = _family("soak_device_throttle_reasons", L)
         proc = _family("soak_device_process_memory_bytes", L)
         xid = _family("soak_device_xid_errors", L)
-        ups = _family("soak_device_link_up_count", L)
+        ups = _family("soak_device_link_ups", L)
         pages = _family("soak_device_ecc_isolated_pages", [*L, "type"])
         codes = _family("soak_device_fault_code", [*L, "code"])
         pending = _family("soak_device_reset_pending", L)

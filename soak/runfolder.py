@@ -104,9 +104,12 @@ def data_dir_keys(data_dir: str | os.PathLike[str]) -> Path:
 
 def is_run_folder(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds a run, or what a refused start left of one (its sub-folders):
-    anything else in the data dir (the keys, a user's own files) is no run's to take."""
+    anything else in the data dir (the keys, a user's own files) is no run's to take. A
+    ``plan.toml`` alone does not make one: a user's working folder holds its plan under that
+    name too; a run folder always has its logs folder, made before anything else is written."""
     folder = Path(folder)
-    return plan_path(folder).is_file() or all((folder / sub).is_dir() for sub in SUBFOLDERS)
+    return (folder / LOGS).is_dir() and (plan_path(folder).is_file()
+                                         or all((folder / sub).is_dir() for sub in SUBFOLDERS))
 
 
 def run_folder_of(path: str | os.PathLike[str]) -> Path | None:

@@ -118,7 +118,7 @@ def test_fleet_and_chip_detail_show_the_chips_own_fault_reports(board):
             names |= d.metric_names(t["expr"])
             exprs.append(t["expr"])
     assert names == {"soak_device_ecc_errors_total", "soak_device_ecc_isolated_pages", "soak_device_link_up",
-                     "soak_device_link_up_count", "soak_device_fault_code", "soak_finding_active"}
+                     "soak_device_link_ups_total", "soak_device_fault_code", "soak_finding_active"}
     for kind in ('type="single"', 'type="double"'):
         assert any("soak_device_ecc_errors_total{" in e and kind in e for e in exprs)
         assert any("soak_device_ecc_isolated_pages{" in e and kind in e for e in exprs)

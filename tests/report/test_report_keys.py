@@ -124,3 +124,10 @@ def test_the_default_key_folder_is_the_users_own_outside_the_data_dir(tmp_path, 
     assert capsys.readouterr().out.count(str(made)) == 1
     assert (_mode(tmp_path / "own"), _mode(made)) == (0o700, 0o600)
     assert default_keypair(data).key_path == made and not (data / "keys" / "own place").exists()
+
+
+def test_a_working_folder_that_holds_a_plan_toml_is_no_run_folder_for_a_key(tmp_path) -> None:
+    # the README's way: a plan.toml in the folder one works in, keys made beside it
+    (tmp_path / "plan.toml").write_text("[run]\nduration = \"1h\"\n", encoding="utf-8")
+    assert main(["keys", "init", "--dir", str(tmp_path / "keys")]) == 0
+    load_keypair(tmp_path / "keys" / KEY_FILE, tmp_path / "keys" / CERT_FILE)
