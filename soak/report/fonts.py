@@ -347,6 +347,7 @@ class FontSet:
             _map_names(self._cjk_font)
         self.used: set[str] = set()
         self.cjk_chars: set[str] = set()  # drawn in the CJK font: what a CFF font's subset holds
+        self.stood_in: set[str] = set()  # drawn as their code points: no font has them
 
     def font_for(self, ch: str, *, bold: bool = False, context: str = "") -> str | None:
         """The font that draws ``ch``: None for the Latin font (the style's own), else the
@@ -367,6 +368,18 @@ class FontSet:
         where = f" in {context[:60]!r}" if context else ""
         raise MissingGlyph(f"the report would draw {_char(ch)}{where}, which none of its fonts has ({fonts}): {hint}")
 
+    def stand_in(self, ch: str) -> str:
+        """``ch``, or where no font has it and it is a symbol, a mark or a control character
+        (an emoji in a recorded error message, a tool's odd byte) its code point as
+        ``[U+1F3D6]``: seen, never a blank. A letter or digit no font has is an error (a font
+        that lacks a language's letters is the wrong font)."""
+        if latin_has(ch) or ch in "\n\t " or self._symbol_map.get(ord(ch), 0) or self._cjk_map.get(ord(ch), 0):
+            return ch
+        if unicodedata.category(ch)[0] in "LN":
+            return ch  # font_for names it
+        self.stood_in.add(ch)
+        return f"[U+{ord(ch):04X}]"
+
     def mark(self, markup: str, *, bold: bool = False) -> str:
         """Paragraph ``markup`` with each run the Latin font lacks wrapped in its own font."""
         out: list[str] = []
@@ -375,7 +388,7 @@ class FontSet:
         pos = 0
         for m in [*_MARKUP.finditer(markup), None]:
             end = m.start() if m else len(markup)
-            for ch in markup[pos:end]:
+            for ch in "".join(self.stand_in(c) for c in markup[pos:end]):
                 font = self._space(run_font) if ch == " " else self.font_for(ch, bold=bold, context=plain)
                 if font != run_font:
                     if run_font is not None:
@@ -399,7 +412,7 @@ class FontSet:
         """``text`` as (font name, part) runs, the Latin parts in ``latin``: for the canvas."""
         bold = latin == LATIN_BOLD
         out: list[tuple[str, str]] = []
-        for ch in text:
+        for ch in "".join(self.stand_in(c) for c in text):
             if ch == " ":
                 font = self._space(out[-1][0] if out and out[-1][0] != latin else None) or latin
             else:

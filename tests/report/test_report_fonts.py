@@ -67,13 +67,22 @@ def test_an_opentype_cjk_font_is_embedded_as_truetype_outlines_of_what_is_drawn(
     assert names[0] != names[1] and all(n.startswith(cjk.font_name) for n in names)
 
 
-def test_a_character_no_font_has_is_an_error_naming_it_and_the_fonts() -> None:
+def test_a_letter_no_font_has_is_an_error_naming_it_and_the_fonts() -> None:
     cjk = _a_cjk_font()
     with pytest.raises(MissingGlyph) as err:
-        fonts.FontSet(cjk).mark("customer \U0010fffd")
+        fonts.FontSet(cjk).mark("customer \U0001e900")  # ADLAM CAPITAL LETTER ALIF
     msg = str(err.value)
-    assert "U+10FFFD" in msg and "in 'customer \\U0010fffd'" in msg and cjk.label in msg, msg
+    assert "U+1E900" in msg and "in 'customer \U0001e900'" in msg and cjk.label in msg, msg
     assert "Helvetica" in msg and "DejaVu Sans" in msg and "--font" in msg
+
+
+def test_a_symbol_no_font_has_in_recorded_text_is_drawn_as_its_code_point() -> None:
+    # what a run recorded (an exception's text quoted in an event) may hold any character: an
+    # emoji is shown as its code point, the report is made
+    fs = fonts.FontSet(_a_cjk_font())
+    assert fs.mark("exit 1: RuntimeError: gloo \U0001f3d6 x") == "exit 1: RuntimeError: gloo [U+1F3D6] x"
+    assert fs.runs("a \U0001f3d6", fonts.LATIN_FONT) == [(fonts.LATIN_FONT, "a [U+1F3D6]")]
+    assert fs.stood_in == {"\U0001f3d6"}
 
 
 def test_chinese_in_a_report_without_a_cjk_font_names_what_to_install() -> None:
