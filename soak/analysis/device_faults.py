@@ -290,17 +290,6 @@ class FaultEvidence:
         return sorted((k for k, (_, ecc, _l) in self.chips.items() if ecc == 0), key=str)
 
 
-@dataclass(frozen=True)
-class FaultVerdict:
-    findings: tuple[dict[str, Any], ...]
-    changes: tuple[FaultChange, ...]
-    nodes: Mapping[str, str | None]  # device -> node, where a cluster's events name one
-
-    def worst(self) -> str | None:
-        sev = [f["severity"] for f in self.findings]
-        return max(sev, key=SEVERITY_RANK.__getitem__) if sev else None
-
-
 def changes_of(events: Iterable[Any]) -> list[tuple[str | None, FaultChange]]:
     """Every recorded fault change, with the node it happened on."""
     out = []
