@@ -106,10 +106,11 @@ def is_run_folder(folder: str | os.PathLike[str]) -> bool:
     """Whether ``folder`` holds a run, or what a refused start left of one (its sub-folders):
     anything else in the data dir (the keys, a user's own files) is no run's to take. A
     ``plan.toml`` alone does not make one: a user's working folder holds its plan under that
-    name too; a run folder always has its logs folder, made before anything else is written."""
+    name too; a run folder has its sub-folders, made before anything else is written (one of
+    them may have been cleaned away since: its logs, say)."""
     folder = Path(folder)
-    return (folder / LOGS).is_dir() and (plan_path(folder).is_file()
-                                         or all((folder / sub).is_dir() for sub in SUBFOLDERS))
+    subs = [(folder / sub).is_dir() for sub in SUBFOLDERS]
+    return all(subs) or (any(subs) and plan_path(folder).is_file())
 
 
 def run_folder_of(path: str | os.PathLike[str]) -> Path | None:

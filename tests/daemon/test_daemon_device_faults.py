@@ -71,6 +71,6 @@ def test_a_clean_fleet_meets_the_device_faults_criterion_with_its_evidence(tmp_p
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
     v = crit["values"]
     assert crit["met"] is True and (v["read"], v["chips"], v["fails"], v["warns"]) == (4, 4, 0, 0)
-    assert v["readings"] >= 4 * 5  # every chip's ECC view answered, several times
+    assert v["readings"] >= 4 * 2  # every chip's ECC view answered, more than once
     assert crit["measured"].startswith("fault reports of 4 of 4 chips read (")
     assert not [f for f in saved["findings"] if f["kind"] == "device_fault"]
