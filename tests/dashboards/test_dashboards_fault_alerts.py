@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,14 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.collector import SoakCollector, make_registry
-from exporters.server import serve
 from soak.analysis.device_faults import FaultWatch
 from soak.daemon.lifecycle import Daemon
-from soak.daemon.metrics import RunCollector
-from tests.dashboards.test_dashboards_served_names import EVERY_FIELD, RUN, SNAPSHOT
+from tests.dashboards.test_dashboards_served_names import EVERY_FIELD, RUN, SNAPSHOT, served_samples
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 PROMTOOL = shutil.which("promtool")
@@ -34,17 +29,6 @@ pytestmark = pytest.mark.skipif(
 
 TARGET = {"instance": "n1:9102", "job": "soak-run", "node": "n1"}
 FAULT_ALERTS = "SoakDeviceFaultCode|SoakUncorrectableEcc|SoakPortDown|SoakPortFlapping|SoakGpuXid|SoakFindingOpen"
-
-
-def _scrape(snapshot, run) -> list[tuple[str, dict[str, str], float]]:
-    collector = SoakCollector(lambda: snapshot, age_s=lambda: 0.0, extra_collectors=[RunCollector(lambda: run)])
-    server = serve(make_registry(collector), "127.0.0.1:0")
-    try:
-        with urllib.request.urlopen(server.url, timeout=10) as resp:
-            text = resp.read().decode()
-    finally:
-        server.stop()
-    return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
 
 
 def _series(name: str, labels: dict[str, str]) -> str:
@@ -84,7 +68,7 @@ def test_a_910b_chip_that_reports_a_separate_npu_code_an_uncorrectable_error_and
     # what `soak run` serves before its first analysis: the fault watch's open findings
     daemon = SimpleNamespace(found=None, membership=SimpleNamespace(node=None), fault_watch=watch)
     run = replace(RUN, open_findings=Daemon._open_findings(daemon), findings={})
-    samples = _scrape(snapshot, run)
+    samples = served_samples(snapshot, run)
     assert {(lv.get("metric"), lv.get("severity")) for n, lv, _ in samples if n == "soak_finding_active"} == {
         ("fault_code", "fail"), ("ecc_uncorrectable", "fail"), ("link", "warn")}
 
@@ -114,5 +98,5 @@ def test_a_910b_chip_that_reports_a_separate_npu_code_an_uncorrectable_error_and
     assert out.returncode == 0, out.stdout + out.stderr
     # the same chip without a fault, in a run with no finding open: nothing fires
     quiet = replace(SNAPSHOT, devices=(replace(EVERY_FIELD, fault_codes=(), fault_texts=()),))
-    out = _firing(tmp_path, _scrape(quiet, replace(RUN, open_findings=())), "3m", [])
+    out = _firing(tmp_path, served_samples(quiet, replace(RUN, open_findings=())), "3m", [])
     assert out.returncode == 0, out.stdout + out.stderr

@@ -50,16 +50,21 @@ class _Totals:
     last_success_ts = 1.0
 
 
-def _served_names() -> set[str]:
-    collector = SoakCollector(lambda: SNAPSHOT, age_s=lambda: 0.0, reader_totals=lambda: {"npu-smi": _Totals()},
-                              extra_collectors=[RunCollector(lambda: RUN)])
-    server = serve(make_registry(collector), "127.0.0.1:0")
+def served_samples(snapshot: Snapshot, run: RunStatus, **collector: object) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample a real /metrics serves for ``snapshot`` and ``run``."""
+    c = SoakCollector(lambda: snapshot, age_s=lambda: 0.0, extra_collectors=[RunCollector(lambda: run)],
+                      **collector)  # type: ignore[arg-type]
+    server = serve(make_registry(c), "127.0.0.1:0")
     try:
         with urllib.request.urlopen(server.url, timeout=10) as resp:
             text = resp.read().decode()
     finally:
         server.stop()
-    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+def _served_names() -> set[str]:
+    return {name for name, _, _ in served_samples(SNAPSHOT, RUN, reader_totals=lambda: {"npu-smi": _Totals()})}
 
 
 def test_declared_names_are_the_names_served() -> None:
