@@ -33,6 +33,7 @@ import numpy as np
 from soak.analysis._stats import block_reduce
 from soak.analysis.evidence import CHIP_METRICS, covered_per_bucket, is_host
 from soak.analysis.profile import Profile
+from soak.analysis.tails import TAIL_METRICS, base_metric, block_tails
 from soak.analysis.trace import Trace
 from soak.device_names import device_key
 
@@ -49,6 +50,8 @@ BUCKET_METRICS: dict[str, str] = {
     "compute_s": "median",
     "busbw_gbps": "median",
     "hbm_total_bytes": "median",
+    # a rank's stalls: the share of its readings beyond 1.5x the bucket's median, and their size
+    **{m: m.split(":")[1] for m in TAIL_METRICS},
 }
 
 Row = tuple[str, str, float, float | None, int, float]  # device, metric, ts, value, n, covered_s
@@ -170,14 +173,17 @@ def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[st
     node agent stores for its leader. ``start`` leaves out the buckets before it."""
     for metric in metrics:
         how = BUCKET_METRICS[metric]
-        for s in trace.series(metric):
+        for s in trace.series(base_metric(metric)):
             if is_host(s.device):
                 continue
             t, v = s.t, s.v
             if start is not None:
                 keep = t >= start
                 t, v = t[keep], v[keep]
-            tc, y, n = block_reduce(t, v, width, how, origin=origin)
+            if metric in TAIL_METRICS:
+                tc, y, n = block_tails(t, v, width, how, origin)
+            else:
+                tc, y, n = block_reduce(t, v, width, how, origin=origin)
             if tc.size:
                 yield s.device, metric, tc - width / 2, y, n
 
@@ -205,7 +211,7 @@ def node_rows(trace: Trace, origin: float, width: float, tick_s: float, start: f
             chips.setdefault(s.device, []).append(s.t)
     for dev, metric, ts, y, n in bucket_stats(trace, origin, width, start=lo):
         keep = ts < hi - 1e-9
-        s = trace.get(dev, metric)
+        s = trace.get(dev, base_metric(metric))
         cov = covered_per_bucket(s.t, tick_s, edges, end)
         idx = np.floor((ts[keep] - lo) / width + 0.5).astype(np.int64)
         for b, v, k in zip(idx.tolist(), y[keep].tolist(), n[keep].tolist(), strict=True):

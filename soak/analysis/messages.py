@@ -62,6 +62,12 @@ _EPISODES = ("{metric:metric} {deviation} in {count} episodes of typically {typi
              "[[period_min|, every {period_min:.0f} min]][[!period_min|, not periodic]], {share_pct:.0f}% of the run"
              "[[slowdown_pct|; the job's steps {slowdown_pct:+.1f}% slower in them: {lost_pct:.1f}% of the run's "
              "training time lost]]")
+# tails.py: stalls beyond 1.5x the bucket median, against the peers' share
+_TAILS = ("{metric:metric} stalls in {share_pct:.1f}% of its readings (its peers {peers_share_pct:.1f}%)"
+          "[[stall_x|, to {stall_x:.2f}x its median]] for {duration_h:.1f} h"
+          "[[cost_pct|; the job's steps take {step_in_stalls_s:.3g} s when they happen against "
+          "{step_outside_s:.3g} s: {cost_pct:.1f}% more job time]]; confidence {confidence:.2f}")
+_TAIL_METRICS = ("compute_s", "step_time_s")
 _OUTLIER_KIND = ("temp_c", "power_w", "util_pct", "hbm_used_bytes")
 _LINK_FLOOR = (", below the floor {floor_gbps:.3g} GB/s ({floor_share_pct:.0f}% of the expected "
                "{expected_gbps:g} GB/s for {chip})[[injected| (injected: {injected})]]")
@@ -121,6 +127,8 @@ FINDINGS: dict[str, str] = {
        for m, d in _EPISODE_DEVIATION.items() if m not in _OUTLIER_KIND},
     **{f"straggler.{m}": t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
     **{f"straggler.node.{m}": _NODE + t + _PEERS_TAIL for m, t in _STRAGGLER.items()},
+    **{f"straggler.tail.{m}": _TAILS for m in _TAIL_METRICS},
+    **{f"straggler.node.tail.{m}": _NODE + _TAILS for m in _TAIL_METRICS},
     # compute.py
     "straggler.node_compute": ("node {node}: GEMM rate {tflops:.3g} TFLOP/s (median of its {ranks} rank(s)), "
                                "{below_pct:.0f}% below the other nodes' median {others_median_tflops:.3g} TFLOP/s"),

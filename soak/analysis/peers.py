@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from soak.analysis import recurring
+from soak.analysis import recurring, tails
 from soak.analysis._stats import index_runs, medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
@@ -86,11 +86,13 @@ class _Spec:
     direction: int  # +1 high is bad, -1 low is bad, 0 both
     floor: Callable[[PeersParams, float | None], float]  # in deviation units; arg: capacity
     unit: str
+    # a node's median over its chips is far less noisy than one chip: its own floor (None: the chip's)
+    node_floor: Callable[[PeersParams], float] | None = None
 
 
 SPECS = (
     # A cooler chip at the same power is no defect; a hotter one is a cooling problem.
-    _Spec("temp_c", "outlier", "abs", 1, lambda p, c: p.temp_min_c, "C"),
+    _Spec("temp_c", "outlier", "abs", 1, lambda p, c: p.temp_min_c, "C", lambda p: p.node_temp_min_c),
     _Spec("power_w", "outlier", "log", 0, lambda p, c: math.log1p(p.power_min_frac), "W"),
     _Spec("util_pct", "outlier", "abs", 0, lambda p, c: p.util_min_pct, "%"),
     _Spec("hbm_used_bytes", "outlier", "growth", 1, lambda p, c: p.hbm_growth_min_frac * c if c else math.inf, "MB"),
@@ -117,9 +119,7 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     skip = grid.phase_mask(profile)
     util = src.matrix("util_pct", skip)
     idle = {k: row < p.idle_util_pct for k, row in util.items()}
-    steps = src.matrix("step_time_s", skip)
-    # the job's step time per bucket (every rank's median): what episodes cost the job
-    job_step = nanmedian_rows(np.vstack(list(steps.values()))) if steps else None
+    job_step = job_step_time(src, skip)
     out: list[Finding] = []
     for spec in SPECS:
         rows = src.matrix(spec.metric, skip)
@@ -130,7 +130,13 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
             _comparable_power(src, skip, rows, p)
         for keys, cap in _groups(src, list(rows), spec):
             out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
-    return out
+    return out + tails.compare(src, profile, run_start, skip, job_step)
+
+
+def job_step_time(src: Buckets, skip: np.ndarray) -> np.ndarray | None:
+    """The job's step time per bucket (every rank's median): what episodes and stalls cost the job."""
+    steps = src.matrix("step_time_s", skip)
+    return nanmedian_rows(np.vstack(list(steps.values()))) if steps else None
 
 
 def _out_of_line(spec: Any, t: np.ndarray, dev: np.ndarray, limit: float, p: Any, rule: str = "persistent") -> Any:
@@ -359,7 +365,8 @@ def _compare(
     # node of four ran 6.6 C above the others for ten hours of a day-night cycle).
     if len(nodes) >= p.min_peers + 1 and None not in nodes and (spec.kind == "straggler"
                                                                or len(nodes) >= SMALL_GROUP):
-        out += _node_compare(grid, spec, x, nodes, floor, profile, slow_nodes,
+        node_floor = floor if spec.node_floor is None else spec.node_floor(p)
+        out += _node_compare(grid, spec, x, nodes, node_floor, profile, slow_nodes,
                              [src.place(k)[1] for k in keys], job_step, cap)
     # Each chip against its node's other chips when there are enough, else the cluster's.
     refs, cluster_refs = {}, {}

@@ -141,6 +141,10 @@ class PeersParams:
     idle_util_pct: float = 5.0  # a chip below this in a bucket is idle there: not compared
     power_tol_frac: float = 0.10  # temperature compared only while power is this close to the peers'
     temp_min_c: float = 4.5  # hotter than the peers at comparable power
+    # a whole node hotter than the other nodes: its median over its chips is far less noisy
+    # than one chip, so its floor is lower than a chip's; the natural spread of the node
+    # medians (rack and inlet) sets the limit above it
+    node_temp_min_c: float = 3.0
     power_min_frac: float = 0.15  # chips of one bin differ by several % in power
     util_min_pct: float = 10.0
     hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity
@@ -159,6 +163,12 @@ class PeersParams:
     episodes_min_count: int = 3
     episodes_many: int = 6
     episodes_min_share: float = 0.10
+    # Tails (soak.analysis.tails): the share of a rank's readings beyond 1.5x its bucket
+    # median over the last tail_window_s, out of line by at least tail_min_share; a stall
+    # finding warns, and fails when it costs tail_fail_cost_frac of the job's time.
+    tail_min_share: float = 0.02
+    tail_window_s: float = 7200.0
+    tail_fail_cost_frac: float = 0.20
 
 
 @dataclass(frozen=True)

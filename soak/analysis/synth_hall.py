@@ -13,7 +13,12 @@ every chip of a node (``nNN/*``):
 - ``outlier`` ``temp``: degrees hotter at the same power; ``power``: % more power (and the
   heat that comes with it);
 - ``straggler``: % more compute time on those ranks; style ``recurring``: only for
-  ``params["duration_s"]`` of every ``params["every_s"]``.
+  ``params["duration_s"]`` of every ``params["every_s"]``; style ``stalls``: that % of the
+  readings (drawn at random, the same for every chip of the fault) ``params["x"]`` (1.9)
+  times slower, the median unchanged.
+
+Every node's ranks also stall now and then by nature (OS jitter): up to ``jitter_share``
+of the readings, 1.5 to 2x slower, at random; a node's ranks together.
 
 A chip or node labelled faulty has no natural offset of its own: it is off by the fault's
 size from its peers' typical value. The pairwise link tests of the hall come from
@@ -57,6 +62,7 @@ class Hall:
     # hourly pairwise link tests; (a, b, fraction slower) pairs slow from link_onset_h
     slow_pairs: tuple[tuple[int, int, float], ...] = ()
     link_onset_h: float = 0.0
+    jitter_share: float = 0.005  # natural stalls: each node up to this share of its readings
 
     @property
     def node_names(self) -> list[str]:
@@ -98,6 +104,21 @@ def _active(f: Fault, t_rel: np.ndarray) -> np.ndarray:
     return on
 
 
+def _stalls(h: Hall, n: int) -> dict[object, np.ndarray]:
+    """Which readings stall: per node, its natural jitter (a factor per reading, 1 when it
+    does not stall), and per ``stalls`` fault, a mask. From a generator of their own, so that
+    every other draw of the hall is the same with them as without."""
+    rng = np.random.default_rng((h.seed, 13))
+    out: dict[object, np.ndarray] = {}
+    for node in h.node_names:
+        hit = rng.random(n) < rng.uniform(0.0, h.jitter_share)
+        out[node] = np.where(hit, rng.uniform(1.5, 2.0, n), 1.0)
+    for i, f in enumerate(h.faults):
+        if f.style == "stalls":
+            out[i] = rng.random(n) < f.magnitude / 100.0
+    return out
+
+
 def generate(h: Hall) -> tuple[Trace, list[Fault]]:
     """The hall's trace and its labels."""
     rng = np.random.default_rng((h.seed, 11))
@@ -111,6 +132,7 @@ def generate(h: Hall) -> tuple[Trace, list[Fault]]:
         stall |= (t_rel >= a) & (t_rel < a + rng.uniform(10, 40))
     hall_phase = rng.uniform(0, 2 * np.pi)
     racks = {r: rng.normal(0, 0.8 * h.spread) for r in range((h.nodes + 3) // 4)}
+    stalls = _stalls(h, n)
     series: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = {}
     compute: dict[tuple[str, str], np.ndarray] = {}
     t = T0 + t_rel
@@ -138,12 +160,16 @@ def generate(h: Hall) -> tuple[Trace, list[Fault]]:
             slow = np.ones(n)
             for f in faults:
                 on = _active(f, t_rel)
+                i_f = h.faults.index(f)
                 if f.kind == "outlier" and f.style == "power":
                     power = power * np.where(on, 1 + f.magnitude / 100, 1.0)
                 elif f.kind == "outlier":
                     extra_c += np.where(on, f.magnitude, 0.0)
+                elif f.kind == "straggler" and f.style == "stalls":
+                    slow *= np.where(on & stalls[i_f], f.params.get("x", 1.9), 1.0)
                 elif f.kind == "straggler":
                     slow *= np.where(on, 1 + f.magnitude / 100, 1.0)
+            slow *= stalls[node]
             temp = (temp0 + n_temp + c_temp + ambient + C_PER_W * (power - watts) + extra_c
                     + rng.normal(0, 0.4, n))
             # the allocator's sawtooth, its period a whole number of readings: sampled at

@@ -394,6 +394,10 @@ _OUTLIER_ZH = {m: d + "，持续 {duration_h:.1f} 小时" for m, d in _EPISODE_D
 _EPISODES_ZH = ("{deviation}，共 {count} 次，每次通常 {typical_min:.0f} 分钟[[period_min|，每 {period_min:.0f} 分钟一次]]"
                 "[[!period_min|，无周期]]，占运行时间的 {share_pct:.0f}%"
                 "[[slowdown_pct|；其间作业步时变化 {slowdown_pct:+.1f}%，损失运行中训练时间的 {lost_pct:.1f}%]]")
+_TAILS_ZH = ("{metric:metric}在 {share_pct:.1f}% 的读数中停顿（同类 {peers_share_pct:.1f}%）"
+             "[[stall_x|，达其中位数的 {stall_x:.2f} 倍]]，持续 {duration_h:.1f} 小时"
+             "[[cost_pct|；停顿时作业步时 {step_in_stalls_s:.3g} 秒，其余时候 {step_outside_s:.3g} 秒："
+             "作业时间多 {cost_pct:.1f}%]]；置信度 {confidence:.2f}")
 _LINK_FLOOR_ZH = "，低于下限 {floor_gbps:.3g} GB/s（{chip} 预期 {expected_gbps:g} GB/s 的 {floor_share_pct:.0f}%）[[injected|（注入：{injected}）]]"
 _LINK_REL_ZH = ("，逐次测试比{whom}低 {below_pct:.0f}%[[others_median_gbps|（其所有测试的中位数 {others_median_gbps:.3g} GB/s）]]"
                 "[[injected|（注入：{injected}）]]")
@@ -448,6 +452,8 @@ CHINESE: dict[str, str] = {
        for m, d in _EPISODE_DEVIATION_ZH.items() if m not in _OUTLIER_ZH},
     **{f"straggler.{m}": t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
     **{f"straggler.node.{m}": _NODE_ZH + t_ + _PEERS_TAIL_ZH for m, t_ in _STRAGGLER_ZH.items()},
+    **{f"straggler.tail.{m}": _TAILS_ZH for m in ("compute_s", "step_time_s")},
+    **{f"straggler.node.tail.{m}": _NODE_ZH + _TAILS_ZH for m in ("compute_s", "step_time_s")},
     "straggler.node_compute": ("节点 {node}：GEMM 速率 {tflops:.3g} TFLOP/s（其 {ranks} 个 rank 的中位数），"
                                "比其他节点的中位数 {others_median_tflops:.3g} TFLOP/s 低 {below_pct:.0f}%"),
     "straggler.rank_compute_floor": ("{rank}：全程 GEMM 速率 {tflops:.3g} TFLOP/s，低于下限 {floor_tflops:.3g}"
