@@ -44,6 +44,8 @@ FLOORS: dict[str, float] = {
     "outlier_temp_c": 6.0,  # a chip this much hotter than its siblings at equal power
     "outlier_power_pct": 20.0,
     "straggler_pct": 8.0,  # a rank or node this much slower than its peers
+    "stall_share_pct": 3.5,  # a node's ranks 1.9x slower in this % of readings, the median unchanged
+    "outlier_node_temp_c": 3.5,  # a whole node this much hotter than the other nodes at equal power
     "throughput_abrupt_pct": 5.0,
     "throughput_gradual_pct_per_h": 0.2,
 }
@@ -394,25 +396,29 @@ def main(argv: list[str] | None = None) -> int:
                     help="healthy 16-node machine halls, and the hall fault families (default 0: none)")
     ap.add_argument("--time-to-detect", action="store_true",
                     help="with --halls: how soon the online analysis names each hall fault")
+    ap.add_argument("--hall-family", action="append", default=None, metavar="FAMILY",
+                    help="with --halls: only these hall fault families (e.g. hall/stalls), and no other traces")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
-    cases = (healthy_cases(args.healthy) + fault_cases(reps=args.reps)
-             + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
+    only = args.hall_family if args.halls else None
+    cases = [] if only else (healthy_cases(args.healthy) + fault_cases(reps=args.reps)
+                             + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
     results = [run_case(c) for c in cases]
-    results += [run_link_case(c) for c in link_cases()]  # the pairwise link test's traces
+    if not only:
+        results += [run_link_case(c) for c in link_cases()]  # the pairwise link test's traces
     ttd = None
     if args.halls:
         from soak.analysis import evaluate_halls as eh
 
-        faults = eh.hall_fault_cases(FLOORS)
+        faults = [c for c in eh.hall_fault_cases(FLOORS) if not only or c.family in only]
         results += [eh.run_hall_case(c) for c in eh.hall_healthy_cases(args.halls) + faults]
         if args.time_to_detect:
             ttd = {"faults": [eh.time_to_detect(c) for c in faults],
                    "healthy_online": [eh.online_false(c) for c in eh.hall_healthy_cases(2)]}
     summary = summarise(results)
     nab_root = Path(args.nab) if args.nab else default_nab_root()
-    nab = run_nab(nab_root) if nab_root.is_dir() else None
+    nab = run_nab(nab_root) if nab_root.is_dir() and not only else None
     ok = check_targets(summary)
     if args.format == "json":
         json.dump({"synthetic": summary, "nab": nab, "time_to_detect": ttd, "targets_met": ok}, sys.stdout,

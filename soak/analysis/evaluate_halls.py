@@ -12,6 +12,9 @@ the harness' floors (``evaluate.FLOORS``), start at 6 h 03 min:
 - ``hall/slow-node``: one node's ranks slower outside the collectives;
 - ``hall/recurring``: one node's ranks slower for 12 min of every hour;
 - ``hall/slow-link``: one pair of nodes slower in the hourly link tests.
+- ``hall/stalls``: one node's ranks 1.9x slower outside the collectives in a share of the
+  readings, all together, the medians unchanged (the tails, ``soak.analysis.tails``);
+- ``hall/hot-node-floor``: a whole node hotter at equal power at the node rule's own floor.
 
 Time to detect: the analysis is run as the daemon runs it while the run goes on (on the
 trace up to then), at online-analysis times after the onset, and the first time the fault
@@ -74,6 +77,10 @@ def hall_fault_cases(floors: dict[str, float], multiples: tuple[float, ...] = (1
         add("hall/recurring", m, Fault("straggler", "n03/*", ONSET_H, m * floors["straggler_pct"], "recurring",
                                     params={"every_s": 3600.0, "duration_s": 720.0}))
         add("hall/slow-link", m, slow_pair=(2, 7), frac=m * LINK_FLOOR)
+    for m in multiples:  # after the others: each of those keeps its seed
+        add("hall/stalls", m, Fault("straggler", "n09/*", ONSET_H, m * floors["stall_share_pct"], "stalls",
+                                    params={"x": 1.9}))
+        add("hall/hot-node-floor", m, Fault("outlier", "n09/*", ONSET_H, m * floors["outlier_node_temp_c"], "temp"))
     return out
 
 
