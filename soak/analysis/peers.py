@@ -130,7 +130,13 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
             _comparable_power(src, skip, rows, p)
         for keys, cap in _groups(src, list(rows), spec):
             out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
-    return out + tails.compare(src, profile, run_start, skip, job_step)
+    return out + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
+
+
+def compare_tails(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
+    """The tails alone (``soak.analysis.tails``), by this module's rule."""
+    skip = src.grid.phase_mask(profile)
+    return tails.compare(src, profile, run_start, skip, job_step_time(src, skip), _TAIL_RULE)
 
 
 def job_step_time(src: Buckets, skip: np.ndarray) -> np.ndarray | None:
@@ -638,3 +644,8 @@ def _make_episodes(
         period_s=eps.period_s,
         count=eps.count,
     )
+
+
+# the rule the tails are judged by (soak.analysis.tails): this module's, handed over
+_TAIL_RULE = tails.Rule(spec=_Spec, out_of_line=_out_of_line, spread=_spread, confidence=_confidence,
+                        members=_members)

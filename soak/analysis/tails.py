@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,11 +96,21 @@ def trailing_mean(rows: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def compare(src: Any, profile: Profile, run_start: float, skip: np.ndarray,
-            job_step: np.ndarray | None) -> list[Finding]:
-    """Tail findings over bucket matrices (``buckets.Buckets``), as ``peers.compare`` reads them."""
-    from soak.analysis import peers  # the peers' rule, which calls this
+@dataclass(frozen=True)
+class Rule:
+    """The peers' rule, handed over by ``soak.analysis.peers`` (which calls :func:`compare`):
+    one rule for medians and tails."""
 
+    spec: Callable[..., Any]  # (metric, kind, scale, direction, floor, unit) -> a spec
+    out_of_line: Callable[..., Any]
+    spread: Callable[[np.ndarray], float]
+    confidence: Callable[..., tuple[float, int]]
+    members: Callable[..., dict[str, Any]]
+
+
+def compare(src: Any, profile: Profile, run_start: float, skip: np.ndarray,
+            job_step: np.ndarray | None, rule: Rule) -> list[Finding]:
+    """Tail findings over bucket matrices (``buckets.Buckets``), as ``peers.compare`` reads them."""
     p = profile.peers
     out: list[Finding] = []
     t = src.grid.centres()
@@ -114,8 +125,8 @@ def compare(src: Any, profile: Profile, run_start: float, skip: np.ndarray,
         x = trailing_mean(raw, width)
         sizes = np.vstack([size.get(k, np.full(t.size, np.nan)) for k in keys])
         meds = np.vstack([med.get(k, np.full(t.size, np.nan)) for k in keys])
-        spec = peers._Spec(metric, "straggler", "abs", 1, lambda q, c: q.tail_min_share, "%")
-        ctx = _Context(metric, t, p, profile, job_step)
+        spec = rule.spec(metric, "straggler", "abs", 1, lambda q, c: q.tail_min_share, "%")
+        ctx = _Context(metric, t, p, profile, job_step, rule)
         nodes: dict[str | None, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
             nodes[src.place(k)[0]].append(i)
@@ -124,7 +135,7 @@ def compare(src: Any, profile: Profile, run_start: float, skip: np.ndarray,
             names = sorted(n for n in nodes if n is not None)
             per_node = np.vstack([nanmedian_rows(x[nodes[n]]) for n in names])
             dev = _deviations(per_node, list(range(len(names))), p.min_peers)
-            limit = _limit(dev, p)
+            limit = _limit(dev, p, rule)
             for j, node in enumerate(names):
                 rs = nodes[node]
                 f = _judged(spec, ctx, dev[j], limit, nanmedian_rows(raw[rs]), nanmedian_rows(sizes[rs]),
@@ -141,7 +152,7 @@ def compare(src: Any, profile: Profile, run_start: float, skip: np.ndarray,
             node = src.place(k)[0]
             if not np.isfinite(dev[i]).any() and node not in slow:
                 dev[i] = wide[i]
-        limit = _limit(dev, p)
+        limit = _limit(dev, p, rule)
         for i, k in enumerate(keys):
             node, device = src.place(k)
             f = _judged(spec, ctx, dev[i], limit, raw[i], sizes[i], meds[i], node, device, None)
@@ -162,10 +173,8 @@ def _deviations(x: np.ndarray, members: list[int], min_peers: int) -> np.ndarray
     return dev
 
 
-def _limit(dev: np.ndarray, p: PeersParams) -> float:
-    from soak.analysis.peers import _spread
-
-    spread = _spread(dev)
+def _limit(dev: np.ndarray, p: PeersParams, rule: Rule) -> float:
+    spread = rule.spread(dev)
     return max(p.tail_min_share, p.k_sigma * spread) if math.isfinite(spread) else p.tail_min_share
 
 
@@ -178,14 +187,13 @@ class _Context:
     p: PeersParams
     profile: Profile
     job_step: np.ndarray | None  # the job's step time per bucket
+    rule: Rule
 
 
 def _judged(spec: Any, ctx: _Context, dev: np.ndarray, limit: float, share: np.ndarray, size: np.ndarray,
             med: np.ndarray, node: str | None, device: str | None, members: list[str] | None) -> Finding | None:
-    from soak.analysis import peers
-
     p = ctx.p
-    judged = peers._out_of_line(spec, ctx.t, dev, limit, p)
+    judged = ctx.rule.out_of_line(spec, ctx.t, dev, limit, p)
     if judged is None:
         return None
     ok, tv, dv, sign, sel, stretches, _rule = judged
@@ -201,7 +209,7 @@ def _judged(spec: Any, ctx: _Context, dev: np.ndarray, limit: float, share: np.n
     extra = med_v * (size_v - 1.0)
     cost = share_v * extra / step_v if step_v > 0 and math.isfinite(extra) else None
     start, end = float(tv[a]) - p.bucket_s / 2, float(tv[b - 1]) + p.bucket_s / 2
-    conf, hours = peers._confidence(tv[a:b], dv[a:b], sign)
+    conf, hours = ctx.rule.confidence(tv[a:b], dv[a:b], sign)
     peer_share = share_v - float(np.median(dv[sel]))
     severity = "fail" if cost is not None and cost >= p.tail_fail_cost_frac else "warn"
     values: dict[str, Any] = {
@@ -212,7 +220,7 @@ def _judged(spec: Any, ctx: _Context, dev: np.ndarray, limit: float, share: np.n
         "cost_pct": None if cost is None else 100.0 * cost, "confidence": conf,
     }
     if device is None:
-        values.update(peers._members(node, members, "ranks"))
+        values.update(ctx.rule.members(node, members, "ranks"))
         code = f"straggler.node.tail.{ctx.metric}"
     else:
         code = f"straggler.tail.{ctx.metric}"

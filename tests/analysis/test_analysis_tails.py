@@ -24,9 +24,7 @@ def _tail_findings(hall: Hall):
     trace, _ = generate(hall)
     profile = Profile.default().with_phases(tuple(hall.phases))
     grid = grid_for(profile, trace.start, trace.end)
-    src = TraceBuckets(trace, grid)
-    skip = grid.phase_mask(profile)
-    return tails.compare(src, profile, trace.start, skip, peers.job_step_time(src, skip))
+    return peers.compare_tails(TraceBuckets(trace, grid), profile, trace.start)
 
 
 def _temperature_findings(hall: Hall):
