@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from soak.analysis import peers, tails
-from soak.analysis.buckets import TraceBuckets, grid_for
+from soak.analysis.buckets import StoredBuckets, TraceBuckets, grid_for, node_rows
 from soak.analysis.messages import say
 from soak.analysis.profile import Profile
 from soak.analysis.synth import T0, Fault
 from soak.analysis.synth_hall import Hall, generate
 from soak.analysis.trace import Trace
 from soak.report.i18n import CHINESE
+from soak.store import Store
 
 ONSET_H = 6.05
 
@@ -69,7 +70,7 @@ def test_a_node_whose_ranks_stall_in_7_percent_of_readings_is_named_with_share_s
     assert "作业时间多" in say(f.code, v, CHINESE)
 
 
-def test_one_rank_that_stalls_is_named_against_its_node_and_a_healthy_day_gives_no_tail_finding():
+def test_one_rank_that_stalls_is_named_against_its_node_and_no_other_rank_or_node_is():
     # a smaller hall: 4 nodes suffice to compare a rank with its node's other ranks
     hall = Hall("rank-stalls", nodes=4, hours=12.0, seed=43,
                 faults=(Fault("straggler", "n02/npu0-5", 2.0, 10.0, "stalls", params={"x": 2.5}),))
@@ -110,3 +111,33 @@ def test_a_whole_node_hotter_at_the_node_floor_and_twice_it_is_named(seed, hot_c
 
 def test_a_healthy_hall_has_no_node_temperature_finding_at_the_node_floor():
     assert _temperature_findings(Hall("healthy", seed=48, spread=2.0, day_night_c=4.0)) == []
+
+
+def test_the_tails_the_node_agents_store_give_the_leader_the_raw_trace_s_finding():
+    # the cluster path: each node agent stores its ranks' tail buckets beside the medians;
+    # the leader compares them from the store, never from the raw samples
+    hall = Hall("stalls-stored", nodes=4, hours=12.0, seed=49,
+                faults=(Fault("straggler", "n03/*", 2.0, 7.0, "stalls", params={"x": 1.9}),))
+    trace, _ = generate(hall)
+    profile = Profile.default().with_phases(tuple(hall.phases))
+    t0, t1 = float(trace.start), float(trace.end)
+    grid = grid_for(profile, t0, t1)
+    by: dict[str, dict] = {}
+    for s in trace.series():
+        node, dev = trace.place(s.device)
+        by.setdefault(node, {})[(dev, s.metric)] = (s.t, s.v)
+    store = Store.open("sqlite://")
+    try:
+        store.create_run("c", host="n00", plan={}, started_ts=t0)
+        for node, series in by.items():
+            store.add_buckets("c", node, node_rows(Trace.from_arrays(series), t0, grid.width, hall.dt_s, t0,
+                                                   t1 + grid.width, t1))
+        stored = peers.compare_tails(StoredBuckets(lambda m: store.load_buckets("c", m), grid), profile, t0)
+    finally:
+        store.close()
+    raw = peers.compare_tails(TraceBuckets(trace, grid), profile, t0)
+    assert [(f.code, f.node, f.device) for f in raw] == [("straggler.node.tail.compute_s", "n03", None)]
+    assert [(f.code, f.node, f.device, f.start, f.end) for f in stored] == [
+        (f.code, f.node, f.device, f.start, f.end) for f in raw]
+    assert stored[0].values["share_pct"] == pytest.approx(raw[0].values["share_pct"], rel=1e-9)
+    assert stored[0].values["cost_pct"] == pytest.approx(raw[0].values["cost_pct"], rel=1e-9)
