@@ -48,10 +48,6 @@ class Need:
     max_interval_s: float | None  # longest interval it works at; None: any
     shortest_event_s: float | None  # shortest event it is sure to see at max_interval_s (or its floor)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "readings_per_window": self.readings_per_window, "window_s": self.window_s,
-                "max_interval_s": self.max_interval_s, "shortest_event_s": self.shortest_event_s}
-
 
 @dataclass(frozen=True)
 class Blind:
