@@ -695,6 +695,10 @@ class Daemon:
         if judged is not None and verdict == "fail":
             for reason in judged.reasons[:5]:
                 self.out.write(f"  {reason}\n")
+        elif judged is not None and verdict is None:  # what kept it from a pass, where a blind detector did
+            for reason in judged.reasons:
+                if getattr(reason, "code", "") == "reason.blind":
+                    self.out.write(f"  {reason}\n")
         self.out.flush()
         if self.stop_reason == "disk":
             raise StoreError(self.disk.message)
