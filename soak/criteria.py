@@ -31,6 +31,7 @@ from typing import Any
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
+from soak.analysis import sampling as sm
 from soak.analysis.messages import CRITERIA, CRITERION_TEXTS, said, say
 from soak.analysis.model import KINDS
 from soak.config import Plan
@@ -239,18 +240,40 @@ def compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any
                               "failing_devices": [f.device for f in bad]})
 
 
-def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, Any]]:
-    """One per finding kind: no finding of it fails (findings as objects or dicts)."""
+def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.Blind] = (),
+                  interval_s: float | None = None, profile: Any = None) -> list[dict[str, Any]]:
+    """One per finding kind: no finding of it fails (findings as objects or dicts).
+
+    A kind in ``blind`` (``soak.analysis.sampling``) is not judged at the run's sampling: met
+    None, with the interval it needs, unless one of its findings fails anyway (what was seen
+    still counts). With the sampling ``interval_s`` known, a kind that sees only longer events
+    there than at a fine sampling states the shortest it sees (``shortest_s``)."""
     out = []
+    blind_of = {b.kind: b for b in blind}
     for kind in KINDS:
         if kind == "device_fault":  # judged with its evidence: device_faults_criterion
             continue
         mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == kind]
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
+        values: dict[str, Any] = {"kind": kind, "findings": len(mine), "found": bool(mine)}
+        b = blind_of.get(kind)
+        shortest = None if b is not None else sm.limited_s(kind, interval_s, profile)
+        if shortest is not None:
+            values["shortest_s"] = shortest
+        if b is not None and worst < 2:
+            out.append(_criterion(None, code=f"criterion.kind.{kind}", measured=".measured_blind",
+                                  values={**values, **b.values(), "blind": True}))
+            continue
         out.append(_criterion((worst < 2) if (judged or mine) else None,
-                              code=f"criterion.kind.{kind}", values={"kind": kind, "findings": len(mine), "found": bool(mine)}))
+                              code=f"criterion.kind.{kind}", values=values))
     return out
+
+
+def blind_reasons(criteria: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Why a verdict does not claim its blind criteria: one ``reason.blind`` each."""
+    return [said("reason.blind", {k: c["values"][k] for k in ("kind", "interval_s", "max_interval_s")})
+            for c in criteria if c.get("met") is None and (c.get("values") or {}).get("blind")]
 
 
 def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any) -> dict[str, Any]:

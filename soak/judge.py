@@ -28,6 +28,7 @@ from soak.analysis import device_faults as df
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
 from soak.analysis import reliability as rel
+from soak.analysis import sampling as sm
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
@@ -99,10 +100,25 @@ def judge_trace(trace: Trace, profile: Profile | None = None, phases: Iterable[P
         verdict = lk.evaluate(tests, profile or Profile.default())
         criteria.append(cr.links_criterion(verdict, running=False))
         extra["links"] = verdict.to_dict()
-    criteria += cr.kind_criteria(result.findings, judged=True)
-    return Judgement(analysis=result, verdict=result.verdict, reasons=tuple(result.reasons),
-                     criteria=tuple(criteria), clean_statement=result.clean_statement if result.verdict == "pass" else None,
+    interval = sm.trace_interval_s(trace)
+    criteria += cr.kind_criteria(result.findings, judged=True, blind=sm.blind(interval, profile),
+                                 interval_s=interval, profile=profile)
+    verdict, reasons = not_claimed(result.verdict, criteria, list(result.reasons))
+    return Judgement(analysis=result, verdict=verdict, reasons=tuple(reasons),
+                     criteria=tuple(criteria), clean_statement=result.clean_statement if verdict == "pass" else None,
                      chip_hours=result.chip_hours, extra=extra)
+
+
+def not_claimed(verdict: str | None, criteria: Sequence[Mapping[str, Any]],
+                reasons: list[Any]) -> tuple[str | None, list[Any]]:
+    """The verdict that claims no blind criterion (``soak.analysis.sampling``): a pass that
+    rests on one is not judged (None), with a ``reason.blind`` for each; a fail stays a fail
+    (what was seen still fails the run)."""
+    why = cr.blind_reasons(criteria)
+    if verdict != "pass" or not why:
+        return verdict, reasons
+    kept = [r for r in reasons if getattr(r, "code", "") != "reason.no_findings"]
+    return None, kept + why
 
 
 def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases: Iterable[Phase] = (),
@@ -133,6 +149,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         # alone, never from every node's raw samples
         result = ca.cluster_analysis(store, run_id, profile, all_phases, planned_start, now, tests)
         evidence: _Evidence = _BucketEvidence(store, run_id, profile.peers.bucket_s)
+        trace_interval = None
     else:
         if arrays is not None:
             trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
@@ -141,6 +158,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         trace = trace.placed(store.rank_places(run_id))
         result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
         evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()}, trace.place)
+        trace_interval = sm.trace_interval_s(trace)
 
     time_scale = float(rec.time_scale or 1.0)
     running = status == "running"
@@ -199,7 +217,10 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
     criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults))
-    criteria += cr.kind_criteria(result.findings, judged=True)
+    # the run's sampling in simulated seconds; an imported run (no plan): its readings' spacing
+    interval = sm.run_interval_s(plan.sampling.interval_s, time_scale) if plan is not None else trace_interval
+    criteria += cr.kind_criteria(result.findings, judged=True, blind=sm.blind(interval, profile),
+                                 interval_s=interval, profile=profile)
 
     failing = [c for c in criteria if c["met"] is False]
     verdict: str | None = "fail" if (result.verdict == "fail" or failing) else "pass"
@@ -214,6 +235,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         # shorter than planned proves nothing the customer asked for.
         verdict = None
         all_reasons.append(said("reason.run_stopped", {"why": why or None}))
+    verdict, all_reasons = not_claimed(verdict, criteria, all_reasons)
     if not all_reasons:
         all_reasons = [said("reason.no_findings", {})]
     n_fail = sum(1 for f in result.findings if f.severity == "fail")

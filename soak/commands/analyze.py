@@ -117,7 +117,9 @@ def _print_table(judged: Any) -> None:
     verdict = (judged.verdict or "not judged").upper()
     out.write(f"verdict: {verdict}  ({len(result.findings)} finding(s), profile {result.profile})\n")
     for c in judged.criteria:
-        if c["met"] is False or c["name"] in ("runtime", "availability", "evidence coverage", "crashes and hangs"):
+        blind = bool((c.get("values") or {}).get("blind"))  # a detector blind at this sampling
+        if c["met"] is False or blind or c["name"] in ("runtime", "availability", "evidence coverage",
+                                                       "crashes and hangs"):
             met = {True: "met", False: "MISSED", None: "N/A"}[c["met"]]
             out.write(f"  {c['name']:<22} {met:<6} {c['measured']}  (required {c['required']})\n")
     if judged.verdict != "pass":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from soak import runfolder as layout
+from soak.analysis import sampling
 from soak.analysis.device_faults import FaultChange, FaultWatch
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict, recorded_plan
@@ -451,6 +452,7 @@ class Daemon:
             runfolder.write_children(self.started.run_dir, [s.pid for s in self.supervisors if s.pid])
             sdnotify.notify("READY=1", f"STATUS=run {self.started.run_id} started")
             self._say_started()
+            self._say_blind()
             status = self._loop()
         except UserError as exc:  # store unwritable, port taken: end the run cleanly, one line
             self.fatal = exc
@@ -489,6 +491,17 @@ class Daemon:
                        + (f" (time scale ×{plan.run.time_scale:g})" if plan.run.time_scale != 1 else "") + "\n"
                        f"  metrics:    {metrics}\n"
                        f"  report app: soak report serve --data-dir {data_dir}   then open http://127.0.0.1:8501/\n")
+        self.out.flush()
+
+    def _say_blind(self) -> None:
+        """A detector that cannot see at this run's sampling (tick x time scale) says so, in
+        one line and a ``note`` event; its criterion is then not judged (``soak.judge``)."""
+        plan, run = self.plan, self.started
+        tick, scale = plan.sampling.interval_s, plan.run.time_scale
+        for b in sampling.blind(sampling.run_interval_s(tick, scale), run.profile):
+            msg, detail = sampling.run_note(b, tick, scale)
+            self.spool.event("note", ts=run.clock.now(), message=msg, detail=detail, node=self.membership.node)
+            self.out.write(f"soak: {msg}\n")
         self.out.flush()
 
     def _burn_in_extends(self) -> bool:
@@ -682,6 +695,10 @@ class Daemon:
         if judged is not None and verdict == "fail":
             for reason in judged.reasons[:5]:
                 self.out.write(f"  {reason}\n")
+        elif judged is not None and verdict is None:  # what kept it from a pass, where a blind detector did
+            for reason in judged.reasons:
+                if getattr(reason, "code", "") == "reason.blind":
+                    self.out.write(f"  {reason}\n")
         self.out.flush()
         if self.stop_reason == "disk":
             raise StoreError(self.disk.message)

@@ -124,6 +124,9 @@ def _note(e: Any, d: Mapping[str, Any]) -> Said | None:
         return "event.note.burn_in", {"min_uninterrupted_h": d["min_uninterrupted_h"],
                                       "since_s": float(d["since"]) - start,
                                       "end_s": float(d["planned_end"]) - start, "capped": bool(d.get("capped"))}
+    if d.get("blind") and _has(d, "kind", "interval_s", "max_interval_s"):
+        return "event.note.blind", {k: d.get(k) for k in ("kind", "interval_s", "max_interval_s", "fix_interval_s",
+                                                           "fix_time_scale")}
     if _has(d, "manifest_error"):
         return "event.note.manifest_failed", {"error": d["manifest_error"]}
     if d.get("cluster_note") in ("run_ending", "failed_elsewhere"):
@@ -289,7 +292,7 @@ CODES: tuple[str, ...] = (
     "event.start", "event.stop.gave_up.hung", "event.stop.gave_up.signal", "event.stop.gave_up.exit",
     "event.stop.signal", "event.stop.store", "event.stop.disk", "event.stop.join_timeout", "event.restart",
     "event.restart.uncounted", "event.crash.signal", "event.crash.exit", "event.hang", "event.exit.finished",
-    "event.checkpoint", "event.resume.daemon", "event.resume.step", "event.gap", "event.note.burn_in",
+    "event.checkpoint", "event.resume.daemon", "event.resume.step", "event.gap", "event.note.burn_in", "event.note.blind",
     "event.note.manifest_failed", "event.note.run_ending.signal", "event.note.run_ending.exit",
     "event.note.run_ending.hang", "event.note.failed_elsewhere.signal", "event.note.failed_elsewhere.exit",
     "event.note.failed_elsewhere.hang", "event.preflight", "event.outage.reader", "event.outage.devices",

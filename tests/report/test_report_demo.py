@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from soak.analysis import sampling
 from soak.cli import main
 from soak.commands.demo import LEAK_CHIP, SIM_HOURS, demo_plan, report
 from soak.config import plan_from_dict
@@ -27,6 +28,14 @@ def test_demo_plan_is_valid_and_fits_the_minutes(tmp_path):
     sim = SimConfig.build(scenario=plan.sim.scenario, chips=plan.sim.chips)
     creep = next(s for s in sim.scenarios if s.name == "hbm_creep")
     assert str(creep.params["chips"]) == str(LEAK_CHIP)
+
+
+@pytest.mark.parametrize("minutes", [0.5, 2.0, 120.0])
+def test_a_demo_of_any_length_reads_often_enough_for_every_detector(tmp_path, minutes):
+    plan = plan_from_dict(demo_plan(argparse.Namespace(minutes=minutes, data_dir=str(tmp_path), chips=8), "d"))
+    reading_s = sampling.run_interval_s(plan.sampling.interval_s, plan.run.time_scale)
+    assert reading_s <= 240.0 + 1e-9 and sampling.blind(reading_s) == ()
+    assert plan.sampling.interval_s == (0.25 if minutes == 0.5 else 1.0)
 
 
 def test_demo_rejects_bad_minutes(capsys):

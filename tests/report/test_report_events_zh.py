@@ -80,6 +80,8 @@ ZH = {
     "note_run_ending_signal": "lm：崩溃（信号 9）（运行结束时：另一节点已先停止）",
     "note_run_ending_exit": "lm：崩溃（退出码 1）（运行结束时：另一节点已先停止）",
     "note_run_ending_hang": "lm：2 min 没有训练进展，已终止（运行结束时：另一节点已先停止）",
+    "note_blind": ("内存持续增长无法判定：每 10 min 一次读数，需要至少每 5 min 一次；请使用 --interval 0.5s 或更短，"
+                   "或 --time-scale 300 或更低"),
     "burn_in": "老化时钟：需要连续 0.00277778 小时没有意外故障，自拷机开始后 6 s 起计；运行延长至 16 s",
     "inject_armed": "已布设注入故障 crash:50",
     "inject_exit": "crash:50：以状态 1 退出",
@@ -108,8 +110,8 @@ ZH = {
 AS_WRITTEN = ("start_older", "burn_in_older", "node_lost_older", "demo_crash_no_detail", "inject", "rank_exit_sigterm",
               "stop_node_lost", "preflight_drift")
 # words the Chinese report shares with the English: units (dur's "min"), vendor and config terms,
-# the tool's name (every page's footer)
-SHARED = {"rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak", "ecc", "xid"}
+# the tool's name (every page's footer), the flags of ``soak run`` (--interval, --time-scale)
+SHARED = {"interval", "time", "scale", "rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak", "ecc", "xid"}
 
 
 def view(e: dict) -> EventView:
