@@ -146,8 +146,9 @@ class Reliability:
         lost = [(c, s) for c, s in self.lost_s.items() if s > 0 and c != AHEAD]
         ettr = self.ettr
         out = [said("reliability.ettr", {
-            # floored, never rounded up: 99.96 % is not "100.0 %"
-            "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
+            # the share is written by the one share format (floored); ettr_pct is kept for readers
+            # of the values from before it
+            "ettr": ettr, "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
             "injected_s": self.injected_s or None, "injected_count": self.injected_count,
             "lost_total_s": sum(s for _, s in lost),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]

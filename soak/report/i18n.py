@@ -573,7 +573,7 @@ CHINESE: dict[str, str] = {
     "interruption.gave_up": "{workload} 放弃重启",
     "interruption.node_lost": "作业失去一个节点[[message|：{message}]]",
     # reliability
-    "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr_pct|{ettr_pct:.2f}%]][[!ettr_pct|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
+    "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr|{ettr:pct}]][[!ettr|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
                          "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（注入故障从不计入机器）]]；"
                          "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
     "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"

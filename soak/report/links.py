@@ -25,7 +25,7 @@ def links_intro(links: Mapping[str, Any] | None, lang: str = "en") -> str:
     if not links:
         return ""
     zh = lang == "zh"
-    x = pct(links.get("max_below_median_frac"), 0)
+    x = pct(links.get("max_below_median_frac"))
     n = int(links.get("tests") or 0)
     if zh:
         text = (f"每对节点各出一个进程做 all-reduce，总线带宽按 nccl-tests 定义（两进程时等于 algbw）；共 {n} 次测试，"

@@ -16,7 +16,7 @@ from datetime import UTC, tzinfo
 from typing import Any
 
 from soak.analysis.chip_verdicts import chip_count
-from soak.analysis.evidence import is_host
+from soak.analysis.evidence import is_host, lowest_metric
 from soak.report.i18n import t
 from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
@@ -223,7 +223,7 @@ def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple
     for chip, metrics in sorted(((cov or {}).get("ratios") or {}).items()):
         if not metrics:
             continue
-        low_m = min(metrics, key=lambda m: metrics[m])
+        low_m = lowest_metric(metrics)
         out.append((chip, f"{pct(metrics[low_m])} ({metric_name(low_m, lang)})",
                     ", ".join(f"{metric_name(m, lang)} {pct(r)}" for m, r in sorted(metrics.items()))))
     return out

@@ -31,6 +31,8 @@ from soak.analysis.messages import (
     RELIABILITY,
     STATEMENTS,
     Said,
+    hm,
+    pct,
     render,
     say,
 )
@@ -69,7 +71,7 @@ def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> N
 def test_optional_parts_and_named_formats() -> None:
     t = "a[[x| {x:.1f}]][[!x| none]]; {d:hm}, {r:pct}, {t:utc}, {names}, {names:semi}, {ms:metric}"
     assert render(t, {"x": 0.0, "d": 3725, "r": 0.5, "t": 0, "names": ["p", "q"], "ms": ["temp_c"]}) == \
-        "a 0.0; 1h 2m, 50.0%, 1970-01-01 00:00:00Z, p, q, p; q, temp_c"
+        "a 0.0; 1 h 02 min, 50.0 %, 1970-01-01 00:00:00Z, p, q, p; q, temp_c"
     loud = {"metric": str.upper}
     assert render("{m:metric} {ms:metric}", {"m": "temp_c", "ms": ["a", "b"]}, loud) == "TEMP_C A, B"
     assert render(t, {"x": None, "d": None, "r": None, "t": 60, "names": [], "ms": []}).startswith("a none; N/A, N/A")
@@ -140,3 +142,23 @@ def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
     # a chip's own fault report comes from the run's events, never from a trace: its codes are
     # said by tests/analysis/test_device_faults.py and the daemon's real runs
     assert kinds == set(KINDS) - {"device_fault"}, set(KINDS) - kinds
+
+
+def test_one_duration_and_one_share_format_rounded_down() -> None:
+    # the demo's training of 7 h 13 min 50 s read "7h 13m" on one page and "7 h 14 min" on another
+    assert hm(7 * 3600 + 13 * 60 + 50) == "7 h 13 min"
+    assert [hm(s) for s in (0, 42.9, 60, 419.9999999, 3600, 168 * 3600)] == \
+        ["0 s", "42 s", "1 min", "7 min", "1 h 00 min", "168 h 00 min"]
+    assert hm(None) == hm(float("nan")) == "N/A" and hm(-90) == "-1 min"
+    # 99.96 % is never "100.0 %"; 0.848 is 84.8 %, not 84.7 % of its float
+    assert [pct(x) for x in (0.9996, 0.848, 1.0, 0.0)] == ["99.9 %", "84.8 %", "100.0 %", "0.0 %"]
+    assert pct(None) == "N/A"
+
+
+def test_the_least_covered_tie_is_broken_by_name_in_one_place() -> None:
+    from soak.analysis.evidence import Coverage, lowest_metric
+
+    ratios = {"npu1": {"util_pct": 0.9, "hbm_used_bytes": 0.9}, "npu0": {"util_pct": 0.9, "temp_c": 0.95}}
+    cov = Coverage(window_s=100.0, tick_s=1.0, chips_expected=2, ratios=ratios, metrics=("util_pct",))
+    assert cov.worst == ("npu0", "util_pct", 0.9)
+    assert lowest_metric(ratios["npu1"]) == "hbm_used_bytes" and lowest_metric({}) is None

@@ -155,7 +155,7 @@ def test_checkpoints_link_tests_and_data_stalls_are_not_productive_but_the_job_w
     assert r.ettr == pytest.approx(r.productive_s / (1000 - 8))
     said = {s.code: s for s in r.statements()}
     assert said["reliability.overhead"].values["overhead_s"] == 20
-    assert "of which 20s did not train: data_stall 4s, checkpoint 10s, link_test 6s" in str(said["reliability.overhead"])
+    assert "of which 20 s did not train: data_stall 4 s, checkpoint 10 s, link_test 6 s" in str(said["reliability.overhead"])
 
 
 def test_work_since_the_checkpoint_resumed_from_is_redone() -> None:

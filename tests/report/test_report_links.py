@@ -34,7 +34,7 @@ def test_pair_and_node_rows_against_the_median_and_the_chip_models_figure():
     assert [r[-1] for r in link_node_rows(links, "zh")] == ["正常", "偏慢", "正常"]
     intro = links_intro(links)
     assert "910B expected 20.0 GB/s (source: Atlas 800T A2" in intro and "floor 15.0 GB/s" in intro
-    assert "more than 20 % below" in intro and "绝对下限：910B 预期 20.0 GB/s" in links_intro(links, "zh")
+    assert "more than 20.0 % below" in intro and "绝对下限：910B 预期 20.0 GB/s" in links_intro(links, "zh")
 
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")

@@ -13,6 +13,7 @@ from soak.config import plan_from_dict
 from soak.report.build import build_pdf
 from soak.store import Store
 from tests.conftest import skip_unless_ci
+from tests.report.figures import conflicts, figures, pdf_text_pages
 from tests.report.pagecheck import english_left, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_run
 
@@ -66,6 +67,18 @@ def test_every_pdf_page_reads(pdfs, lang):
         problems += [f"page {page.number}: {p}" for p in layout_problems(page.words, page.width, page.height, images=page.images)]
         problems += [f"page {page.number}: {p}" for p in raw_values(page.text)]
     assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_figure_has_one_value_on_every_page(pdfs, lang):
+    """Every figure (planned, ran, training, longest uninterrupted, shares, chips, the least
+    covered chip) is written once, in one format, whichever page says it."""
+    pages = figures(pdf_text_pages(pdfs[lang]))
+    labels = set().union(*pages)
+    # the figures of this run are all on its pages: a pattern that finds nothing checks nothing
+    assert {"planned", "ran", "training", "productive", "judged availability", "longest uninterrupted",
+            "chips", "coverage of npu0-0"} <= labels, labels
+    assert not conflicts(pages)
 
 
 def test_times_are_in_the_runs_zone(pdfs):
