@@ -249,7 +249,12 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool) -> list[dict[str, An
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
         out.append(_criterion((worst < 2) if (judged or mine) else None,
-                              code=f"criterion.kind.{kind}", values={"kind": kind, "findings": len(mine), "found": bool(mine)}))
+                              code=f"criterion.kind.{kind}", values={
+                                  "kind": kind, "findings": len(mine), "found": bool(mine),
+                                  # what the findings are, so a met criterion with findings says
+                                  # why they do not fail it
+                                  **({"fails": sev.count("fail"), "warns": sev.count("warn"),
+                                      "infos": sum(1 for s in sev if s not in ("fail", "warn"))} if mine else {})}))
     return out
 
 

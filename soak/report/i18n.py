@@ -519,7 +519,7 @@ CHINESE: dict[str, str] = {
                                          "[[not_read|；未读取：{not_read}]]"),
     "criterion.device_faults.measured_none": "未读取到任何芯片的故障报告（健康状态、ECC）：不作判定[[failing|；已见 {fails} 个失败级故障]]",
     "criterion.kind.required": "0 个失败级",
-    "criterion.kind.measured": "[[found|{findings} 个问题]][[!found|无]]",
+    "criterion.kind.measured": "[[found|{findings} 个问题]][[fails|：失败级 {fails} 个，告警 {warns} 个，已解释或仅提示 {infos} 个]][[!found|无]]",
     # parts of sentences
     "part.where_node": "节点 {node}",
     "part.where_node_device": "{node}/{device}",
