@@ -26,7 +26,11 @@ def test_runs_show_gives_the_asked_duration_and_the_preflight_apart(tmp_path, ca
     with Store.open(db) as store:
         # the preflight took 1.4 s; the soak's 183 s count from its end
         store.create_run("r1", host="h", plan=plan, started_ts=t0, planned_end_ts=t0 + 1.4 + 183)
+        # a CPU run: one chip, and the host's own readings (which the report counts as no chip)
+        store.add_sample_rows([{"run_id": "r1", "ts": t0 + 10, "device": dev, "up": True, "util_pct": 50.0}
+                               for dev in ("cpu0", "host")])
         store.finish_run("r1", status="finished", ended_ts=t0 + 1.4 + 183.2, verdict="pass")
     assert main(["runs", "show", "r1", "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "(0:03:03 of 0:03:03, preflight 0:00:01 before)" in out, out
+    assert "(3 min of 3 min, preflight 1 s before)" in out, out
+    assert "1 samples of 1 chip(s) and the host" in out or "2 samples of 1 chip(s) and the host" in out, out
