@@ -162,3 +162,19 @@ def test_the_least_covered_tie_is_broken_by_name_in_one_place() -> None:
     cov = Coverage(window_s=100.0, tick_s=1.0, chips_expected=2, ratios=ratios, metrics=("util_pct",))
     assert cov.worst == ("npu0", "util_pct", 0.9)
     assert lowest_metric(ratios["npu1"]) == "hbm_used_bytes" and lowest_metric({}) is None
+
+
+def test_a_met_kind_criterion_with_findings_says_what_they_are() -> None:
+    """"No utilization dropouts: 1 finding(s) - Met" read as a contradiction: the finding was
+    explained (a declared restart phase), which the measured cell must say."""
+    from soak.criteria import kind_criteria
+    from soak.report.sentences import message
+
+    found = [{"kind": "utilization_dropouts", "severity": "info"}, {"kind": "memory_creep", "severity": "warn"}]
+    by_kind = {c["values"]["kind"]: c for c in kind_criteria(found, judged=True)}
+    drops, creep, hang = by_kind["utilization_dropouts"], by_kind["memory_creep"], by_kind["hang"]
+    assert drops["met"] and drops["measured"] == "1 finding(s): 0 failing, 0 warning, 1 explained or informational"
+    assert creep["met"] and creep["measured"] == "1 finding(s): 0 failing, 1 warning, 0 explained or informational"
+    assert hang["met"] and hang["measured"] == "0"
+    zh = message(drops["measured_code"], drops["values"], "zh")
+    assert zh == "1 个问题：失败级 0 个，告警 0 个，已解释或仅提示 1 个"
