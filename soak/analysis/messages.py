@@ -180,9 +180,8 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.runtime.required_record": "[[planned_s|>= {planned_s:hm}]][[!planned_s|N/A]]",
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": ">= {min_availability:pct} (start-up and injected faults excepted)",
-    "criterion.availability.measured": ("{judged_availability:pct} judged; trained {training_s:hm} of {planned_s:hm} "
-                                        "planned ({availability:pct}); {down_s:hm} down unexpectedly"
-                                        "[[cause_counts| ({cause_counts})]]"),
+    "criterion.availability.measured": ("{judged_availability:pct} of the time it ran, start-up and injected faults "
+                                        "given back; {down_s:hm} down unexpectedly[[cause_counts| ({cause_counts})]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|>= {required_s:hm}]][[!required_s|reported]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
     "criterion.restarts.required": "<= {limit} not injected",

@@ -212,7 +212,6 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
     _table([dict(zip(heads, _criterion_row(k, lang), strict=True)) for k in data.criteria], wrap=True)
-    _reliability(data, lang, tz)
     acc = accounting_rows(data.accounting, lang)
     if acc:
         st.subheader(t("accounting", lang))
@@ -222,6 +221,7 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
             heads = [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)]
             st.markdown(f"**{t('interruptions', lang)}**")
             _table([dict(zip(heads, r, strict=True)) for r in stops], wrap=True)
+    _reliability(data, lang, tz)  # the time's shares with the accounting they come from, as in the PDF
     cov = coverage_rows(data.coverage, lang)
     if cov:
         st.subheader(t("coverage", lang))

@@ -486,8 +486,8 @@ CHINESE: dict[str, str] = {
     "criterion.runtime.required_record": "[[planned_s|≥ {planned_s:hm}]][[!planned_s|N/A]]",
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": "≥ {min_availability:pct}（不计启动与注入故障）",
-    "criterion.availability.measured": ("判定 {judged_availability:pct}；计划 {planned_s:hm} 中训练 {training_s:hm}"
-                                        "（{availability:pct}）；意外停机 {down_s:hm}[[cause_counts|（{cause_counts}）]]"),
+    "criterion.availability.measured": ("运行时间的 {judged_availability:pct}（不计启动与注入故障）；"
+                                        "意外停机 {down_s:hm}[[cause_counts|（{cause_counts}）]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|≥ {required_s:hm}]][[!required_s|仅报告]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
     "criterion.restarts.required": "非注入的 ≤ {limit}",

@@ -41,7 +41,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     ),
     "productive": (rf"productive training ({DUR})", rf"trained ({DUR}) of the", rf"有效训练 ({DUR})"),
     "judged availability": (
-        rf"({PCT}) judged", rf"Availability as judged \([^)]*\) ({PCT})",
+        rf"({PCT}) judged", rf"({PCT}) of the time it ran", rf"Availability as judged \([^)]*\) ({PCT})",
+        rf"运行时间的 ({PCT})",
         rf"判定 ({PCT})", rf"判定可用率（[^）]*） ({PCT})",
     ),
     "ETTR": (rf"\(ETTR\) ({PCT})",),
