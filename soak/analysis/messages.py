@@ -181,7 +181,8 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": ">= {min_availability:pct} (start-up and injected faults excepted)",
     "criterion.availability.measured": ("{judged_availability:pct} of the time it ran, start-up and injected faults "
-                                        "given back; {down_s:hm} down unexpectedly[[cause_counts| ({cause_counts})]]"),
+                                        "given back; [[was_down|{down_s:hm} down unexpectedly]][[!was_down|never down unexpectedly]]"
+                                        "[[cause_counts| ({cause_counts})]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|>= {required_s:hm}]][[!required_s|reported]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
     "criterion.restarts.required": "<= {limit} not injected",
@@ -388,7 +389,9 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "reason.nodes": _node_problems,
     "reason.compute": lambda v, sub: {"summaries": [
         sub(c, fv) for c, fv in zip(v.get("finding_codes") or [], v.get("finding_values") or [], strict=True)]},
-    "criterion.availability.measured": lambda v, sub: {"cause_counts": ", ".join(_cause_counts(v, sub))},
+    # "was_down": no time down is said in words, never as a "0 s" figure
+    "criterion.availability.measured": lambda v, sub: {"cause_counts": ", ".join(_cause_counts(v, sub)),
+                                                       "was_down": bool(v.get("down_s"))},
     "criterion.nodes.measured": lambda v, sub: {"bad": ", ".join(
         sub("part.node_status", {"node": n, "status": st})
         for n, st in zip(v.get("bad_nodes") or [], v.get("bad_statuses") or [], strict=True))},

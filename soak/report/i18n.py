@@ -487,7 +487,7 @@ CHINESE: dict[str, str] = {
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": "≥ {min_availability:pct}（不计启动与注入故障）",
     "criterion.availability.measured": ("运行时间的 {judged_availability:pct}（不计启动与注入故障）；"
-                                        "意外停机 {down_s:hm}[[cause_counts|（{cause_counts}）]]"),
+                                        "[[was_down|意外停机 {down_s:hm}]][[!was_down|无意外停机]][[cause_counts|（{cause_counts}）]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|≥ {required_s:hm}]][[!required_s|仅报告]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
     "criterion.restarts.required": "非注入的 ≤ {limit}",

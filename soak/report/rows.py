@@ -167,7 +167,8 @@ def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tup
         (t("acc_ran", lang), dur(None if acc.get("window_end") is None else acc["window_end"] - acc["window_start"])),
         (t("acc_training", lang), f"{dur(acc.get('training_s'))} ({pct(acc.get('availability'))})"),
         (t("acc_judged", lang), pct(acc.get("judged_availability"))),
-        (t("acc_down", lang), dur(acc.get("unexcused_down_s"))),
+        # no time down reads "none", not a "0 s" that looks like a figure measured as zero
+        (t("acc_down", lang), t("none_word", lang) if acc.get("unexcused_down_s") == 0 else dur(acc.get("unexcused_down_s"))),
         (t("acc_longest", lang), dur(acc.get("longest_s"))),
     ]
     return rows

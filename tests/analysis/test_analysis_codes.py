@@ -178,3 +178,18 @@ def test_a_met_kind_criterion_with_findings_says_what_they_are() -> None:
     assert hang["met"] and hang["measured"] == "0"
     zh = message(drops["measured_code"], drops["values"], "zh")
     assert zh == "1 个问题：失败级 0 个，告警 0 个，已解释或仅提示 1 个"
+
+
+def test_no_time_down_is_said_in_words_not_as_a_zero_figure() -> None:
+    from soak.report.rows import accounting_rows
+    from soak.report.sentences import message
+
+    none = {"judged_availability": 1.0, "down_s": 0.0}
+    assert say("criterion.availability.measured", none).endswith("; never down unexpectedly")
+    assert message("criterion.availability.measured", none, "zh").endswith("；无意外停机")
+    some = {"judged_availability": 0.98, "down_s": 125.0}
+    assert say("criterion.availability.measured", some).endswith("; 2 min down unexpectedly")
+    acc = {"planned_s": 3600.0, "window_start": 0.0, "window_end": 3600.0, "training_s": 3600.0, "availability": 1.0,
+           "judged_availability": 1.0, "unexcused_down_s": 0.0, "longest_s": 3600.0}
+    rows = dict(accounting_rows(acc))
+    assert rows["Down for unexpected reasons"] == "none" and dict(accounting_rows(acc, "zh"))["意外停机"] == "无"
