@@ -296,8 +296,8 @@ INTERRUPTIONS: dict[str, str] = {
 
 RELIABILITY: dict[str, str] = {
     "reliability.ettr": ("effective training time ratio (ETTR) [[ettr|{ettr:pct}]][[!ettr|N/A]]: trained {productive_s:hm} of the {planned_s:hm} "
-                         "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s), which never "
-                         "count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
+                         "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s) (their "
+                         "interruptions and the work redone after them), which never count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
     "reliability.failures": ("{failures} unexpected failure(s) of the machine in {node_hours:.3g} node-hours "
                              "({crash} crash, {hang} hang, {node_lost} node lost[[link|, {link} link failure]], {device_fault} device fault)"
                              "[[node_mttf_h|: mean time to failure per node {node_mttf_h:.3g} h]]"),

@@ -574,7 +574,7 @@ CHINESE: dict[str, str] = {
     "interruption.node_lost": "作业失去一个节点[[message|：{message}]]",
     # reliability
     "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr|{ettr:pct}]][[!ettr|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
-                         "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（注入故障从不计入机器）]]；"
+                         "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（其中断及之后重做的工作；注入故障从不计入机器）]]；"
                          "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
     "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"
                              "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),

@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 # a duration in any format soak ever wrote ("4 h 00 min", "7h 13m", "0h 02m 03s", "2m 0s",
 # "45 s", "1d 2h 3m"), a share ("98.9 %", "98.54%"), a count
@@ -30,6 +31,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         rf"计划时长 ({DUR})", rf"计划拷机时长 ({DUR})", rf"（计划 ({DUR})）", rf"计划 ({DUR}) 中训练",
         rf"计划 ({DUR})，有效训练", rf"≥ 计划的 ({DUR})",
     ),
+    "duration": (rf"\bDuration ({DUR})", rf"(?<!计划)(?<!运行)(?<!拷机)时长 ({DUR})"),
     "ran": (rf"\bran ({DUR}) of", rf"\bRan ({DUR})", rf"运行 ({DUR})（计划", rf"实际运行 ({DUR})"),
     "training": (
         rf"(?<!productive )(?<!uninterrupted )training ({DUR})", rf"trained ({DUR}) of (?!the )", rf"Training \(share of planned\) ({DUR})",
@@ -100,3 +102,18 @@ def pdf_text_pages(pdf: Path) -> list[str]:
     """The text of each page of ``pdf`` as pdftotext reads it in content order (``-raw``)."""
     text = subprocess.run(["pdftotext", "-raw", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
     return [p for p in text.split("\f") if p.strip()]
+
+
+def app_text(at: Any) -> str:
+    """The text a reader sees on an AppTest page: its Markdown, captions and metrics, and each
+    table row as one line of its cells (Markdown escapes and colour marks taken off)."""
+    lines = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    lines += [f"{m.label} {m.value}" for m in at.metric]
+    lines += [s.value for s in at.subheader]
+    for table in [*at.table, *at.dataframe]:
+        df = table.value
+        for index, row in df.iterrows():
+            cells = ([] if isinstance(index, int) else [str(index)]) + [str(v) for v in row]
+            lines.append(" ".join(cells))
+    text = "\n".join(lines)
+    return re.sub(r":(?:green|red|gray)\[([^\]]*)\]", r"\1", text).replace("\\", "")

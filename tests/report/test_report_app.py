@@ -280,3 +280,14 @@ def test_a_run_with_a_plan_shows_its_reliability_as_the_pdf_does(tmp_path, monke
     assert "mean time to failure per node >= 0.257 h with 90% confidence (2T / chi2(0.90; 4) = 1 / 3.890)" in md
     assert "a job over 64 node(s): mean time to failure >= 0.00402 h" in md
     assert "injected canary" not in md  # none was injected: nothing to keep apart
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_figure_has_one_value_in_the_app(app, lang):
+    from tests.report.figures import app_text, conflicts, figures
+
+    if lang == "zh":
+        app.sidebar.radio(key="lang").set_value("zh").run()
+    (found,) = figures([app_text(app)])
+    assert {"duration", "chips"} <= set(found), found  # a recorded run without a plan: few figures
+    assert not conflicts([found])
