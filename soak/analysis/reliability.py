@@ -153,6 +153,12 @@ class Reliability:
             "lost_total_s": sum(s for _, s in lost),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]
         overhead = [(c, self.lost_s.get(c, 0.0)) for c in OVERHEADS if self.lost_s.get(c, 0.0) > 0]
+        if self.training_s is not None:
+            # the work redone after an injected canary is inside the job's up time and is the
+            # canary's (injected_s): said here, so up time, overheads and productive add up
+            redone = self.training_s - self.productive_s - sum(x for _, x in overhead)
+            if redone >= 1.0:
+                overhead.insert(0, (INJECTED, redone))
         if overhead and self.training_s is not None:
             out.append(said("reliability.overhead", {
                 "training_s": self.training_s, "productive_s": self.productive_s,

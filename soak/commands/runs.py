@@ -112,6 +112,8 @@ def _show(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     end = run.ended_ts or out["last_sample_ts"]
+    if end is not None and run.planned_end_ts is not None:
+        end = min(end, run.planned_end_ts)  # what ran of the plan, as the report's accounting counts it
     # The duration asked for is the plan's; the soak counts from the workloads' start, after
     # the preflight, which is shown on its own.
     asked = ((run.plan or {}).get("run") or {}).get("duration")  # seconds, as the plan file said
