@@ -46,12 +46,12 @@ def links_intro(links: Mapping[str, Any] | None, lang: str = "en") -> str:
 
 
 def _vs(ratio: float | None) -> str:
-    return "N/A" if ratio is None else f"{100 * ratio:.0f}%"
+    return pct(ratio)
 
 
 def _vs_expected(busbw: float | None, links: Mapping[str, Any]) -> str:
     exp = links.get("expected_gbps")
-    return "N/A" if busbw is None or not exp else f"{100 * busbw / exp:.0f}%"
+    return "N/A" if busbw is None or not exp else pct(busbw / exp)
 
 
 def link_pair_rows(links: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str, str, str, str]]:
