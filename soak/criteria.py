@@ -257,6 +257,9 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.B
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
         values: dict[str, Any] = {"kind": kind, "findings": len(mine), "found": bool(mine)}
+        if mine:  # what the findings are, so a met criterion with findings says why they do not fail it
+            values.update(fails=sev.count("fail"), warns=sev.count("warn"),
+                          infos=sum(1 for s in sev if s not in ("fail", "warn")))
         b = blind_of.get(kind)
         shortest = None if b is not None else sm.limited_s(kind, interval_s, profile)
         if shortest is not None:

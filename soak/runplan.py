@@ -90,6 +90,14 @@ def profile_of(run: Any, plan: Plan | None) -> Profile:
         raise ConfigError(f"run {run.id}: {exc} (pass --profile FILE.toml)") from None
 
 
+def planned_duration_s(rec: Any, plan: Plan | None) -> float | None:
+    """How long the soak was planned to run: its planned window (after the preflight), as the
+    judge's accounting counts it; None without a planned end. The cover, the criteria and
+    ``soak runs show`` all say this one figure."""
+    start, end = planned_window(rec, plan)
+    return None if end is None else end - start
+
+
 def planned_window(rec: Any, plan: Plan | None) -> tuple[float, float | None]:
     """(planned start, planned end) of a recorded run: the soak's window, after the preflight;
     the start is the run's own without a plan, the end None without either."""

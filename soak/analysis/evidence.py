@@ -114,6 +114,18 @@ class Accounting:
         }
 
 
+def least_covered(pair: tuple[str, str, float]) -> tuple[float, str, str]:
+    """The order in which (chip, metric, share) pairs are least covered: the lowest share, a tie
+    broken by chip then metric name, so every page and the app name the same one."""
+    chip, metric, ratio = pair
+    return ratio, chip, metric
+
+
+def lowest_metric(ratios: Mapping[str, float]) -> str | None:
+    """The least covered of one chip's metrics (``least_covered``'s tie rule); None for none."""
+    return min(ratios, key=lambda m: (ratios[m], m), default=None)
+
+
 @dataclass(frozen=True)
 class Coverage:
     """Readings per chip and metric over the soak window."""
@@ -135,7 +147,7 @@ class Coverage:
         if self.chips_expected > self.chips_seen or not self.ratios:
             return None, None, 0.0
         return min(((c, m, r) for c, ms in self.ratios.items() for m, r in ms.items()),
-                   key=lambda x: x[2], default=(None, None, 0.0))
+                   key=least_covered, default=(None, None, 0.0))
 
     def below(self, minimum: float) -> list[tuple[str, str, float]]:
         return sorted((c, m, r) for c, ms in self.ratios.items() for m, r in ms.items() if r < minimum)

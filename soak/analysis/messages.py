@@ -24,6 +24,7 @@ the same table, so every language composes them from its own words.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import time
@@ -187,8 +188,8 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.runtime.required_record": "[[planned_s|>= {planned_s:hm}]][[!planned_s|N/A]]",
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": ">= {min_availability:pct} (start-up and injected faults excepted)",
-    "criterion.availability.measured": ("{judged_availability:pct} judged; trained {training_s:hm} of {planned_s:hm} "
-                                        "planned ({availability:pct}); {down_s:hm} down unexpectedly"
+    "criterion.availability.measured": ("{judged_availability:pct} of the time it ran, start-up and injected faults "
+                                        "given back; [[was_down|{down_s:hm} down unexpectedly]][[!was_down|never down unexpectedly]]"
                                         "[[cause_counts| ({cause_counts})]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|>= {required_s:hm}]][[!required_s|reported]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
@@ -226,7 +227,8 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.device_faults.measured_none": ("no chip's fault report (health, ECC) was read: not judged"
                                               "[[failing|; {fails} failing fault(s) seen]]"),
     "criterion.kind.required": "0 fail[[shortest_s| (seen from {shortest_s:hm} long at this sampling)]]",
-    "criterion.kind.measured": "[[found|{findings} finding(s)]][[!found|0]]",
+    "criterion.kind.measured": ("[[found|{findings} finding(s)]][[fails|: {fails} failing, {warns} warning, "
+                                "{infos} explained or informational]][[!found|0]]"),
     "criterion.kind.measured_blind": ("not judged: one reading per {interval_s:hm}, needs one per "
                                       "{max_interval_s:hm} or less[[found|; {findings} finding(s)]]"),
 }
@@ -305,9 +307,9 @@ INTERRUPTIONS: dict[str, str] = {
 """Interruption codes: ``interruption.<cause>`` (``soak.analysis.evidence``)."""
 
 RELIABILITY: dict[str, str] = {
-    "reliability.ettr": ("effective training time ratio (ETTR) [[ettr_pct|{ettr_pct:.2f}%]][[!ettr_pct|N/A]]: trained {productive_s:hm} of the {planned_s:hm} "
-                         "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s), which never "
-                         "count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
+    "reliability.ettr": ("effective training time ratio (ETTR) [[ettr|{ettr:pct}]][[!ettr|N/A]]: trained {productive_s:hm} of the {planned_s:hm} "
+                         "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s) (their "
+                         "interruptions and the work redone after them), which never count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
     "reliability.failures": ("{failures} unexpected failure(s) of the machine in {node_hours:.3g} node-hours "
                              "({crash} crash, {hang} hang, {node_lost} node lost[[link|, {link} link failure]], {device_fault} device fault)"
                              "[[node_mttf_h|: mean time to failure per node {node_mttf_h:.3g} h]]"),
@@ -399,7 +401,9 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "reason.nodes": _node_problems,
     "reason.compute": lambda v, sub: {"summaries": [
         sub(c, fv) for c, fv in zip(v.get("finding_codes") or [], v.get("finding_values") or [], strict=True)]},
-    "criterion.availability.measured": lambda v, sub: {"cause_counts": ", ".join(_cause_counts(v, sub))},
+    # "was_down": no time down is said in words, never as a "0 s" figure
+    "criterion.availability.measured": lambda v, sub: {"cause_counts": ", ".join(_cause_counts(v, sub)),
+                                                       "was_down": bool(v.get("down_s"))},
     "criterion.nodes.measured": lambda v, sub: {"bad": ", ".join(
         sub("part.node_status", {"node": n, "status": st})
         for n, st in zip(v.get("bad_nodes") or [], v.get("bad_statuses") or [], strict=True))},
@@ -452,23 +456,29 @@ def present(value: Any) -> bool:
 
 
 def hm(seconds: float | None) -> str:
-    """A duration as people read it (``1d 2h 3m``, ``4m 5s``); N/A when unknown."""
-    if seconds is None:
+    """The one way a duration is written, on every page, in the app and the terminal:
+    "6 h 47 min", "47 min", seconds only below a minute ("42 s"); N/A when unknown.
+
+    Rounded down: a signed statement never says more time than was measured (7 h 13 min 50 s
+    is "7 h 13 min" everywhere, never 7 h 14 min on another page)."""
+    if seconds is None or isinstance(seconds, bool) or not math.isfinite(float(seconds)):
         return "N/A"
-    s = int(round(seconds))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if d:
-        return f"{d}d {h}h {m}m"
-    if h:
-        return f"{h}h {m}m"
-    return f"{m}m {s}s" if m else f"{s}s"
+    if seconds < 0:
+        return "-" + hm(-seconds)
+    s = int(math.floor(float(seconds) + 1e-6))  # 419.9999999 of float sums is 7 min, not 6 min
+    if s < 60:
+        return f"{s} s"
+    h, m = divmod(s // 60, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min"
 
 
-def pct(x: float | None) -> str:
-    """A fraction as a percentage with one decimal; N/A when unknown."""
-    return "N/A" if x is None else f"{100 * x:.1f}%"
+def pct(share: float | None) -> str:
+    """The one way a share (0-1) is written: a percentage with one decimal, "84.8 %"; N/A
+    when unknown. Rounded down, so 99.96 % is never shown as 100.0 %."""
+    if share is None or isinstance(share, bool) or not math.isfinite(float(share)):
+        return "N/A"
+    tenths = math.floor(1000 * float(share) + 1e-6)  # 0.848 is 84.8 %, not 84.7 % of its float
+    return f"{tenths / 10:.1f} %"
 
 
 def utc(ts: float) -> str:

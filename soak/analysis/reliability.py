@@ -146,12 +146,19 @@ class Reliability:
         lost = [(c, s) for c, s in self.lost_s.items() if s > 0 and c != AHEAD]
         ettr = self.ettr
         out = [said("reliability.ettr", {
-            # floored, never rounded up: 99.96 % is not "100.0 %"
-            "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
+            # the share is written by the one share format (floored); ettr_pct is kept for readers
+            # of the values from before it
+            "ettr": ettr, "ettr_pct": None if ettr is None else math.floor(ettr * 10000) / 100, "productive_s": self.productive_s, "planned_s": self.planned_s,
             "injected_s": self.injected_s or None, "injected_count": self.injected_count,
             "lost_total_s": sum(s for _, s in lost),
             "lost_causes": [c for c, _ in lost], "lost_seconds": [s for _, s in lost]})]
         overhead = [(c, self.lost_s.get(c, 0.0)) for c in OVERHEADS if self.lost_s.get(c, 0.0) > 0]
+        if self.training_s is not None:
+            # the work redone after an injected canary is inside the job's up time and is the
+            # canary's (injected_s): said here, so up time, overheads and productive add up
+            redone = self.training_s - self.productive_s - sum(x for _, x in overhead)
+            if redone >= 1.0:
+                overhead.insert(0, (INJECTED, redone))
         if overhead and self.training_s is not None:
             out.append(said("reliability.overhead", {
                 "training_s": self.training_s, "productive_s": self.productive_s,

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from soak.daemon.status import hms
+from soak.analysis.evidence import is_host
+from soak.analysis.messages import hm
 from soak.device_names import device_key
 from soak.errors import InputError, StoreError, UnknownRun, mask_url
 from soak.output import add_format, fmt, print_json
@@ -111,6 +112,8 @@ def _show(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     end = run.ended_ts or out["last_sample_ts"]
+    if end is not None and run.planned_end_ts is not None:
+        end = min(end, run.planned_end_ts)  # what ran of the plan, as the report's accounting counts it
     # The duration asked for is the plan's; the soak counts from the workloads' start, after
     # the preflight, which is shown on its own.
     asked = ((run.plan or {}).get("run") or {}).get("duration")  # seconds, as the plan file said
@@ -120,15 +123,19 @@ def _show(args: argparse.Namespace) -> int:
     if run.planned_end_ts is not None and asked is not None:
         soak_start = max(run.started_ts, run.planned_end_ts - asked)
     pre = max(0.0, soak_start - run.started_ts)
-    ran = None if end is None else hms(end - soak_start)
-    planned = None if asked is None else hms(asked)
+    # durations as the report writes them, so the terminal and the PDF say one figure
+    ran = None if end is None else hm(end - soak_start)
+    planned = None if asked is None else hm(asked)
+    # the chips as the report counts them: the host's own readings are no chip
+    hosts = [d for d in out["devices"] if is_host(d)]
+    chips = len(out["devices"]) - len(hosts)
     print(f"run       {run.id}  ({run.host})")
     print(f"status    {run.status}, verdict {fmt(run.verdict)}, restarts {run.restarts}")
     print(f"time      {_when(run.started_ts)} -> {fmt(_when(run.ended_ts))} UTC ({fmt(ran)} of {fmt(planned)}"
-          + (f", preflight {hms(pre)} before" if pre >= 1 else "")
+          + (f", preflight {hm(pre)} before" if pre >= 1 else "")
           + (f", time scale {run.time_scale:g}" if run.time_scale != 1 else "") + ")")
     print(f"workload  {fmt(run.workload)} on {fmt(run.backend)}; {out['samples']} samples of "
-          f"{len(out['devices'])} devices")
+          f"{chips} chip(s){' and the host' if hosts else ''}")
     if run.nodes > 1:
         nodes = out["cluster_nodes"]
         print(f"nodes     {len(nodes)} of {run.nodes} joined: "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import os
+import re
 import sys
 import tempfile
 import time
@@ -132,6 +133,23 @@ def _table(rows: list[dict[str, Any]], *, wrap: bool = False) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
+# st.table writes its cells as Markdown: a "Required" of ">= 8 h 00 min" would be a quote
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
+_MET_COLOR = {True: "green", False: "red", None: "gray"}
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` as itself in a Markdown cell: every character Markdown would read escaped."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def _criterion_row(c: Any, lang: str) -> tuple[str, ...]:
+    """A criterion's cells for the app's static table: its texts as written, Met green,
+    Missed red."""
+    *texts, met = criterion_cells(c, lang)
+    return (*(markdown_cell(x) for x in texts), f":{_MET_COLOR[c.met]}[{markdown_cell(met)}]")
+
+
 def _verdict_block(data: Any, lang: str) -> None:
     color = {"pass": "green", "fail": "red", "running": "blue"}.get(data.verdict or "", "gray")
     st.markdown(f"## {t('verdict', lang)}: :{color}[{verdict_label(data.verdict, lang)}]")
@@ -193,8 +211,7 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
                f"{t('run_window', lang)}: {span(run.started_at, run.ended_at, tz)} ({zone_label(tz, run.started_at)})")
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
-    _table([dict(zip(heads, criterion_cells(k, lang), strict=True)) for k in data.criteria], wrap=True)
-    _reliability(data, lang, tz)
+    _table([dict(zip(heads, _criterion_row(k, lang), strict=True)) for k in data.criteria], wrap=True)
     acc = accounting_rows(data.accounting, lang)
     if acc:
         st.subheader(t("accounting", lang))
@@ -204,6 +221,7 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
             heads = [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)]
             st.markdown(f"**{t('interruptions', lang)}**")
             _table([dict(zip(heads, r, strict=True)) for r in stops], wrap=True)
+    _reliability(data, lang, tz)  # the time's shares with the accounting they come from, as in the PDF
     cov = coverage_rows(data.coverage, lang)
     if cov:
         st.subheader(t("coverage", lang))

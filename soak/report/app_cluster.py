@@ -27,6 +27,7 @@ from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import t
 from soak.report.names import kind_name, severity_name
 from soak.report.sentences import finding_text
+from soak.report.units import pct
 
 CHIP_KEY = "cluster_chip"
 
@@ -88,7 +89,7 @@ def _matrix(view: ClusterView, lang: str) -> str | None:
     import pandas as pd
 
     rows = [{"node": c.node, "chip": c.chip, "verdict": verdict_word(c.verdict, lang), "key": c.verdict,
-             "findings": len(c.findings), "coverage": "N/A" if c.coverage is None else f"{100 * c.coverage:.1f} %",
+             "findings": len(c.findings), "coverage": pct(c.coverage),
              "fault": "!" if c.device_fault else ""}
             for c in view.cells]
     if not rows:

@@ -492,8 +492,8 @@ CHINESE: dict[str, str] = {
     "criterion.runtime.required_record": "[[planned_s|≥ {planned_s:hm}]][[!planned_s|N/A]]",
     "criterion.runtime.measured_record": "{ran_s:hm}",
     "criterion.availability.required": "≥ {min_availability:pct}（不计启动与注入故障）",
-    "criterion.availability.measured": ("判定 {judged_availability:pct}；计划 {planned_s:hm} 中训练 {training_s:hm}"
-                                        "（{availability:pct}）；意外停机 {down_s:hm}[[cause_counts|（{cause_counts}）]]"),
+    "criterion.availability.measured": ("运行时间的 {judged_availability:pct}（不计启动与注入故障）；"
+                                        "[[was_down|意外停机 {down_s:hm}]][[!was_down|无意外停机]][[cause_counts|（{cause_counts}）]]"),
     "criterion.longest_uninterrupted.required": "[[required_s|≥ {required_s:hm}]][[!required_s|仅报告]]",
     "criterion.longest_uninterrupted.measured": "{longest_s:hm}",
     "criterion.restarts.required": "非注入的 ≤ {limit}",
@@ -527,7 +527,7 @@ CHINESE: dict[str, str] = {
     "criterion.kind.required": "0 个失败级[[shortest_s|（此采样下可见时长 {shortest_s:hm} 及以上）]]",
     "criterion.kind.measured_blind": ("不作判定：每 {interval_s:hm} 一次读数，需要至少每 {max_interval_s:hm} 一次"
                                       "[[found|；{findings} 个问题]]"),
-    "criterion.kind.measured": "[[found|{findings} 个问题]][[!found|无]]",
+    "criterion.kind.measured": "[[found|{findings} 个问题]][[fails|：失败级 {fails} 个，告警 {warns} 个，已解释或仅提示 {infos} 个]][[!found|无]]",
     # parts of sentences
     "part.where_node": "节点 {node}",
     "part.where_node_device": "{node}/{device}",
@@ -582,8 +582,8 @@ CHINESE: dict[str, str] = {
     "interruption.gave_up": "{workload} 放弃重启",
     "interruption.node_lost": "作业失去一个节点[[message|：{message}]]",
     # reliability
-    "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr_pct|{ettr_pct:.2f}%]][[!ettr_pct|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
-                         "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（注入故障从不计入机器）]]；"
+    "reliability.ettr": ("有效训练时间比 (ETTR) [[ettr|{ettr:pct}]][[!ettr|N/A]]：计划 {planned_s:hm}，有效训练 {productive_s:hm}"
+                         "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（其中断及之后重做的工作；注入故障从不计入机器）]]；"
                          "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
     "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"
                              "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),

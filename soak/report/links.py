@@ -25,7 +25,7 @@ def links_intro(links: Mapping[str, Any] | None, lang: str = "en") -> str:
     if not links:
         return ""
     zh = lang == "zh"
-    x = pct(links.get("max_below_median_frac"), 0)
+    x = pct(links.get("max_below_median_frac"))
     n = int(links.get("tests") or 0)
     if zh:
         text = (f"每对节点各出一个进程做 all-reduce，总线带宽按 nccl-tests 定义（两进程时等于 algbw）；共 {n} 次测试，"
@@ -46,12 +46,12 @@ def links_intro(links: Mapping[str, Any] | None, lang: str = "en") -> str:
 
 
 def _vs(ratio: float | None) -> str:
-    return "N/A" if ratio is None else f"{100 * ratio:.0f}%"
+    return pct(ratio)
 
 
 def _vs_expected(busbw: float | None, links: Mapping[str, Any]) -> str:
     exp = links.get("expected_gbps")
-    return "N/A" if busbw is None or not exp else f"{100 * busbw / exp:.0f}%"
+    return "N/A" if busbw is None or not exp else pct(busbw / exp)
 
 
 def link_pair_rows(links: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str, str, str, str]]:

@@ -35,6 +35,7 @@ from soak.report.model import (
     Series,
 )
 from soak.runfolder import read_analysis
+from soak.runplan import plan_of, planned_duration_s
 
 if TYPE_CHECKING:
     from soak.store import RunRecord, Store
@@ -264,7 +265,7 @@ def load_report_data(
         host=rec.host,
         started_at=rec.started_ts,
         ended_at=rec.ended_ts if rec.ended_ts is not None else (last_ts if running else None),
-        planned_duration_s=None if rec.planned_end_ts is None else rec.planned_end_ts - rec.started_ts,
+        planned_duration_s=planned_duration_s(rec, plan_of(rec)),
         time_scale=rec.time_scale,
         restarts=rec.restarts,
         plan=rec.plan or {},

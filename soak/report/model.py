@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from soak.analysis.messages import hm
 from soak.provenance import simulated_run, time_scaled
 from soak.tomlfile import finite
 
@@ -304,12 +305,8 @@ def fmt_ts(ts: float | None) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None or not finite(seconds):
-        return "N/A"
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h {m:02d}m {sec:02d}s"
+    """A duration, as every figure writes one (``soak.analysis.messages.hm``)."""
+    return hm(seconds)
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:

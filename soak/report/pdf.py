@@ -194,7 +194,8 @@ def render_pdf(
                            crit_rows, [40 * mm, 45 * mm, page_w - 106 * mm, 21 * mm]))
     else:
         story.append(st.p("N/A"))
-    story += _reliability_section(st, data, lang, page_w, tz)
+    # the cover's one training share is the availability judged; the time's other shares (of
+    # the planned time, ETTR) are said with the accounting they come from, on the next page
     story.append(Spacer(1, 2 * mm))
     generated = t("generated_wall", lang) if scaled else t("generated", lang)
     story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
@@ -218,6 +219,7 @@ def render_pdf(
             story += st.heading(t("interruptions", lang), st.body.clone("ib", fontName=st.h2.fontName))
             story.append(table(st, [t("from", lang), t("how_long", lang), t("int_cause", lang), t("counted", lang), t("message", lang)],
                                [list(r) for r in stops], [28 * mm, 20 * mm, 40 * mm, 28 * mm, page_w - 116 * mm]))
+    story += _reliability_section(st, data, lang, page_w, tz)
     cov = coverage_rows(data.coverage, lang)
     if data.cluster is not None:  # a cluster's chips: those read too little here, all in the CSV
         low = {c.device for c in data.cluster.cells if c.low_coverage}

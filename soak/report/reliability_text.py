@@ -7,7 +7,6 @@ and the store's node records (``soak.fleet``); nothing is computed again here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
@@ -52,8 +51,8 @@ def parts(rel: Mapping[str, Any] | None, lang: str = "en") -> list[Part]:
 
 
 def _floored_pct(share: float | None) -> str:
-    """A share with two decimals, floored: never said larger than it is (99.996 % is not 100 %)."""
-    return pct(None if share is None else math.floor(share * 10000) / 10000, 2)
+    """A share as every figure says one (rounded down: never larger than it is)."""
+    return pct(share)
 
 
 def part_rows(rel: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:

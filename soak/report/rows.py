@@ -16,7 +16,7 @@ from datetime import UTC, tzinfo
 from typing import Any
 
 from soak.analysis.chip_verdicts import chip_count
-from soak.analysis.evidence import is_host
+from soak.analysis.evidence import is_host, lowest_metric
 from soak.report.i18n import t
 from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
@@ -167,7 +167,8 @@ def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tup
         (t("acc_ran", lang), dur(None if acc.get("window_end") is None else acc["window_end"] - acc["window_start"])),
         (t("acc_training", lang), f"{dur(acc.get('training_s'))} ({pct(acc.get('availability'))})"),
         (t("acc_judged", lang), pct(acc.get("judged_availability"))),
-        (t("acc_down", lang), dur(acc.get("unexcused_down_s"))),
+        # no time down reads "none", not a "0 s" that looks like a figure measured as zero
+        (t("acc_down", lang), t("none_word", lang) if acc.get("unexcused_down_s") == 0 else dur(acc.get("unexcused_down_s"))),
         (t("acc_longest", lang), dur(acc.get("longest_s"))),
     ]
     return rows
@@ -223,7 +224,7 @@ def coverage_rows(cov: Mapping[str, Any] | None, lang: str = "en") -> list[tuple
     for chip, metrics in sorted(((cov or {}).get("ratios") or {}).items()):
         if not metrics:
             continue
-        low_m = min(metrics, key=lambda m: metrics[m])
+        low_m = lowest_metric(metrics)
         out.append((chip, f"{pct(metrics[low_m])} ({metric_name(low_m, lang)})",
                     ", ".join(f"{metric_name(m, lang)} {pct(r)}" for m, r in sorted(metrics.items()))))
     return out

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
+from soak.analysis.messages import hm
+from soak.analysis.messages import pct as share_text
+
 # -- time ------------------------------------------------------------------------------------
 
 
@@ -61,19 +64,8 @@ def span(a: float | None, b: float | None, tz: tzinfo = UTC) -> str:
 
 
 def dur(seconds: float | None) -> str:
-    """A duration rounded to what it means: "45 s", "12 min", "2 h 05 min", "3 d 4 h"."""
-    if seconds is None or (isinstance(seconds, float) and not math.isfinite(seconds)):
-        return "N/A"
-    s = abs(float(seconds))
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        h, m = divmod(int(round(s / 60)), 60)
-        return f"{h} h {m:02d} min"
-    d, h = divmod(int(round(s / 3600)), 24)
-    return f"{d} d {h} h"
+    """A duration, as every figure of the report writes one (``soak.analysis.messages.hm``)."""
+    return hm(seconds)
 
 
 def num(x: float | None, digits: int = 3) -> str:
@@ -95,8 +87,9 @@ def num(x: float | None, digits: int = 3) -> str:
     return f"{x:.{decimals}f}"
 
 
-def pct(share: float | None, digits: int = 1) -> str:
-    return "N/A" if share is None else f"{100 * share:.{digits}f} %"
+def pct(share: float | None) -> str:
+    """A share, as every figure of the report writes one (``soak.analysis.messages.pct``)."""
+    return share_text(share)
 
 
 def mb(nbytes: float | None) -> str:

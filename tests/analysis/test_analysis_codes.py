@@ -31,6 +31,8 @@ from soak.analysis.messages import (
     RELIABILITY,
     STATEMENTS,
     Said,
+    hm,
+    pct,
     render,
     say,
 )
@@ -69,7 +71,7 @@ def test_every_template_names_only_what_its_fields_and_optional_parts_use() -> N
 def test_optional_parts_and_named_formats() -> None:
     t = "a[[x| {x:.1f}]][[!x| none]]; {d:hm}, {r:pct}, {t:utc}, {names}, {names:semi}, {ms:metric}"
     assert render(t, {"x": 0.0, "d": 3725, "r": 0.5, "t": 0, "names": ["p", "q"], "ms": ["temp_c"]}) == \
-        "a 0.0; 1h 2m, 50.0%, 1970-01-01 00:00:00Z, p, q, p; q, temp_c"
+        "a 0.0; 1 h 02 min, 50.0 %, 1970-01-01 00:00:00Z, p, q, p; q, temp_c"
     loud = {"metric": str.upper}
     assert render("{m:metric} {ms:metric}", {"m": "temp_c", "ms": ["a", "b"]}, loud) == "TEMP_C A, B"
     assert render(t, {"x": None, "d": None, "r": None, "t": 60, "names": [], "ms": []}).startswith("a none; N/A, N/A")
@@ -140,3 +142,54 @@ def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
     # a chip's own fault report comes from the run's events, never from a trace: its codes are
     # said by tests/analysis/test_device_faults.py and the daemon's real runs
     assert kinds == set(KINDS) - {"device_fault"}, set(KINDS) - kinds
+
+
+def test_one_duration_and_one_share_format_rounded_down() -> None:
+    # the demo's training of 7 h 13 min 50 s read "7h 13m" on one page and "7 h 14 min" on another
+    assert hm(7 * 3600 + 13 * 60 + 50) == "7 h 13 min"
+    assert [hm(s) for s in (0, 42.9, 60, 419.9999999, 3600, 168 * 3600)] == \
+        ["0 s", "42 s", "1 min", "7 min", "1 h 00 min", "168 h 00 min"]
+    assert hm(None) == hm(float("nan")) == "N/A" and hm(-90) == "-1 min"
+    # 99.96 % is never "100.0 %"; 0.848 is 84.8 %, not 84.7 % of its float
+    assert [pct(x) for x in (0.9996, 0.848, 1.0, 0.0)] == ["99.9 %", "84.8 %", "100.0 %", "0.0 %"]
+    assert pct(None) == "N/A"
+
+
+def test_the_least_covered_tie_is_broken_by_name_in_one_place() -> None:
+    from soak.analysis.evidence import Coverage, lowest_metric
+
+    ratios = {"npu1": {"util_pct": 0.9, "hbm_used_bytes": 0.9}, "npu0": {"util_pct": 0.9, "temp_c": 0.95}}
+    cov = Coverage(window_s=100.0, tick_s=1.0, chips_expected=2, ratios=ratios, metrics=("util_pct",))
+    assert cov.worst == ("npu0", "util_pct", 0.9)
+    assert lowest_metric(ratios["npu1"]) == "hbm_used_bytes" and lowest_metric({}) is None
+
+
+def test_a_met_kind_criterion_with_findings_says_what_they_are() -> None:
+    """"No utilization dropouts: 1 finding(s) - Met" read as a contradiction: the finding was
+    explained (a declared restart phase), which the measured cell must say."""
+    from soak.criteria import kind_criteria
+    from soak.report.sentences import message
+
+    found = [{"kind": "utilization_dropouts", "severity": "info"}, {"kind": "memory_creep", "severity": "warn"}]
+    by_kind = {c["values"]["kind"]: c for c in kind_criteria(found, judged=True)}
+    drops, creep, hang = by_kind["utilization_dropouts"], by_kind["memory_creep"], by_kind["hang"]
+    assert drops["met"] and drops["measured"] == "1 finding(s): 0 failing, 0 warning, 1 explained or informational"
+    assert creep["met"] and creep["measured"] == "1 finding(s): 0 failing, 1 warning, 0 explained or informational"
+    assert hang["met"] and hang["measured"] == "0"
+    zh = message(drops["measured_code"], drops["values"], "zh")
+    assert zh == "1 个问题：失败级 0 个，告警 0 个，已解释或仅提示 1 个"
+
+
+def test_no_time_down_is_said_in_words_not_as_a_zero_figure() -> None:
+    from soak.report.rows import accounting_rows
+    from soak.report.sentences import message
+
+    none = {"judged_availability": 1.0, "down_s": 0.0}
+    assert say("criterion.availability.measured", none).endswith("; never down unexpectedly")
+    assert message("criterion.availability.measured", none, "zh").endswith("；无意外停机")
+    some = {"judged_availability": 0.98, "down_s": 125.0}
+    assert say("criterion.availability.measured", some).endswith("; 2 min down unexpectedly")
+    acc = {"planned_s": 3600.0, "window_start": 0.0, "window_end": 3600.0, "training_s": 3600.0, "availability": 1.0,
+           "judged_availability": 1.0, "unexcused_down_s": 0.0, "longest_s": 3600.0}
+    rows = dict(accounting_rows(acc))
+    assert rows["Down for unexpected reasons"] == "none" and dict(accounting_rows(acc, "zh"))["意外停机"] == "无"

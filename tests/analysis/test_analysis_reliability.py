@@ -154,8 +154,10 @@ def test_checkpoints_link_tests_and_data_stalls_are_not_productive_but_the_job_w
     assert r.productive_s == 990 - 10 - 6 - 4 - 8 and _parts(r) == 1000
     assert r.ettr == pytest.approx(r.productive_s / (1000 - 8))
     said = {s.code: s for s in r.statements()}
-    assert said["reliability.overhead"].values["overhead_s"] == 20
-    assert "of which 20s did not train: data_stall 4s, checkpoint 10s, link_test 6s" in str(said["reliability.overhead"])
+    # the plan's own stall is inside the up time too: said, so the three figures add up
+    assert said["reliability.overhead"].values["overhead_s"] == 28
+    assert ("of which 28 s did not train: injected 8 s, data_stall 4 s, checkpoint 10 s, link_test 6 s"
+            in str(said["reliability.overhead"]))
 
 
 def test_work_since_the_checkpoint_resumed_from_is_redone() -> None:
@@ -231,3 +233,18 @@ def test_a_crash_a_chip_fault_caused_is_one_device_fault_and_a_fault_ridden_out_
     # read later than the detail interval after the job was back: not that crash's cause
     late = rel.assess(acc, events=events, nodes=["n1"], fault_lag_s=10.0)
     assert late.failures["crash"] == 2 and late.failures["device_fault"] == 2
+
+
+def test_the_work_redone_after_an_injected_canary_is_said_with_the_up_time() -> None:
+    """The demo read "the job was up 4 h 18 min, of which 29 s did not train: checkpoint 29 s;
+    productive 3 h 25 min": the 52 min redone after the injected crash (the canary's time)
+    were left unsaid, and the three figures did not add up."""
+    from soak.analysis.reliability import Reliability
+
+    up, checkpoint, redone = 4 * 3600 + 18 * 60, 29.0, 52 * 60
+    rel = Reliability(planned_s=8 * 3600, productive_s=up - checkpoint - redone, injected_s=2 * 3600 + 41 * 60,
+                      lost_s={"checkpoint": checkpoint, "startup": 3600.0}, failures={}, node_hours=8.0, nodes=1,
+                      injected_count=1, training_s=up)
+    (overhead,) = [s for s in rel.statements() if s.code == "reliability.overhead"]
+    assert str(overhead) == ("the job was up 4 h 18 min, of which 52 min did not train: injected 52 min, "
+                             "checkpoint 29 s; productive 3 h 25 min")

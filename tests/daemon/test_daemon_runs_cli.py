@@ -37,7 +37,7 @@ def test_list_and_show_read_every_run_folder(tmp_path, capsys) -> None:
     assert shown["findings"][0]["summary"] == "hot" and shown["events"][0]["kind"] == "crash"
     assert main(["runs", "show", "old", "--data-dir", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "status    finished, verdict pass" in text and "(2:00:00 of 2:00:00)" in text
+    assert "status    finished, verdict pass" in text and "(2 h 00 min of 2 h 00 min)" in text
     assert "[warn] thermal npu0-0/temp_c: hot" in text
 
 

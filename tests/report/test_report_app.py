@@ -35,7 +35,10 @@ def test_overview_shows_verdict_reasons_criteria_and_chips(app, recorded):
     assert any("memory creep on npu1-1" in m and "MB/h" in m for m in md), md
     criteria, chips = app.table[0].value, app.dataframe[-1].value
     assert criteria.index.name == "Criterion"
-    assert set(criteria["Met"]) <= {"Met", "Missed", "Not judged"} and (criteria["Met"] == "Missed").any()
+    # coloured as the PDF colours them; a "Required" of ">= ..." is itself, not a Markdown quote
+    assert set(criteria["Met"]) <= {":green[Met]", ":red[Missed]", ":gray[Not judged]"}
+    assert (criteria["Met"] == ":red[Missed]").any()
+    assert all(not r.startswith(">") for r in criteria["Required"]) and any(r.startswith("\\>=") for r in criteria["Required"])
     assert list(chips["Device"]) == list(recorded["shape"].devices)
     leak = chips.set_index("Device").loc["npu1-1"]
     # the run judged as the PDF judges it: the leak, and the restart's idle time as info
@@ -112,7 +115,7 @@ def test_live_run_refreshes_in_a_fragment(tmp_path, monkeypatch):
         )
     at.run()
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Duration"] == "1h 59m 50s", metrics  # first sample to the newest one
+    assert metrics["Duration"] == "1 h 59 min", metrics  # first sample to the newest one
     # The run ends: the page drops the live mode and shows the stored verdict.
     with Store.open(db) as store:
         store.finish_run("r-live", status="finished", ended_ts=last + 3600, verdict="pass")
@@ -277,3 +280,14 @@ def test_a_run_with_a_plan_shows_its_reliability_as_the_pdf_does(tmp_path, monke
     assert "mean time to failure per node >= 0.257 h with 90% confidence (2T / chi2(0.90; 4) = 1 / 3.890)" in md
     assert "a job over 64 node(s): mean time to failure >= 0.00402 h" in md
     assert "injected canary" not in md  # none was injected: nothing to keep apart
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_figure_has_one_value_in_the_app(app, lang):
+    from tests.report.figures import app_text, conflicts, figures
+
+    if lang == "zh":
+        app.sidebar.radio(key="lang").set_value("zh").run()
+    (found,) = figures([app_text(app)])
+    assert {"duration", "chips"} <= set(found), found  # a recorded run without a plan: few figures
+    assert not conflicts([found])

@@ -244,5 +244,5 @@ def test_a_lost_nodes_pdf_states_one_chip_count_names_the_nodes_and_never_passes
     # each node's own figures: the lost node's half hour is a quarter hour under test, with its loss
     by_node = text[text.index("Reliability by node"):].split("Stragglers and outliers")[0]
     rows = {line.split()[0]: line.split() for line in by_node.splitlines() if line.strip().startswith("node-")}
-    assert rows["node-00"][1:] == ["0.250", "15", "min", "50.00", "%", "node", "lost", "1", "2026-09-21", "14:28"]
-    assert rows["node-01"][1:] == ["0.500", "15", "min", "50.00", "%", "0", "—"]
+    assert rows["node-00"][1:] == ["0.250", "15", "min", "50.0", "%", "node", "lost", "1", "2026-09-21", "14:28"]
+    assert rows["node-01"][1:] == ["0.500", "15", "min", "50.0", "%", "0", "—"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -130,11 +131,12 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
                           check=True).stdout
     for words in ("Evidence coverage", "Availability", "injected"):
         assert words in text, words
-    cover = text.split("\f")[0]
-    ettr = math.floor(rel["ettr"] * 10000) / 100
-    assert f"(ETTR) {ettr:.2f}%" in cover and "injected canaries" in cover, cover
-    assert f"(2T / chi2(0.90; 2) = {rel['node_hours']:.3g} / 2.303)" in " ".join(cover.split()), cover
-    assert f">= {rel['node_mttf_h_lower90']:.3g} h with 90% confidence" in " ".join(cover.split())
+    # the reliability is said with the time accounting (page 1 keeps the one judged share)
+    reli = next(p for p in text.split("\f") if "(ETTR)" in p)
+    ettr = math.floor(rel["ettr"] * 1000) / 10
+    assert f"(ETTR) {ettr:.1f} %" in reli and "injected canaries" in reli, reli
+    assert f"(2T / chi2(0.90; 2) = {rel['node_hours']:.3g} / 2.303)" in " ".join(reli.split()), reli
+    assert f">= {rel['node_mttf_h_lower90']:.3g} h with 90% confidence" in " ".join(reli.split())
     # the Chinese PDF of the same run says every sentence of the judgement in Chinese
     from soak.cli import main
     from tests.report.pagecheck import english_left
@@ -145,3 +147,24 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True).stdout
     assert "内存持续增长" in text and "HBM 占用自" in text and "注入的 1 次" in text
     assert not english_left(text), english_left(text)
+    # each figure label has one value across the pages and the app, in each language
+    from streamlit.testing.v1 import AppTest
+
+    from tests.report.figures import app_text, conflicts, figures, pdf_text_pages
+
+    os.environ.update(SOAK_REPORT_DB="", SOAK_REPORT_DATA_DIR=str(tmp_path))
+    try:
+        app = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "soak" / "report" / "app.py"),
+                                default_timeout=120).run()
+        assert not app.exception, app.exception
+        for lang, doc in (("en", pdf), ("zh", zh)):
+            if lang == "zh":
+                app.sidebar.radio(key="lang").set_value("zh").run()
+            found = figures([*pdf_text_pages(doc), app_text(app)])
+            labels = set().union(*found)
+            assert {"planned", "ran", "training", "judged availability", "longest uninterrupted", "chips",
+                    "injected", "ETTR"} <= labels, (lang, labels)
+            assert not conflicts(found), (lang, conflicts(found))
+    finally:
+        for k in ("SOAK_REPORT_DB", "SOAK_REPORT_DATA_DIR"):
+            os.environ.pop(k, None)

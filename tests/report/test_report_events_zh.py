@@ -30,7 +30,7 @@ TS = 1_796_177_260.0
 ZH = {
     "start": "运行开始：lm（1 个进程），计划时长 30 s",
     "start_scaled": "运行开始：lm（1 个进程），计划时长 8 h 00 min",
-    "gap": "守护进程停止 5 s（运行时间线）",
+    "gap": "守护进程停止 4 s（运行时间线）",
     "resume_daemon": "由进程 18477 恢复运行",
     "resume_step": "从第 80 步的检查点恢复",
     "resume_checkpoint": "从第 40 步的检查点恢复",
@@ -54,9 +54,9 @@ ZH = {
     "gave_up_exit": "gemm：重启 5 次后放弃（崩溃，退出码 1）",
     "join_timeout": "10 min 内只有 2 / 3 个节点加入（缺少 rank 2；已加入：node-0, node-1）",
     "data_stall": "第 40 步等待数据 1.23 s",
-    "store_outage": "数据库 2 min 未响应（节点 node-1）；已写入 42 条暂存记录",
+    "store_outage": "数据库 1 min 未响应（节点 node-1）；已写入 42 条暂存记录",
     "node_joined": "节点 node-1（rank 1）从 10.0.0.12 加入",
-    "node_lost": "节点 node-2（rank 2）失联：31 s 未见（上限 30 s）",
+    "node_lost": "节点 node-2（rank 2）失联：30 s 未见（上限 30 s）",
     "node_lost_judge": "节点 node-3（rank 3）失联：30 min 未见（上限 30 s），由 ops-laptop 发现",
     "cluster_restart_lost": "节点 node-2 失联：作业在其他节点上重启（第 2 代）",
     "cluster_restart_rejoined": "节点 node-2 已恢复：作业随其重启（第 3 代）",
@@ -82,7 +82,7 @@ ZH = {
     "note_run_ending_hang": "lm：2 min 没有训练进展，已终止（运行结束时：另一节点已先停止）",
     "note_blind": ("内存持续增长无法判定：每 10 min 一次读数，需要至少每 5 min 一次；请使用 --interval 0.5s 或更短，"
                    "或 --time-scale 300 或更低"),
-    "burn_in": "老化时钟：需要连续 0.00277778 小时没有意外故障，自拷机开始后 6 s 起计；运行延长至 16 s",
+    "burn_in": "老化时钟：需要连续 0.00277778 小时没有意外故障，自拷机开始后 5 s 起计；运行延长至 15 s",
     "inject_armed": "已布设注入故障 crash:50",
     "inject_exit": "crash:50：以状态 1 退出",
     "inject_hang": "hang:300：rank 停止步进",
@@ -218,7 +218,7 @@ def test_a_cluster_members_own_events_read_in_chinese(tmp_path):
     said = [(e.kind, event_text(e, "zh")) for e in events]
     assert said[:3] == [("node_joined", f"节点 node-{r}（rank {r}）从 10.0.0.1{r} 加入") for r in range(3)]
     kind, lost_zh = said[3]
-    assert kind == "node_lost" and re.fullmatch(r"节点 node-0（rank 0）失联：(7[5-9]|8\d) s 未见（上限 60 s）", lost_zh)
+    assert kind == "node_lost" and re.fullmatch(r"节点 node-0（rank 0）失联：1 min 未见（上限 1 min）", lost_zh)
     assert said[4:] == [
         ("cluster_restart", "节点 node-0（失联）承载作业的 rendezvous：作业在其他节点上重启（第 1 代），"
                             "rendezvous 移至节点 node-1（10.0.0.11:29400）"),

@@ -27,14 +27,15 @@ def _links() -> dict:
 def test_pair_and_node_rows_against_the_median_and_the_chip_models_figure():
     links = _links()
     assert link_pair_rows(links) == [
-        ("n0 – n1", "14.0", "3", "99%", "70%", "slow node"),
-        ("n0 – n2", "20.0", "3", "141%", "100%", "ok"),
-        ("n1 – n2", "14.2", "3", "100%", "71%", "slow node")]
+        # shares as every figure writes them: one decimal, rounded down (98.5 %, not 99%)
+        ("n0 – n1", "14.0", "3", "98.5 %", "70.0 %", "slow node"),
+        ("n0 – n2", "20.0", "3", "140.8 %", "100.0 %", "ok"),
+        ("n1 – n2", "14.2", "3", "100.0 %", "71.0 %", "slow node")]
     assert [r[0] for r in link_node_rows(links) if r[-1] == "slow"] == ["n1"]
     assert [r[-1] for r in link_node_rows(links, "zh")] == ["正常", "偏慢", "正常"]
     intro = links_intro(links)
     assert "910B expected 20.0 GB/s (source: Atlas 800T A2" in intro and "floor 15.0 GB/s" in intro
-    assert "more than 20 % below" in intro and "绝对下限：910B 预期 20.0 GB/s" in links_intro(links, "zh")
+    assert "more than 20.0 % below" in intro and "绝对下限：910B 预期 20.0 GB/s" in links_intro(links, "zh")
 
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
@@ -46,7 +47,7 @@ def test_the_pdf_shows_the_busbw_tables(tmp_path, lang, title):
     path = tmp_path / "r.pdf"
     path.write_bytes(pdf)
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
-    assert title in text and "n0 – n2" in text and "141%" in text
+    assert title in text and "n0 – n2" in text and "140.8 %" in text
     assert ("slow node" if lang == "en" else "所属节点偏慢") in text
 
 

@@ -20,7 +20,7 @@ from soak.report.sentences import TABLES, message
 
 VALUES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "messages" / "values.json").read_text())
 # words that are the same in both reports: names of things, units, vendor terms
-SHARED_WORDS = {"busbw", "rank", "ranks", "all", "reduce", "gemm", "tflop", "hbm", "cv", "dense", "nvidia", "sxm",
+SHARED_WORDS = {"min", "busbw", "rank", "ranks", "all", "reduce", "gemm", "tflop", "hbm", "cv", "dense", "nvidia", "sxm",
                 "datasheet", "with", "sparsity", "half", "without", "bf16", "tflops", "h100", "h200", "rss", "cpu",
                 "ettr", "ecc", "xid", "gpu"}
 

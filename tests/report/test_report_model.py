@@ -14,7 +14,7 @@ def test_missing_values_render_na_never_zero():
     assert fmt_ts(None) == "N/A" and fmt_duration(None) == "N/A"
     assert fmt(0.0) == "0.0" and fmt_bytes(0) == "0 B"
     assert fmt_bytes(56.7 * 1024**3) == "56.7 GiB"
-    assert fmt_duration(72 * 3600 + 61) == "72h 01m 01s"
+    assert fmt_duration(72 * 3600 + 61) == "72 h 01 min"
     assert fmt_ts(1_790_000_000.0) == "2026-09-21 14:13:20 UTC"
 
 

@@ -13,6 +13,7 @@ from soak.config import plan_from_dict
 from soak.report.build import build_pdf
 from soak.store import Store
 from tests.conftest import skip_unless_ci
+from tests.report.figures import conflicts, figures, pdf_text_pages
 from tests.report.pagecheck import english_left, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_run
 
@@ -68,6 +69,18 @@ def test_every_pdf_page_reads(pdfs, lang):
     assert not problems, "\n".join(problems[:30])
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_figure_has_one_value_on_every_page(pdfs, lang):
+    """Every figure (planned, ran, training, longest uninterrupted, shares, chips, the least
+    covered chip) is written once, in one format, whichever page says it."""
+    pages = figures(pdf_text_pages(pdfs[lang]))
+    labels = set().union(*pages)
+    # the figures of this run are all on its pages: a pattern that finds nothing checks nothing
+    assert {"planned", "ran", "training", "productive", "judged availability", "longest uninterrupted",
+            "chips", "coverage of npu0-0"} <= labels, labels
+    assert not conflicts(pages)
+
+
 def test_times_are_in_the_runs_zone(pdfs):
     text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
     assert "Asia/Shanghai (UTC+08:00)" in text
@@ -78,7 +91,7 @@ def test_times_are_in_the_runs_zone(pdfs):
 def test_checkpoints_are_one_line_with_count_and_cadence(pdfs):
     text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
     assert "checkpoint ×4" in text
-    assert "4 times, about every 60 min" in text
+    assert "4 times, about every 1 h 00 min" in text
     assert "checkpoint step_" not in text  # not one row per checkpoint
 
 
@@ -107,8 +120,15 @@ def test_accounting_and_coverage_are_shown(pdfs):
     assert "Evidence coverage per chip" in text and "npu7-1" in text
 
 
-def test_the_reliability_is_on_the_cover_in_both_languages(pdfs):
-    en, zh = pdf_pages(pdfs["en"])[0].text, pdf_pages(pdfs["zh"])[0].text
+def test_the_cover_has_one_training_share_and_the_reliability_follows_the_accounting(pdfs):
+    """Page 1 read four training percentages (judged, of planned, productive, ETTR): it keeps
+    the judged one, saying what it is of; the others are said with the accounting."""
+    for lang in ("en", "zh"):
+        cover = figures(pdf_text_pages(pdfs[lang]))[0]
+        assert {"judged availability", "training share of planned", "ETTR"} & set(cover) == {"judged availability"}
+    assert "98.9 % of the time it ran, start-up and injected faults given back" in pdf_pages(pdfs["en"])[0].text
+    en = next(p.text for p in pdf_pages(pdfs["en"]) if "Where the planned time went" in p.text)
+    zh = next(p.text for p in pdf_pages(pdfs["zh"]) if "计划时间的去向" in p.text)
     assert "Reliability: effective training time and time to failure" in en
     assert "(ETTR)" in en and "productive training" in en and "a lower bound, not a forecast" in en
     assert "2T / chi2(0.90;" in " ".join(en.split())
