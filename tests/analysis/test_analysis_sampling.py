@@ -63,11 +63,11 @@ def test_run_and_trace_interval() -> None:
 def test_run_fix_names_the_interval_and_the_time_scale_that_see_again() -> None:
     b = sm.blind(1200.0)[0]
     line, detail = sm.run_note(b, 5.0, 240.0)
-    assert line == ("memory creep cannot be judged at one reading per 20m 0s: needs one per 5m 0s or less; "
+    assert line == ("memory creep cannot be judged at one reading per 20 min: needs one per 5 min or less; "
                     "use --interval 1.25s or less or --time-scale 60 or less")
     assert (detail["fix_interval_s"], detail["fix_time_scale"], detail["kind"]) == (1.25, 60.0, "memory_creep")
     line, detail = sm.run_note(sm.blind(600.0)[0], 600.0, 1.0)  # a real run: no time scale to lower
-    assert line.endswith("needs one per 5m 0s or less; use --interval 300s or less")
+    assert line.endswith("needs one per 5 min or less; use --interval 300s or less")
     assert detail["fix_time_scale"] is None
 
 
@@ -76,7 +76,7 @@ def test_a_blind_kind_is_not_judged_unless_it_found_a_failure() -> None:
                                                                interval_s=1200.0)}
     creep = crits["memory_creep"]
     assert creep["met"] is None and creep["values"]["blind"] is True
-    assert creep["measured"] == "not judged: one reading per 20m 0s, needs one per 5m 0s or less"
+    assert creep["measured"] == "not judged: one reading per 20 min, needs one per 5 min or less"
     assert crits["hang"]["met"] is True
     assert crits["hang"]["required"] == "0 fail (seen from 1h 0m long at this sampling)"
     assert crits["thermal"]["met"] is True and "shortest_s" not in crits["thermal"]["values"]
