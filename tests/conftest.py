@@ -41,10 +41,9 @@ def skip_unless_ci(reason: str) -> None:
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 
 
-@pytest.fixture
-def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database of its own on the test PostgreSQL server (named after the test's
-    module), dropped afterwards."""
+def _module_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database on the test PostgreSQL server, named after the test's module, dropped
+    when the fixture ends."""
     from tests.pgdb import fresh_database
 
     if not PG_URL:
@@ -52,6 +51,19 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     prefix = "soak_" + request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")[:20]
     with fresh_database(PG_URL, prefix) as url:
         yield url
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database of the test's own, dropped afterwards."""
+    yield from _module_database(request)
+
+
+@pytest.fixture(scope="module")
+def module_db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database for one real run that several tests of a module read (a module-scoped
+    fixture's), dropped after the module."""
+    yield from _module_database(request)
 
 
 @pytest.fixture
