@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,9 +42,11 @@ def skip_unless_ci(reason: str) -> None:
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 
 
-def _module_database(request: pytest.FixtureRequest) -> Iterator[str]:
+@contextmanager
+def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database on the test PostgreSQL server, named after the test's module, dropped
-    when the fixture ends."""
+    when the block ends. One for each real run: a module-scoped run takes one of its own (two
+    runs in one database would read each other's rows of the same run id)."""
     from tests.pgdb import fresh_database
 
     if not PG_URL:
@@ -56,14 +59,8 @@ def _module_database(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database of the test's own, dropped afterwards."""
-    yield from _module_database(request)
-
-
-@pytest.fixture(scope="module")
-def module_db_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database for one real run that several tests of a module read (a module-scoped
-    fixture's), dropped after the module."""
-    yield from _module_database(request)
+    with pg_database(request) as url:
+        yield url
 
 
 @pytest.fixture

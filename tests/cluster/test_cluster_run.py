@@ -25,7 +25,7 @@ import pytest
 from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, pg_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -101,7 +101,7 @@ class ClusterRun:
 
 
 @pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> ClusterRun:
+def three_nodes(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[ClusterRun]:
     """One three-node run for the link test, the straggler and the cluster's records, PDF and
     app: node-1's link-test transfers take twice as long (the pairwise link test must name it)
     and rank 1 computes three times as long (named by its compute time). An accelerated 90 h
@@ -113,10 +113,11 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) ->
     plan = tmp / "plan.toml"
     plan.write_text('[cluster]\nlink_test_every = "10h"\nlink_test_bytes = "4MiB"\n'
                     '[acceptance.thresholds]\n"peers.min_peers" = 2\n"peers.bucket_s" = 7200\n', encoding="utf-8")
-    agents = [Agent(tmp, module_db_url, r, 3, port, str(plan), "--inject", "slow-link:1,0.5",
-                    "--inject", "slow-rank:1,3", "--time-scale", "3600", duration="90h") for r in range(3)]
-    codes = _wait_all(agents)
-    return ClusterRun(tmp, module_db_url, codes, [a.text() for a in agents])
+    with pg_database(request) as db_url:
+        agents = [Agent(tmp, db_url, r, 3, port, str(plan), "--inject", "slow-link:1,0.5",
+                        "--inject", "slow-rank:1,3", "--time-scale", "3600", duration="90h") for r in range(3)]
+        codes = _wait_all(agents)
+        yield ClusterRun(tmp, db_url, codes, [a.text() for a in agents])
 
 
 # alone (with the straggler's test, which reads the same run): the link test's speeds and the
@@ -581,11 +582,15 @@ class LostRank0:
 
 
 @pytest.fixture(scope="module")
-def rank0_lost(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> LostRank0:
+def rank0_lost(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LostRank0]:
     """Rank 0's node hosts the job's c10d store. Its agent SIGKILLed takes its torchrun and
     ranks along; rank 1 leads, marks it lost, moves the next generation's rendezvous to
     itself, and the job forms again on the two others."""
-    tmp_path, db_url = tmp_path_factory.mktemp("rank0_lost"), module_db_url
+    with pg_database(request) as db_url:
+        yield _lose_rank0(tmp_path_factory.mktemp("rank0_lost"), db_url)
+
+
+def _lose_rank0(tmp_path: Path, db_url: str) -> LostRank0:
     port = _free_port()
     # A node is silent while it stops its workload (up to restart.stop_grace) and while it
     # analyses its own chips at the end: on a loaded 2-core machine that reached 7 s, and a
