@@ -19,6 +19,16 @@ if [ "$check" = 1 ]; then
     --durations=10 "$@"
 fi
 
+# Each phase's wall time is printed after it, and the total at the end: what makes the suite slow
+# is seen in every run.
+started=$SECONDS
+phase_started=$SECONDS
+phase_time() {  # NAME: the wall time since the last phase ended, then the next phase starts
+  local s=$((SECONDS - phase_started))
+  printf 'test: %s took %dm%02ds\n' "$1" $((s / 60)) $((s % 60)) >&2
+  phase_started=$SECONDS
+}
+
 # The system tools the tests use for real (the list: scripts/system-packages.sh). As root, the
 # missing ones are installed; otherwise they are named, and the tests that need them skip.
 . scripts/system-packages.sh
@@ -31,17 +41,24 @@ if ! prepare_test_db && [ "${CI:-}" = "true" ]; then
   echo "test: CI must test the PostgreSQL backend and the cluster" >&2
   exit 1
 fi
+phase_time "the setup (system tools, PostgreSQL)"
 
 # Most tests wait on real processes (training ranks, servers, timeouts) more than they compute,
 # so they run in parallel workers (SOAK_TEST_WORKERS, default 3; 1 runs everything in order).
 # Tests marked `alone` time what they observe on the machine's CPU; they run after, one at a time.
 # Exit status 5 (no test selected, e.g. a -k that matches only one part) is not a failure.
 workers=${SOAK_TEST_WORKERS:-3}
-if [ "$workers" -le 1 ]; then
-  exec "${PY[@]}" --durations=15 "$@"
-fi
 status=0
-"${PY[@]}" -n "$workers" -m "not alone" --durations=15 "$@" || status=$?
-[ "$status" = 5 ] && status=0
-"${PY[@]}" -m alone --durations=15 "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }
+if [ "$workers" -le 1 ]; then
+  "${PY[@]}" --durations=15 "$@" || status=$?
+  phase_time "the tests, in order,"
+else
+  "${PY[@]}" -n "$workers" -m "not alone" --durations=15 "$@" || status=$?
+  [ "$status" = 5 ] && status=0
+  phase_time "the parallel phase ($workers workers)"
+  "${PY[@]}" -m alone --durations=15 "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }
+  phase_time "the alone phase (one at a time)"
+fi
+s=$((SECONDS - started))
+printf 'test: all phases took %dm%02ds\n' $((s / 60)) $((s % 60)) >&2
 exit "$status"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,16 +42,24 @@ def skip_unless_ci(reason: str) -> None:
 PG_URL = os.environ.get("SOAK_TEST_PG_URL")
 
 
-@pytest.fixture
-def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database of its own on the test PostgreSQL server (named after the test's
-    module), dropped afterwards."""
+@contextmanager
+def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database on the test PostgreSQL server, named after the test's module, dropped
+    when the block ends. One for each real run: a module-scoped run takes one of its own (two
+    runs in one database would read each other's rows of the same run id)."""
     from tests.pgdb import fresh_database
 
     if not PG_URL:
         skip_unless_ci("SOAK_TEST_PG_URL is not set")
     prefix = "soak_" + request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")[:20]
     with fresh_database(PG_URL, prefix) as url:
+        yield url
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database of the test's own, dropped afterwards."""
+    with pg_database(request) as url:
         yield url
 
 

@@ -21,7 +21,8 @@ from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
 
-# A bound on how long a cut-off node keeps its torchrun: it runs alone, away from other load.
+# alone: a bound in seconds on how long a cut-off node keeps its torchrun (its hang timeout, stop
+# grace and next looks); other tests sharing the CPU would delay each of them.
 pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
 
 HANG_TIMEOUT_S = 30.0  # above a start-up (torch import, rendezvous, first step) on a loaded 2-core machine

@@ -12,10 +12,11 @@ import pytest
 from soak.store import Store
 from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all
 
-# Per-rank compute times bound what is judged: other tests sharing the CPU would move them.
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
 
+# alone: the episodes are told from the other nodes' compute times bucket by bucket; other tests
+# sharing the CPU would move those by more than an episode does.
 @pytest.mark.alone
 def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp_path, db_url) -> None:
     port = _free_port()

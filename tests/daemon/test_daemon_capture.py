@@ -19,8 +19,8 @@ from soak.store import Store
 from soak.telemetry import host as host_telemetry
 from tests.daemon.conftest import ThreadRun
 
-# The dropout and the capture window are predicted from step timing: other tests sharing the CPU
-# would move them, so these run alone.
+# alone: the dropout and the capture window are predicted from step timing; other tests sharing
+# the CPU would move them.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -90,8 +90,8 @@ def test_port_zero(tmp_path, capsys) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-# The throughput detector judges real step times: other tests sharing the CPU slow them down
-# and it rightly reports that, so the demo runs alone.
+# alone: the throughput detector judges real step times, and the evidence criterion every 1 s
+# tick; other tests sharing the CPU slow both down and it rightly reports that.
 @pytest.mark.slow
 @pytest.mark.alone
 def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp_path) -> None:

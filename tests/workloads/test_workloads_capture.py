@@ -49,7 +49,7 @@ def test_baseline_after_warmup_once_per_run_folder(tmp_path) -> None:
     assert got2 == []
 
 
-# The requested window is placed by step timing: other tests sharing the CPU would move it.
+# alone: the requested window is placed by step timing; other tests sharing the CPU would move it.
 @pytest.mark.alone
 def test_a_request_for_this_rank_covers_its_window_and_names_the_slow_loader(tmp_path) -> None:
     cap, got = _capturer(tmp_path, steps=3, warmup=1000)
