@@ -78,7 +78,7 @@ def test_a_blind_kind_is_not_judged_unless_it_found_a_failure() -> None:
     assert creep["met"] is None and creep["values"]["blind"] is True
     assert creep["measured"] == "not judged: one reading per 20 min, needs one per 5 min or less"
     assert crits["hang"]["met"] is True
-    assert crits["hang"]["required"] == "0 fail (seen from 1h 0m long at this sampling)"
+    assert crits["hang"]["required"] == "0 fail (seen from 1 h 00 min long at this sampling)"
     assert crits["thermal"]["met"] is True and "shortest_s" not in crits["thermal"]["values"]
     failed = {"kind": "memory_creep", "severity": "fail"}
     crits = {c["values"]["kind"]: c for c in cr.kind_criteria([failed], judged=True, blind=sm.blind(1200.0))}

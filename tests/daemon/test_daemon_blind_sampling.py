@@ -49,7 +49,7 @@ thresholds = {{ "evidence.min_coverage" = 0.3, "evidence.min_availability" = 0.3
                   timeout_s=120, logs=[procs.daemon_log(runs / "blind")])
     assert r.returncode in (0, 1), r.stderr
     start = r.stderr.index("soak: run blind: ")
-    line = ("soak: memory creep cannot be judged at one reading per 10m 0s: needs one per 5m 0s or less; "
+    line = ("soak: memory creep cannot be judged at one reading per 10 min: needs one per 5 min or less; "
             "use --interval 0.5s or less or --time-scale 300 or less\n")
     assert line in r.stderr and start < r.stderr.index(line) < r.stderr.index("soak: run blind finished")
     with Store.open(runs / "blind" / "soak.db", create=False) as s:
@@ -62,10 +62,10 @@ thresholds = {{ "evidence.min_coverage" = 0.3, "evidence.min_availability" = 0.3
     saved = json.loads((runs / "blind" / "report" / "analysis.json").read_text(encoding="utf-8"))
     creep = next(c for c in saved["criteria"] if c["code"] == "criterion.kind.memory_creep")
     assert creep["met"] is None and creep["values"]["blind"] is True
-    assert creep["measured"] == "not judged: one reading per 10m 0s, needs one per 5m 0s or less"
+    assert creep["measured"] == "not judged: one reading per 10 min, needs one per 5 min or less"
     assert saved["verdict"] is None, saved["reasons"]  # not judged: the blind criteria keep it from a pass
     assert "reason.blind" in {r["code"] for r in saved["reasons_typed"]}
-    assert ("verdict N/A" in r.stderr and "\n  memory_creep cannot be judged at one reading per 10m 0s: needs one "
-            "per 5m 0s or less\n" in r.stderr), r.stderr
+    assert ("verdict N/A" in r.stderr and "\n  memory_creep cannot be judged at one reading per 10 min: needs one "
+            "per 5 min or less\n" in r.stderr), r.stderr
     hang = next(c for c in saved["criteria"] if c["code"] == "criterion.kind.hang")
     assert hang["met"] is True and hang["values"]["shortest_s"] == 1800.0  # 3 readings: hangs of 30 min are seen
