@@ -90,7 +90,7 @@ def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path)
     analysis = _analysis(tmp_path, "mid")
     cov = _criterion(analysis, "evidence coverage")
     assert cov["met"] is False and cov["chips_seen"] == 4 and 0.2 < cov["min_ratio"] < 0.75
-    reason = next(x for x in analysis["reasons"] if x.startswith("evidence: readings cover less than 95.0%"))
+    reason = next(x for x in analysis["reasons"] if x.startswith("evidence: readings cover less than 95.0 %"))
     assert "on 4 chip(s)" in reason and "npu0-0" in reason and "dcmi module initialize failed" in reason
     # chip-hours count the chips' readings only: at most 4 chips x the ~1 h they were read
     assert 0 < analysis["chip_hours"] <= 4 * 1.2
