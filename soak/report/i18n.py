@@ -93,8 +93,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "legend_finding_note": ("shaded on the charts where a finding applies", "图中阴影为问题所在时段"),
     "legend_others": ("other chips", "其他芯片"),
     "run_time_h": ("hours since start", "自开始起的小时数"),
-    "env_section": ("Environment", "环境"),
-    "plan_section": ("Plan", "计划"),
     "pdf_in_run": ("Reports already in the run folder", "运行目录中已有的报告"),
     "pdf_none_in_run": ("No PDF in the run folder yet.", "运行目录中还没有 PDF。"),
     "pdf_build_draft": ("Build an unsigned draft", "生成未签名草稿"),
@@ -197,6 +195,39 @@ STRINGS: dict[str, tuple[str, str]] = {
     "event": ("Event", "事件"),
     "message": ("Message", "说明"),
     "manifest": ("Environment manifest", "环境清单"),
+    # the appendix (soak.report.appendix): the manifest and the plan as labelled tables
+    "appendix": ("Appendix: environment manifest and run plan", "附录：环境清单与运行计划"),
+    "appendix_intro": ("What the node ran on and how the run was set up, as recorded when it started. Keys left "
+                       "unset are left out; plan keys are as written in the run's plan file (plan.toml).",
+                       "运行开始时记录的节点环境与运行设置。未设置的项不列出；计划项的键名与运行计划文件（plan.toml）一致。"),
+    "app_host": ("Host", "主机"),
+    "app_software": ("Software", "软件"),
+    "app_other": ("Other recorded facts", "其他记录"),
+    "app_cards": ("Accelerator cards", "加速卡"),
+    "app_gpus": ("GPUs", "GPU"),
+    "app_npu": ("NPU", "NPU"),
+    "app_gpu": ("GPU", "GPU"),
+    "app_firmware": ("Firmware", "固件"),
+    "app_bus": ("PCIe bus", "PCIe 总线"),
+    "app_vbios": ("VBIOS", "VBIOS"),
+    "app_uuid": ("UUID", "UUID"),
+    "plan_title": ("Run plan", "运行计划"),
+    "plan_run": ("Run", "运行"),
+    "plan_devices": ("Devices", "设备"),
+    "plan_workloads": ("Workload", "负载"),
+    "plan_sampling": ("Sampling", "采样"),
+    "plan_faults": ("Injected faults", "故障注入"),
+    "plan_acceptance": ("Acceptance", "验收"),
+    "plan_phases": ("Planned phases", "计划阶段"),
+    "plan_sim": ("Simulated fleet", "模拟设备"),
+    "plan_exporter": ("Metrics exporter", "指标导出"),
+    "plan_restart": ("Restarts", "重启"),
+    "plan_jobs": ("Background jobs", "后台任务"),
+    "plan_capture": ("Performance captures", "性能采集"),
+    "plan_cluster": ("Cluster", "集群"),
+    "plan_reliability": ("Reliability", "可靠性"),
+    "plan_links": ("Links between nodes", "节点间链路"),
+    "plan_peers": ("Comparison among peers", "同类比较"),
     "key": ("Key", "键"),
     "value": ("Value", "值"),
     "clean_statement": ("Clean-run statement", "无异常声明"),
@@ -697,7 +728,7 @@ def chinese_text() -> str:
             for v in value:
                 walk(v, depth + 1)
 
-    for module in ("i18n", "names", "sentences", "event_text", "evidence_text", "reliability_text", "cluster_text",
+    for module in ("i18n", "names", "appendix", "sentences", "event_text", "evidence_text", "reliability_text", "cluster_text",
                    "links", "rows", "timewent", "units"):
         mod = importlib.import_module(f"soak.report.{module}")
         for name, value in vars(mod).items():

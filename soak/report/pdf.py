@@ -18,6 +18,7 @@ from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
 from soak.report import reliability_text as rt
+from soak.report.appendix import appendix_tables, detector_name, detector_thresholds
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
@@ -33,7 +34,6 @@ from soak.report.rows import (
     coverage_rows,
     event_rows,
     interruption_rows,
-    manifest_rows,
     nodes_figure,
     threshold_text,
 )
@@ -183,6 +183,12 @@ def render_pdf(
     story.append(table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
     story.append(table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
                                   [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
+    # when it was made goes with the run's window it speaks of: left to the cover's foot, a
+    # cover one line too long leaves it alone on a page of its own
+    generated = t("generated_wall", lang) if scaled else t("generated", lang)
+    story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
+    if scaled:
+        story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
     story.append(st.p(t("at_a_glance", lang), st.h2))
     crit_rows = []
     for c in data.criteria:
@@ -195,17 +201,12 @@ def render_pdf(
     else:
         story.append(st.p("N/A"))
     story += _reliability_section(st, data, lang, page_w, tz)
-    story.append(Spacer(1, 2 * mm))
-    generated = t("generated_wall", lang) if scaled else t("generated", lang)
-    story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
-    if scaled:
-        story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
-    story.append(PageBreak())
+    # no page break after the cover: what follows starts under it where its heading and first
+    # rows fit (``Styles.heading``), so a cover a few lines too long leaves no near-empty page
     if data.cluster is not None:
         from soak.report.pdf_cluster import cluster_story
 
         story += cluster_story(data, st, lang, page_w, tz)
-        story.append(PageBreak())
 
     # -- where the time went, coverage, chips ------------------------------------------------
     acc = accounting_rows(data.accounting, lang)
@@ -226,7 +227,7 @@ def render_pdf(
         story += st.heading(t("coverage", lang))
         dev_w = 22 * mm if data.cluster is None else 32 * mm  # a cluster's chips are node/chip
         story.append(table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
-                           [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
+                           [dev_w, 42 * mm, page_w - 42 * mm - dev_w]))
         tick = (data.coverage or {}).get("tick_s")
         story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
@@ -330,28 +331,16 @@ def render_pdf(
         if len(ev_rows) > MAX_EVENTS:
             story.append(st.p(f"… +{len(ev_rows) - MAX_EVENTS} (soak-findings.json)", st.small))
 
-    # -- manifest, statement, detectors, integrity ------------------------------------------
-    story += st.heading(t("manifest", lang))
-    sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
-    if not any(body for _, body in sections):
-        story.append(st.p("N/A"))
-    for title, body in sections:
-        if not body:
-            continue
-        man = manifest_rows(body)
-        story += st.heading(title, st.body.clone("mb", fontName=st.h2.fontName))
-        story.append(table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
-        story.append(Spacer(1, 2 * mm))
-
+    # -- statement, detectors, the appendix, integrity ---------------------------------------
     story += st.heading(t("clean_statement", lang))
     story.append(st.p(t("no_clean_statement", lang) if data.clean_statement is None
                       else reason_text(data.clean_statement, lang, tz)))
 
     story += st.heading(t("detectors", lang))
     det_rows = [
-        [kind_name(d.name, lang) if d.name != "profile" else t("profile", lang),
-         (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_text(d.thresholds, lang)) or "N/A")]
+        [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
+         Markup("<br/>".join(escape(line) for line in threshold_text(detector_thresholds(d.name, d.thresholds, lang), lang))
+                or "N/A")]
         for d in data.detectors
     ]
     if det_rows:
@@ -359,6 +348,7 @@ def render_pdf(
                            [40 * mm, 16 * mm, page_w - 56 * mm]))
     else:
         story.append(st.p("N/A"))
+    story += _appendix(st, data, lang, page_w)
 
     # The digest and the signature stay on one page: a signature alone on the last page reads
     # as an empty page, and the two belong together (what is signed, and by whom).
@@ -447,7 +437,7 @@ def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: floa
     first; a run without any says so in one line, with how many chips' reports were read."""
     from reportlab.lib.units import mm
 
-    out: list = [st.p(t("device_faults", lang), st.h2)]
+    out: list = [*st.heading(t("device_faults", lang))]
     if not data.device_faults:
         return out + [st.p(clean_line(data.criteria, lang))]
     with_node = data.cluster is not None
@@ -486,4 +476,27 @@ def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> li
     out.append(table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
                           t("link_vs_expected", lang), t("status", lang)],
                      [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
+    return out
+
+
+def _appendix(st: Styles, data: ReportData, lang: str, page_w: float) -> list:
+    """The environment manifest and the run plan as labelled tables (``soak.report.appendix``):
+    reference, after everything the verdict rests on."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer
+
+    env, plans = appendix_tables(data.manifest, data.run.run_id, lang)
+    out: list = [*st.heading(t("appendix", lang)), st.p(t("appendix_intro", lang), st.small)]
+    if not env and not plans:
+        return [*out, st.p("N/A")]
+    sub = st.body.clone("ab", fontName=st.h2.fontName)
+    for i, tb in enumerate([*env, *plans]):
+        if i == len(env) and plans:
+            out += st.heading(t("plan_title", lang))
+        rows = [list(r) for r in tb.rows[:MAX_MANIFEST_ROWS]]
+        if tb.header is None:
+            grid = table(st, None, rows, [62 * mm, page_w - 62 * mm], key_cols=(0,))
+        else:
+            grid = table(st, list(tb.header), rows, [page_w / len(tb.header)] * len(tb.header))
+        out += [*st.heading(tb.title, sub), grid, Spacer(1, 2 * mm)]
     return out
