@@ -92,6 +92,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "legend_flagged": ("chip with a finding", "有问题的芯片"),
     "legend_finding_note": ("shaded on the charts where a finding applies", "图中阴影为问题所在时段"),
     "legend_others": ("other chips", "其他芯片"),
+    "legend_rank": ("rank {rank}", "进程 rank {rank}"),
+    "legend_other_ranks": ("other ranks", "其他进程（rank）"),
     "run_time_h": ("hours since start", "自开始起的小时数"),
     "pdf_in_run": ("Reports already in the run folder", "运行目录中已有的报告"),
     "pdf_none_in_run": ("No PDF in the run folder yet.", "运行目录中还没有 PDF。"),

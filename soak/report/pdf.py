@@ -122,7 +122,7 @@ def render_pdf(
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import mm
-    from reportlab.platypus import Image, KeepTogether, PageBreak, SimpleDocTemplate, Spacer
+    from reportlab.platypus import Image, KeepTogether, SimpleDocTemplate, Spacer
 
     cjk = register_cjk_font(font) if lang == "zh" else try_register_cjk_font(font)
     st = Styles(lang, cjk, drawn)
@@ -263,7 +263,7 @@ def render_pdf(
     if chip_rows:
         # the names and the serial get their room, the figures share the rest
         fixed = {"device": 17 * mm if data.cluster is None else 26 * mm, "model": 12 * mm, "serial": 23 * mm,
-                 "hbm_peak": 13 * mm, "findings": 14 * mm, "chip_ecc": 14 * mm}
+                 "hbm_peak": 17 * mm, "findings": 15 * mm, "chip_ecc": 14 * mm}
         share = (page_w - sum(fixed.values())) / (len(hdr) - len(fixed))
         story.append(table(st, [t(h, lang) for h in hdr], chip_rows, [fixed.get(h, share) for h in hdr]))
     else:
@@ -273,8 +273,8 @@ def render_pdf(
     # -- charts ----------------------------------------------------------------------------
     charts = all_chart_pngs(data, lang=lang, font=cjk)
     if charts:
-        story.append(PageBreak())
-        story.append(st.p(t("charts", lang), st.h2))
+        # on this page where the heading and the first chart fit, else at the next one's top
+        story += st.heading(t("charts", lang), room=page_w * CHART_ASPECT + 12 * mm)
         for _metric, png in charts:
             img = Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT)
             story.append(img)
