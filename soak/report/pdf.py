@@ -274,11 +274,11 @@ def render_pdf(
     charts = all_chart_pngs(data, lang=lang, font=cjk)
     if charts:
         # on this page where the heading and the first chart fit, else at the next one's top
-        story += st.heading(t("charts", lang), room=page_w * CHART_ASPECT + 12 * mm)
-        for _metric, png in charts:
-            img = Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT)
-            story.append(img)
-            story.append(Spacer(1, 2 * mm))
+        images = [Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT) for _metric, png in charts]
+        story.append(KeepTogether([st.p(t("charts", lang), st.h2), images[0]]))
+        for img in images[1:]:
+            story += [Spacer(1, 2 * mm), img]
+        story.append(Spacer(1, 2 * mm))
 
     # -- findings --------------------------------------------------------------------------
     story += st.heading(t("findings", lang))

@@ -57,14 +57,13 @@ class Styles:
             self.drawn.append(plain_text(s))
         return Paragraph(self.fonts.mark(s, bold=style.fontName == LATIN_BOLD), style)
 
-    def heading(self, text: object, style: ParagraphStyle | None = None, room: float = HEADING_ROOM) -> list:
-        """A section's heading, on the next page where less than ``room`` (points) is left on
+    def heading(self, text: object, style: ParagraphStyle | None = None) -> list:
+        """A section's heading, on the next page where less than ``HEADING_ROOM`` is left on
         this one: a heading is never alone at a page's foot, away from what it heads. (reportlab's
-        keepWithNext would move a long table whole, leaving a near-empty page behind.) ``room``:
-        what must fit under it, where its first part is one piece (a chart)."""
+        keepWithNext would move a long table whole, leaving a near-empty page behind.)"""
         from reportlab.platypus import CondPageBreak
 
-        return [CondPageBreak(room), self.p(text, style or self.h2)]
+        return [CondPageBreak(HEADING_ROOM), self.p(text, style or self.h2)]
 
     def fit(self, text: str, size: float, *, bold: bool = False, white: bool = False) -> object:
         """A plain table cell drawn in the table's own font (Latin) as ``text`` itself, else as

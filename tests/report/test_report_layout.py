@@ -1,0 +1,98 @@
+"""The PDF of a demo-shaped run (8 chips, a leak, a crash, the demo's recorded manifest and
+plan) laid out as a document: no near-empty page, every table inside the margins, no heading
+alone at a page's foot, the appendix in labelled tables; in English and Chinese."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from soak.report.build import build_pdf
+from soak.store import Store
+from tests.conftest import skip_unless_ci
+from tests.report.pagecheck import Box, Page, pdf_pages
+from tests.report.synth import write_run
+
+# slow: renders two whole PDFs and reads every page
+pytestmark = pytest.mark.slow
+
+MM = 72 / 25.4
+MARGIN = 18 * MM  # the PDF's left and right margins (soak.report.pdf)
+FOOTER = 20 * MM  # the footer's band at the page's foot: page number, run id, simulation mark
+MIN_LINES = 12  # a page of text holds at least this many lines, unless it is the last
+FOOT = 45 * MM  # the lower part of a page, above the footer, where a heading would be alone
+HEADING_PT = 12.5  # a word box this tall is a section heading (13 pt); body text is 9 pt or less
+MANIFEST = json.loads((Path(__file__).parents[1] / "fixtures" / "report" / "demo-manifest.json").read_text())
+RUN = "demo-layout"
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, list[Page]]:
+    missing = [tool for tool in ("pdftotext", "pdfimages") if shutil.which(tool) is None]
+    if missing:
+        skip_unless_ci(f"{', '.join(missing)} not installed (poppler-utils)")
+    out = tmp_path_factory.mktemp("layout")
+    # the report is made on the delivery engineer's machine: paths under its home read as ~/...
+    with pytest.MonkeyPatch.context() as mp, Store.open(out / "soak.db") as store:
+        mp.setenv("HOME", "/home/delivery")
+        write_run(store, RUN, chips=8, hours=8.0, interval_s=20.0, findings=False)
+        store.update_run(RUN, plan=MANIFEST["plan"], manifest=MANIFEST["environment"])
+        return {lang: pdf_pages(build_pdf(store, RUN, out / f"{lang}.pdf", lang=lang).path) for lang in ("en", "zh")}
+
+
+def _body(page: Page) -> list[Box]:
+    return [w for w in page.words if w.y1 < page.height - FOOTER]
+
+
+def _lines(words: list[Box]) -> list[list[Box]]:
+    """Words grouped by their baseline (rounded to a point)."""
+    by_y: dict[int, list[Box]] = {}
+    for w in words:
+        by_y.setdefault(round(w.y1), []).append(w)
+    return [by_y[y] for y in sorted(by_y)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_page_but_the_last_is_near_empty(pages, lang: str) -> None:
+    doc = pages[lang]
+    short = [(p.number, len(_lines(_body(p))), " ".join(w.text for w in _body(p))[:120])
+             for p in doc[:-1] if not p.images and len(_lines(_body(p))) < MIN_LINES]
+    assert short == [], short
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_table_is_inside_the_margins(pages, lang: str) -> None:
+    outside = [(p.number, w.text, round(w.x0), round(w.x1)) for p in pages[lang] for w in p.words
+               if w.x0 < MARGIN - 1 or w.x1 > p.width - MARGIN + 1]
+    assert outside == [], outside[:10]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_heading_is_alone_at_a_pages_foot(pages, lang: str) -> None:
+    alone = []
+    for p in pages[lang]:
+        lines = _lines(_body(p))
+        # the last line of text is a heading, and in the page's lower part (not a heading at
+        # the top of a page of charts, which are pictures, not text)
+        last = lines[-1] if lines else []
+        if last and all(w.y1 - w.y0 >= HEADING_PT for w in last) and last[0].y1 > p.height - FOOTER - FOOT:
+            alone.append((p.number, " ".join(w.text for w in lines[-1])))
+    assert alone == [], alone
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_appendix_has_no_raw_dump_and_no_local_path(pages, lang: str) -> None:
+    text = " ".join(p.text for p in pages[lang])
+    heading = "附录：环境清单与运行计划" if lang == "zh" else "Appendix: environment manifest and run plan"
+    assert heading in text
+    appendix = text[text.index(heading):]
+    for raw in ("npu.cards[", "board_id", "chip_boards", ".venv", "/home/delivery", "_source", "npu_smi N/A"):
+        assert raw not in appendix, raw
+    for shown in ("1025C9030000", "0000:82:00.0", "python 3.11.7", "~/soak-runs", "8 h 00 min"):
+        assert shown in appendix, shown
+    if lang == "zh":
+        for title in ("主机", "软件", "加速卡", "运行计划", "采样", "节点间链路", "同类比较"):
+            assert title in text, title
