@@ -189,7 +189,7 @@ def render_pdf(
     story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
     if scaled:
         story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
-    story.append(st.p(t("at_a_glance", lang), st.h2))
+    story += st.heading(t("at_a_glance", lang))
     crit_rows = []
     for c in data.criteria:
         name, required, measured, met = criterion_cells(c, lang)
@@ -413,7 +413,7 @@ def _reliability_section(st: Styles, data: ReportData, lang: str, page_w: float,
     parts = rt.parts(data.reliability, lang)
     if not parts:
         return []
-    out: list = [st.p(t("reliability", lang), st.h2)]
+    out: list = [*st.heading(t("reliability", lang))]
     # the bar: one cell per part, as wide as its share of the planned time (a sliver stays visible)
     total = sum(p.seconds for p in parts)
     widths = [max(0.6 * mm, page_w * p.seconds / total) for p in parts]

@@ -96,3 +96,26 @@ def test_the_appendix_has_no_raw_dump_and_no_local_path(pages, lang: str) -> Non
     if lang == "zh":
         for title in ("主机", "软件", "加速卡", "运行计划", "采样", "节点间链路", "同类比较"):
             assert title in text, title
+
+
+def test_every_heading_keeps_with_what_follows(recorded, monkeypatch) -> None:
+    """The story as built: each section heading (13 pt) either follows a conditional page
+    break (``Styles.heading``) or is kept together with what follows it."""
+    from reportlab.platypus import CondPageBreak, KeepTogether, Paragraph, SimpleDocTemplate
+
+    from soak.report.loader import load_report_data
+    from soak.report.pdf import render_pdf
+
+    stories: list[list] = []
+    build = SimpleDocTemplate.build
+    monkeypatch.setattr(SimpleDocTemplate, "build", lambda self, story, **kw: (stories.append(list(story)),
+                                                                               build(self, story, **kw))[1])
+    with Store.open(recorded["db"], create=False) as store:
+        data = load_report_data(store, recorded["run_id"])
+    render_pdf(data, lang="en")
+    (story,) = stories
+    loose = [f.getPlainText() for i, f in enumerate(story)
+             if isinstance(f, Paragraph) and f.style.fontSize >= 13 and f.style.fontSize < 20  # h2, not the title
+             and not (i and isinstance(story[i - 1], CondPageBreak))]
+    assert loose == [], loose
+    assert any(isinstance(f, KeepTogether) for f in story)
