@@ -263,7 +263,7 @@ def render_pdf(
     if chip_rows:
         # the names and the serial get their room, the figures share the rest
         fixed = {"device": 17 * mm if data.cluster is None else 26 * mm, "model": 12 * mm, "serial": 23 * mm,
-                 "hbm_peak": 17 * mm, "findings": 15 * mm, "chip_ecc": 14 * mm}
+                 "hbm_peak": 13 * mm, "findings": 14 * mm, "chip_ecc": 14 * mm}
         share = (page_w - sum(fixed.values())) / (len(hdr) - len(fixed))
         story.append(table(st, [t(h, lang) for h in hdr], chip_rows, [fixed.get(h, share) for h in hdr]))
     else:
