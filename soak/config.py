@@ -597,6 +597,18 @@ def dump_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def plan_units() -> dict[str, str]:
+    """The unit of each plan key that has one, by dotted key (``run.duration`` -> ``s``,
+    ``jobs.min_free`` -> ``bytes``): from the field's name, where the unit is written."""
+    out = {}
+    for name, cls in [*_SECTIONS.items(), ("workloads[]", WorkloadSpec)]:
+        for f in fields(cls):
+            unit = next((u for u in ("s", "bytes") if f.name.endswith(f"_{u}")), None)
+            if unit is not None:
+                out[f"{name}.{f.metadata.get('key') or f.name}"] = unit
+    return out
+
+
 def plan_reference() -> list[tuple[str, str, str]]:
     """(dotted key, default as written in TOML, doc) for every key: the docs' table."""
     out = []

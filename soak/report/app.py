@@ -37,7 +37,6 @@ from soak.report.rows import (
     coverage_rows,
     event_rows,
     interruption_rows,
-    manifest_rows,
     nodes_figure,
 )
 from soak.report.sentences import criterion_cells, event_text, finding_text, reason_text
@@ -396,15 +395,20 @@ def page_events(data: Any, lang: str) -> None:
 
 
 def page_manifest(data: Any, lang: str) -> None:
+    """The environment manifest and the plan as the PDF's appendix has them (``appendix``)."""
+    from soak.report.appendix import appendix_tables
+
     st.subheader(t("manifest", lang))
-    sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
-    if not any(body for _, body in sections):
+    env, plans = appendix_tables(data.manifest, data.run.run_id, lang)
+    if not env and not plans:
         st.info("N/A")
         return
-    for title, body in sections:
-        if body:
-            st.markdown(f"**{title}**")
-            _table([{t("key", lang): k, t("value", lang): v} for k, v in manifest_rows(body)])
+    for i, tb in enumerate([*env, *plans]):
+        if i == len(env):
+            st.markdown(f"#### {t('plan_title', lang)}")
+        st.markdown(f"**{tb.title}**")
+        heads = list(tb.header) if tb.header else [t("key", lang), t("value", lang)]
+        _table([dict(zip(heads, r, strict=True)) for r in tb.rows])
 
 
 def may_sign(signing: str | None, token: str | None) -> bool:

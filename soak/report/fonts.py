@@ -23,7 +23,8 @@ font from the usual system folders, TrueType ones first. WenQuanYi Micro Hei
 Fallback (``fonts-droid-fallback``) and Noto Sans CJK (``fonts-noto-cjk``) are the ones tested.
 No font file ships with soak: a CJK font is 5-20 MB.
 
-``--font PATH`` (or ``SOAK_REPORT_FONT``) names the CJK font explicitly.
+``--font PATH`` (or ``SOAK_REPORT_FONT``) names the CJK font explicitly; ``SOAK_FONT_DIRS``
+(folders separated by ``:``) replaces the system folders searched.
 """
 
 from __future__ import annotations
@@ -96,8 +97,16 @@ class FontChoice:
         return f"{self.family or self.path.stem} ({self.path.name})"
 
 
+FONT_DIRS_ENV = "SOAK_FONT_DIRS"
+
+
 def _search_dirs() -> list[Path]:
-    return [Path(os.path.expanduser(d)) for d in _FONT_DIRS if Path(os.path.expanduser(d)).is_dir()]
+    """The folders searched for a CJK font: ``SOAK_FONT_DIRS`` (folders separated by ``:``,
+    ``;`` on Windows) instead of the system's when it is set, so a machine's fonts can be
+    left out (a check of each font set alone: scripts/font-sets.sh)."""
+    named = os.environ.get(FONT_DIRS_ENV)
+    dirs = [d for d in named.split(os.pathsep) if d] if named else list(_FONT_DIRS)
+    return [Path(os.path.expanduser(d)) for d in dirs if Path(os.path.expanduser(d)).is_dir()]
 
 
 def candidate_paths() -> list[Path]:

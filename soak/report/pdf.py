@@ -18,6 +18,7 @@ from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
 from soak.report import reliability_text as rt
+from soak.report.appendix import appendix_tables, detector_name, detector_thresholds
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
@@ -33,7 +34,6 @@ from soak.report.rows import (
     coverage_rows,
     event_rows,
     interruption_rows,
-    manifest_rows,
     nodes_figure,
     threshold_text,
 )
@@ -122,7 +122,7 @@ def render_pdf(
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import mm
-    from reportlab.platypus import Image, KeepTogether, PageBreak, SimpleDocTemplate, Spacer
+    from reportlab.platypus import Image, KeepTogether, SimpleDocTemplate, Spacer
 
     cjk = register_cjk_font(font) if lang == "zh" else try_register_cjk_font(font)
     st = Styles(lang, cjk, drawn)
@@ -183,7 +183,13 @@ def render_pdf(
     story.append(table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
     story.append(table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
                                   [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
-    story.append(st.p(t("at_a_glance", lang), st.h2))
+    # when it was made goes with the run's window it speaks of: left to the cover's foot, a
+    # cover one line too long leaves it alone on a page of its own
+    generated = t("generated_wall", lang) if scaled else t("generated", lang)
+    story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
+    if scaled:
+        story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
+    story += st.heading(t("at_a_glance", lang))
     crit_rows = []
     for c in data.criteria:
         name, required, measured, met = criterion_cells(c, lang)
@@ -195,18 +201,13 @@ def render_pdf(
     else:
         story.append(st.p("N/A"))
     # the cover's one training share is the availability judged; the time's other shares (of
-    # the planned time, ETTR) are said with the accounting they come from, on the next page
-    story.append(Spacer(1, 2 * mm))
-    generated = t("generated_wall", lang) if scaled else t("generated", lang)
-    story.append(st.p(f"{generated}: {when(data.generated_at or time.time(), tz)} · {t('times_in', lang).format(zone=zone)}", st.small))
-    if scaled:
-        story.append(st.p(t("time_line_note", lang).format(scale=scale), st.small))
-    story.append(PageBreak())
+    # the planned time, ETTR) are said with the accounting they come from (_reliability_section).
+    # No page break after the cover: what follows starts under it where its heading and first
+    # rows fit (``Styles.heading``), so a cover a few lines too long leaves no near-empty page
     if data.cluster is not None:
         from soak.report.pdf_cluster import cluster_story
 
         story += cluster_story(data, st, lang, page_w, tz)
-        story.append(PageBreak())
 
     # -- where the time went, coverage, chips ------------------------------------------------
     acc = accounting_rows(data.accounting, lang)
@@ -228,7 +229,7 @@ def render_pdf(
         story += st.heading(t("coverage", lang))
         dev_w = 22 * mm if data.cluster is None else 32 * mm  # a cluster's chips are node/chip
         story.append(table(st, [t("device", lang), t("cov_lowest", lang), t("cov_all", lang)], [list(r) for r in cov],
-                           [dev_w, 42 * mm, page_w - 20 * mm - dev_w]))
+                           [dev_w, 42 * mm, page_w - 42 * mm - dev_w]))
         tick = (data.coverage or {}).get("tick_s")
         story.append(st.p(t("cov_note", lang).format(tick=dur(tick)), st.small))
 
@@ -274,12 +275,12 @@ def render_pdf(
     # -- charts ----------------------------------------------------------------------------
     charts = all_chart_pngs(data, lang=lang, font=cjk)
     if charts:
-        story.append(PageBreak())
-        story.append(st.p(t("charts", lang), st.h2))
-        for _metric, png in charts:
-            img = Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT)
-            story.append(img)
-            story.append(Spacer(1, 2 * mm))
+        # on this page where the heading and the first chart fit, else at the next one's top
+        images = [Image(io.BytesIO(png), width=page_w, height=page_w * CHART_ASPECT) for _metric, png in charts]
+        story.append(KeepTogether([st.p(t("charts", lang), st.h2), images[0]]))
+        for img in images[1:]:
+            story += [Spacer(1, 2 * mm), img]
+        story.append(Spacer(1, 2 * mm))
 
     # -- findings --------------------------------------------------------------------------
     story += st.heading(t("findings", lang))
@@ -332,28 +333,16 @@ def render_pdf(
         if len(ev_rows) > MAX_EVENTS:
             story.append(st.p(f"… +{len(ev_rows) - MAX_EVENTS} (soak-findings.json)", st.small))
 
-    # -- manifest, statement, detectors, integrity ------------------------------------------
-    story += st.heading(t("manifest", lang))
-    sections = [(t("env_section", lang), data.manifest.get("environment")), (t("plan_section", lang), data.manifest.get("plan"))]
-    if not any(body for _, body in sections):
-        story.append(st.p("N/A"))
-    for title, body in sections:
-        if not body:
-            continue
-        man = manifest_rows(body)
-        story += st.heading(title, st.body.clone("mb", fontName=st.h2.fontName))
-        story.append(table(st, None, [list(r) for r in man[:MAX_MANIFEST_ROWS]], [62 * mm, page_w - 62 * mm], key_cols=(0,)))
-        story.append(Spacer(1, 2 * mm))
-
+    # -- statement, detectors, the appendix, integrity ---------------------------------------
     story += st.heading(t("clean_statement", lang))
     story.append(st.p(t("no_clean_statement", lang) if data.clean_statement is None
                       else reason_text(data.clean_statement, lang, tz)))
 
     story += st.heading(t("detectors", lang))
     det_rows = [
-        [kind_name(d.name, lang) if d.name != "profile" else t("profile", lang),
-         (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_text(d.thresholds, lang)) or "N/A")]
+        [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
+         Markup("<br/>".join(escape(line) for line in threshold_text(detector_thresholds(d.name, d.thresholds, lang), lang))
+                or "N/A")]
         for d in data.detectors
     ]
     if det_rows:
@@ -361,6 +350,7 @@ def render_pdf(
                            [40 * mm, 16 * mm, page_w - 56 * mm]))
     else:
         story.append(st.p("N/A"))
+    story += _appendix(st, data, lang, page_w)
 
     # The digest and the signature stay on one page: a signature alone on the last page reads
     # as an empty page, and the two belong together (what is signed, and by whom).
@@ -425,7 +415,7 @@ def _reliability_section(st: Styles, data: ReportData, lang: str, page_w: float,
     parts = rt.parts(data.reliability, lang)
     if not parts:
         return []
-    out: list = [st.p(t("reliability", lang), st.h2)]
+    out: list = [*st.heading(t("reliability", lang))]
     # the bar: one cell per part, as wide as its share of the planned time (a sliver stays visible)
     total = sum(p.seconds for p in parts)
     widths = [max(0.6 * mm, page_w * p.seconds / total) for p in parts]
@@ -449,7 +439,7 @@ def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: floa
     first; a run without any says so in one line, with how many chips' reports were read."""
     from reportlab.lib.units import mm
 
-    out: list = [st.p(t("device_faults", lang), st.h2)]
+    out: list = [*st.heading(t("device_faults", lang))]
     if not data.device_faults:
         return out + [st.p(clean_line(data.criteria, lang))]
     with_node = data.cluster is not None
@@ -488,4 +478,27 @@ def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> li
     out.append(table(st, [t("node", lang), t("link_node_busbw", lang), t("link_pairs", lang), t("link_vs_median", lang),
                           t("link_vs_expected", lang), t("status", lang)],
                      [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
+    return out
+
+
+def _appendix(st: Styles, data: ReportData, lang: str, page_w: float) -> list:
+    """The environment manifest and the run plan as labelled tables (``soak.report.appendix``):
+    reference, after everything the verdict rests on."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer
+
+    env, plans = appendix_tables(data.manifest, data.run.run_id, lang)
+    out: list = [*st.heading(t("appendix", lang)), st.p(t("appendix_intro", lang), st.small)]
+    if not env and not plans:
+        return [*out, st.p("N/A")]
+    sub = st.body.clone("ab", fontName=st.h2.fontName)
+    for i, tb in enumerate([*env, *plans]):
+        if i == len(env) and plans:
+            out += st.heading(t("plan_title", lang))
+        rows = [list(r) for r in tb.rows[:MAX_MANIFEST_ROWS]]
+        if tb.header is None:
+            grid = table(st, None, rows, [62 * mm, page_w - 62 * mm], key_cols=(0,))
+        else:
+            grid = table(st, list(tb.header), rows, [page_w / len(tb.header)] * len(tb.header))
+        out += [*st.heading(tb.title, sub), grid, Spacer(1, 2 * mm)]
     return out

@@ -42,7 +42,7 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     from reportlab.platypus import KeepTogether, PageBreak, Spacer
 
     view: ClusterView = data.cluster
-    out: list[Any] = [st.p(t("cluster_view", lang), st.h2)]
+    out: list[Any] = [*st.heading(t("cluster_view", lang))]
     color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
     out.append(st.p(f'{escape(t("cluster_verdict", lang))}: <font color="{color}"><b>'
                     f"{escape(verdict_label(data.verdict, lang))}</b></font>", markup=True))
@@ -56,7 +56,7 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     out.append(KeepTogether(_matrix(view, st, lang, page_w, colors, mm)))
     out.append(PageBreak())
 
-    out.append(st.p(t("node_verdicts", lang), st.h2))
+    out += st.heading(t("node_verdicts", lang))
     rows = []
     for n in view.nodes:
         r = node_row(n, view, lang)
@@ -68,11 +68,11 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
 
     rel_rows = rt.node_rows(data.reliability, lang, tz)
     if rel_rows:
-        out.append(st.p(t("rel_by_node", lang), st.h2))
+        out += st.heading(t("rel_by_node", lang))
         out.append(table(st, rt.node_heads(lang), rel_rows,
                          [30 * mm, 20 * mm, 22 * mm, 18 * mm, 45 * mm, page_w - 135 * mm]))
 
-    out.append(st.p(t("peers_title", lang), st.h2))
+    out += st.heading(t("peers_title", lang))
     peers = peer_rows(view, lang)
     if peers:
         out.append(table(st, [t("kind", lang), t("severity", lang), t("where_col", lang), t("metric", lang),
@@ -81,7 +81,7 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     else:
         out.append(st.p(t("no_peers", lang)))
 
-    out.append(st.p(t("versions_title", lang), st.h2))
+    out += st.heading(t("versions_title", lang))
     head, vrows = version_table(view, lang)
     out.append(st.p(head))
     if vrows:
@@ -90,11 +90,11 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
         out.append(table(st, [t("version_field", lang), t("version_value", lang), t("version_other", lang)], marked,
                          [60 * mm, 50 * mm, page_w - 110 * mm]))
 
-    out.append(st.p(t("cluster_statement", lang), st.h2))
+    out += st.heading(t("cluster_statement", lang))
     for line in statement_lines(data, view, lang):
         out.append(st.p(line))
 
-    out.append(st.p(t("chips_flagged", lang), st.h2))
+    out += st.heading(t("chips_flagged", lang))
     flagged = view.flagged()
     if flagged:
         out.append(table(st, chip_heads(lang), [chip_row(c, view.min_coverage, lang) for c in flagged],

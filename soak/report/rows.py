@@ -1,8 +1,7 @@
-"""The report's tables as rows of text: events, thresholds, manifest, accounting, coverage.
+"""The report's tables as rows of text: events, thresholds, accounting, coverage.
 
 - ``event_rows``: the event timeline, routine events (checkpoints) condensed into one line;
 - ``threshold_text``: a detector's thresholds, declared phases summarised;
-- ``manifest_rows``: the environment manifest with one row per fact;
 - ``accounting_rows`` / ``interruption_rows`` / ``coverage_rows``: where the planned time went
   and how well each chip was read;
 - ``chips_figure`` / ``nodes_figure``: the run's chips as the judge counted them, and its nodes
@@ -120,39 +119,6 @@ def threshold_text(thresholds: Mapping[str, Any], lang: str = "en") -> list[str]
         else:
             lines.append(f"{k} = {plain(v)}")
     return lines
-
-
-# -- manifest ----------------------------------------------------------------------------------
-
-
-def _flat(value: Any, prefix: str, out: list[tuple[str, str]]) -> None:
-    if isinstance(value, Mapping):
-        for k in sorted(value, key=str):
-            _flat(value[k], f"{prefix}.{k}" if prefix else str(k), out)
-    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        if value and all(isinstance(v, Mapping) for v in value):
-            for i, item in enumerate(value):
-                out.append((f"{prefix}[{i}]", plain(item)))
-        else:
-            out.append((prefix, ", ".join(plain(v) for v in value) or "N/A"))
-    else:
-        out.append((prefix, plain(value)))
-
-
-def manifest_rows(section: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(dotted key, value) rows of one manifest section. A fact the manifest holds twice (the
-    driver version from the driver's files and from npu-smi) is one row: a missing reading
-    is left out where another source has the value."""
-    rows: list[tuple[str, str]] = []
-    _flat(section, "", rows)
-    known = {k.rsplit(".", 1)[-1]: v for k, v in rows if v != "N/A"}
-    out = []
-    for k, v in rows:
-        leaf = k.rsplit(".", 1)[-1]
-        if v == "N/A" and leaf in known and leaf.endswith(("_version", "version")):
-            continue
-        out.append((k, v))
-    return out
 
 
 # -- accounting and coverage -----------------------------------------------------------------

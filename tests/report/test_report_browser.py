@@ -29,9 +29,9 @@ def test_serve_defaults_to_loopback_and_headless(capsys):
 
 PAGES = {  # sidebar label -> text that shows the page has drawn
     "en": [("Overview", "Per-chip summary"), ("Timelines", "Utilization"), ("Findings", "Evidence"),
-           ("Event timeline", "Restarts"), ("Environment manifest", "Plan"), ("Download signed PDF", "Reports already")],
+           ("Event timeline", "Restarts"), ("Environment manifest", "Run plan"), ("Download signed PDF", "Reports already")],
     "zh": [("概览", "逐芯片汇总"), ("时间线", "利用率"), ("发现的问题", "证据"), ("事件时间线", "重启次数"),
-           ("环境清单", "计划"), ("下载已签名 PDF", "运行目录中已有的报告")],
+           ("环境清单", "运行计划"), ("下载已签名 PDF", "运行目录中已有的报告")],
 }
 
 

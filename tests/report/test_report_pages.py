@@ -103,15 +103,15 @@ def test_met_and_missed_have_one_casing(pdfs):
 
 def test_long_keys_stay_whole(pdfs):
     words = {w.text for p in pdf_pages(pdfs["en"]) for w in p.words}
-    assert "acceptance.thresholds.required_runtime_h" in words
+    assert "thresholds.required_runtime_h" in words  # the plan's key in the appendix's Acceptance table
     assert "required_runtime_h" in words or any(w.startswith("required_runtime_h") for w in words)
     assert not any(w.startswith("throughput_degradation/") for w in words)
 
 
 def test_driver_version_is_one_field(pdfs):
     text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
-    assert "npu.driver_version 24.1.rc2" in text
-    assert "ascend.driver_version" not in text
+    assert "NPU driver (npu-smi) 24.1.rc2" in text
+    assert "Ascend driver" not in text
 
 
 def test_accounting_and_coverage_are_shown(pdfs):
@@ -172,7 +172,7 @@ def test_utilization_chart_spans_0_to_100_and_its_marks_are_named(recorded, monk
 
 # the headings of the PDF's sections (st.h2): none may end a page, away from what it heads
 _HEADINGS = ("accounting", "at_a_glance", "charts", "chip_summary", "clean_statement", "coverage", "data_integrity",
-             "detectors", "events", "findings", "links", "manifest", "reliability", "signature", "time_went")
+             "detectors", "events", "findings", "links", "appendix", "reliability", "signature", "time_went")
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -187,6 +187,9 @@ def test_no_heading_is_left_at_the_foot_of_a_page(pdfs, lang):
         foot = max(w.y1 for w in body)
         line = " ".join(w.text for w in sorted(body, key=lambda w: w.x0) if abs(w.y1 - foot) < 2)
         # a heading that is the page's last line, below its first third: what it heads is overleaf
+        # (the charts' heading is followed by a chart, a picture: no text)
+        if line == t("charts", lang) and page.images:
+            continue
         assert not (line in headings and foot > page.height / 3), f"page {page.number} ends with {line!r}"
 
 

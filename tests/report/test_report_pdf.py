@@ -67,7 +67,7 @@ def test_english_pdf_has_every_section_and_the_fail_verdict(built, recorded):
         "Per-chip timelines",
         "Findings",
         "Event timeline",
-        "Environment manifest",
+        "Appendix: environment manifest and run plan",
         "Clean-run statement",
         "Detector versions and thresholds",
         "24.1.rc2",  # driver version from the manifest

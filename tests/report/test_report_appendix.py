@@ -1,0 +1,103 @@
+"""The appendix: a demo run's recorded manifest and plan (tests/fixtures/report) as labelled
+tables a customer reads, in English and Chinese: no raw dumps, no empty keys, no local paths,
+no profile notes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from soak.analysis.profile import Profile
+from soak.report.appendix import (
+    appendix_tables,
+    detector_name,
+    detector_thresholds,
+    environment_tables,
+    local_path,
+    plan_tables,
+)
+from soak.report.rows import threshold_text
+
+MANIFEST = json.loads((Path(__file__).parents[1] / "fixtures" / "report" / "demo-manifest.json").read_text())
+HOME = "/home/delivery"
+
+
+def _cells(tables) -> list[str]:
+    return [c for tb in tables for row in tb.rows for c in row]
+
+
+def test_the_demo_environment_is_host_software_and_a_table_of_cards() -> None:
+    env = environment_tables(MANIFEST["environment"], "en", home=HOME)
+    assert [tb.title for tb in env] == ["Host", "Software", "Accelerator cards"]
+    host = dict(env[0].rows)
+    assert host["Operating system"] == "Debian GNU/Linux 12 (bookworm)" and host["CPU cores"] == "2"
+    assert host["Recorded at"] == "2026-12-03 10:00:46 UTC"
+    software = dict(env[1].rows)
+    # the interpreter of a virtual environment is its version, not a path of the machine
+    assert software["Python interpreter"] == "python 3.11.7"
+    assert software["torch"] == "2.13.0+cpu" and software["npu-smi"] == "25.3.rc1"
+    # unset facts (torch_npu, CANN, NVIDIA on this host) are left out, not "N/A"
+    assert "N/A" not in _cells(env[:2]) and "torch_npu" not in software and "CANN" not in software
+    cards = env[2]
+    assert cards.header == ("NPU", "Model", "Chips", "Serial", "Firmware", "PCIe bus")
+    assert cards.rows[3] == ("3", "910B3", "1", "1025C9030000", "7.8.0.6.201", "0000:82:00.0")
+    assert len(cards.rows) == 8
+    text = " ".join(_cells(env))
+    for raw in ("npu.cards", "board_id", "0x60", "chip_boards", "schema", "/home/", ".venv"):
+        assert raw not in text, raw
+
+
+def test_the_demo_plan_is_one_table_per_section_without_empty_keys() -> None:
+    plan = plan_tables(MANIFEST["plan"], "en", home=HOME)
+    titles = [tb.title for tb in plan]
+    assert titles[:4] == ["Run", "Devices", "Workload", "Sampling"]
+    run = dict(plan[0].rows)
+    assert run == {"duration": "8 h 00 min", "data_dir": "~/soak-runs", "time_scale": "240", "preflight": "no",
+                   "id": "demo-20261203-100046"}  # db unset: left out
+    assert dict(plan[titles.index("Sampling")].rows)["interval"] == "1 s"
+    assert dict(plan[titles.index("Background jobs")].rows)["min_free"] == "1.0 GiB"
+    assert dict(plan[titles.index("Acceptance")].rows)["thresholds.required_runtime_h"] == "8.00"
+    # sim.fault is "" and exporter has nothing set: neither is a row, the exporter no table
+    assert "fault" not in dict(plan[titles.index("Simulated fleet")].rows)
+    assert "Metrics exporter" not in titles
+    assert "N/A" not in _cells(plan) and "" not in _cells(plan)
+
+
+def test_the_chinese_appendix_has_chinese_headings_and_labels() -> None:
+    env, plan = appendix_tables(MANIFEST, "demo-20261203-100046", "zh")
+    assert [tb.title for tb in env] == ["主机", "软件", "加速卡"]
+    assert [tb.title for tb in plan][:4] == ["运行", "设备", "负载", "采样"]
+    assert dict(env[0].rows)["操作系统"] == "Debian GNU/Linux 12 (bookworm)"
+    assert env[2].header == ("NPU", "型号", "芯片数", "序列号", "固件", "PCIe 总线")
+
+
+def test_a_path_under_the_run_folder_or_the_home_is_shown_relative() -> None:
+    run_dir = "/data/soak-runs/r1"
+    assert local_path("/data/soak-runs/r1/logs/lm.log", run_dir=run_dir) == "logs/lm.log"
+    assert local_path("/home/ops/plans/a.toml", home="/home/ops", run_dir=run_dir) == "~/plans/a.toml"
+    assert local_path("/opt/venvs/soak/bin/python3.11", python="3.11.7") == "python 3.11.7"
+    assert local_path("/usr/local/Ascend/driver", home="/home/ops") == "/usr/local/Ascend/driver"
+    assert local_path("soak-runs", home="/home/ops") == "soak-runs"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_profile_is_listed_without_its_notes_and_its_sections_named(lang: str) -> None:
+    profile = Profile.default().to_dict()
+    assert any(str(k).endswith("_source") for chip in profile["chips"].values() for k in chip)  # notes to leave out
+    lines = threshold_text(detector_thresholds("profile", profile, lang), lang)
+    text = "\n".join(lines)
+    assert "_source" not in text and "Huawei" not in text and "datasheet" not in text
+    links, peers = ("节点间链路", "同类比较") if lang == "zh" else ("links between nodes", "comparison among peers")
+    assert any(line.startswith(f"{links}: ") for line in lines) and any(line.startswith(f"{peers}: ") for line in lines)
+    assert not any(line.startswith(("links:", "peers:")) for line in lines)
+
+
+def test_every_detector_has_a_name_in_both_languages() -> None:
+    from soak.analysis import DETECTOR_VERSIONS
+
+    for name in [*DETECTOR_VERSIONS, "profile"]:
+        en, zh = detector_name(name, "en"), detector_name(name, "zh")
+        assert en != name or name in ("hang", "thermal"), name  # a kind's English name may be its key
+        assert zh != en and not zh.isascii(), (name, zh)
