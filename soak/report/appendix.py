@@ -164,7 +164,14 @@ def plan_tables(plan: Mapping[str, Any] | None, lang: str = "en", *, home: str |
         return []
     units = plan_units()
     out: list[Table] = []
+    # keys outside any section (a plan stored flat, as by an earlier soak or another tool):
+    # one table of their own, first, so no key of the plan goes unsaid
+    top = {k: v for k, v in plan.items() if not _is_section(v)}
+    if top:
+        out += plan_tables({"": top}, lang, home=home, run_dir=run_dir)
     for section, body in plan.items():
+        if not _is_section(body):
+            continue
         items = body if isinstance(body, list) else [body]
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -189,7 +196,15 @@ def plan_tables(plan: Mapping[str, Any] | None, lang: str = "en", *, home: str |
     return out
 
 
+def _is_section(body: Any) -> bool:
+    """A ``[section]`` (a table) or ``[[section]]`` (a list of tables) of plan.toml."""
+    return isinstance(body, Mapping) or (isinstance(body, list) and bool(body)
+                                         and all(isinstance(x, Mapping) for x in body))
+
+
 def _section_title(section: str, lang: str) -> str:
+    if not section:
+        return t("plan_title", lang)
     key = f"plan_{section}"
     name = t(key, lang)
     return section if name == key else name

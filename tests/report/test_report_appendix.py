@@ -65,6 +65,15 @@ def test_the_demo_plan_is_one_table_per_section_without_empty_keys() -> None:
     assert "N/A" not in _cells(plan) and "" not in _cells(plan)
 
 
+def test_a_plan_stored_flat_keeps_every_key_in_a_table_of_its_own() -> None:
+    # a plan written without sections (an earlier soak's, another tool's): none of its keys is
+    # dropped for want of a section, and sections beside them still get their own tables
+    plan = plan_tables({"workload": "lm", "duration_h": 4.0, "run": {"id": "r1"}}, "en")
+    assert [tb.title for tb in plan] == ["Run plan", "Run"]
+    assert dict(plan[0].rows) == {"workload": "lm", "duration_h": "4.00"}
+    assert dict(plan[1].rows) == {"id": "r1"}
+
+
 def test_the_chinese_appendix_has_chinese_headings_and_labels() -> None:
     env, plan = appendix_tables(MANIFEST, "demo-20261203-100046", "zh")
     assert [tb.title for tb in env] == ["主机", "软件", "加速卡"]
