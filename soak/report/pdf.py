@@ -105,6 +105,25 @@ def _slot_flowable(slot: SignatureSlot, st: Styles, lang: str, signed: bool):
     return _Slot()
 
 
+def _cover_end():
+    """The end of the cover: the rest of page 1 stays blank, so what follows (the time
+    accounting and its other shares) is not read as the cover's. A cover too long for page 1
+    already ended on a later page: there it takes no room, and what follows goes on under the
+    cover's last lines instead of leaving them alone on a near-empty page."""
+    from reportlab.platypus import Flowable
+
+    class CoverEnd(Flowable):
+        def wrap(self, avail_w: float, avail_h: float) -> tuple[float, float]:
+            # a Frame gives a flowable its canvas before it wraps it
+            on_cover = self.canv.getPageNumber() == 1
+            return avail_w, (max(0.0, avail_h - 0.01) if on_cover else 0.0)
+
+        def draw(self) -> None:
+            pass
+
+    return CoverEnd()
+
+
 def render_pdf(
     data: ReportData,
     *,
@@ -201,9 +220,9 @@ def render_pdf(
     else:
         story.append(st.p("N/A"))
     # the cover's one training share is the availability judged; the time's other shares (of
-    # the planned time, ETTR) are said with the accounting they come from (_reliability_section).
-    # No page break after the cover: what follows starts under it where its heading and first
-    # rows fit (``Styles.heading``), so a cover a few lines too long leaves no near-empty page
+    # the planned time, ETTR) are said with the accounting they come from (_reliability_section),
+    # which starts on the next page: the cover is a page of its own
+    story.append(_cover_end())
     if data.cluster is not None:
         from soak.report.pdf_cluster import cluster_story
 
