@@ -31,7 +31,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         rf"计划时长 ({DUR})", rf"计划拷机时长 ({DUR})", rf"（计划 ({DUR})）", rf"计划 ({DUR}) 中训练",
         rf"计划 ({DUR})，有效训练", rf"≥ 计划的 ({DUR})",
     ),
-    "duration": (rf"\bDuration ({DUR})", rf"(?<!计划)(?<!运行)(?<!拷机)时长 ({DUR})"),
+    "duration": (rf"\bDuration ({DUR})", rf"(?<!计划)(?<!运行)(?<!拷机)(?<!可见)时长 ({DUR})"),
     "ran": (rf"\bran ({DUR}) of", rf"\bRan ({DUR})", rf"运行 ({DUR})（计划", rf"实际运行 ({DUR})"),
     "training": (
         rf"(?<!productive )(?<!uninterrupted )training ({DUR})", rf"trained ({DUR}) of (?!the )", rf"Training \(share of planned\) ({DUR})",
