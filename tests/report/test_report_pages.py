@@ -104,7 +104,7 @@ def test_the_attached_csv_analysed_with_the_attached_profile_says_the_reports_re
     stated = json.loads(atts[FINDINGS_NAME])["findings"]
     required = {f["values"]["required_h"] for f in again["findings"] if f["kind"] == "memory_creep"}
     assert required == {4.0}  # the leak's finding says the hours it was judged against
-    assert required == {f["required_h"] for f in stated if f["kind"] == "memory_creep"}
+    assert required == {f["values"]["required_h"] for f in stated if f["kind"] == "memory_creep"}
     assert "required 4 h" in text and "required 168 h" not in text
 
 
