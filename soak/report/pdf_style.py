@@ -51,6 +51,7 @@ class Styles:
         self.cjk = cjk
         self.fonts = FontSet(cjk)
         self.drawn = drawn
+        self._longest: dict[tuple[str, float, bool], float] = {}
         base, bold = LATIN_FONT, LATIN_BOLD
         ss = getSampleStyleSheet()
         self.body = ParagraphStyle("b", parent=ss["BodyText"], fontName=base, fontSize=9, leading=12)
@@ -113,8 +114,11 @@ class Styles:
     def longest_word(self, shown: str, size: float, *, bold: bool = False) -> float:
         """The width of the widest part of the text ``shown`` that a paragraph cannot wrap: a
         word, or a whole figure."""
-        words = [part for w in _BREAKS.split(whole_figures(shown)) for part in _PARTS.findall(w)]
-        return max((self.width(w, size, bold=bold) for w in words), default=0.0)
+        key = (shown, size, bold)
+        if key not in self._longest:  # a table repeats its cells ("pass", "16/16", "OK")
+            words = [part for w in _BREAKS.split(whole_figures(shown)) for part in _PARTS.findall(w)]
+            self._longest[key] = max((self.width(w, size, bold=bold) for w in words), default=0.0)
+        return self._longest[key]
 
     def draw(self, canvas: object, x: float, y: float, text: str, size: float, *, bold: bool = False,
              align: str = "left") -> None:
