@@ -24,7 +24,7 @@ from soak.errors import ConfigError, InputError, UserError, masked
 from soak.runfolder import DB_NAME, DEFAULT_DATA_DIR, RESERVED_IDS, RUN_ID_MAX_CHARS
 from soak.telemetry import BACKENDS
 from soak.telemetry.sampler import DEFAULT_INTERVAL_S
-from soak.tomlfile import finite, read_toml
+from soak.tomlfile import finite, read_toml, toml_value
 
 MAX_SPAN_S = 366 * 86400.0
 """Longest duration or period a plan may give: a year is far beyond any soak, and bounds the
@@ -551,23 +551,6 @@ def _to_dict(obj: Any) -> Any:
     return obj
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    s = str(v).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{s}"'
-
-
-def _toml_key(k: str) -> str:
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _toml_value(k)
-
-
 def recorded_plan(plan: Plan) -> dict[str, Any]:
     """The plan as soak writes it down (``plan.toml``, the run row, and so every report, the
     app and ``soak runs show``): ``to_dict`` with the password of every URL masked
@@ -587,12 +570,12 @@ def dump_plan(plan: Plan) -> str:
             continue
         lines.append(f"[{section}]")
         for k, v in values.items():
-            lines.append(f"{k} = {_toml_value('' if v is None else v)}")
+            lines.append(f"{k} = {toml_value('' if v is None else v)}")
         lines.append("")
     for w in data["workloads"]:
         lines.append("[[workloads]]")
         for k, v in w.items():
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
         lines.append("")
     return "\n".join(lines)
 
@@ -618,8 +601,8 @@ def plan_reference() -> list[tuple[str, str, str]]:
             raw = f.metadata.get("raw")
             if raw is MISSING:
                 default = f.default if f.default is not MISSING else f.default_factory()
-                raw = _toml_value("" if default is None else default)
+                raw = toml_value("" if default is None else default)
             else:
-                raw = _toml_value(raw)
+                raw = toml_value(raw)
             out.append((f"{name}.{key}", raw, f.metadata["doc"]))
     return out

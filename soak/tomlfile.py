@@ -1,4 +1,5 @@
-"""Reading a file the user names (a run plan, an acceptance profile, a fault-code table).
+"""Reading a file the user names (a run plan, an acceptance profile, a fault-code table), and
+writing the values soak writes back as TOML (``soak plan``'s dump, the report's profile).
 
 One reader for all of them, because each way a path can be wrong is a one-line error and not
 a traceback or a hang: a device such as ``/dev/zero`` or a FIFO is refused before it is read
@@ -9,10 +10,13 @@ deep for the parser is refused like any other malformed TOML. TOML numbers inclu
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import stat
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +84,24 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
     if len(raw) > max_bytes:
         raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
     return raw
+
+
+def toml_value(v: Any) -> str:
+    """``v`` as a TOML value that ``tomllib`` reads back equal (an inline table for a mapping).
+
+    Strings take JSON's escapes, which are TOML's (``\\n``, ``\\"``, ``\\u0001``): a newline or
+    a control character in a name stays valid TOML."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")  # TOML refuses a raw DEL
+
+
+def toml_key(k: str) -> str:
+    """A bare key where TOML allows one, else a quoted one."""
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else toml_value(k)

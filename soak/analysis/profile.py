@@ -25,7 +25,7 @@ from typing import Any
 
 from soak.analysis.model import KINDS, SEVERITIES
 from soak.errors import ConfigError, InputError
-from soak.tomlfile import finite, read_toml
+from soak.tomlfile import finite, read_toml, toml_key, toml_value
 
 
 @dataclass(frozen=True)
@@ -320,19 +320,7 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<profile>") -> Profile:
         kwargs: dict[str, Any] = {}
-        sections = {
-            "memory": MemoryParams,
-            "utilization": UtilizationParams,
-            "hang": HangParams,
-            "comm": CommParams,
-            "thermal": ThermalParams,
-            "throughput": ThroughputParams,
-            "peers": PeersParams,
-            "evidence": EvidenceParams,
-            "links": LinksParams,
-            "compute": ComputeParams,
-            "faults": FaultsParams,
-        }
+        sections = _SECTIONS
         for key, value in data.items():
             if key in sections:
                 if not isinstance(value, dict):
@@ -375,6 +363,46 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def to_toml(self) -> str:
+        """This profile as the TOML file :meth:`from_toml` reads back equal (every key written,
+        so the file says every threshold, not only those that differ from the defaults).
+
+        A phase of explicit windows comes from a run's events, not from a profile file, and
+        has no TOML form: it is refused rather than dropped."""
+        lines = [f"name = {toml_value(self.name)}", f"required_runtime_h = {toml_value(self.required_runtime_h)}", ""]
+        lines += ["[severity]", *(f"{toml_key(k)} = {toml_value(v)}" for k, v in self.severity.items()), ""]
+        for name in _SECTIONS:
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in dataclasses.asdict(getattr(self, name)).items()]
+            lines.append("")
+        for model, chip in self.chips.items():
+            lines.append(f"[chips.{toml_key(model)}]")
+            # no figure (None) is the key left out: TOML has no null, and the reader's default is None
+            lines += [f"{k} = {toml_value(v)}" for k, v in dataclasses.asdict(chip).items() if v is not None]
+            lines.append("")
+        for phase in self.phases:
+            if phase.windows or phase.every_s is None or phase.duration_s is None:
+                raise ValueError(f"phase {phase.name!r}: explicit windows have no profile file form")
+            lines += ["[[phases]]", f"name = {toml_value(phase.name)}", f"every_s = {toml_value(phase.every_s)}",
+                      f"duration_s = {toml_value(phase.duration_s)}", ""]
+        return "\n".join(lines)
+
+
+# the profile's tables of detector parameters, by their TOML name
+_SECTIONS: dict[str, type] = {
+    "memory": MemoryParams,
+    "utilization": UtilizationParams,
+    "hang": HangParams,
+    "comm": CommParams,
+    "thermal": ThermalParams,
+    "throughput": ThroughputParams,
+    "peers": PeersParams,
+    "evidence": EvidenceParams,
+    "links": LinksParams,
+    "compute": ComputeParams,
+    "faults": FaultsParams,
+}
 
 
 def _number(value: Any, where: str) -> float:

@@ -17,7 +17,7 @@ from soak.errors import InputError, StoreError, UnknownRun
 from soak.report.model import Customer, ReportData
 from soak.report.pdf import RawData, render_pdf
 from soak.report.signing import Attachment, KeyPair, check_attachment, finalize_pdf
-from soak.report.verify import FINDINGS_NAME, RAW_NAME
+from soak.report.verify import FINDINGS_NAME, PROFILE_NAME, RAW_NAME
 
 if TYPE_CHECKING:
     from soak.store import Store
@@ -89,6 +89,19 @@ def _cluster_attachments(data: ReportData, doc: dict[str, Any]) -> list[Attachme
                        "every chip of the cluster: node, chip, verdict, coverage, key figures, findings")]
 
 
+def _profile_attachment(store: Store, run_id: str, doc: dict[str, Any]) -> Attachment:
+    """The acceptance profile the run was judged by, as the file ``soak analyze --profile``
+    reads: the attached CSV analysed with it says the report's thresholds (its required
+    runtime, not the default profile's). Its digest goes into the findings document."""
+    from soak.runplan import plan_of, profile_of
+
+    rec = store.get_run(run_id)
+    text = profile_of(rec, plan_of(rec)).to_toml().encode("utf-8")
+    doc["profile_sha256"] = hashlib.sha256(text).hexdigest()
+    return Attachment(PROFILE_NAME, text, "application/toml",
+                      f"the acceptance profile of the run: soak analyze {RAW_NAME} --profile {PROFILE_NAME}")
+
+
 def _check_output(out: Path) -> None:
     """The PDF's path must name a file whose folder exists or can be made."""
     if out.is_dir():
@@ -125,11 +138,11 @@ def build_pdf(
     check_attachment(RAW_NAME, len(raw_bytes), run_id)  # before rendering: one line, nothing written
     sha = hashlib.sha256(raw_bytes).hexdigest()
     doc = findings_document(data, sha, rows)
-    extra = _cluster_attachments(data, doc)
+    extra = [_profile_attachment(store, run_id, doc), *_cluster_attachments(data, doc)]
     pdf, slot, fonts = render_pdf(
         data,
         customer=customer,
-        raw=RawData(sha, rows, RAW_NAME),
+        raw=RawData(sha, rows, RAW_NAME, PROFILE_NAME),
         lang=lang,
         font=font,
         signed=keys is not None,

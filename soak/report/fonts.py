@@ -126,8 +126,9 @@ def candidate_paths() -> list[Path]:
 
 
 def latin_has(ch: str) -> bool:
-    """Whether Helvetica draws ``ch``: the PDF's standard fonts hold Windows-1252."""
-    if not (ch.isprintable() or ch == " "):
+    """Whether Helvetica draws ``ch``: the PDF's standard fonts hold Windows-1252 (its 0xA0,
+    the no-break space that keeps a figure's number and unit on one line, is a space there)."""
+    if not (ch.isprintable() or ch in " \xa0"):
         return False
     try:
         ch.encode("cp1252")

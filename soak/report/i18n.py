@@ -245,9 +245,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "data_sha256": ("SHA-256 of the exported raw data (CSV)", "导出原始数据 (CSV) 的 SHA-256"),
     "data_rows": ("Rows in the raw data", "原始数据行数"),
     "attachments_note": (
-        "The raw data (CSV) and the findings (JSON) are attached to this PDF. "
-        "Check the signature and the digest with: soak verify THIS.pdf --cert CERT.pem",
-        "原始数据 (CSV) 与发现的问题 (JSON) 已作为附件嵌入本 PDF。"
+        "The raw data ({raw}), the acceptance profile it was judged by ({profile}) and the findings "
+        "(JSON) are attached to this PDF. Analyse the raw data again with: soak analyze {raw} --profile "
+        "{profile} (without the profile, the default profile's thresholds apply). "
+        "Check the signature and the digests with: soak verify THIS.pdf --cert CERT.pem",
+        "原始数据 ({raw})、评判所用的验收配置 ({profile}) 与发现的问题 (JSON) 已作为附件嵌入本 PDF。"
+        "重新分析原始数据：soak analyze {raw} --profile {profile}（不带该配置时按默认配置的阈值）。"
         "可用 soak verify 本文件.pdf --cert 证书.pem 校验签名与摘要。",
     ),
     "signature": ("Signature", "签名"),

@@ -62,6 +62,7 @@ class RawData:
     sha256: str | None
     rows: int | None
     filename: str = "soak-raw.csv"
+    profile: str = "soak-profile.toml"  # the attached acceptance profile it is analysed with
 
 
 @dataclass
@@ -378,7 +379,7 @@ def render_pdf(
         table(st, None, [[t("data_sha256", lang), raw.sha256], [t("data_rows", lang), raw.rows]],
               [60 * mm, page_w - 60 * mm], key_cols=(0,)),
         Spacer(1, 2 * mm),
-        st.p(t("attachments_note", lang), st.small),
+        st.p(t("attachments_note", lang).format(raw=raw.filename, profile=raw.profile), st.small),
         st.p(t("signature", lang), st.h2),
         *([st.p(t("signed_by", lang).format(name=signer.name, fingerprint=signer.fingerprint_sha256))]
           if signed and signer is not None else []),

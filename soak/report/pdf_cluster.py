@@ -1,7 +1,8 @@
 """The cluster view's pages of the PDF (``soak.report.pdf`` calls ``cluster_story``).
 
-The node x chip matrix follows the verdict, on a page of its own when it does not fit below it
-(it is sized so 64 nodes x 16 chips fit on one page); then
+The node x chip matrix follows the verdict, on the next page when it does not fit below it
+(it is sized so 64 nodes x 16 chips fit on one page); then, on the same page where there is
+room (a few nodes' matrix is a few lines: a page break after it left a near-empty page),
 the verdict per node, the stragglers and outliers, the version check across nodes, the
 cluster's clean-run statement and the chips with findings (every chip is in the attached CSV).
 """
@@ -39,7 +40,7 @@ MIN_ROW_H = 7.0  # below this the matrix no longer reads: it runs over pages ins
 def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: Any) -> list[Any]:
     from reportlab.lib import colors
     from reportlab.lib.units import mm
-    from reportlab.platypus import KeepTogether, PageBreak, Spacer
+    from reportlab.platypus import KeepTogether, Spacer
 
     view: ClusterView = data.cluster
     out: list[Any] = [*st.heading(t("cluster_view", lang))]
@@ -54,7 +55,6 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
 
     # the matrix follows on the same page when it fits there (a few nodes), else on its own
     out.append(KeepTogether(_matrix(view, st, lang, page_w, colors, mm)))
-    out.append(PageBreak())
 
     out += st.heading(t("node_verdicts", lang))
     rows = []

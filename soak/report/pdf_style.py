@@ -6,6 +6,7 @@ both build their tables here, so they look the same and neither imports the othe
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
@@ -17,6 +18,25 @@ if TYPE_CHECKING:
 
 
 HEADING_ROOM = 30 * 72 / 25.4  # 30 mm: a heading, a table's header and its first rows
+CELL_PAD = 12.0  # reportlab's table cell padding, left and right (6 pt each)
+
+# A figure is its number and its unit ("48.2 GiB", "98.9 %", "3 h 56 min", "0 / 15"): the units
+# the report's formats write (soak.analysis.messages.hm and pct, fmt_bytes, the table cells).
+_UNITS = r"(?:d|h|min|s|ms|%|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|W|°C|GB/s|Gb/s|TFLOP/s|MB/h)"
+_NUMBER_UNIT = re.compile(rf"(\d) ({_UNITS})(?![\w/])")
+_DURATION_PARTS = re.compile(r"(\d\xa0(?:d|h|min)) (?=\d+\xa0(?:h|min|s)(?![\w/]))")
+_PAIR = re.compile(r"(\d) / (?=\d)")
+_BREAKS = re.compile(r"[ \t\n]+")  # where a paragraph may wrap: not at a no-break space
+# a paragraph may wrap beside any CJK character too: each is a part of its own
+_PARTS = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+")
+
+
+def whole_figures(text: str) -> str:
+    """``text`` with the spaces inside each figure made no-break spaces, so that a wrapped
+    line never reads "3 h 56" above "min" (the PDF's text still reads a plain space)."""
+    text = _NUMBER_UNIT.sub("\\1\xa0\\2", text)
+    text = _DURATION_PARTS.sub("\\1\xa0", text)
+    return _PAIR.sub("\\1\xa0/\xa0", text)
 
 
 class Styles:
@@ -31,6 +51,7 @@ class Styles:
         self.cjk = cjk
         self.fonts = FontSet(cjk)
         self.drawn = drawn
+        self._longest: dict[tuple[str, float, bool], float] = {}
         base, bold = LATIN_FONT, LATIN_BOLD
         ss = getSampleStyleSheet()
         self.body = ParagraphStyle("b", parent=ss["BodyText"], fontName=base, fontSize=9, leading=12)
@@ -52,7 +73,7 @@ class Styles:
         from reportlab.platypus import Paragraph
 
         style = style or self.body
-        s = str(text) if markup else escape("N/A" if text is None else str(text))
+        s = whole_figures(str(text) if markup else escape("N/A" if text is None else str(text)))
         if self.drawn is not None:
             self.drawn.append(plain_text(s))
         return Paragraph(self.fonts.mark(s, bold=style.fontName == LATIN_BOLD), style)
@@ -77,6 +98,27 @@ class Styles:
         style = (self.head if bold else self.cell).clone("fit", fontSize=size, leading=size + 1,
                                                           textColor=colors.white if white else colors.black)
         return self.p(text, style)
+
+    def width(self, text: str, size: float, *, bold: bool = False) -> float:
+        """The width of ``text`` drawn at ``size``, each run in its font."""
+        from reportlab.pdfbase.pdfmetrics import stringWidth
+
+        total = 0.0
+        for font, part in self.fonts.runs(text, LATIN_BOLD if bold else LATIN_FONT):
+            try:
+                total += stringWidth(part, font, size)
+            except KeyError:  # a CFF CJK font is registered as the report is built: its glyphs are an em
+                total += size * len(part)
+        return total
+
+    def longest_word(self, shown: str, size: float, *, bold: bool = False) -> float:
+        """The width of the widest part of the text ``shown`` that a paragraph cannot wrap: a
+        word, or a whole figure."""
+        key = (shown, size, bold)
+        if key not in self._longest:  # a table repeats its cells ("pass", "16/16", "OK")
+            words = [part for w in _BREAKS.split(whole_figures(shown)) for part in _PARTS.findall(w)]
+            self._longest[key] = max((self.width(w, size, bold=bold) for w in words), default=0.0)
+        return self._longest[key]
 
     def draw(self, canvas: object, x: float, y: float, text: str, size: float, *, bold: bool = False,
              align: str = "left") -> None:
@@ -120,6 +162,8 @@ def table(st: Styles, header: list[str] | None, rows: list[list[object]], widths
 
     data = [[st.p(h, st.head) for h in header]] if header else []
     data += [[cell(c, i) for i, c in enumerate(row)] for row in rows]
+    if widths is not None:
+        widths = keep_words_whole(widths, _least_widths(st, header, rows, len(widths)))
     tbl = LongTable(data, colWidths=widths, repeatRows=1 if header else 0)
     style = [
         ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#b0b0b0")),
@@ -134,3 +178,35 @@ def table(st: Styles, header: list[str] | None, rows: list[list[object]], widths
         style.append(("BACKGROUND", (col, 0), (col, -1), colors.HexColor("#eef1f4")))
     tbl.setStyle(TableStyle(style))
     return tbl
+
+
+def _shown(c: object) -> str:
+    """The text a table cell shows."""
+    if isinstance(c, Markup):
+        return plain_text(c)
+    return "N/A" if c is None else str(c)
+
+
+def _least_widths(st: Styles, header: list[str] | None, rows: list[list[object]], n: int) -> list[float]:
+    """Each column's least width: its widest word or figure (header or cell) and the padding."""
+    least = [0.0] * n
+    for i, h in enumerate((header or [])[:n]):
+        least[i] = st.longest_word(_shown(h), st.head.fontSize, bold=True)
+    for row in rows:
+        for i, c in enumerate(row[:n]):
+            least[i] = max(least[i], st.longest_word(_shown(c), st.cell.fontSize))
+    return [w + CELL_PAD + 0.5 for w in least]
+
+
+def keep_words_whole(widths: list[float], least: list[float]) -> list[float]:
+    """``widths`` with each column that is narrower than its widest word ("Findings" wrapped as
+    "Finding s", "48.2 GiB" broken in two) widened, the room taken from the columns that have
+    more than they need, in proportion to what they have spare; the table's width stays. Where
+    the spare room is short, each narrow column gets its share of it."""
+    need = sum(max(0.0, m - w) for w, m in zip(widths, least, strict=True))
+    spare = sum(max(0.0, w - m) for w, m in zip(widths, least, strict=True))
+    if need <= 0 or spare <= 0:
+        return list(widths)
+    give = min(need, spare)
+    return [w + (m - w) * give / need if m > w else w - (w - m) * give / spare
+            for w, m in zip(widths, least, strict=True)]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 RAW_NAME = "soak-raw.csv"
 FINDINGS_NAME = "soak-findings.json"
 CHIPS_NAME = "soak-chips.csv"  # a cluster report's per-chip table (soak.report.cluster)
+PROFILE_NAME = "soak-profile.toml"  # the acceptance profile the run was judged by (soak analyze --profile)
 _DIGEST_RE = re.compile(r"soak-data-sha256:([0-9a-f]{64}|N/A)")
 _RUN_RE = re.compile(r"soak-run-id:(\S+)")
 
@@ -322,17 +323,19 @@ def _read_metadata(reader: PdfFileReader, res: VerifyResult) -> None:
         res.data_sha256_attached = hashlib.sha256(atts[RAW_NAME]).hexdigest()
         if res.data_sha256 and res.data_sha256 != res.data_sha256_attached:
             res.fail(DATA_MISMATCH, "the attached raw data does not match the digest printed in the report")
-    _check_chips_table(atts, meta, res)
+    _check_digested(atts, meta, res, CHIPS_NAME, "chips_csv_sha256")
+    _check_digested(atts, meta, res, PROFILE_NAME, "profile_sha256")
 
 
-def _check_chips_table(atts: dict[str, bytes], meta: Any, res: VerifyResult) -> None:
-    """A cluster report's per-chip CSV must be the one whose digest its findings document holds."""
-    want = meta.get("chips_csv_sha256") if isinstance(meta, dict) else None
-    if want is None and CHIPS_NAME not in atts:
+def _check_digested(atts: dict[str, bytes], meta: Any, res: VerifyResult, name: str, key: str) -> None:
+    """An attachment whose digest the findings document holds (a cluster report's per-chip
+    CSV, the acceptance profile) must be the one it names; one without a digest is foreign."""
+    want = meta.get(key) if isinstance(meta, dict) else None
+    if want is None and name not in atts:
         return
-    got = hashlib.sha256(atts[CHIPS_NAME]).hexdigest() if CHIPS_NAME in atts else None
+    got = hashlib.sha256(atts[name]).hexdigest() if name in atts else None
     if got != want:
-        res.fail(DATA_MISMATCH, f"the attached {CHIPS_NAME} does not match the digest in {FINDINGS_NAME}")
+        res.fail(DATA_MISMATCH, f"the attached {name} does not match the digest in {FINDINGS_NAME}")
 
 
 def _embedded_signature(reader: PdfFileReader, fields: list, res: VerifyResult) -> EmbeddedPdfSignature | None:

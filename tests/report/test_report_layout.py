@@ -1,6 +1,7 @@
 """The PDF of a demo-shaped run (8 chips, a leak, a crash, the demo's recorded manifest and
 plan) laid out as a document: no near-empty page, every table inside the margins, every heading
-kept with what follows, the appendix in labelled tables; in English and Chinese."""
+kept with what follows, the appendix in labelled tables; in English and Chinese. A small
+cluster's PDF has no near-empty page either."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from soak.report.build import build_pdf
 from soak.store import Store
 from tests.conftest import skip_unless_ci
 from tests.report.pagecheck import Box, Page, pdf_pages
-from tests.report.synth import write_run
+from tests.report.synth import write_cluster_run, write_run
 
 # slow: renders two whole PDFs and reads every page
 pytestmark = pytest.mark.slow
@@ -53,12 +54,35 @@ def _lines(words: list[Box]) -> list[list[Box]]:
     return [by_y[y] for y in sorted(by_y)]
 
 
+@pytest.fixture(scope="module")
+def cluster_pages(tmp_path_factory) -> dict[str, list[Page]]:
+    """A 3-node x 2-chip cluster run: its matrix is a few lines below the verdict."""
+    if shutil.which("pdftotext") is None:
+        skip_unless_ci("pdftotext not installed (poppler-utils)")
+    out = tmp_path_factory.mktemp("cluster-layout")
+    with Store.open(out / "soak.db") as store:
+        write_cluster_run(store, "c-layout", nodes=3, chips=2, hours=0.5)
+        return {lang: pdf_pages(build_pdf(store, "c-layout", out / f"{lang}.pdf", lang=lang).path)
+                for lang in ("en", "zh")}
+
+
+def _short_pages(doc: list[Page]) -> list[tuple[int, int, str]]:
+    return [(p.number, len(_lines(_body(p))), " ".join(w.text for w in _body(p))[:120])
+            for p in doc[:-1] if not p.images and len(_lines(_body(p))) < MIN_LINES]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_no_page_but_the_last_is_near_empty(pages, lang: str) -> None:
-    doc = pages[lang]
-    short = [(p.number, len(_lines(_body(p))), " ".join(w.text for w in _body(p))[:120])
-             for p in doc[:-1] if not p.images and len(_lines(_body(p))) < MIN_LINES]
-    assert short == [], short
+    assert _short_pages(pages[lang]) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_small_clusters_matrix_is_not_a_near_empty_page(cluster_pages, lang: str) -> None:
+    doc = cluster_pages[lang]
+    assert _short_pages(doc) == []
+    (matrix,) = [p for p in doc if ("Every chip of every node" if lang == "en" else "各节点的全部芯片") in p.text]
+    # what follows the matrix starts on its page
+    assert ("Verdict per node" if lang == "en" else "各节点结论") in matrix.text
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -81,6 +81,65 @@ def test_each_figure_has_one_value_on_every_page(pdfs, lang):
     assert not conflicts(pages)
 
 
+def test_the_attached_csv_analysed_with_the_attached_profile_says_the_reports_required_hours(pdfs, tmp_path, capsys):
+    """The PDF judged the run by its plan's profile (4 h required); the customer analyses the
+    attached CSV as the PDF says, with the attached profile, and reads the same 4 h, not the
+    default profile's 168 h."""
+    import io
+    import json
+
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    from soak.cli import main
+    from soak.report.verify import FINDINGS_NAME, PROFILE_NAME, RAW_NAME, read_attachments
+
+    atts = read_attachments(PdfFileReader(io.BytesIO(pdfs["en"].read_bytes())))
+    for name in (RAW_NAME, PROFILE_NAME):
+        (tmp_path / name).write_bytes(atts[name])
+    text = " ".join(" ".join(p.text for p in pdf_pages(pdfs["en"])).split())
+    assert f"soak analyze {RAW_NAME} --profile {PROFILE_NAME}" in text  # the PDF says how
+    assert main(["analyze", str(tmp_path / RAW_NAME), "--profile", str(tmp_path / PROFILE_NAME),
+                 "--format", "json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    stated = json.loads(atts[FINDINGS_NAME])["findings"]
+    required = {f["values"]["required_h"] for f in again["findings"] if f["kind"] == "memory_creep"}
+    assert required == {4.0}  # the leak's finding says the hours it was judged against
+    assert required == {f["values"]["required_h"] for f in stated if f["kind"] == "memory_creep"}
+    assert "required 4 h" in text and "required 168 h" not in text
+
+
+# a figure's number and unit, or two parts of a duration, on two lines of a wrapped cell
+_UNIT = r"(?:h|min|s|ms|%|B|KiB|MiB|GiB|TiB|GB|MB|W|°C|GB/s|TFLOP/s)(?![\w/])"
+_SPLIT = (rf"\d\n{_UNIT}", r"\d ?(?:h|min)\n\d+ ?(?:min|s)\b", r"\d /\n\d")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_figure_is_split_across_the_lines_of_a_cell(pdfs, lang):
+    """"3 h 56" above "min", "48.2" above "GiB": pdftotext's raw text gives a wrapped cell's
+    lines one after the other."""
+    import re
+    import subprocess
+
+    text = subprocess.run(["pdftotext", "-raw", str(pdfs[lang]), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    split = [text[max(0, m.start() - 25):m.end() + 5] for p in _SPLIT for m in re.finditer(p, text)]
+    assert not split, split[:10]
+
+
+def test_the_per_chip_header_keeps_its_words_whole(pdfs):
+    import subprocess
+
+    from soak.report.i18n import t
+
+    text = subprocess.run(["pdftotext", "-raw", str(pdfs["en"]), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    start = text.index("Device Model Serial")
+    header = set(text[start:text.index("npu0-0", start)].split())
+    for key in ("device", "model", "serial", "util_mean", "util_min", "temp_max", "power_mean", "hbm_peak",
+                "findings", "chip_health", "chip_ecc", "chip_link"):
+        assert set(t(key, "en").split()) <= header, (t(key, "en"), sorted(header))
+
+
 def test_times_are_in_the_runs_zone(pdfs):
     text = " ".join(p.text for p in pdf_pages(pdfs["en"]))
     assert "Asia/Shanghai (UTC+08:00)" in text

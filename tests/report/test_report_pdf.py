@@ -16,7 +16,7 @@ from soak.report import fonts
 from soak.report.build import build_pdf
 from soak.report.model import Customer, Message
 from soak.report.sentences import reason_text
-from soak.report.verify import FINDINGS_NAME, RAW_NAME, read_attachments
+from soak.report.verify import FINDINGS_NAME, PROFILE_NAME, RAW_NAME, read_attachments
 from soak.store import Store
 from tests.report.pagecheck import english_left
 
@@ -97,12 +97,13 @@ def test_pdf_attaches_raw_csv_and_findings_json(built):
 
     reader = PdfFileReader(io.BytesIO(built["en"].path.read_bytes()))
     atts = read_attachments(reader)
-    assert set(atts) == {RAW_NAME, FINDINGS_NAME}
+    assert set(atts) == {RAW_NAME, FINDINGS_NAME, PROFILE_NAME}
     assert atts[RAW_NAME].startswith(b"timestamp,device,metric,value\r\n")
     assert hashlib.sha256(atts[RAW_NAME]).hexdigest() == built["en"].data_sha256
     doc = json.loads(atts[FINDINGS_NAME])
     assert doc["verdict"] == "fail"
     assert doc["raw_data_sha256"] == built["en"].data_sha256
+    assert doc["profile_sha256"] == hashlib.sha256(atts[PROFILE_NAME]).hexdigest()
     kinds = {(f["kind"], f["device"], f["severity"]) for f in doc["findings"]}
     assert ("memory_creep", "npu1-1", "fail") in kinds
     assert any(e["kind"] == "restart" for e in doc["events"])
