@@ -19,7 +19,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -206,7 +206,12 @@ class NpuBackend(_HostPart):
         devices: list[DeviceSample] = []
         if ok:
             if self.detail_interval_s is not None:
-                self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips])
+                # a chip whose table says it is unwell is read in detail at once when its serial
+                # is not known yet: the fault event this tick raises names the chip by its serial
+                unwell = {(c.npu_id, c.chip_id) for c in table.chips
+                          if c.health is not None and c.health.upper() != "OK"
+                          and "serial" not in self._details.get((c.npu_id, c.chip_id), {})}
+                self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips], unwell)
             # The table's Health is read every tick; the -t health view is up to a detail
             # interval old, so it only fills in where the table printed no health word.
             details = {
@@ -239,7 +244,8 @@ class NpuBackend(_HostPart):
         return Snapshot(ts=ts, host=self.hostname, devices=tuple(devices), host_sample=host,
                         comm_timeouts=dict(comm), readers=tuple(tick.statuses))
 
-    def _detail_pass(self, tick: _Tick, chips: list[tuple[int, int]]) -> None:
+    def _detail_pass(self, tick: _Tick, chips: list[tuple[int, int]],
+                     now_due: Collection[tuple[int, int]] = ()) -> None:
         """Key/value queries and hccn_tool for the chips whose turn has come.
 
         Each chip is due once per ``detail_interval_s``, and the first turns are staggered
@@ -254,6 +260,8 @@ class NpuBackend(_HostPart):
             if chip not in self._detail_due:
                 self._detail_due[chip] = now + (k * interval / len(chips) if not self._detail_started else 0.0)
         self._detail_started = True
+        for chip in now_due:  # its turn is now, and every interval from now
+            self._detail_due[chip] = min(self._detail_due[chip], now)
         for logic_id, (npu_id, chip_id) in enumerate(chips):
             if self._detail_due[(npu_id, chip_id)] > now:
                 continue

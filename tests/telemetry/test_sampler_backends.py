@@ -187,3 +187,16 @@ def test_fresh_table_health_wins_over_an_older_detail_reading(tmp_path: Path) ->
                     origin=SimConfig.load(cfg).origin).save(cfg)
     second = backend.read()
     assert second.device("npu0-0").health == "Alarm" and second.device("npu0-0").healthy is False
+
+
+def test_a_chip_unwell_before_its_detail_turn_is_read_at_once_so_its_fault_names_its_serial(tmp_path: Path) -> None:
+    # 4 chips, first detail turns staggered over an hour: chip 3's would come 45 min in; its table
+    # health says Alarm from the first tick, so its serial is read in that tick
+    script = install(tmp_path / "fleet", SimConfig.build(chips=4, scenario="healthy,health_alarm:at_h=0,chips=3"))
+    backend = NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
+                         timeout_s=20.0, detail_interval_s=3600.0)
+    first = backend.read()
+    unwell = [d for d in first.devices if d.health == "Alarm"]
+    assert len(unwell) == 1 and unwell[0].serial, unwell
+    well = [d for d in first.devices if d.health == "OK"]
+    assert len(well) == 3 and sum(1 for d in well if d.serial) == 1  # the others wait for their turn
