@@ -73,11 +73,12 @@ def three_nodes_live(tmp_path_factory: pytest.TempPathFactory, request: pytest.F
     records, PDF and app: node-1's link-test transfers take twice as long (the pairwise link
     test must name it) and rank 1 computes three times as long (named by its compute time).
     Three chips a node: the chip rule compares a chip with its node's median of three or more.
-    An accelerated 90 h (90 s of wall; start-up takes 15-40 s of it on a busy machine, and the
+    An accelerated 110 h (110 s of wall; start-up takes 15-40 s of it on a busy machine, and the
     link tests some of the rest): two-hour buckets of about two step rows each, a link test
     every 10 h of the run's time line (10 s of wall), the online analysis every 5 s of wall.
-    Yielded while it runs: the Prometheus test looks at it then, and :func:`three_nodes` waits
-    for its end."""
+    Yielded while it runs: the Prometheus test looks at it then (its checks were done 63 s
+    into the run on a quiet machine, 94 s at a load average of 8-10), and :func:`three_nodes`
+    waits for its end."""
     tmp = tmp_path_factory.mktemp("three_nodes")
     port = _free_port()
     listen = [_free_port() for _ in range(3)]
@@ -91,7 +92,7 @@ def three_nodes_live(tmp_path_factory: pytest.TempPathFactory, request: pytest.F
             prom_proc = prom_server.start(tmp, p_prom, {"soak-cluster": listen})
         agents = [Agent(tmp, db_url, r, 3, port, str(plan), "--inject", "slow-link:1,0.5",
                         "--inject", "slow-rank:1,3", "--time-scale", "3600", "--sim-chips", "3",
-                        "--listen", f"127.0.0.1:{listen[r]}", duration="90h") for r in range(3)]
+                        "--listen", f"127.0.0.1:{listen[r]}", duration="110h") for r in range(3)]
         try:
             yield LiveRun(tmp, db_url, agents, listen, prom_proc and f"http://127.0.0.1:{p_prom}", prom_proc)
         finally:
