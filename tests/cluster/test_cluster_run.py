@@ -1,7 +1,9 @@
 """A real cluster soak on this machine: several `soak run` agents, each with its own simulated
 fleet, data folder and node name, sharing one PostgreSQL store and a torchrun c10d rendezvous
 on loopback, with gloo collectives crossing the "nodes". And its failures: a node SIGKILLed,
-rank 0 (the rendezvous host) SIGKILLed, a node with another driver, a node that never joins."""
+rank 0 (the rendezvous host) SIGKILLed, a node with another driver, a node that never joins.
+The three-node run that Prometheus, the link test and the straggler's verdict read together is in
+test_cluster_three_nodes.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import os
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -87,103 +88,6 @@ def _world_size(message: str | None) -> int | None:
         return json.loads(message or "").get("world_size")
     except (ValueError, AttributeError):
         return None
-
-
-@dataclass(frozen=True)
-class ClusterRun:
-    """A finished cluster run that several tests read: its folder (one sub-folder per node),
-    its store, and each agent's exit status and output."""
-
-    tmp: Path
-    db_url: str
-    codes: list[int]
-    texts: list[str]
-
-
-@pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[ClusterRun]:
-    """One three-node run for the link test, the straggler and the cluster's records, PDF and
-    app: node-1's link-test transfers take twice as long (the pairwise link test must name it)
-    and rank 1 computes three times as long (named by its compute time). An accelerated 90 h
-    (90 s of wall; start-up takes 15-40 s of it on a busy machine, and the link tests some of
-    the rest): two-hour buckets of about two step rows each, a link test every 10 h of the run's
-    time line (10 s of wall)."""
-    tmp = tmp_path_factory.mktemp("three_nodes")
-    port = _free_port()
-    plan = tmp / "plan.toml"
-    plan.write_text('[cluster]\nlink_test_every = "10h"\nlink_test_bytes = "4MiB"\n'
-                    '[acceptance.thresholds]\n"peers.min_peers" = 2\n"peers.bucket_s" = 7200\n', encoding="utf-8")
-    with pg_database(request) as db_url:
-        agents = [Agent(tmp, db_url, r, 3, port, str(plan), "--inject", "slow-link:1,0.5",
-                        "--inject", "slow-rank:1,3", "--time-scale", "3600", duration="90h") for r in range(3)]
-        codes = _wait_all(agents)
-        yield ClusterRun(tmp, db_url, codes, [a.text() for a in agents])
-
-
-# alone (with the straggler's test, which reads the same run): the link test's speeds and the
-# ranks' compute times are judged against each other, and other tests sharing the CPU would
-# move them.
-@pytest.mark.alone
-def test_three_node_cluster_trains_across_nodes_and_records_every_node(three_nodes: ClusterRun) -> None:
-    tmp_path, db_url, codes, texts = three_nodes.tmp, three_nodes.db_url, three_nodes.codes, three_nodes.texts
-    # the leader judges the whole run: the injected slow link (and the slow rank) fail it (exit 1)
-    assert codes == [1, 0, 0], [t[-1500:] for t in texts]
-    assert "FAIL straggler on node node-1" in texts[0]
-    with Store.open(db_url, create=False) as store:
-        run = store.get_run("c1")
-        nodes = store.cluster_nodes("c1")
-        devices = {(node, d) for _, node, d in store.run_series("c1")}
-        steps = store.load_steps("c1")
-        events = store.load_events("c1")
-    assert run is not None and run.nodes == 3 and run.status == "finished"
-    assert [(n.name, n.rank, n.status, n.chips) for n in nodes] == [
-        (f"node-{r}", r, "finished", 2) for r in range(3)]
-    assert {(f"node-{r}", f"npu{c}-0") for r in range(3) for c in range(2)} <= devices
-    # step heartbeats from all three nodes, the job's global ranks 0..2 spread over them
-    assert {s["rank"] for s in steps} == {0, 1, 2}
-    with Store.open(db_url, create=False) as store:
-        by_node = {e.node for e in store.load_events("c1", kind="start") if e.workload == "lm"}
-    assert by_node == {"node-0", "node-1", "node-2"}
-    # every event of a cluster run names the node it happened on
-    assert not [(e.kind, e.message) for e in events if not e.node]
-    # every global rank started in the one job of three nodes (a node training alone says 1)
-    starts = [e for e in events if e.kind == "start" and e.workload == "lm"]
-    assert {(e.rank, _world_size(e.message)) for e in starts} == {(0, 3), (1, 3), (2, 3)}, [
-        (e.node, e.rank, e.message) for e in starts]
-    assert sum(s["n_steps"] or 0 for s in steps) > 0
-    # the leader judged the whole cluster: one analysis with every node's chips
-    analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
-    nodes_crit = next(c for c in analysis["criteria"] if c["name"] == "nodes")
-    assert nodes_crit["met"] is True and analysis["coverage"]["chips_expected"] == 6
-    # each agent summarised its own chips and ranks for the leader, which judged from those
-    with Store.open(db_url, create=False) as store:
-        summarised = {(r[0], r[1]) for r in store.load_buckets("c1", "temp_c")}
-        ranks = {r[0] for r in store.load_buckets("c1", "step_time_s")}
-    assert summarised == {(f"node-{r}", f"npu{c}-0") for r in range(3) for c in range(2)}
-    assert ranks == {"node-0", "node-1", "node-2"}
-    assert analysis["coverage"]["chips_seen"] == 6 and analysis["coverage"]["min_ratio"] > 0.5
-    status = subprocess.run([sys.executable, "-m", "soak", "cluster", "status", "c1", "--db", db_url,
-                             "--format", "json"], capture_output=True, text=True, timeout=60)
-    data = json.loads(status.stdout)
-    assert data["run_id"] == "c1" and [n["name"] for n in data["nodes"]] == ["node-0", "node-1", "node-2"]
-    assert all({"name", "status", "chips", "last_seen", "restarts"} <= n.keys() for n in data["nodes"])
-    assert {e["kind"] for e in data["events"]} >= {"node_joined", "start"}
-    listed = subprocess.run([sys.executable, "-m", "soak", "runs", "list", "--db", db_url, "--format", "json"],
-                            capture_output=True, text=True, timeout=60)
-    assert [(r["id"], r["nodes"]) for r in json.loads(listed.stdout)] == [("c1", 3)]
-    # the pairwise link test ran before the first step and every 10 h, inside the training job
-    tests = [e for e in events if e.kind == "link_test"]
-    assert len(tests) >= 2 and tests[0].detail["when"] == "preflight", [e.message for e in tests]
-    for e in tests:
-        assert [(p["a"], p["b"], p["size_bytes"]) for p in e.detail["pairs"]] == [
-            ("node-0", "node-1", 4 << 20), ("node-0", "node-2", 4 << 20), ("node-1", "node-2", 4 << 20)]
-        assert all(p["busbw_gbps"] > 0 for p in e.detail["pairs"])
-    links = next(c for c in analysis["criteria"] if c["name"] == "links")
-    assert links["met"] is False and "node node-1" in links["measured"], links
-    (slow,) = [f for f in analysis["findings"] if f["metric"] == "pair_busbw_gbps"]
-    assert (slow["kind"], slow["node"], slow["device"]) == ("straggler", "node-1", None), slow
-    assert slow["details"]["injected"] and "slow-link:1,0.5" in slow["summary"]
-    assert [n["status"] for n in analysis["links"]["nodes"]] == ["ok", "slow", "ok"]
 
 
 # alone: the loss is bounded in seconds after the kill (node_silence and the leader's next looks);
@@ -271,79 +175,6 @@ def test_a_node_that_never_joins_is_one_line_after_the_join_timeout(tmp_path, db
     last = alone.text().strip().splitlines()[-1]
     assert last.startswith("soak: error:") and "only 1 of 2 nodes joined within 6 s" in last
     assert "missing rank 1" in last
-
-
-@pytest.mark.alone
-def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_app(three_nodes: ClusterRun,
-                                                                                  tmp_path) -> None:
-    """Three nodes, rank 1 three times slower. Under synchronous data parallelism the
-    fast ranks wait in the all-reduce, so the step times of all nodes stay alike; the time
-    outside the collective names the slow node. The run's cluster PDF (verified) and app page
-    show the three nodes and a verdict that names the slow rank's node."""
-    db_url, codes, texts = three_nodes.db_url, three_nodes.codes, three_nodes.texts
-    assert all(c in (0, 1) for c in codes), [t[-1500:] for t in texts]  # 1: the verdict fails
-    with Store.open(db_url, create=False) as store:
-        steps = [s for s in store.load_steps("c1") if s["step_time_s"] is not None]
-    node_of_rank = {s["rank"]: s["node"] for s in steps}
-    # the rendezvous gives the global ranks in any order: the slow rank 1 is on some node
-    assert sorted(node_of_rank) == [0, 1, 2] and sorted(node_of_rank.values()) == ["node-0", "node-1", "node-2"]
-    slow = node_of_rank[1]
-    step_time = {r: statistics.median(s["step_time_s"] for s in steps if s["rank"] == r) for r in range(3)}
-    compute = {r: statistics.median(s["compute_s"] for s in steps if s["rank"] == r) for r in range(3)}
-    # the fast ranks wait in the all-reduce for the slow one: their step times are near its
-    # own, their time outside the collective is not (the stored compute time names it)
-    by_step = step_time[1] / max(step_time[0], step_time[2])
-    by_compute = compute[1] / max(compute[0], compute[2])
-    assert by_compute >= 2 and by_compute > 2 * by_step, (step_time, compute)
-    beats = three_nodes.tmp / slow / "c1" / "heartbeats" / "lm-rank1.jsonl"
-    lines = [json.loads(x) for x in beats.read_text().splitlines()]
-    assert statistics.median(x["compute_s"] for x in lines if x["event"] == "step") >= 2 * compute[0]
-
-    analysis = json.loads((three_nodes.tmp / "node-0" / "c1" / "report" / "analysis.json").read_text())
-    assert analysis["verdict"] == "fail", analysis["reasons"]
-    # named by its compute time (node-1's slow link is the links criterion's business, not this
-    # test's)
-    named = [r for r in analysis["reasons"] if f"straggler on node {slow}" in r and "(lm-rank1): compute_s" in r]
-    assert named, analysis["reasons"]
-
-    # the cluster PDF as `soak report pdf` writes it, signed, `soak verify` accepting it
-    from soak.cli import main
-    from soak.report.signing import create_keys
-    from soak.report.verify import verify_pdf
-
-    keys = create_keys(tmp_path / "keys", common_name="Test Engineer")
-    pdf = tmp_path / "c1.pdf"
-    assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(pdf), "--key", str(keys.key_path),
-                 "--cert", str(keys.cert_path)]) == 0
-    checked = verify_pdf(pdf, keys.cert_path)
-    assert checked.ok and "soak-chips.csv" in checked.attachments, checked.problems
-    assert main(["verify", str(pdf), "--cert", str(keys.cert_path)]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
-    matrix = text[text.index("Every chip of every node"):]
-    assert all(f"node-{r}" in matrix.split("Verdict per node")[0] for r in range(3))
-    assert f"straggler on node {slow}" in text and f"node {slow} (lm-rank1)" in text
-    per_node = matrix.split("Verdict per node")[1].split("Stragglers and outliers")[0]
-    node_rows: dict[str, str] = {}  # a node's row is its first line; a wrapped reason may start with its name too
-    for line in per_node.splitlines():
-        if line.strip().startswith("node-"):
-            node_rows.setdefault(line.split()[0], line)
-    assert " fail " in node_rows[slow] and "straggler" in node_rows[slow], node_rows
-
-    from streamlit.testing.v1 import AppTest
-
-    app = str(Path(__file__).resolve().parents[2] / "soak" / "report" / "app.py")
-    os.environ["SOAK_REPORT_DB"] = db_url
-    try:
-        at = AppTest.from_file(app, default_timeout=90).run()
-    finally:
-        del os.environ["SOAK_REPORT_DB"]
-    assert not at.exception, at.exception
-    assert any("3 nodes, 6 chips" in m.value for m in at.markdown), [m.value for m in at.markdown]
-    assert any(f"straggler on node {slow}" in m.value for m in at.markdown)
-    nodes = at.dataframe[0].value.set_index("Node")
-    assert list(nodes.index) == ["node-0", "node-1", "node-2"]
-    assert nodes.loc[slow, "Verdict"] == "fail" and "straggler" in nodes.loc[slow, "Why"]
 
 
 def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corrected_command(tmp_path, db_url) -> None:

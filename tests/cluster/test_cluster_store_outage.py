@@ -40,10 +40,12 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, durati
     ``outage_s`` once all three train and one holds the judging lease. What the store holds at
     the end, and the times measured."""
     port = _free_port()
+    started = time.monotonic()
     agents = [Agent(tmp_path, relay.url(db_url), r, 3, port, *extra, duration=duration) for r in range(3)]
     try:
         _wait_for(lambda: len(_steps_by_rank(db_url)) == 3 and _judge_training(db_url, 3), 180,
                   "all three nodes stepping and one holding the judging lease", agents)
+        training_s = time.monotonic() - started
         relay.stop()
         down = time.monotonic()
         down_wall = time.time()
@@ -78,7 +80,8 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, durati
     # what each node's sampler took (its daemon.log, once it stopped) against what the store holds
     taken = {a.name: int(re.findall(r"sampler: (\d+) ticks read chips", a.daemon_log.read_text())[-1]) for a in agents}
     judges = [a.name for a in agents if f"soak: node {a.name} judges cluster run c1" in a.text()]
-    print(f"\nstore away {back - down:.1f} s; every node's spool written {replayed_s:.1f} s after it came back; "
+    print(f"\nall three trained {training_s:.1f} s after their start; "
+          f"store away {back - down:.1f} s; every node's spool written {replayed_s:.1f} s after it came back; "
           f"judged by {judges}; exit codes {codes}")
     for e in held["outages"]:
         print(f"  {e.node}: {e.message} {e.detail}")

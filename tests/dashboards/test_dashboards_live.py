@@ -127,7 +127,7 @@ def test_every_panel_and_alert_query_returns_series(stack):
         f"{r.where}: series={r.series} error={r.error} empty={list(r.empty_selectors)}\n  {r.expr}"
         for r in bad)
     # the only queries allowed to be empty as a whole are the ones that need history, and
-    # those of what only a cluster run serves (tests/cluster/test_cluster_prometheus.py runs them)
+    # those of what only a cluster run serves (tests/cluster/test_cluster_three_nodes.py runs them)
     empty = sorted(r.where for r in results if r.series == 0 and not r.cluster_only and not r.fault_only)
     assert empty == ["alert SoakHBMCreep"]
     # the simulated chips report no fault: what only a chip's fault serves is reported, not failed
