@@ -447,15 +447,9 @@ def main(workload: str, description: str, factory: Callable[[Context], Any],
         random.seed(args.seed + rank)
         torch.manual_seed(args.seed)
         wl = factory(ctx)
-        # Rank 0 decides which checkpoint every rank resumes from, so all ranks agree.
-        found = (ckpt.steps() or [0])[-1:]
-        if distributed:
-            import torch.distributed as dist
-
-            with ctx.watchdog.guard("broadcast_resume_step", 0):
-                dist.broadcast_object_list(found, src=0)
-        if found[0] > 0:
-            state = _resume_state(ctx, ckpt, found[0])
+        latest, holders = _resume_step(ctx, ckpt)
+        if latest > 0:
+            state = _resume_state(ctx, ckpt, latest, holders)
             wl.load_state_dict(state["workload"])
             _set_rng_state(device_backend, state["rng"])
             step = hb.last_step = int(state["step"])
@@ -548,22 +542,35 @@ def _link_tester(ctx: Context, step: int) -> LinkTester | None:
     return tester
 
 
-def _resume_state(ctx: Context, ckpt: Checkpointer, step: int) -> dict[str, Any]:
-    """Rank 0's checkpoint of ``step``, which every rank resumes from. Only rank 0 writes one
-    (_checkpoint), into its own run folder: in a job across nodes (a cluster run, each node its
-    own folder) the other nodes' ranks lack the file, and rank 0 sends them its state."""
+def _resume_step(ctx: Context, ckpt: Checkpointer) -> tuple[int, list[bool]]:
+    """The step every rank resumes from, the latest checkpoint any rank's folder holds, and
+    which ranks hold it. Only rank 0 writes checkpoints, into its own run folder, and a job
+    formed again across nodes may put rank 0 on a node that never held it: asking rank 0
+    alone would start that job from step 0 with the last checkpoint on another node."""
+    mine = (ckpt.steps() or [0])[-1]
     if not ctx.distributed:
+        return mine, [True]
+    import torch.distributed as dist
+
+    latest: list[Any] = [None] * ctx.world_size
+    with ctx.watchdog.guard("gather_resume_steps", 0):
+        dist.all_gather_object(latest, mine)
+    step = max(latest)
+    return step, [s == step for s in latest]
+
+
+def _resume_state(ctx: Context, ckpt: Checkpointer, step: int, holders: list[bool]) -> dict[str, Any]:
+    """The checkpoint of ``step``, which every rank resumes from. In a job across nodes (a
+    cluster run, each node its own folder) some ranks lack the file: the first rank holding
+    it sends them its state."""
+    if all(holders):
         return ckpt.load(step)
     import torch.distributed as dist
 
-    have: list[Any] = [None] * ctx.world_size
-    with ctx.watchdog.guard("gather_resume_files", step):
-        dist.all_gather_object(have, ckpt.path(step).is_file())
-    if all(have):
-        return ckpt.load(step)
-    box = [ckpt.load(step) if ctx.rank == 0 else None]
+    src = holders.index(True)
+    box = [ckpt.load(step) if ctx.rank == src else None]
     with ctx.watchdog.guard("broadcast_resume_state", step):
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=src)
     return box[0]
 
 
