@@ -7,7 +7,7 @@ NVIDIA) or ``torch_npu.profiler`` (CPU and NPU activities) on Ascend. Captures h
 * every ``--profile-every-s`` seconds when the plan asks (off by default);
 * when the daemon writes ``profile/request-<n>.json`` naming this rank
   (``soak.analysis.captures``); the rank looks for new requests between steps, with one
-  ``os.stat`` of the folder at most once a second.
+  one listing of the folder at most once a second.
 
 Only the captured steps pay for profiling: outside a capture the phase labels are no-ops.
 The summary (``soak.analysis.captures.build_summary``) goes to the heartbeat as a ``capture``
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -61,7 +60,7 @@ class Capturer:
         self._first_step: int | None = None
         self._next_cadence = None if every_s <= 0 else clock() + every_s  # never before warm-up
         self._last_poll = 0.0
-        self._dir_mtime: float | None = None
+        self._request_names: set[str] = set()
         self._seen: set[int] = set()
         self._pending: list[Request] = []
         self.baseline_done = self._has_baseline()
@@ -135,12 +134,15 @@ class Capturer:
     def _due_request(self, now: float) -> Request | None:
         if now - self._last_poll >= POLL_EVERY_S:
             self._last_poll = now
+            # the names, not the folder's mtime: that is of the kernel's coarse clock, and a
+            # request renamed in within the tick of the last look left it unchanged, unseen
+            # for the rest of the run
             try:
-                mtime = os.stat(self.dir).st_mtime
+                names = {p.name for p in self.dir.glob("request-*.json")}
             except OSError:
-                mtime = None
-            if mtime is not None and mtime != self._dir_mtime:
-                self._dir_mtime = mtime
+                names = set()
+            if names - self._request_names:
+                self._request_names |= names
                 for r in read_requests(self.run_dir):
                     if r.n in self._seen:
                         continue

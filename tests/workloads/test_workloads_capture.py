@@ -70,6 +70,26 @@ def test_a_request_for_this_rank_covers_its_window_and_names_the_slow_loader(tmp
     assert s["dominant"] == "data" and s["shares"]["data"] > 0.5
 
 
+def test_a_request_renamed_in_without_changing_the_folders_mtime_is_still_seen(tmp_path) -> None:
+    # A folder's mtime comes from the kernel's coarse clock: a request renamed in within the
+    # same tick as the rank's last look leaves it as it was (seen once in a 80 s run: the
+    # request was never taken and its finding had no capture).
+    import os
+
+    clock = [1000.0]
+    cap, got = _capturer(tmp_path, steps=1, warmup=1000, clock=lambda: clock[0])
+    write_request(tmp_path, Request(1, 0.0, 1.0, "stale", ranks=(0,)))  # the folder exists, looked at
+    _loop(cap, range(1, 2))
+    folder = tmp_path / "profile"
+    seen = os.stat(folder)
+    write_request(tmp_path, Request(2, 1000.0, 1010.0, "utilization_dropouts on cpu", ranks=(0,)))
+    os.utime(folder, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    clock[0] += capture_mod.POLL_EVERY_S
+    _loop(cap, range(2, 4))
+    cap.close()
+    assert [(s["label"], s["request"]) for _, _, s in got] == [("request", 2)]
+
+
 def test_a_trace_over_the_cap_keeps_only_its_summary(tmp_path) -> None:
     cap, got = _capturer(tmp_path, steps=2, warmup=0, max_bytes=100)
     _loop(cap, range(1, 4))
