@@ -1,7 +1,7 @@
 # Sourced by scripts/test.sh and .ci/run: the system parts the tests use for real, in one list.
 #   Prometheus + promtool and node_exporter (exporter and alert-rule tests, benchmarks),
-#   poppler (PDF pages), Chromium (the app in a browser), CJK fonts (Chinese PDF: WenQuanYi and
-#   Droid Sans Fallback),
+#   poppler (PDF pages), Chromium (the app in a browser), CJK fonts (Chinese PDF: WenQuanYi,
+#   Droid Sans Fallback and Noto Sans CJK),
 #   systemd-analyze (unit files), PostgreSQL (the store's second backend),
 #   sshd (the SSH launcher), ip netns + socat (the cut-link cluster test), faketime (a node
 #   whose clock is off).
@@ -17,6 +17,8 @@ missing_system_packages() {
   [ -d /usr/share/fonts/truetype/wqy ] || need+=(fonts-wqy-microhei)
   # a CJK-only font (no Latin, no digits): the PDF's per-run fonts are tested with it too
   [ -d /usr/share/fonts/truetype/droid ] || need+=(fonts-droid-fallback)
+  # an OpenType/CFF CJK font: embedded as TrueType outlines (reportlab cannot embed CFF)
+  [ -d /usr/share/fonts/opentype/noto ] || need+=(fonts-noto-cjk)
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server openssh-client)
   command -v ip >/dev/null || need+=(iproute2)
   command -v socat >/dev/null || need+=(socat)
