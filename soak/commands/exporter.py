@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         backend = make_backend(
             args.backend, npu_smi=args.npu_smi, hccn_tool=args.hccn_tool, plog_dir=args.plog_dir,
-            timeout_s=args.timeout, detail_interval_s=args.detail_interval or None, clock=clock,
+            timeout_s=args.timeout, detail_interval_s=args.detail_interval or None, details_in_background=True,
+            clock=clock,
             sim_scenario=args.sim_scenario or ["healthy"], sim_fault=args.sim_fault,
             sim_family=args.sim_family, sim_chips=args.sim_chips, sim_seed=args.sim_seed,
         )

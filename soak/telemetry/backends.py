@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
@@ -172,6 +173,7 @@ class NpuBackend(_HostPart):
         timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         detail_interval_s: float | None = DEFAULT_DETAIL_INTERVAL_S,
         backend_label: str = "npu",
+        details_in_background: bool = False,
     ) -> None:
         from soak.telemetry.npu_smi import NpuSmiReader
         from soak.telemetry.runner import Runner
@@ -188,6 +190,17 @@ class NpuBackend(_HostPart):
         self._details: dict[tuple[int, int], dict[str, object]] = {}
         self._detail_due: dict[tuple[int, int], float] = {}  # monotonic time of each chip's next turn
         self._detail_started = False
+        # In the background (the daemon, the exporter) the slow views are read by a thread of
+        # their own: a chip's turn is several tool calls (1-3 s with a simulated fleet on a
+        # busy host, seconds for hccn_tool on a real one), and a tick that waited for them
+        # missed its readings of every chip (a 0.5 s tick lost a third of them).
+        self.details_in_background = details_in_background
+        self._detail_lock = threading.Lock()  # one pass at a time: the thread's, or a tick's
+        self._state_lock = threading.Lock()  # _details, _detail_chips, _detail_statuses
+        self._detail_chips: list[tuple[int, int]] = []
+        self._detail_statuses: list[ReaderStatus] = []  # the thread's calls, for the next tick
+        self._detail_thread: threading.Thread | None = None
+        self._detail_stop = threading.Event()
         self._last_comm: Mapping[str, int] = {}
         # No hccn_tool (310P hosts, containers): skip link reads instead of counting an error
         # every pass.
@@ -208,19 +221,34 @@ class NpuBackend(_HostPart):
             if self.detail_interval_s is not None:
                 # a chip whose table says it is unwell is read in detail at once when its serial
                 # is not known yet: the fault event this tick raises names the chip by its serial
-                unwell = {(c.npu_id, c.chip_id) for c in table.chips
-                          if c.health is not None and c.health.upper() != "OK"
-                          and "serial" not in self._details.get((c.npu_id, c.chip_id), {})}
-                self._detail_pass(tick, [(c.npu_id, c.chip_id) for c in table.chips], unwell)
+                with self._state_lock:
+                    unwell = {(c.npu_id, c.chip_id) for c in table.chips
+                              if c.health is not None and c.health.upper() != "OK"
+                              and "serial" not in self._details.get((c.npu_id, c.chip_id), {})}
+                chips = [(c.npu_id, c.chip_id) for c in table.chips]
+                if self.details_in_background:
+                    with self._state_lock:
+                        self._detail_chips = chips
+                    if unwell:
+                        with self._detail_lock:
+                            self._detail_pass(tick, chips, unwell, only=unwell)
+                    self._start_detail_thread()
+                    with self._state_lock:
+                        tick.statuses.extend(self._detail_statuses)
+                        self._detail_statuses = []
+                else:
+                    with self._detail_lock:
+                        self._detail_pass(tick, chips, unwell)
             # The table's Health is read every tick; the -t health view is up to a detail
             # interval old, so it only fills in where the table printed no health word.
-            details = {
-                (c.npu_id, c.chip_id): {
-                    k: v for k, v in self._details.get((c.npu_id, c.chip_id), {}).items()
-                    if c.health is None or k not in ("health", "healthy")
+            with self._state_lock:
+                details = {
+                    (c.npu_id, c.chip_id): {
+                        k: v for k, v in self._details.get((c.npu_id, c.chip_id), {}).items()
+                        if c.health is None or k not in ("health", "healthy")
+                    }
+                    for c in table.chips
                 }
-                for c in table.chips
-            }
             current = to_device_samples(table, details)
             if self.backend_label != "npu":
                 current = [replace(d, backend=self.backend_label) for d in current]
@@ -245,13 +273,15 @@ class NpuBackend(_HostPart):
                         comm_timeouts=dict(comm), readers=tuple(tick.statuses))
 
     def _detail_pass(self, tick: _Tick, chips: list[tuple[int, int]],
-                     now_due: Collection[tuple[int, int]] = ()) -> None:
-        """Key/value queries and hccn_tool for the chips whose turn has come.
+                     now_due: Collection[tuple[int, int]] = (),
+                     only: Collection[tuple[int, int]] | None = None) -> None:
+        """Key/value queries and hccn_tool for the chips whose turn has come (of ``only``,
+        when given). The caller holds ``_detail_lock``.
 
         Each chip is due once per ``detail_interval_s``, and the first turns are staggered
         over the interval, so a 16-chip node spreads its ~50 slow calls over the minute
         instead of stalling one tick. The pass stops at the first timeout, so a wedged
-        driver costs one timeout per tick, not one per chip and query.
+        driver costs one timeout per pass, not one per chip and query.
         """
         link = read_link_fields if self._hccn_present else None
         now = time.monotonic()
@@ -263,10 +293,11 @@ class NpuBackend(_HostPart):
         for chip in now_due:  # its turn is now, and every interval from now
             self._detail_due[chip] = min(self._detail_due[chip], now)
         for logic_id, (npu_id, chip_id) in enumerate(chips):
-            if self._detail_due[(npu_id, chip_id)] > now:
+            if self._detail_due[(npu_id, chip_id)] > now or (only is not None and (npu_id, chip_id) not in only):
                 continue
             self._detail_due[(npu_id, chip_id)] = now + interval
-            fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
+            with self._state_lock:
+                fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
             want_serial = "serial" not in fields
             ok, value = tick.call("npu-smi-detail",
                                   lambda n=npu_id, c=chip_id, w=want_serial: read_chip_details(self.reader, n, c,
@@ -281,10 +312,35 @@ class NpuBackend(_HostPart):
                     fields.update(value)
                 elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                     link = None
-            self._details[(npu_id, chip_id)] = fields
+            with self._state_lock:
+                self._details[(npu_id, chip_id)] = fields
+
+    def _start_detail_thread(self) -> None:
+        if self._detail_thread is None and not self._detail_stop.is_set():
+            self._detail_thread = threading.Thread(target=self._detail_loop, name="soak-details", daemon=True)
+            self._detail_thread.start()
+
+    def _detail_loop(self) -> None:
+        """The background passes: each chip on its turn, the calls' statuses kept for the
+        next tick's snapshot (at most the last 1000: a tick always drains them)."""
+        while not self._detail_stop.is_set():
+            tick = _Tick()
+            with self._state_lock:
+                chips = list(self._detail_chips)
+            with self._detail_lock:
+                self._detail_pass(tick, chips)
+                next_due = min((self._detail_due[c] for c in chips if c in self._detail_due), default=None)
+            with self._state_lock:
+                self._detail_statuses = (self._detail_statuses + tick.statuses)[-1000:]
+            wait_s = 1.0 if next_due is None else next_due - time.monotonic()
+            self._detail_stop.wait(min(1.0, max(0.05, wait_s)))
 
     def close(self) -> None:
-        pass
+        """Stop the background passes (a call in flight ends by its timeout at the latest)."""
+        self._detail_stop.set()
+        if self._detail_thread is not None:
+            self._detail_thread.join(self.runner.timeout_s + 5 if hasattr(self.runner, "timeout_s") else 30)
+            self._detail_thread = None
 
 
 # ------------------------------------------------------------------------------- sim
@@ -320,6 +376,7 @@ class SimBackend(NpuBackend):
                          plog_dir=sim_config.plog_dir or plog_dir, clock=clock, backend_label="sim", **kwargs)
 
     def close(self) -> None:
+        super().close()  # the background passes call the fleet's tools
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 
@@ -341,6 +398,7 @@ def make_backend(
     host_reader: HostReader | None = None,
     timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
     detail_interval_s: float | None = DEFAULT_DETAIL_INTERVAL_S,
+    details_in_background: bool = False,
     sim_config: Any = None,
     sim_scenario: str | Iterable[str] = "healthy",
     sim_fault: str | Iterable[str] = (),
@@ -355,7 +413,8 @@ def make_backend(
     if name not in BACKENDS:
         raise DeviceUnavailable(f"--backend {name!r} is unknown (known: {', '.join(BACKENDS)})")
     npu_kw = dict(npu_smi=npu_smi, hccn_tool=hccn_tool, plog_dir=plog_dir, runner=runner, clock=clock,
-                  host_reader=host_reader, timeout_s=timeout_s, detail_interval_s=detail_interval_s)
+                  host_reader=host_reader, timeout_s=timeout_s, detail_interval_s=detail_interval_s,
+                  details_in_background=details_in_background)
     if name == "auto":
         if _npu_smi_present(npu_smi):
             return NpuBackend(**npu_kw)  # type: ignore[arg-type]

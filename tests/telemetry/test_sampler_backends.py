@@ -189,14 +189,60 @@ def test_fresh_table_health_wins_over_an_older_detail_reading(tmp_path: Path) ->
     assert second.device("npu0-0").health == "Alarm" and second.device("npu0-0").healthy is False
 
 
-def test_a_chip_unwell_before_its_detail_turn_is_read_at_once_so_its_fault_names_its_serial(tmp_path: Path) -> None:
+@pytest.mark.parametrize("background", [False, True])
+def test_a_chip_unwell_before_its_detail_turn_is_read_at_once_so_its_fault_names_its_serial(
+        tmp_path: Path, background: bool) -> None:
     # 4 chips, first detail turns staggered over an hour: chip 3's would come 45 min in; its table
     # health says Alarm from the first tick, so its serial is read in that tick
     script = install(tmp_path / "fleet", SimConfig.build(chips=4, scenario="healthy,health_alarm:at_h=0,chips=3"))
     backend = NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
-                         timeout_s=20.0, detail_interval_s=3600.0)
-    first = backend.read()
+                         timeout_s=20.0, detail_interval_s=3600.0, details_in_background=background)
+    try:
+        first = backend.read()
+    finally:
+        backend.close()
     unwell = [d for d in first.devices if d.health == "Alarm"]
     assert len(unwell) == 1 and unwell[0].serial, unwell
     well = [d for d in first.devices if d.health == "OK"]
-    assert len(well) == 3 and sum(1 for d in well if d.serial) == 1  # the others wait for their turn
+    # the others wait for their turn: chip 0's is now (in the background, maybe not done yet)
+    assert len(well) == 3 and sum(1 for d in well if d.serial) in ((0, 1) if background else (1,))
+
+
+def test_in_the_background_a_tick_does_not_wait_for_the_slow_views(tmp_path: Path) -> None:
+    # every detail call (npu-smi -t ..., hccn_tool) blocks until the test lets it go: the
+    # tick must come back with the table's readings all the same
+    from soak.telemetry.runner import Runner
+
+    script = install(tmp_path / "fleet", SimConfig.build(chips=2))
+    real, go, waiting = Runner(timeout_s=20.0), threading.Event(), threading.Event()
+
+    def runner(argv, *, timeout_s=None):  # noqa: ANN001, ANN202
+        if "-t" in argv or str(argv[0]).endswith("hccn_tool"):
+            waiting.set()
+            assert go.wait(30), "the test never let the detail call go"
+        return real(argv, timeout_s=timeout_s)
+
+    backend = NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"), runner=runner,
+                         detail_interval_s=3600.0, details_in_background=True)
+    try:
+        first = backend.read()
+        assert [d.up for d in first.devices] == [True, True] and first.device("npu0-0").util_pct is not None
+        assert waiting.wait(30)  # chip 0's turn came, in the thread, and is held there
+        assert {r.reader for r in first.readers} >= {"npu-smi"} and "npu-smi-detail" not in {r.reader for r in first.readers}
+        assert backend.read().device("npu0-0").serial is None  # ticks go on while it is held
+        go.set()
+        deadline, seen = time.monotonic() + 30, []
+        # the thread's calls are counted in a tick's snapshot, as a tick's own were
+        while True:
+            snap = backend.read()
+            seen += [r for r in snap.readers if r.reader == "npu-smi-detail"]
+            if snap.device("npu0-0").serial is not None and seen:
+                break
+            assert time.monotonic() < deadline, ("chip 0's details never arrived", seen)
+            time.sleep(0.05)
+        assert all(r.ok for r in seen)
+        assert snap.device("npu1-0").serial is None  # chip 1's turn is half an hour away
+    finally:
+        go.set()
+        backend.close()
+    assert backend._detail_thread is None
