@@ -50,10 +50,10 @@ phase_time "the setup (system tools, PostgreSQL)"
 workers=${SOAK_TEST_WORKERS:-3}
 status=0
 if [ "$workers" -le 1 ]; then
-  "${PY[@]}" --durations=15 "$@" || status=$?
+  "${PY[@]}" --durations=30 "$@" || status=$?
   phase_time "the tests, in order,"
 else
-  "${PY[@]}" -n "$workers" -m "not alone" --durations=15 "$@" || status=$?
+  "${PY[@]}" -n "$workers" -m "not alone" --durations=30 "$@" || status=$?
   [ "$status" = 5 ] && status=0
   phase_time "the parallel phase ($workers workers)"
   "${PY[@]}" -m alone --durations=15 "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }

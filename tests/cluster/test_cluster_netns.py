@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.alone]
 
 HANG_TIMEOUT_S = 30.0  # above a start-up (torch import, rendezvous, first step) on a loaded 2-core machine
 STOP_GRACE_S = 5.0
+# Node 0 trains on to the end and must find node 1 lost before it: both step 25-35 s after the
+# start when the test runs alone, and node 1 is lost node_silence (6 s) and a look after the cut
+# (node 1's own processes end on their own bound, whenever node 0 ends).
+DURATION_S = 80.0
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -121,7 +125,7 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
     dirs = [tmp_path / "node-0", tmp_path / "node-1"]
     for rank, (prefix, ifname) in enumerate([([], link.root_if), (["ip", "netns", "exec", link.ns], link.ns_if)]):
         dirs[rank].mkdir()
-        argv = [*prefix, sys.executable, "-m", "soak", "run", str(plan), "--duration", "100s", "--workload", "lm",
+        argv = [*prefix, sys.executable, "-m", "soak", "run", str(plan), "--duration", f"{DURATION_S:g}s", "--workload", "lm",
                 "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "",
                 "--interval", "1s", "--data-dir", str(dirs[rank]), "--db", store_url, "--run-id", "c1",
                 "--nodes", "2", "--node-rank", str(rank), "--node-name", f"node-{rank}", "--rendezvous", rdzv,
