@@ -6,7 +6,9 @@ memory envelope without a single block of two readings. So each detector declare
 needs (``needs``); a run (its tick x time scale, ``run_interval_s``) or a trace (its median
 spacing, ``trace_interval_s``) whose interval it cannot see at makes that detector *blind*
 (``blind``): its criterion is not judged, with the reason, and the verdict cannot claim it
-(``soak.criteria.kind_criteria``, ``soak.judge``).
+(``soak.criteria.kind_criteria``, ``soak.judge``). A detector that reads the ranks' step rows
+(``Need.reads``) is judged on their spacing instead (``run_step_interval_s``,
+``trace_step_interval_s``).
 
 Blind is kept for a detector that cannot work at all. One that only sees less says what it
 sees instead (``shortest_event_s``): the hang detector waits at least three sampling
@@ -26,9 +28,10 @@ The needs (defaults; docs/analysis.md has the table):
   plus one interval (``soak.analysis._stats.episodes``), so it is kept when it holds
   ``ceil(thermal.min_duration_s / T)`` readings; one of ``k`` intervals is sure to hold ``k``
   of them: excursions of ``max(min_duration_s, k x T)`` and longer are seen (throttle flags
-  likewise, ``throttle_min_s``). Drift is fitted to hourly medians and needs every hour: above
-  one reading per hour (3600 s) a day's run has fewer hourly medians than the fit needs
-  (``drift_short_min_hours``): blind.
+  likewise, ``throttle_min_s``). Drift is fitted to hourly medians, at least
+  ``drift_short_min_hours`` (20) of them, 48 from ``drift_min_hours`` on: only a reading in
+  every hour gives a 20-h or a 48-h run its medians, so above 3600 s it is blind (a day's
+  run has its 20 readings up to 24 h / 19: 0.4 C/h is found at 4500 s, not at 4600 s).
 - **comm_timeouts**: never blind and never limited: the counters are cumulative, so a rise
   between two readings is still counted (in the later one), and the rate rule compares
   thirds of the run, not buckets.

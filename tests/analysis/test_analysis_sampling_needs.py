@@ -173,7 +173,8 @@ def test_peers_need_two_readings_per_bucket(fault: Fault, kind: str) -> None:
 
 
 def test_a_detector_blind_on_its_step_rows_says_step_rows_in_each_language() -> None:
-    from soak.report.sentences import message
+    from soak.report.model import EventView
+    from soak.report.sentences import event_text, message
 
     b = next(b for b in sm.blind(300.0, None, 1200.0) if b.kind == "throughput_degradation")
     crit = next(c for c in cr.kind_criteria([], judged=True, blind=[b], interval_s=300.0)
@@ -184,8 +185,13 @@ def test_a_detector_blind_on_its_step_rows_says_step_rows_in_each_language() -> 
         "throughput degradation cannot be judged at one step row per 20 min: needs one per 12 min or less")
     assert message(reason.code, reason.values, "zh") == "吞吐下降无法判定：每 20 min 一条步骤记录，需要至少每 12 min 一次"
     line, detail = sm.run_note(b, 5.0, 240.0)
-    assert line.startswith("throughput degradation cannot be judged at one step row per 20 min")
+    assert line == ("throughput degradation cannot be judged at one step row per 20 min: needs one per 12 min "
+                    "or less; use --interval 3s or less or --time-scale 144 or less")
     assert detail["steps"] is True
+    # the run's note event, in the report's Chinese
+    note = EventView(ts=T0, kind="note", device=None, message=line, detail=detail, workload=None, node=None)
+    assert event_text(note, "zh") == ("吞吐下降无法判定：每 20 min 一条步骤记录，需要至少每 12 min 一次；"
+                                      "请使用 --interval 3s 或更短，或 --time-scale 144 或更低")
     # the chips' readings keep their word
     creep = sm.blind(600.0)[0]
     assert sm.run_note(creep, 600.0, 1.0)[0].startswith("memory creep cannot be judged at one reading per 10 min")
