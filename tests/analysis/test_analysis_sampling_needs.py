@@ -195,3 +195,29 @@ def test_a_detector_blind_on_its_step_rows_says_step_rows_in_each_language() -> 
     # the chips' readings keep their word
     creep = sm.blind(600.0)[0]
     assert sm.run_note(creep, 600.0, 1.0)[0].startswith("memory creep cannot be judged at one reading per 10 min")
+
+
+@pytest.mark.parametrize(("sampling", "time_scale", "blind"), [
+    # a real run at --interval 10m: the ranks still write a step row every 10 s
+    ({"interval": "10m"}, 1.0, {"memory_creep", "utilization_dropouts", "outlier"}),
+    # x240 at the 5 s tick: the step window is no wider than the tick, a row per 20 min
+    ({"interval": "5s"}, 240.0, {"memory_creep", "utilization_dropouts", "outlier", "throughput_degradation",
+                                 "straggler"}),
+])
+def test_a_recorded_run_is_judged_on_its_step_rows_spacing_from_its_plan(sampling, time_scale, blind) -> None:
+    from soak.config import plan_from_dict
+    from soak.judge import judge_run
+    from soak.store import Store
+
+    with Store.open("sqlite://") as store:
+        plan = plan_from_dict({"sampling": sampling, "run": {"time_scale": time_scale}, "devices": {"backend": "sim"}})
+        store.create_run("r1", host="node-a", plan=plan.to_dict(), started_ts=T0, time_scale=time_scale)
+        store.add_sample_rows([{"run_id": "r1", "ts": T0 + i, "device": "npu0-0", "up": True, "util_pct": 95.0,
+                                "hbm_used_bytes": 30e9, "hbm_total_bytes": 68_719_476_736, "temp_c": 60.0}
+                               for i in range(0, 12 * 3600, 600)])
+        judged = judge_run(store, "r1")
+    crits = {c["values"]["kind"]: c for c in judged.criteria if c["code"].startswith("criterion.kind.")}
+    assert {k for k, c in crits.items() if c["values"].get("blind")} == blind
+    # the readings' 10 min or 20 min; the step rows' 10 s or 20 min
+    assert crits["outlier"]["values"]["interval_s"] == 600.0 * (2 if time_scale > 1 else 1)
+    assert {k for k, c in crits.items() if c["values"].get("steps")} == blind & {"throughput_degradation", "straggler"}
