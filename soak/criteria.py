@@ -275,7 +275,8 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.B
 
 def blind_reasons(criteria: Sequence[Mapping[str, Any]]) -> list[Any]:
     """Why a verdict does not claim its blind criteria: one ``reason.blind`` each."""
-    return [said("reason.blind", {k: c["values"][k] for k in ("kind", "interval_s", "max_interval_s")})
+    return [said("reason.blind", {k: c["values"][k] for k in ("kind", "interval_s", "max_interval_s", "steps")
+                                  if k in c["values"]})
             for c in criteria if c.get("met") is None and (c.get("values") or {}).get("blind")]
 
 

@@ -101,8 +101,8 @@ def judge_trace(trace: Trace, profile: Profile | None = None, phases: Iterable[P
         criteria.append(cr.links_criterion(verdict, running=False))
         extra["links"] = verdict.to_dict()
     interval = sm.trace_interval_s(trace)
-    criteria += cr.kind_criteria(result.findings, judged=True, blind=sm.blind(interval, profile),
-                                 interval_s=interval, profile=profile)
+    blind = sm.blind(interval, profile, sm.trace_step_interval_s(trace))
+    criteria += cr.kind_criteria(result.findings, judged=True, blind=blind, interval_s=interval, profile=profile)
     verdict, reasons = not_claimed(result.verdict, criteria, list(result.reasons))
     return Judgement(analysis=result, verdict=verdict, reasons=tuple(reasons),
                      criteria=tuple(criteria), clean_statement=result.clean_statement if verdict == "pass" else None,
@@ -149,7 +149,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         # alone, never from every node's raw samples
         result = ca.cluster_analysis(store, run_id, profile, all_phases, planned_start, now, tests)
         evidence: _Evidence = _BucketEvidence(store, run_id, profile.peers.bucket_s)
-        trace_interval = None
+        trace_interval = trace_steps = None
     else:
         if arrays is not None:
             trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
@@ -158,7 +158,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         trace = trace.placed(store.rank_places(run_id))
         result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
         evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()}, trace.place)
-        trace_interval = sm.trace_interval_s(trace)
+        trace_interval, trace_steps = sm.trace_interval_s(trace), sm.trace_step_interval_s(trace)
 
     time_scale = float(rec.time_scale or 1.0)
     running = status == "running"
@@ -217,9 +217,14 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
     criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults))
-    # the run's sampling in simulated seconds; an imported run (no plan): its readings' spacing
-    interval = sm.run_interval_s(plan.sampling.interval_s, time_scale) if plan is not None else trace_interval
-    criteria += cr.kind_criteria(result.findings, judged=True, blind=sm.blind(interval, profile),
+    # the run's sampling and its step rows' spacing in simulated seconds; an imported run (no
+    # plan): its readings' and step rows' spacing
+    if plan is not None:
+        interval = sm.run_interval_s(plan.sampling.interval_s, time_scale)
+        steps = sm.run_step_interval_s(plan.sampling.interval_s, time_scale)
+    else:
+        interval, steps = trace_interval, trace_steps
+    criteria += cr.kind_criteria(result.findings, judged=True, blind=sm.blind(interval, profile, steps),
                                  interval_s=interval, profile=profile)
 
     failing = [c for c in criteria if c["met"] is False]

@@ -58,6 +58,7 @@ Row = tuple[str, str, float, float | None, int, float]  # device, metric, ts, va
 
 
 MAX_BUCKETS = 1_000_000  # ~19 years of 600 s buckets
+MIN_READINGS = 2  # a bucket of fewer readings is left out of the comparison (one reading is no median)
 
 
 class Grid:
@@ -108,7 +109,7 @@ class Buckets:
         for key, ts, y, n in self.series(metric):
             if ts.size == 0:
                 continue
-            ok = n >= max(2, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
+            ok = n >= max(MIN_READINGS, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
             idx = np.floor((ts[ok] - self.grid.origin) / self.grid.width + 0.5).astype(np.int64)
             row = np.full(self.grid.n, np.nan)
             inside = (idx >= 0) & (idx < self.grid.n)

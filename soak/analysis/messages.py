@@ -229,7 +229,8 @@ CRITERION_TEXTS: dict[str, str] = {
     "criterion.kind.required": "0 fail[[shortest_s| (seen from {shortest_s:hm} long at this sampling)]]",
     "criterion.kind.measured": ("[[found|{findings} finding(s)]][[fails|: {fails} failing, {warns} warning, "
                                 "{infos} explained or informational]][[!found|0]]"),
-    "criterion.kind.measured_blind": ("not judged: one reading per {interval_s:hm}, needs one per "
+    "criterion.kind.measured_blind": ("not judged: one [[steps|step row]][[!steps|reading]] per {interval_s:hm}, "
+                                      "needs one per "
                                       "{max_interval_s:hm} or less[[found|; {findings} finding(s)]]"),
 }
 """A criterion's required and measured lines (``required_code`` and ``measured_code`` of a
@@ -290,7 +291,8 @@ REASONS: dict[str, str] = {
     "reason.compute": "compute: {summaries:semi}[[more| ...]]",
     "reason.run_failed": "run failed: [[why|{why}]][[!why|the workloads stopped before the planned end]]",
     "reason.run_stopped": "run stopped before its planned end[[why| ({why})]]: not judged",
-    "reason.blind": ("{kind:kind} cannot be judged at one reading per {interval_s:hm}: needs one per "
+    "reason.blind": ("{kind:kind} cannot be judged at one [[steps|step row]][[!steps|reading]] per {interval_s:hm}: "
+                     "needs one per "
                      "{max_interval_s:hm} or less"),
 }
 """Reason codes: a reason in a verdict says why it is not a pass (or that nothing was found)."""

@@ -26,6 +26,7 @@ from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
 
 DETECTOR_VERSION = "thermal/1.0"
+DRIFT_BLOCK_S = 3600.0  # drift is fitted to the medians of these blocks (hourly)
 _BITS = {0x4: "SwPowerCap", 0x8: "HwSlowdown", 0x20: "SwThermalSlowdown",
          0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown"}
 
@@ -88,7 +89,7 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
     span_h = (s.end - s.start) / 3600.0
     if span_h < p.drift_short_min_hours:
         return []
-    th, yh, _ = block_reduce(s.t, s.v, 3600.0, "median")
+    th, yh, _ = block_reduce(s.t, s.v, DRIFT_BLOCK_S, "median")
     if span_h >= p.drift_min_hours:
         if th.size < p.drift_min_hours:
             return []

@@ -30,6 +30,7 @@ from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
 
 DETECTOR_VERSION = "throughput_degradation/1.0"
+BASELINE_MIN_BLOCKS = 10  # fewer one-minute medians in the baseline window: no baseline, no test
 
 
 def _baseline_window(t0: float, t1: float, profile: Profile) -> tuple[float, float]:
@@ -96,7 +97,7 @@ def analyse_series(s: Series, profile: Profile, run_start: float, run_end: float
     tm, xm, _ = block_reduce(t, x, p.block_s, "median", origin=run_start)
     ba, bb = _baseline_window(run_start, run_end, profile)
     in_base = (tm >= ba) & (tm < bb)
-    if in_base.sum() < 10:
+    if in_base.sum() < BASELINE_MIN_BLOCKS:
         return None
     base_x = xm[in_base]
     base = float(np.median(base_x))

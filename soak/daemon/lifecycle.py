@@ -69,17 +69,10 @@ from soak.telemetry.records import Snapshot
 log = logging.getLogger("soak.daemon")
 
 
-def step_window_s(base_s: float, time_scale: float, interval_s: float) -> float:
-    """The step rows' window, wall seconds: ``base_s``, but on an accelerated time line no
-    wider than the sampling interval. There 10 s of wall are hours of run time, and the
-    per-rank statistics (stragglers) need several rows where the chips have many samples."""
-    return base_s if time_scale <= 1 else min(base_s, interval_s)
-
-
 class Daemon:
     def __init__(self, plan: Plan, *, resume: str | None = None, out: TextIO | Console | None = None,
                  progress_every_s: float = 5.0, argv_factory: ArgvFactory | None = None,
-                 loop_interval_s: float = 0.25, step_window_s: float = 10.0,
+                 loop_interval_s: float = 0.25, step_window_s: float = sampling.STEP_WINDOW_S,
                  resume_overrides: dict[str, Any] | None = None) -> None:
         """``resume_overrides``: dotted plan keys a resume may change (``run.db``,
         ``exporter.listen``); the rest of a resumed run's plan is its own ``plan.toml``.
@@ -378,7 +371,7 @@ class Daemon:
                 # the soak's duration counts from the workloads' start, not the self-check's
                 self.started = replace(self.started, planned_end_ts=self.started.clock.now() + plan.run.duration_s)
                 self.membership.planned_end_moved(self.started)
-        self.agg = StepAggregator(step_window_s(self.step_window_s, plan.run.time_scale, plan.sampling.interval_s),
+        self.agg = StepAggregator(sampling.step_window_s(self.step_window_s, plan.run.time_scale, plan.sampling.interval_s),
                                   to_ts=self.started.clock.to_scaled,
                                   attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
@@ -494,11 +487,13 @@ class Daemon:
         self.out.flush()
 
     def _say_blind(self) -> None:
-        """A detector that cannot see at this run's sampling (tick x time scale) says so, in
-        one line and a ``note`` event; its criterion is then not judged (``soak.judge``)."""
+        """A detector that cannot see at this run's sampling (tick x time scale; the step rows'
+        window x time scale for those that read them) says so, in one line and a ``note``
+        event; its criterion is then not judged (``soak.judge``)."""
         plan, run = self.plan, self.started
         tick, scale = plan.sampling.interval_s, plan.run.time_scale
-        for b in sampling.blind(sampling.run_interval_s(tick, scale), run.profile):
+        steps = sampling.run_step_interval_s(tick, scale, self.step_window_s)
+        for b in sampling.blind(sampling.run_interval_s(tick, scale), run.profile, steps):
             msg, detail = sampling.run_note(b, tick, scale)
             self.spool.event("note", ts=run.clock.now(), message=msg, detail=detail, node=self.membership.node)
             self.out.write(f"soak: {msg}\n")

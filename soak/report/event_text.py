@@ -126,7 +126,7 @@ def _note(e: Any, d: Mapping[str, Any]) -> Said | None:
                                       "end_s": float(d["planned_end"]) - start, "capped": bool(d.get("capped"))}
     if d.get("blind") and _has(d, "kind", "interval_s", "max_interval_s"):
         return "event.note.blind", {k: d.get(k) for k in ("kind", "interval_s", "max_interval_s", "fix_interval_s",
-                                                           "fix_time_scale")}
+                                                           "fix_time_scale", "steps")}
     if _has(d, "manifest_error"):
         return "event.note.manifest_failed", {"error": d["manifest_error"]}
     if d.get("cluster_note") in ("run_ending", "failed_elsewhere"):

@@ -561,7 +561,8 @@ CHINESE: dict[str, str] = {
                                          "[[not_read|；未读取：{not_read}]]"),
     "criterion.device_faults.measured_none": "未读取到任何芯片的故障报告（健康状态、ECC）：不作判定[[failing|；已见 {fails} 个失败级故障]]",
     "criterion.kind.required": "0 个失败级[[shortest_s|（此采样下可见时长 {shortest_s:hm} 及以上）]]",
-    "criterion.kind.measured_blind": ("不作判定：每 {interval_s:hm} 一次读数，需要至少每 {max_interval_s:hm} 一次"
+    "criterion.kind.measured_blind": ("不作判定：每 {interval_s:hm} 一[[steps|条步骤记录]][[!steps|次读数]]，"
+                                      "需要至少每 {max_interval_s:hm} 一次"
                                       "[[found|；{findings} 个问题]]"),
     "criterion.kind.measured": "[[found|{findings} 个问题]][[fails|：失败级 {fails} 个，告警 {warns} 个，已解释或仅提示 {infos} 个]][[!found|无]]",
     # parts of sentences
@@ -595,7 +596,8 @@ CHINESE: dict[str, str] = {
     "reason.compute": "算力：{summaries:semi}[[more| …]]",
     "reason.run_failed": "运行失败：[[why|{why}]][[!why|负载在计划结束前停止]]",
     "reason.run_stopped": "运行在计划结束前被停止[[why|（{why}）]]：不作判定",
-    "reason.blind": "{kind:kind}无法判定：每 {interval_s:hm} 一次读数，需要至少每 {max_interval_s:hm} 一次",
+    "reason.blind": ("{kind:kind}无法判定：每 {interval_s:hm} 一[[steps|条步骤记录]][[!steps|次读数]]，"
+                     "需要至少每 {max_interval_s:hm} 一次"),
     # why a node has its verdict
     "node.status": "节点{status:node_status}[[came_back|（后来恢复）]]",
     "node.preflight": "预检{status:preflight}",
@@ -667,7 +669,8 @@ EVENT_CHINESE: dict[str, str] = {
     "event.note.burn_in": ("老化时钟：需要连续 {min_uninterrupted_h:g} 小时没有意外故障，自拷机开始后 {since_s:dur} 起计；"
                            "运行延长至 {end_s:dur}[[capped|（允许的最长时长）]]"),
     "event.note.manifest_failed": "环境清单采集失败：{error}",
-    "event.note.blind": ("{kind:kind}无法判定：每 {interval_s:dur} 一次读数，需要至少每 {max_interval_s:dur} 一次"
+    "event.note.blind": ("{kind:kind}无法判定：每 {interval_s:dur} 一[[steps|条步骤记录]][[!steps|次读数]]，"
+                         "需要至少每 {max_interval_s:dur} 一次"
                          "[[fix_interval_s|；请使用 --interval {fix_interval_s:g}s 或更短]]"
                          "[[fix_time_scale|，或 --time-scale {fix_time_scale:g} 或更低]]"),
     **{f"event.note.{why}.{how}": failed + note for why, note in _CLUSTER_NOTE_ZH.items()

@@ -22,9 +22,10 @@ def _kinds(interval_s: float | None, profile: Profile | None = None) -> list[str
 
 @pytest.mark.parametrize(("interval_s", "blind"), [
     (5.0, []), (240.0, []), (300.0, []),  # the demo (240 s a reading) and x60 at the 5 s tick stay judged
-    (301.0, ["memory_creep", "utilization_dropouts"]),
-    (600.0, ["memory_creep", "utilization_dropouts"]),  # a real run at --interval 10m
-    (1200.0, ["memory_creep", "utilization_dropouts"]),  # 5 s tick at x240
+    (301.0, ["memory_creep", "utilization_dropouts", "outlier"]),
+    (600.0, ["memory_creep", "utilization_dropouts", "outlier"]),  # a real run at --interval 10m
+    (1200.0, ["memory_creep", "utilization_dropouts", "outlier"]),  # 5 s tick at x240
+    (3601.0, ["memory_creep", "utilization_dropouts", "thermal", "outlier"]),
     (None, []),
 ])
 def test_blind_at_an_interval_with_the_default_profile(interval_s, blind) -> None:
@@ -43,11 +44,14 @@ def test_the_hang_detector_is_never_blind_it_sees_hangs_of_three_intervals() -> 
 def test_needs_follow_the_profile() -> None:
     base = Profile.default()
     wide = dataclasses.replace(base, memory=dataclasses.replace(base.memory, envelope_window_s=1800.0),
-                               hang=dataclasses.replace(base.hang, threshold_s=900.0))
+                               hang=dataclasses.replace(base.hang, threshold_s=900.0),
+                               peers=dataclasses.replace(base.peers, bucket_s=1200.0))
     need = sm.needs(wide)["memory_creep"]
     assert (need.readings_per_window, need.window_s, need.max_interval_s) == (2, 1800.0, 900.0)
+    need = sm.needs(wide)["outlier"]
+    assert (need.readings_per_window, need.window_s, need.max_interval_s) == (2, 1200.0, 600.0)
     assert _kinds(600.0, wide) == []
-    assert _kinds(901.0, wide) == ["memory_creep", "utilization_dropouts"]
+    assert _kinds(901.0, wide) == ["memory_creep", "utilization_dropouts", "outlier"]
 
 
 def test_run_and_trace_interval() -> None:
@@ -71,6 +75,13 @@ def test_run_fix_names_the_interval_and_the_time_scale_that_see_again() -> None:
     assert detail["fix_time_scale"] is None
 
 
+def test_the_step_rows_interval_decides_for_the_detectors_that_read_them() -> None:
+    assert _kinds(None) == [] and [b.kind for b in sm.blind(None, None, 1200.0)] == [
+        "throughput_degradation", "straggler"]
+    assert [b.kind for b in sm.blind(300.0, None, 300.0)] == []
+    assert [b.kind for b in sm.blind(300.0, None, 720.0)] == ["straggler"]  # throughput sees up to 720 s
+
+
 def test_a_blind_kind_is_not_judged_unless_it_found_a_failure() -> None:
     crits = {c["values"]["kind"]: c for c in cr.kind_criteria([], judged=True, blind=sm.blind(1200.0),
                                                                interval_s=1200.0)}
@@ -79,7 +90,9 @@ def test_a_blind_kind_is_not_judged_unless_it_found_a_failure() -> None:
     assert creep["measured"] == "not judged: one reading per 20 min, needs one per 5 min or less"
     assert crits["hang"]["met"] is True
     assert crits["hang"]["required"] == "0 fail (seen from 1 h 00 min long at this sampling)"
-    assert crits["thermal"]["met"] is True and "shortest_s" not in crits["thermal"]["values"]
+    # an excursion is seen from the minute it needs, held by readings 20 min apart
+    assert crits["thermal"]["met"] is True and crits["thermal"]["values"]["shortest_s"] == 1200.0
+    assert "shortest_s" not in crits["comm_timeouts"]["values"]
     failed = {"kind": "memory_creep", "severity": "fail"}
     crits = {c["values"]["kind"]: c for c in cr.kind_criteria([failed], judged=True, blind=sm.blind(1200.0))}
     assert crits["memory_creep"]["met"] is False  # a leak seen at any sampling still fails
@@ -89,8 +102,8 @@ def test_a_pass_resting_on_a_blind_criterion_is_not_judged_a_fail_stays() -> Non
     crits = cr.kind_criteria([], judged=True, blind=sm.blind(600.0), interval_s=600.0)
     verdict, reasons = not_claimed("pass", crits, [])
     assert verdict is None
-    assert [r.code for r in reasons] == ["reason.blind", "reason.blind"]
-    assert [r.values["kind"] for r in reasons] == ["memory_creep", "utilization_dropouts"]
+    assert [r.code for r in reasons] == ["reason.blind"] * 3
+    assert [r.values["kind"] for r in reasons] == ["memory_creep", "utilization_dropouts", "outlier"]
     assert not_claimed("fail", crits, ["x"]) == ("fail", ["x"])
     assert not_claimed("pass", cr.kind_criteria([], judged=True), []) == ("pass", [])
 

@@ -54,7 +54,7 @@ thresholds = {{ "evidence.min_coverage" = 0.3, "evidence.min_availability" = 0.3
     assert line in r.stderr and start < r.stderr.index(line) < r.stderr.index("soak: run blind finished")
     with Store.open(runs / "blind" / "soak.db", create=False) as s:
         notes = [e for e in s.load_events("blind", kind="note") if (e.detail or {}).get("blind")]
-        assert {e.detail["kind"] for e in notes} == {"memory_creep", "utilization_dropouts"}
+        assert {e.detail["kind"] for e in notes} == {"memory_creep", "utilization_dropouts", "outlier", "straggler"}
         memory = next(e for e in notes if e.detail["kind"] == "memory_creep")
         assert (memory.detail["interval_s"], memory.detail["max_interval_s"]) == (600.0, 300.0)
         assert memory.message == line[len("soak: "):-1]
