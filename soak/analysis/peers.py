@@ -120,9 +120,15 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     util = src.matrix("util_pct", skip)
     idle = {k: row < p.idle_util_pct for k, row in util.items()}
     job_step = job_step_time(src, skip)
+    # a member that reports compute_s is compared on it, not on its step time: that is the
+    # job's, and where it differs between ranks it is where each one's step rows fell against
+    # the others' slow steps (a node named by its step time in "episodes" of another node's)
+    computed = {k for k, row in src.matrix("compute_s", skip).items() if np.isfinite(row).any()}
     out: list[Finding] = []
     for spec in SPECS:
         rows = src.matrix(spec.metric, skip)
+        if spec.metric == "step_time_s":
+            rows = {k: v for k, v in rows.items() if k not in computed}
         for k in rows:
             if k in idle:
                 rows[k] = np.where(idle[k], np.nan, rows[k])

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from soak.analysis import Profile, Trace, analyze
+from soak.analysis import Profile, Trace, analyze, peers
 from soak.analysis.evaluate import cluster_healthy_cases, healthy_cases, run_case
 from soak.analysis.model import PEER_KINDS
 from soak.analysis.synth import T0, Fault, Scenario, generate
@@ -227,3 +227,27 @@ def test_a_slow_rank_under_data_parallelism_is_found_by_its_compute_time_naming_
     (f,) = [x for x in res.findings if x.kind == "straggler"]
     assert (f.node, f.device, f.metric) == ("node-1", "lm-rank5", "compute_s")
     assert not [x for x in res.findings if x.metric == "step_time_s"]  # step times agree
+
+
+def _four_nodes_one_with_longer_steps(with_compute: bool) -> tuple[Trace, float, float]:
+    """Four nodes of one rank each, 24 h at 60 s; n01's step rows 30 % longer. With compute_s,
+    every rank's time outside the collectives is alike: what synchronous data parallelism
+    gives when n01's rows merely fell on the job's slow steps more often."""
+    rng = np.random.default_rng(3)
+    t = 1.8e9 + np.arange(0, 24 * 3600, 60.0)
+    series = {}
+    for n in range(4):
+        node = f"n{n:02d}"
+        series[(node, f"lm-rank{n}", "step_time_s")] = (t, 0.1 * np.exp(rng.normal(0, 0.01, t.size)) * (1.3 if n == 1 else 1.0))
+        if with_compute:
+            series[(node, f"lm-rank{n}", "compute_s")] = (t, 0.06 * np.exp(rng.normal(0, 0.01, t.size)))
+    return Trace.from_arrays(series), float(t[0]), float(t[-1])
+
+
+def test_a_rank_with_compute_time_is_not_named_by_its_step_time_alone() -> None:
+    # seen on a real three-node run: one node named a straggler by its step time "in
+    # episodes" that were another node's, whose compute time named it rightly
+    bare, a, b = _four_nodes_one_with_longer_steps(with_compute=False)
+    assert [(f.code, f.node) for f in peers.detect(bare, Profile.default(), a, b)] == [("straggler.node.step_time_s", "n01")]
+    full, a, b = _four_nodes_one_with_longer_steps(with_compute=True)
+    assert peers.detect(full, Profile.default(), a, b) == []

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.pg]
 # alone: the episodes are told from the other nodes' compute times bucket by bucket; other tests
 # sharing the CPU would move those by more than an episode does.
 @pytest.mark.alone
-def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp_path, db_url) -> None:
+def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp_path, db_url, capsys) -> None:
     port = _free_port()
     plan = tmp_path / "plan.toml"
     # An accelerated 15 h (90 s of wall, 600x; start-up takes half of it on a busy machine):
@@ -46,12 +46,22 @@ def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp
 
     analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
     assert analysis["verdict"] == "fail", analysis["reasons"]
-    # named by the episode rule: on its compute time, or, where buckets of two or three rows on
-    # a shared machine made a stretch of compute time persistently out of line (that rule's
-    # finding then), on its step time, which the same episodes slow
-    episodes = {f["code"]: f for f in analysis["findings"] if f["code"].startswith("straggler.node.episodes.")}
-    found = episodes.get("straggler.node.episodes.compute_s") or episodes.get("straggler.node.episodes.step_time_s")
-    assert found is not None, [f["code"] for f in analysis["findings"]]
+    # no other node is named out of line: a node's step time is the job's under synchronous
+    # data parallelism, and where its rows fell on another node's slow steps it is no
+    # straggler. (Stalls, ``.tail.``, may be named on another node: three nodes share two
+    # cores here, and the leader's analysis takes them from its own node's rank.)
+    stragglers = [f for f in analysis["findings"] if f["kind"] == "straggler" and ".tail." not in f["code"]]
+    assert {f["node"] for f in stragglers} == {slow}, [(f["code"], f["node"]) for f in stragglers]
+    # named on its compute time by the episode rule; or, where buckets of two or three rows on
+    # a shared machine made a stretch of it persistently out of line, by that rule
+    codes = {f["code"]: f for f in stragglers}
+    found = codes.get("straggler.node.episodes.compute_s")
+    with capsys.disabled():
+        print(f"\nthe slow node named by {sorted(codes)}")
+    if found is None:
+        persistent = codes.get("straggler.node.compute_s")
+        assert persistent is not None and persistent["values"]["members"] == ["lm-rank1"], sorted(codes)
+        return
     assert (found["kind"], found["node"], found["device"]) == ("straggler", slow, None), found
     v = found["values"]
     assert v["count"] >= 3 and v["members"] == ["lm-rank1"], v
