@@ -36,6 +36,8 @@ log = logging.getLogger("soak.store")
 # attempt n+1 (n times this many seconds).
 WRITE_ATTEMPTS = 3
 RETRY_WAIT_S = 0.2
+# How long one SQLite statement waits for another process's write lock before "locked".
+BUSY_TIMEOUT_MS = 10000
 # A connection that was dropped or refused (the server restarted, a relay or proxy went away)
 # is tried again for this long, waiting RETRY_WAIT_S, then twice that, up to RECONNECT_WAIT_MAX_S
 # between attempts; then the call raises. A longer outage is the caller's to ride out (the
@@ -81,7 +83,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     previous = dbapi_connection.isolation_level
     dbapi_connection.isolation_level = None
     cur = dbapi_connection.cursor()
-    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
@@ -114,7 +116,7 @@ def describe(exc: BaseException) -> str:
     return str(orig).splitlines()[0] if str(orig) else type(orig).__name__
 
 
-def _is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     msg = describe(exc).lower()
     return "locked" in msg or "busy" in msg
 
@@ -214,7 +216,7 @@ class Database:
                 return call()
             except errors as exc:
                 elapsed = time.monotonic() - t0
-                if isinstance(exc, OperationalError) and _is_transient(exc) and attempt < WRITE_ATTEMPTS:
+                if isinstance(exc, OperationalError) and is_transient(exc) and attempt < WRITE_ATTEMPTS:
                     log.warning("store busy (attempt %d/%d): %s", attempt, WRITE_ATTEMPTS, describe(exc))
                     time.sleep(RETRY_WAIT_S * attempt)
                     continue

@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import insert, inspect, select, text, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soak.errors import StoreError, mask_url
 from soak.store import schema as S
 from soak.store.cluster import ClusterStore
-from soak.store.engine import describe, normalize_url, open_engine
+from soak.store.engine import (
+    RETRY_WAIT_S,
+    WRITE_ATTEMPTS,
+    describe,
+    is_transient,
+    normalize_url,
+    open_engine,
+)
 from soak.store.trace import TraceStore
 from soak.store.writer import BatchWriter
 
@@ -43,7 +51,19 @@ class Store(TraceStore, ClusterStore):
         engine = open_engine(norm, create=create)
         store = cls(engine, mask_url(norm))
         try:
-            store._init_schema(create)
+            # many creators of one new SQLite file queue for its write lock; on a loaded host
+            # the queue can outlast one busy timeout (20 at once on two cores: one was told
+            # "database is locked"), so a locked schema transaction is tried again
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
+                try:
+                    store._init_schema(create)
+                    break
+                except OperationalError as exc:
+                    if not (store.is_sqlite and is_transient(exc)) or attempt == WRITE_ATTEMPTS:
+                        raise
+                    log.warning("store %s: schema busy (attempt %d/%d): %s", store.url, attempt, WRITE_ATTEMPTS,
+                                describe(exc))
+                    time.sleep(RETRY_WAIT_S * attempt)
         except StoreError:
             engine.dispose()
             raise

@@ -75,3 +75,29 @@ def test_a_reader_of_an_empty_sqlite_file_is_told_there_is_no_soak_schema(tmp_pa
         Store.open(db, create=False)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
+
+
+def test_a_creator_queued_past_one_busy_timeout_tries_the_schema_again(tmp_path, monkeypatch) -> None:
+    # 20 creators of one new file on a loaded 2-core host queued longer than SQLite's busy
+    # timeout, and one was told "database is locked": the schema transaction is tried again
+    import threading
+    import time
+
+    from soak.store import engine
+
+    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 100)
+    db = tmp_path / "soak.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("BEGIN IMMEDIATE")  # another creator's write lock, held 0.5 s
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    try:
+        with Store.open(db) as store:
+            assert store.list_runs() == []
+    finally:
+        release.join()
+        holder.close()
+    assert time.monotonic() - started >= 0.5  # it did wait for the lock, past one busy timeout
+    assert _version_rows(db) == [(str(S.SCHEMA_VERSION),)]
