@@ -18,6 +18,9 @@ def install(directory: str | Path, config: SimConfig) -> Path:
 
     The script runs this interpreter (``sys.executable``) on ``python -m soak.telemetry.sim``,
     with the folder holding the ``soak`` package on PYTHONPATH, so it works from a checkout too.
+    ``-S``: the simulator needs the standard library and ``soak`` alone, and a sampler calls it
+    every tick; without the site-packages' start-up hooks (``.pth`` files) a call takes about a
+    tenth less CPU (``benchmarks/bench_sim_call.py``).
     """
     folder = Path(directory).resolve()
     try:
@@ -32,7 +35,7 @@ def install(directory: str | Path, config: SimConfig) -> Path:
             "#!/bin/sh\n"
             f"# Simulated {name} (soak sim install). Config: {CONFIG_NAME} beside this file.\n"
             f"PYTHONPATH={shlex.quote(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}} "
-            f"exec {shlex.quote(sys.executable)} -m soak.telemetry.sim "
+            f"exec {shlex.quote(sys.executable)} -S -m soak.telemetry.sim "
             f"--config {shlex.quote(str(folder / CONFIG_NAME))}{extra} \"$@\"\n",
             encoding="utf-8",
         )
