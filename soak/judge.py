@@ -33,6 +33,7 @@ from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
 from soak.analysis.verdict import CPU_HOURS, clean_statement, order
+from soak.clock import ScaledClock
 from soak.cluster import analysis as ca
 from soak.config import Plan
 from soak.device_names import device_key
@@ -294,12 +295,15 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
     if not nodes:
         nodes = [rec.host or "node"]
     away: dict[str, list[tuple[float, float]]] = {}
+    # the node was last seen on the store's clock; its loss is stamped on the run's time line
+    on_run = ScaledClock(scale=float(rec.time_scale or 1.0), origin=float(rec.started_ts or 0.0)).to_scaled
     for e in events:
         if e.kind != "node_lost" or not e.node:
             continue
         d = e.detail if isinstance(e.detail, Mapping) else {}
         seen = d.get("last_seen")
-        start = float(seen) if isinstance(seen, int | float) and seen <= e.ts else e.ts
+        seen = on_run(float(seen)) if isinstance(seen, int | float) else None
+        start = seen if seen is not None and seen <= e.ts else e.ts
         back = min((j.ts for j in events if j.kind == "node_joined" and j.node == e.node and j.ts > e.ts),
                    default=math.inf)
         away.setdefault(e.node, []).append((start, back))

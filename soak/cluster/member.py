@@ -88,13 +88,17 @@ class ClusterMember:
     node: str
     rank: int
     sleep: Callable[[float], None] = time.sleep
-    wall: Callable[[], float] = time.time
+    wall: Callable[[], float] = time.time  # times its waits and looks
     generation: int = 0
     nnodes: int = 0
     clock_offset_s: float | None = None  # this node's clock minus the store's, last measured
     rendezvous_at: RendezvousHost | None = None  # of the generation last read (rendezvous())
     _last_touch: float = 0.0
     leading: bool = False  # this node held the judging lease at its last look
+    # the run's time line, from its record at the join: an accelerated run's events are stamped
+    # on it (soak.clock.ScaledClock), as its samples and its workloads' events are
+    origin: float | None = None
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         self.nnodes = self.plan.cluster.nodes
@@ -102,6 +106,12 @@ class ClusterMember:
     @property
     def nodes(self) -> int:
         return self.plan.cluster.nodes
+
+    def stamp(self) -> float:
+        """Now on the run's time line: what this node's events and a node's end are stamped
+        with (the wall clock before it has joined)."""
+        now = self.wall()
+        return now if self.origin is None else self.origin + (now - self.origin) * self.time_scale
 
     def clock_offset(self) -> float:
         """This node's clock minus the store's (seconds), the round trip halved."""
@@ -126,7 +136,8 @@ class ClusterMember:
         rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
                                       plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
                                       host=host, listen=listen, live_within_s=self.plan.cluster.node_silence_s)
-        self.store.add_event(self.run_id, "node_joined", ts=self.wall(), node=self.node,
+        self.origin, self.time_scale = rec.started_ts, float(rec.time_scale or 1.0)
+        self.store.add_event(self.run_id, "node_joined", ts=self.stamp(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
                              detail={"rank": self.rank, "host": host, "hostname": socket.gethostname(),
                                      "clock_offset_s": round(offset, 3)})
@@ -149,7 +160,7 @@ class ClusterMember:
                 break
             run = self.store.get_run(self.run_id)
             if run is not None and run.status != "running":
-                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
+                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.stamp())
                 raise ClusterError(f"cluster run {self.run_id} is {run.status} (see soak cluster status)")
             if self.wall() >= deadline:
                 have = {n.rank for n in ready}
@@ -157,11 +168,11 @@ class ClusterMember:
                 msg = (f"cluster run {self.run_id}: only {len(ready)} of {self.nodes} nodes joined within "
                        f"{self.plan.cluster.join_timeout_s:.0f} s (missing rank {', '.join(missing)}; joined: "
                        f"{', '.join(n.name for n in ready) or 'none'})")
-                self.store.add_event(self.run_id, "stop", ts=self.wall(), node=self.node, message=msg,
+                self.store.add_event(self.run_id, "stop", ts=self.stamp(), node=self.node, message=msg,
                                      detail={"reason": "join_timeout", "missing_ranks": missing,
                                              "joined": [n.name for n in ready], "nodes": self.nodes,
                                              "join_timeout_s": self.plan.cluster.join_timeout_s})
-                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
+                self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.stamp())
                 raise ClusterError(msg)
             self.touch(force=True)
             if self.wall() - said >= 10:
@@ -172,11 +183,11 @@ class ClusterMember:
         if drift:
             for line in drift:
                 log.error("%s", line)
-            self.store.add_event(self.run_id, "preflight", ts=self.wall(), node=self.node,
+            self.store.add_event(self.run_id, "preflight", ts=self.stamp(), node=self.node,
                                  message="cluster preflight failed: " + "; ".join(drift),
                                  detail={"status": "fail", "version_drift": drift})
-            self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.wall())
-            self.store.update_run(self.run_id, status="failed", verdict="fail", ended_ts=self.wall())
+            self.store.update_node(self.run_id, self.node, status="failed", ended_ts=self.stamp())
+            self.store.update_run(self.run_id, status="failed", verdict="fail", ended_ts=self.stamp())
             raise ClusterError("\n".join(drift))
         self.store.touch_node(self.run_id, self.node, status="running")
         return ready
@@ -230,7 +241,7 @@ class ClusterMember:
         msg = (f"node {gone.name} ({gone.status}) hosted the job's rendezvous: the job restarts on the other nodes "
                f"(generation {generation}), its rendezvous on node {to.name} at {new.endpoint}")
         log.warning("%s", msg)
-        self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), node=self.node, message=msg,
+        self.store.add_event(self.run_id, "cluster_restart", ts=self.stamp(), node=self.node, message=msg,
                              detail={"lost": [n.name for n in lost], "generation": generation,
                                      "rendezvous": new.endpoint, "rendezvous_node": to.name,
                                      "previous_rendezvous": at.endpoint, "previous_rendezvous_node": gone.name,
@@ -248,7 +259,7 @@ class ClusterMember:
         ``failure``: its kind and the supervisor's detail, kept with the event."""
         first = self.store.bump_generation(self.run_id, self.generation)
         if first:
-            self.store.add_event(self.run_id, "cluster_restart", ts=self.wall(), workload=workload, rank=rank,
+            self.store.add_event(self.run_id, "cluster_restart", ts=self.stamp(), workload=workload, rank=rank,
                                  node=self.node,
                                  message=f"{message} on node {self.node}: the whole job restarts "
                                          f"(generation {self.generation + 1})",
@@ -312,7 +323,7 @@ class ClusterMember:
         silence = self.plan.cluster.node_silence_s
         lost = silent(self.store.cluster_nodes(self.run_id), now, silence, but=self.node)
         for n in lost:
-            at = self.wall()
+            at = self.stamp()
             self.store.update_node(self.run_id, n.name, status="lost", ended_ts=at)
             msg = f"node {n.name} (rank {n.rank}) lost: not seen for {now - n.last_seen:.0f} s (bound {silence:.0f} s)"
             log.error("%s", msg)

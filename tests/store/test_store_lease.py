@@ -172,3 +172,34 @@ def test_the_lease_runs_on_the_databases_clock(store: Store) -> None:
     assert store.take_lease("c1", "node-0", 60.0)
     until = store.get_run("c1").lease_until
     assert before + 59.0 <= until <= time.time() + 61.0
+
+
+def test_an_accelerated_runs_lost_node_is_stamped_on_its_time_line_and_away_from_its_last_reading(
+        store: Store, clock: Clock) -> None:
+    """A cluster run at 3600x (an hour a wall second): its samples and its workloads' events are
+    on the run's time line, so its nodes' events are too. node-1 last seen 10 s in (the store's
+    clock) and found lost 100 s in: the loss is stamped 100 h into the run, and node-1's time
+    under test ends 10 h in (it was once stamped at the wall second, before the run began)."""
+    from soak.judge import reliability_of_run
+
+    plan = plan_from_dict({"run": {"db": "postgresql+psycopg://soak@db.example/soak", "id": "c1",
+                                   "duration": "200h", "time_scale": 3600}, "devices": {"backend": "sim"},
+                           "cluster": {"nodes": 2, "rendezvous": "127.0.0.1:29400", "node_silence": "60s"}})
+    members = [ClusterMember(plan, store, "c1", f"node-{r}", r, wall=clock) for r in range(2)]
+    values = dict(host="h", plan=plan.to_dict(), started_ts=T0, planned_end_ts=T0 + 200 * 3600, workload="lm",
+                  backend="sim", time_scale=3600.0, run_dir="/tmp/none")
+    for m in members:
+        m.join(values, host=m.node, listen=None)
+        m.touch(force=True, status="running")
+    clock.t = T0 + 10
+    members[1].touch(force=True)
+    clock.t = T0 + 100
+    members[0].touch(force=True)
+    assert [n.name for n in members[0].find_lost()] == ["node-1"]
+    [lost] = store.load_events("c1", kind="node_lost")
+    assert lost.ts == T0 + 100 * 3600 and lost.detail["last_seen"] == T0 + 10 and lost.detail["silent_s"] == 90
+    assert [(n.name, n.status, n.ended_ts) for n in store.cluster_nodes("c1")][1] == ("node-1", "lost",
+                                                                                      T0 + 100 * 3600)
+    rel = reliability_of_run(store, "c1", now=T0 + 150 * 3600)
+    hours = {n["node"]: n["node_hours"] for n in rel.per_node}
+    assert hours == {"node-0": pytest.approx(150.0), "node-1": pytest.approx(10.0)}, hours
