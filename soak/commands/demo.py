@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 SIM_HOURS = 8.0
 LEAK_CHIP = 3
+CRASH_STEP = 300
 DEMO_READING_S = 240.0  # simulated seconds between two readings, at the default 2 minutes
 
 
@@ -59,8 +60,9 @@ def demo_plan(args: argparse.Namespace, run_id: str) -> dict:
             "scenario": f"healthy,hbm_creep:rate_mb_h=800,onset_h=1,chips={LEAK_CHIP}",
         },
         "workloads": [{"name": "lm", "size": "tiny", "nproc": 1}],
-        # The training process dies once at step 200; the daemon restarts it from a checkpoint.
-        "faults": {"inject": ["crash:200"]},
+        # The training process dies once at step 300; the daemon restarts it and it resumes
+        # from its checkpoint of step 200 (the tiny model's are every 200 steps).
+        "faults": {"inject": [f"crash:{CRASH_STEP}"]},
         # one reading per 4 simulated minutes at most: a shorter demo (a higher time scale)
         # reads faster, so that no detector is blind at its sampling (soak.analysis.sampling)
         "sampling": {"interval": f"{min(1.0, DEMO_READING_S / scale):g}s"},
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_dict(demo_plan(args, run_id))
     print(
         f"soak demo: {SIM_HOURS:g} simulated hours on {args.chips} simulated Ascend chips in about "
-        f"{args.minutes:g} min; planted: HBM leak on npu{LEAK_CHIP}-0, a workload crash at step 200",
+        f"{args.minutes:g} min; planted: HBM leak on npu{LEAK_CHIP}-0, a workload crash at step {CRASH_STEP}",
         file=sys.stderr,
     )
     keys = demo_keys(data_dir)  # before the soak: a key with a bad mode fails in a second, not after minutes

@@ -1,21 +1,27 @@
 """``soak demo``: its plan is valid for the daemon and the simulator, and its report step
-(keys on first use, signed PDF, verification, printed commands) works on a recorded run.
-The full two-minute demo itself is exercised by the README's first command, not here."""
+(keys on first use, signed PDF, verification, printed commands) works on a recorded run. One
+real demo (a minute of wall for its 8 simulated hours) is read by two tests: the demo's story
+as the user sees it (verdict, PDF, app), and the daemon's loop under it (the crash, the restart
+from the checkpoint, the run's time line, the creep measured)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import stat
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from soak.analysis import sampling
 from soak.cli import main
-from soak.commands.demo import LEAK_CHIP, SIM_HOURS, demo_plan, report
+from soak.commands.demo import CRASH_STEP, DEMO_READING_S, LEAK_CHIP, SIM_HOURS, demo_plan, report
 from soak.config import plan_from_dict
 from soak.store import Store
 from soak.telemetry.sim.config import SimConfig
+from tests import procs
 from tests.report.synth import write_run
 
 
@@ -24,7 +30,7 @@ def test_demo_plan_is_valid_and_fits_the_minutes(tmp_path):
     plan = plan_from_dict(demo_plan(args, "demo-x"))
     assert plan.run.time_scale == SIM_HOURS * 3600 / 120
     assert plan.run.duration_s == SIM_HOURS * 3600
-    assert plan.devices.backend == "sim" and plan.faults.inject == ("crash:200",)
+    assert plan.devices.backend == "sim" and plan.faults.inject == (f"crash:{CRASH_STEP}",)
     assert plan.exporter.listen is None  # no port to collide with
     sim = SimConfig.build(scenario=plan.sim.scenario, chips=plan.sim.chips)
     creep = next(s for s in sim.scenarios if s.name == "hbm_creep")
@@ -90,26 +96,41 @@ def test_port_zero(tmp_path, capsys) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-# alone: the throughput detector judges real step times, and the evidence criterion every 1 s
-# tick; other tests sharing the CPU slow both down and it rightly reports that.
+@dataclass(frozen=True)
+class DemoRun:
+    data_dir: Path
+    run_dir: Path
+    out: str  # what `soak demo` printed: its findings, the PDF, its verification
+    err: str  # what its soak said while it ran
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``soak demo --minutes 1`` as a user runs it: the 8 simulated hours in a minute of wall."""
+    data_dir = tmp_path_factory.mktemp("demo")
+    r = procs.run([sys.executable, "-m", "soak", "demo", "--minutes", "1", "--data-dir", str(data_dir)], data_dir,
+                  "soak-demo", timeout_s=400, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next(p for p in data_dir.iterdir() if p.name.startswith("demo-"))
+    return DemoRun(data_dir, run_dir, r.stdout, r.stderr)
+
+
+# alone (with the next test, which reads the same run): the throughput detector judges real
+# step times, and the evidence criterion every tick; other tests sharing the CPU slow both
+# down and it rightly reports that.
 @pytest.mark.slow
 @pytest.mark.alone
-def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp_path) -> None:
-    """The real thing: 8 simulated hours in 2 minutes, a leak on npu3-0 and an injected crash.
-    The verdict fails on the leak (not on the canary crash), and the signed PDF shows
-    coverage, availability and the crash as injected."""
+def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(demo: DemoRun) -> None:
+    """The real thing: 8 simulated hours, a leak on npu3-0 and an injected crash. The verdict
+    fails on the leak (not on the canary crash), and the signed PDF shows coverage,
+    availability and the crash as injected."""
     import json
     import math
-    import os
     import shutil
     import subprocess
-    import sys
 
-    r = subprocess.run([sys.executable, "-m", "soak", "demo", "--data-dir", str(tmp_path)], capture_output=True,
-                       text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "verdict FAIL" in r.stdout and "memory_creep on npu3-0" in r.stdout, r.stdout
-    run_dir = next(p for p in tmp_path.iterdir() if p.name.startswith("demo-"))
+    assert "verdict FAIL" in demo.out and "memory_creep on npu3-0" in demo.out, demo.out
+    data_dir, run_dir = demo.data_dir, demo.run_dir
     analysis = json.loads((run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = {c["name"]: c for c in analysis["criteria"]}
     assert crit["crashes and hangs"]["met"] is True and crit["crashes and hangs"]["injected"] == 1
@@ -141,8 +162,8 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     from soak.cli import main
     from tests.report.pagecheck import english_left
 
-    zh = tmp_path / "demo-zh.pdf"
-    assert main(["report", "pdf", run_dir.name, "--data-dir", str(tmp_path), "-o", str(zh), "--lang", "zh",
+    zh = run_dir / "demo-zh.pdf"
+    assert main(["report", "pdf", run_dir.name, "--data-dir", str(data_dir), "-o", str(zh), "--lang", "zh",
                  "--unsigned"]) == 0
     text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True).stdout
     assert "内存持续增长" in text and "HBM 占用自" in text and "注入的 1 次" in text
@@ -152,7 +173,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
 
     from tests.report.figures import app_text, conflicts, figures, pdf_text_pages
 
-    os.environ.update(SOAK_REPORT_DB="", SOAK_REPORT_DATA_DIR=str(tmp_path))
+    os.environ.update(SOAK_REPORT_DB="", SOAK_REPORT_DATA_DIR=str(data_dir))
     try:
         app = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "soak" / "report" / "app.py"),
                                 default_timeout=120).run()
@@ -168,3 +189,40 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(tmp
     finally:
         for k in ("SOAK_REPORT_DB", "SOAK_REPORT_DATA_DIR"):
             os.environ.pop(k, None)
+
+
+# alone: it reads the demo's run (its test above says why that runs alone)
+@pytest.mark.slow
+@pytest.mark.alone
+def test_the_demo_run_resumes_from_its_checkpoint_and_measures_the_creep_on_its_time_line(demo: DemoRun) -> None:
+    """The daemon's loop under the demo: the injected crash, the restart, the resume from the
+    last checkpoint before it; the run's time line (hours, readings spaced as planned); the
+    creep measured at the simulated rate on the leaking chip; the report's analysis the
+    daemon's final one."""
+    import json
+
+    assert "crashed (exit 1)" in demo.err
+    run_id = demo.run_dir.name
+    with Store.open(demo.run_dir / "soak.db", create=False) as s:
+        run = s.get_run(run_id)
+        assert (run.status, run.verdict, run.restarts, run.time_scale) == ("finished", "fail", 1, SIM_HOURS * 60)
+        assert run.ended_ts - run.started_ts >= 0.95 * SIM_HOURS * 3600  # hours on the run's time line
+        kinds = [e.kind for e in s.load_events(run_id)]
+        for k in ("start", "inject", "crash", "restart", "resume", "checkpoint"):
+            assert k in kinds, k
+        assert kinds.index("crash") < kinds.index("restart") < kinds.index("resume")
+        # the last checkpoint before the crash (the tiny model's come every 200 steps)
+        assert s.load_events(run_id, kind="resume")[0].detail["step"] == CRASH_STEP // 200 * 200
+        npu = sorted(d for _, d in s.devices(run_id) if d.startswith("npu"))
+        assert len(npu) == 8
+        ts = [r["ts"] for r in s.load_samples(run_id, device=npu[0])]
+        spacing = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))[len(ts) // 2]
+        assert 0.8 * DEMO_READING_S < spacing < 1.25 * DEMO_READING_S, spacing  # seconds of the run's time line
+        creep = [f for f in s.load_findings(run_id) if f.kind == "memory_creep" and f.metric == "hbm_used_bytes"]
+        assert [(f.device, f.severity) for f in creep] == [(f"npu{LEAK_CHIP}-0", "fail")]
+        slope = creep[0].detail["slope_per_hour"]
+        assert 0.6e9 < slope < 1.0e9  # 800 MB/h as simulated
+        # the report's analysis is the daemon's final one: same verdict, same findings
+        saved = json.loads((demo.run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
+        assert saved["verdict"] == run.verdict == "fail"
+        assert sorted(f["kind"] for f in saved["findings"]) == sorted(f.kind for f in s.load_findings(run_id))
