@@ -84,6 +84,54 @@ CHECK_TEST_S = 5.0
 _slow_in_check: dict[str, float] = {}
 
 
+# The order make test's workers take the tests in (scripts/test.sh: xdist's loadgroup, its own
+# reordering off). A test with an xdist_group mark runs on one worker with the rest of its group,
+# in order: the cluster runs in two lanes ("cluster-a", "cluster-b"), so that no more than two
+# clusters start at once on two cores, and a module whose tests share a module-scoped fixture
+# (a run, a server, a rendered PDF) as one group of its own, so that the fixture is made once.
+# The lanes go first, then the other slow tests, then the rest: the longest work starts first
+# and none is left to run alone at the end.
+def _order(item: pytest.Item) -> int:
+    group = item.get_closest_marker("xdist_group")
+    if group is not None and str(group.args[0]).startswith("cluster-"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "class", "package") for ds in defs for d in ds)
+
+
+# First: xdist's own hook, on each worker, reads the groups into the test ids after this one.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=_order)
+
+
+# Last: a group xdist did not take would run its shared cluster run once on every worker, all at
+# once, and only show as timeouts (pytest 9.2 did this silently: pyproject.toml). Its tests fail
+# before their fixtures start anything, saying why.
+_ungrouped: set[str] = set()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.getoption("loadgroup", default=False):
+        grouped = (i for i in session.items if i.get_closest_marker("xdist_group"))
+        _ungrouped.update(i.nodeid for i in grouped if "@" not in i.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.nodeid in _ungrouped:
+        pytest.fail("pytest-xdist's --dist loadgroup did not group this test: see pyproject.toml", pytrace=False)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Runs in the controller under xdist too: every worker's reports pass through it.
     if IN_CHECK and (report.passed or report.failed):

@@ -16,7 +16,7 @@ from soak.device_names import device_key
 from soak.store import Store
 
 # slow: a 6 x 8-chip, 24 h trace
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 
 def _node_traces(trace: Trace) -> dict[str, Trace]:

@@ -39,6 +39,8 @@ from soak.analysis.messages import (
 from soak.analysis.model import SCHEMA_VERSION
 from soak.analysis.synth import generate, link_rows
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"^(criterion|reason|interruption|part|node|statement|reliability|" + "|".join(KINDS) + r")\.[a-z0-9_.]+$")
 

@@ -22,6 +22,8 @@ from soak.analysis.evaluate import (
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.analysis.verdict import clean_statement
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 HOURS = 24.0
 
 

@@ -13,6 +13,8 @@ from soak.analysis.profile import PeersParams
 from soak.analysis.synth import T0, Fault
 from soak.analysis.synth_hall import Hall, generate
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 ONSET_H = 6.05
 
 

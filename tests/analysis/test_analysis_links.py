@@ -18,6 +18,8 @@ from soak.analysis.synth import link_rows
 from soak.errors import ConfigError
 from soak.judge import judge_trace
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 
 def _link_findings(rows, profile=None):
     res = analyze(Trace.from_rows(rows), profile)

@@ -15,6 +15,8 @@ from soak.analysis.model import PEER_KINDS
 from soak.analysis.synth import T0, Fault, Scenario, generate
 from soak.errors import ConfigError
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 GIB = 1 << 30
 
 

@@ -13,7 +13,7 @@ from soak.config import plan_from_dict
 from soak.store import Store
 
 # slow: each test runs soak analyze as a process
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 T0 = 1_767_225_600.0
 

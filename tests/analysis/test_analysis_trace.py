@@ -12,6 +12,8 @@ import pytest
 from soak.analysis import Trace, analyze
 from soak.errors import InputError
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 HEADER = "timestamp,device,metric,value\n"
 
 

@@ -12,7 +12,7 @@ from soak.store import Store
 from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, run_cli
 from tests.report.synth import write_run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 PAGE = 4096
 
 

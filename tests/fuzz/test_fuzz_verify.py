@@ -23,7 +23,7 @@ from tests.fuzz.fuzz_helpers import fuzz_cases, fuzz_seed, mutate_bytes, run_cli
 from tests.fuzz.signed_report import signed_report
 
 # slow: signs a real report with soak report pdf, then verifies each case
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 # what a signature dictionary and a trailer may say instead of what the signer wrote
 DATES = [b"D:20260921992324Z", b"D:20261399000000Z", b"D:2026", b"D:", b"", b"D:20260921102324+99'99'",

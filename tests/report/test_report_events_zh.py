@@ -22,6 +22,8 @@ from soak.report.rows import event_rows
 from soak.report.sentences import event_text
 from soak.report.units import run_zone
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "events" / "events.json"
 EVENTS = {e["id"]: e for e in json.loads(FIXTURE.read_text(encoding="utf-8"))}
 TS = 1_796_177_260.0

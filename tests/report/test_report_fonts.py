@@ -18,6 +18,8 @@ from soak.errors import FontNotFound, MissingGlyph
 from soak.report import fonts
 from tests.conftest import skip_unless_ci
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 FOUND = fonts.candidate_paths()
 DEJAVU = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
 

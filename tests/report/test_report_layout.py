@@ -18,7 +18,7 @@ from tests.report.pagecheck import Box, Page, pdf_pages
 from tests.report.synth import write_cluster_run, write_run
 
 # slow: renders two whole PDFs and reads every page
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 MM = 72 / 25.4
 MARGIN = 18 * MM  # the PDF's left and right margins (soak.report.pdf)

@@ -18,7 +18,7 @@ from tests.report.pagecheck import english_left, layout_problems, pdf_pages, raw
 from tests.report.synth import write_run
 
 # slow: renders whole PDFs in two languages and reads every page
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 RUN = "r-pages"
 START = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC, 22:13:20 in Shanghai

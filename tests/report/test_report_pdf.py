@@ -21,7 +21,7 @@ from soak.store import Store
 from tests.report.pagecheck import english_left
 
 # slow: renders and reads whole PDFs
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 

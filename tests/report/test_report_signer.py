@@ -13,6 +13,8 @@ from soak.cli import main
 from soak.commands.demo import demo_keys
 from soak.report.signing import create_keys, default_keypair, signer_of
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 
 

@@ -16,6 +16,8 @@ from soak.report.build import build_pdf
 from soak.report.signing import create_keys, load_keypair
 from soak.store import Store
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 
 @pytest.fixture(scope="module")
 def signed_pdf(recorded, keys, tmp_path_factory):

@@ -13,7 +13,7 @@ from soak.report.build import build_pdf
 from soak.report.verify import verify_pdf
 from soak.store import Store
 
-pytestmark = pytest.mark.slow  # signs a real PDF
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # signs a real PDF
 
 
 def _contents_gap(data: bytes) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from soak.report.signing import KeyPair
 from soak.report.verify import verify_pdf
 from soak.store import Store
 
-pytestmark = pytest.mark.slow  # signs real PDFs
+pytestmark = [pytest.mark.slow, pytest.mark.compute]  # signs real PDFs
 
 DOCUMENT_SIGNING = "1.3.6.1.5.5.7.3.36"  # id-kp-documentSigning, RFC 9336
 
