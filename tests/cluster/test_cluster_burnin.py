@@ -18,7 +18,8 @@ import pytest
 from soak.cli import main
 from soak.errors import StoreError
 from soak.store import Store
-from tests.cluster.test_cluster_run import Agent, _free_port, _wait_all, _wait_for, step_beats
+from tests import procs
+from tests.cluster.agents import Agent, step_beats, wait_all, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -71,7 +72,7 @@ def _last_step(folder: Path) -> float:
 @pytest.mark.alone
 def test_a_rank_sigkilled_late_moves_the_clusters_end_once_and_every_node_trains_on_to_it(tmp_path, db_url,
                                                                                         capsys) -> None:
-    port = _free_port()
+    port = procs.free_port()
     plan = tmp_path / "plan.toml"
     # node_silence above a node's silence at the end (its own analysis, 7 s seen under load);
     # a quick restart; the crash allowed, so that the verdict is about the clock
@@ -94,7 +95,7 @@ backoff_max = "1s"
                     duration=f"{DURATION_S:g}s") for r in range(2)]
     victim = agents[1]
     try:
-        _wait_for(lambda: _started_ranks(db_url) == {"node-0", "node-1"}, 120, "both nodes' ranks training", agents)
+        wait_for(lambda: _started_ranks(db_url) == {"node-0", "node-1"}, 120, "both nodes' ranks training", agents)
         with Store.open(db_url, create=False) as store:
             planned_end = store.get_run("c1").planned_end_ts
         time.sleep(max(0.0, planned_end - DURATION_S + KILL_S - time.time()))
@@ -107,7 +108,7 @@ backoff_max = "1s"
         killed = time.time()
         for pid in ranks:
             os.kill(pid, signal.SIGKILL)
-        codes = _wait_all(agents)
+        codes = wait_all(agents)
     finally:
         for a in agents:
             if a.proc.poll() is None:

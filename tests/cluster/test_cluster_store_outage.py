@@ -1,14 +1,13 @@
 """Three real `soak run` agents of one cluster run whose shared PostgreSQL store goes away
 mid-run and comes back: every node keeps training and sampling, spools what it cannot write,
 writes it once the store answers, no node is taken for lost (even when the store was away
-longer than ``cluster.node_silence``), and one agent judges the run.
+longer than ``cluster.node_silence``), and one agent judges the run when all are stopped.
 
 A relay between the agents and the server stands in for the server's restart (the shared
 test server is never restarted): stopping it drops every connection and refuses new ones."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -16,10 +15,11 @@ import pytest
 
 from soak.errors import StoreError
 from soak.store import Store
-from tests.cluster.test_cluster_run import Agent, _free_port, _judge_training, _wait_all, _wait_for
+from tests import procs
+from tests.cluster.agents import Agent, judge_training, stop_all, wait_for
 from tests.relay import Relay
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg]
+pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.xdist_group("cluster-a")]  # tests/conftest.py
 NODES = ("node-0", "node-1", "node-2")
 
 
@@ -35,22 +35,30 @@ def _steps_by_rank(db_url: str) -> dict[int, list[float]]:
     return out
 
 
-def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, duration: str, *extra: str) -> dict:
+def _stored_since(db_url: str, since: float) -> set[str]:
+    """The nodes with a chip reading stamped after ``since`` in the store."""
+    with Store.open(db_url, create=False) as s:
+        return {n for n in NODES if any(r["ts"] > since for r in s.load_samples("c1", device="npu0-0", node=n))}
+
+
+def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, *extra: str) -> dict:
     """Three agents through the relay (``extra``: more `soak run` arguments); the store away
-    ``outage_s`` once all three train and one holds the judging lease. What the store holds at
-    the end, and the times measured."""
-    port = _free_port()
+    ``outage_s`` once all three train and one holds the judging lease; once every node's
+    spool is written and each has stored readings taken after the store came back, every
+    agent is sent SIGTERM (the run lasts what the outage needs, however long the start took).
+    What the store holds at the end, and the times measured."""
+    port = procs.free_port()
     started = time.monotonic()
-    agents = [Agent(tmp_path, relay.url(db_url), r, 3, port, *extra, duration=duration) for r in range(3)]
+    agents = [Agent(tmp_path, relay.url(db_url), r, 3, port, *extra, duration="20m") for r in range(3)]
     try:
-        _wait_for(lambda: len(_steps_by_rank(db_url)) == 3 and _judge_training(db_url, 3), 180,
-                  "all three nodes stepping and one holding the judging lease", agents)
+        wait_for(lambda: len(_steps_by_rank(db_url)) == 3 and judge_training(db_url, 3), 240,
+                 "all three nodes stepping and one holding the judging lease", agents)
         training_s = time.monotonic() - started
         relay.stop()
         down = time.monotonic()
         down_wall = time.time()
         # every agent lives through it (one that exits fails the wait with its output)
-        _wait_for(lambda: time.monotonic() - down >= outage_s, outage_s + 10, "the outage's end", agents)
+        wait_for(lambda: time.monotonic() - down >= outage_s, outage_s + 10, "the outage's end", agents)
         relay.start()
         back = time.monotonic()
         back_wall = time.time()
@@ -59,13 +67,15 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, durati
             with Store.open(db_url, create=False) as s:
                 return {e.node for e in s.load_events("c1", kind="store_outage")} == set(NODES)
 
-        _wait_for(replayed, 60, "a store_outage event from every node", agents)
+        wait_for(replayed, 60, "a store_outage event from every node", agents)
         replayed_s = time.monotonic() - back
+        wait_for(lambda: _stored_since(db_url, back_wall) == set(NODES), 60,
+                 "every node storing readings taken since the store came back", agents)
     except BaseException:
         for a in agents:
             a.kill()
         raise
-    codes = _wait_all(agents)
+    codes = stop_all(agents)
     with Store.open(db_url, create=False) as s:
         held = {
             "run": s.get_run("c1"),
@@ -78,7 +88,7 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, durati
                         for n in NODES for i in range(2)},
         }
     # what each node's sampler took (its daemon.log, once it stopped) against what the store holds
-    taken = {a.name: int(re.findall(r"sampler: (\d+) ticks read chips", a.daemon_log.read_text())[-1]) for a in agents}
+    taken = {a.name: a.readings_taken() for a in agents}
     judges = [a.name for a in agents if f"soak: node {a.name} judges cluster run c1" in a.text()]
     print(f"\nall three trained {training_s:.1f} s after their start; "
           f"store away {back - down:.1f} s; every node's spool written {replayed_s:.1f} s after it came back; "
@@ -95,11 +105,15 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, durati
 
 def _assert_rode_out(h: dict) -> None:
     run = h["run"]
-    assert all(c in (0, 1) for c in h["codes"]), [a.text()[-2000:] for a in h["agents"]]
-    assert run.status == "finished" and run.verdict in ("pass", "fail"), run
-    assert len(h["judges"]) == 1 and run.leader in NODES, h["judges"]
+    # stopped on request: one node judges it, once. Nothing of the outage fails it (a verdict is
+    # given only when something failed: the link test's pairs, timed on two shared cores, can)
+    assert (run.status, run.lease_until) == ("stopped", None) and run.verdict in (None, "fail"), run
+    assert len(h["judges"]) == 1 and h["judges"] == [run.leader], h["judges"]
+    codes = dict(zip(NODES, h["codes"], strict=True))
+    assert codes.pop(run.leader) == (1 if run.verdict == "fail" else 0) and set(codes.values()) == {0}, (
+        h["codes"], [a.text()[-2000:] for a in h["agents"]])
     # nobody was taken for lost and the job was never restarted for it
-    assert [(n.name, n.status) for n in h["nodes"]] == [(n, "finished") for n in NODES]
+    assert [(n.name, n.status) for n in h["nodes"]] == [(n, "stopped") for n in NODES]
     assert h["lost"] == [] and h["restarts"] == [], (h["lost"], h["restarts"])
     # one outage a node, its node named, lasting about as long as the store was away, and
     # every record it spooled written
@@ -117,13 +131,12 @@ def _assert_rode_out(h: dict) -> None:
         assert any(h["down_wall"] <= t <= h["back_wall"] for t in ts), (rank, "no step stored from the outage")
 
 
-def test_three_agents_ride_out_a_store_away_30_s_longer_than_node_silence(tmp_path: Path, db_url: str,
-                                                                          relay: Relay) -> None:
-    # node_silence 20 s (default 60 s) and the store away 50 s: every node, and the judging
-    # lease (its term is node_silence), is silent 30 s past the bound, as with the default and
-    # 90 s, in a run 40 s shorter. A store away for less than node_silence (a quick restart)
-    # asks the same of every part (spool, replay, no loss, one judge) and less of the lease:
-    # it has no test of its own.
+def test_three_agents_ride_out_a_store_away_longer_than_node_silence(tmp_path: Path, db_url: str,
+                                                                    relay: Relay) -> None:
+    # node_silence 20 s (default 60 s) and the store away 35 s: every node, and the judging
+    # lease (its term is node_silence), is silent 15 s past the bound, as with the default and
+    # 75 s. A store away for less than node_silence (a quick restart) asks the same of every
+    # part (spool, replay, no loss, one judge) and less of the lease: it has no test of its own.
     plan = tmp_path / "plan.toml"
     plan.write_text('[cluster]\nnode_silence = "20s"\n', encoding="utf-8")
-    _assert_rode_out(_ride_out(tmp_path, db_url, relay, 50.0, "130s", str(plan)))
+    _assert_rode_out(_ride_out(tmp_path, db_url, relay, 35.0, str(plan)))
