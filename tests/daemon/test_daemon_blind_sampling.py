@@ -26,7 +26,7 @@ def test_hbm_creep_sampled_once_per_10_min_is_not_judged_and_never_passes(tmp_pa
     # starting the workload late leaves the blind ones the only thing between this run and a pass
     plan.write_text(f"""
 [run]
-duration = "4h"
+duration = "6h"
 time_scale = 600
 data_dir = "{runs}"
 id = "blind"

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from soak.analysis.captures import captures_from_events, read_requests
 from soak.config import plan_from_dict
 from soak.daemon.lifecycle import Daemon
+from soak.errors import StoreError
 from soak.store import Store
 from soak.telemetry import host as host_telemetry
 from tests.daemon.conftest import ThreadRun
@@ -56,9 +58,13 @@ def _plan(tmp_path: Path, run_id: str, inject: list[str], duration: str) -> obje
     })
 
 
-def _run(plan) -> int:
+def _run(plan, until: Callable[[Path], bool] | None = None) -> int:
+    """The daemon's run of ``plan`` to its end, or stopped once ``until(run folder)`` holds."""
     tr = ThreadRun(Daemon(plan, progress_every_s=5.0, out=open("/dev/null", "w"), loop_interval_s=0.1)).start()
     try:
+        if until is not None:
+            tr.wait_for(lambda: until(tr.run_dir()), 240)
+            tr.daemon.request_stop("the test has what it needs")
         return tr.join(240)
     finally:
         if tr.thread.is_alive():
@@ -66,8 +72,18 @@ def _run(plan) -> int:
             tr.thread.join(30)
 
 
+def _requested_capture(folder: Path) -> bool:
+    try:  # the store may not be there yet, or its schema being created
+        with Store.open(folder / "soak.db", create=False) as store:
+            events = store.load_events(folder.name, kind="capture")
+    except StoreError:
+        return False
+    return any(c.label == "request" for c in captures_from_events(events))
+
+
 def test_slow_data_dropout_finding_links_a_capture_naming_data_loading(tmp_path, own_cpu) -> None:
-    _run(_plan(tmp_path, "slow", ["slow-data:every=60,delay=4s"], "80s"))
+    # 80 s at most: stopped once the capture the dropouts asked for is stored
+    _run(_plan(tmp_path, "slow", ["slow-data:every=60,delay=4s"], "80s"), until=_requested_capture)
     folder = tmp_path / "slow"
     analysis = json.loads((folder / "report" / "analysis.json").read_text(encoding="utf-8"))
     drops = [f for f in analysis["findings"] if f["kind"] == "utilization_dropouts" and f["severity"] != "info"]
