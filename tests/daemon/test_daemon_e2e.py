@@ -66,7 +66,9 @@ def test_forty_second_cpu_soak_records_every_tick_and_a_verdict(tmp_path) -> Non
         # psutil measures CPU between two reads: the first tick has none (None, never 0)
         assert all(r["util_pct"] is not None for r in s.load_samples("e2e", device="cpu")[1:])
         steps = s.load_steps("e2e")
-        assert steps and steps[-1]["step"] > steps[0]["step"] and steps[-1]["step_time_s"] > 0
+        # trained and stepping: under the parallel tests' load torch may start late enough that
+        # the run's steps fall in one step window, one row (step 42 once)
+        assert steps and steps[-1]["step"] > 0 and steps[-1]["step_time_s"] > 0
         assert {e.kind for e in s.load_events("e2e")} >= {"start", "checkpoint"}
     saved = json.loads((tmp_path / "e2e" / "report" / "analysis.json").read_text(encoding="utf-8"))
     assert saved["verdict"] == "pass" and saved["run_id"] == "e2e" and saved["detector_versions"]
