@@ -690,6 +690,8 @@ class Daemon:
         if judged is not None and verdict == "fail":
             for reason in judged.reasons[:5]:
                 self.out.write(f"  {reason}\n")
+            if len(judged.reasons) > 5:  # the rest is in the report, never dropped unsaid
+                self.out.write(f"  ... {len(judged.reasons) - 5} more: soak runs show {run.run_id}\n")
         elif judged is not None and verdict is None:  # what kept it from a pass, where a blind detector did
             for reason in judged.reasons:
                 if getattr(reason, "code", "") == "reason.blind":

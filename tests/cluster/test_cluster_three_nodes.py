@@ -276,7 +276,14 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(three_nod
     # node-1 leads once node-0 is lost, and judges the whole run: the injected slow link, the
     # slow rank and the lost node fail it (exit 1)
     assert codes == [1, 0], [a.text()[-1500:] for a in run_.agents]
-    assert "FAIL straggler on node node-1" in run_.text("node-1")
+    # its output says the first five reasons and how many more the report holds (six here)
+    analysis = json.loads((tmp_path / "node-1" / "c1" / "report" / "analysis.json").read_text())
+    said = run_.text("node-1")
+    assert "soak: run c1 stopped, verdict fail" in said
+    assert [r for r in analysis["reasons"] if r.startswith("FAIL straggler on node node-1") and "links'" in r]
+    assert all(r in said for r in analysis["reasons"][:5]), said
+    more = len(analysis["reasons"]) - 5
+    assert (f"  ... {more} more: soak runs show c1" in said) == (more > 0), said
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
         nodes = store.cluster_nodes("c1")
@@ -301,7 +308,6 @@ def test_three_node_cluster_trains_across_nodes_and_records_every_node(three_nod
     assert {(e.node, world_size(e.message)) for e in starts if e.ts > run_.killed_ts} == {
         ("node-1", 2), ("node-2", 2)}, [(e.node, e.rank, e.message) for e in starts]
     # the judge judged the whole cluster: one analysis with every node's chips
-    analysis = json.loads((tmp_path / "node-1" / "c1" / "report" / "analysis.json").read_text())
     assert not (tmp_path / "node-2" / "c1" / "report" / "analysis.json").exists()
     assert analysis["coverage"]["chips_expected"] == 9 and analysis["coverage"]["chips_seen"] == 9
     # each agent summarised its own chips and ranks for the judge, which judged from those
