@@ -91,8 +91,8 @@ def test_a_creator_queued_past_one_busy_timeout_tries_the_schema_again(tmp_path,
     holder.execute("PRAGMA journal_mode=WAL")
     holder.execute("BEGIN IMMEDIATE")  # another creator's write lock, held 0.5 s
     release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    started = time.monotonic()  # before the timer starts: a test thread paused here once saw 0.43 s
     release.start()
-    started = time.monotonic()
     try:
         with Store.open(db) as store:
             assert store.list_runs() == []
