@@ -26,6 +26,10 @@ class ScaledClock:
         """Map a wall-clock unix time (e.g. a heartbeat's ``ts``) onto this time line."""
         return self.origin + (wall_ts - self.origin) * self.scale
 
+    def to_wall(self, scaled_ts: float) -> float:
+        """The wall-clock unix time of a time on this time line (``to_scaled``'s inverse)."""
+        return self.origin + (scaled_ts - self.origin) / self.scale
+
     def wall_seconds(self, scaled_seconds: float) -> float:
         """How many wall seconds a span of scaled seconds takes."""
         return scaled_seconds / self.scale

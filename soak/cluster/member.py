@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from soak.clock import ScaledClock
 from soak.cluster.node import endpoint, version_drift
 from soak.config import Plan
 from soak.errors import ClusterError
@@ -96,9 +97,8 @@ class ClusterMember:
     _last_touch: float = 0.0
     leading: bool = False  # this node held the judging lease at its last look
     # the run's time line, from its record at the join: an accelerated run's events are stamped
-    # on it (soak.clock.ScaledClock), as its samples and its workloads' events are
-    origin: float | None = None
-    time_scale: float = 1.0
+    # on it, as its samples and its workloads' events are
+    clock: ScaledClock | None = None
 
     def __post_init__(self) -> None:
         self.nnodes = self.plan.cluster.nodes
@@ -111,7 +111,7 @@ class ClusterMember:
         """Now on the run's time line: what this node's events and a node's end are stamped
         with (the wall clock before it has joined)."""
         now = self.wall()
-        return now if self.origin is None else self.origin + (now - self.origin) * self.time_scale
+        return now if self.clock is None else self.clock.to_scaled(now)
 
     def clock_offset(self) -> float:
         """This node's clock minus the store's (seconds), the round trip halved."""
@@ -136,7 +136,7 @@ class ClusterMember:
         rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
                                       plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
                                       host=host, listen=listen, live_within_s=self.plan.cluster.node_silence_s)
-        self.origin, self.time_scale = rec.started_ts, float(rec.time_scale or 1.0)
+        self.clock = ScaledClock(scale=float(rec.time_scale or 1.0), origin=rec.started_ts)
         self.store.add_event(self.run_id, "node_joined", ts=self.stamp(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
                              detail={"rank": self.rank, "host": host, "hostname": socket.gethostname(),

@@ -206,8 +206,3 @@ def run_clock(db_url: str) -> ScaledClock:
     with Store.open(db_url, create=False) as store:
         rec = store.get_run(RUN_ID)
     return ScaledClock(scale=float(rec.time_scale or 1.0), origin=rec.started_ts)
-
-
-def wall_of(clock: ScaledClock, ts: float) -> float:
-    """The wall time of ``ts`` on the run's time line."""
-    return clock.origin + clock.wall_seconds(ts - clock.origin)

@@ -48,7 +48,6 @@ from tests.cluster.agents import (
     stop_all,
     tree,
     wait_for,
-    wall_of,
     world_size,
 )
 from tests.conftest import pg_database
@@ -187,7 +186,7 @@ def three_nodes(three_nodes_live: LiveRun) -> ClusterRun:
         clock = run_clock(db_url)
 
         def reformed() -> float | None:
-            firsts = [first_step(a.run_dir, wall_of(clock, move.ts), 2) for a in rest]
+            firsts = [first_step(a.run_dir, clock.to_wall(move.ts), 2) for a in rest]
             return None if None in firsts else max(firsts)
         reformed_at = wait_for(reformed, 180, "both remaining nodes stepping in a job of two", rest)
         codes = stop_all(rest)
@@ -426,7 +425,7 @@ def test_rank_0_sigkilled_leaves_no_orphan_and_the_job_reforms_on_the_others_aro
 
     def lost_at(e: Any) -> float:
         """An event's wall time."""
-        return wall_of(r.clock, e.ts)
+        return r.clock.to_wall(e.ts)
 
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")
