@@ -13,6 +13,8 @@ from soak.store import Store
 from tests import procs
 from tests.cluster.agents import Agent, wait_all
 
+EPISODES = "straggler.node.episodes.compute_s"
+
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
 
@@ -47,19 +49,29 @@ def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp
 
     analysis = json.loads((tmp_path / "node-0" / "c1" / "report" / "analysis.json").read_text())
     assert analysis["verdict"] == "fail", analysis["reasons"]
-    # no other node is named out of line: a node's step time is the job's under synchronous
-    # data parallelism, and where its rows fell on another node's slow steps it is no
-    # straggler. (Stalls, ``.tail.``, may be named on another node: three nodes share two
-    # cores here, and the leader's analysis takes them from its own node's rank.)
-    # (The link test's pairs are the links criterion's, not this test's: three nodes on two shared
-    # cores time their transfers against each other's load.)
+    # (Stalls, ``.tail.``, may be named on another node: three nodes share two cores here, and
+    # the leader's analysis takes them from its own node's rank. The link test's pairs are the
+    # links criterion's, not this test's: three nodes on two shared cores time their transfers
+    # against each other's load.)
     stragglers = [f for f in analysis["findings"] if f["kind"] == "straggler" and ".tail." not in f["code"]
                   and not f["code"].startswith("straggler.link")]
-    assert {f["node"] for f in stragglers} == {slow}, [(f["code"], f["node"]) for f in stragglers]
     # named on its compute time by the episode rule; or, where buckets of two or three rows on
     # a shared machine made a stretch of it persistently out of line, by that rule
-    codes = {f["code"]: f for f in stragglers}
-    found = codes.get("straggler.node.episodes.compute_s")
+    codes = {f["code"]: f for f in stragglers if f["node"] == slow}
+    assert codes, [(f["code"], f["node"]) for f in stragglers]
+    # The slow node's episodes are not another node's: a node's step time is the job's under
+    # synchronous data parallelism, and where its rows fell on the slow node's steps it is no
+    # straggler. Another node may have episodes of its own here (three nodes on two cores: a
+    # rank descheduled for a bucket really computed slower), seen as 90 % out of line with the
+    # job no slower in them; the injected ones are ten times slower and cost the job. So another
+    # node is named only far below the slow node, in its deviation and in what it cost.
+    top = max(codes.values(), key=lambda f: f["values"]["change_pct"])["values"]
+    for f in stragglers:
+        if f["node"] != slow:
+            v = f["values"]
+            assert (f["code"] == EPISODES and v["change_pct"] < top["change_pct"] / 4
+                    and (v.get("lost_pct") or 0.0) < max(1.0, (top.get("lost_pct") or 0.0) / 4)), (f, top)
+    found = codes.get(EPISODES)
     with capsys.disabled():
         print(f"\nthe slow node named by {sorted(codes)}")
     if found is None:
