@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
 class ScaledClock:
     scale: float = 1.0
     origin: float = field(default_factory=time.time)
+
+    @classmethod
+    def of_run(cls, run: Any) -> ScaledClock:
+        """The time line of a stored run (its record's ``time_scale`` and ``started_ts``), which
+        its samples, steps and events are stamped on."""
+        return cls(scale=float(run.time_scale or 1.0), origin=float(run.started_ts))
 
     def now(self) -> float:
         """Unix seconds on the (possibly accelerated) time line."""

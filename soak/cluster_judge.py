@@ -87,7 +87,7 @@ def judge_after(store: Any, run_id: str, *, force: bool = False, judge: str | No
     if not store.take_lease(run_id, judge, ttl, force=force):
         raise InputError(f"run {run_id}: its judging lease was taken meanwhile (soak cluster status {run_id})")
 
-    clock = ScaledClock(scale=float(rec.time_scale or 1.0), origin=rec.started_ts)
+    clock = ScaledClock.of_run(rec)
     nodes = store.cluster_nodes(run_id)
     # the run ended with its last sign of life, not now (a run may be judged days later)
     ended_ts = max([t for t in (store.last_sample_ts(run_id), *(n.ended_ts for n in nodes if n.status in ENDED))

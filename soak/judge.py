@@ -296,7 +296,7 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
         nodes = [rec.host or "node"]
     away: dict[str, list[tuple[float, float]]] = {}
     # the node was last seen on the store's clock; its loss is stamped on the run's time line
-    on_run = ScaledClock(scale=float(rec.time_scale or 1.0), origin=float(rec.started_ts or 0.0)).to_scaled
+    on_run = ScaledClock.of_run(rec).to_scaled
     for e in events:
         if e.kind != "node_lost" or not e.node:
             continue

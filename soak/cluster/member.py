@@ -136,7 +136,7 @@ class ClusterMember:
         rec = self.store.join_cluster(self.run_id, node=self.node, rank=self.rank, nodes=self.nodes,
                                       plan_digest=self.plan.digest(), joined_ts=self.wall(), run=run_values,
                                       host=host, listen=listen, live_within_s=self.plan.cluster.node_silence_s)
-        self.clock = ScaledClock(scale=float(rec.time_scale or 1.0), origin=rec.started_ts)
+        self.clock = ScaledClock.of_run(rec)
         self.store.add_event(self.run_id, "node_joined", ts=self.stamp(), node=self.node,
                              message=f"node {self.node} (rank {self.rank}) joined from {host}",
                              detail={"rank": self.rank, "host": host, "hostname": socket.gethostname(),

@@ -103,7 +103,7 @@ class ClusterMembership:
         # refused join leaves nothing that refuses the corrected command (runfolder.make_run_dir)
         runfolder.write_plan(run_dir, plan)
         self._say(f"node {member.node} (rank {member.rank} of {c.nodes}) joined cluster run {run_id}")
-        clock = ScaledClock(scale=rec.time_scale, origin=rec.started_ts)
+        clock = ScaledClock.of_run(rec)
         return StartedRun(run_id, run_dir, plan, profile, store, clock, rec.started_ts,
                           rec.planned_end_ts or rec.started_ts + plan.run.duration_s, 0, False)
 

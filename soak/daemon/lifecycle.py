@@ -166,7 +166,7 @@ class Daemon:
                 log.warning("resuming run %s: %d spooled records written to the store", run_id, n)
                 self.out.write(f"soak: {n} records the store missed written from {spooled}\n")
                 self.out.flush()
-            clock = ScaledClock(scale=run.time_scale, origin=run.started_ts)
+            clock = ScaledClock.of_run(run)
             orphans = runfolder.kill_orphans(run_dir, plan.restart.stop_grace_s)
             self.membership = self._membership(store, run_id)
             self.membership.resume()

@@ -205,4 +205,4 @@ def run_clock(db_url: str) -> ScaledClock:
     wall second at ``--time-scale 3600``); heartbeats and what a test times are wall."""
     with Store.open(db_url, create=False) as store:
         rec = store.get_run(RUN_ID)
-    return ScaledClock(scale=float(rec.time_scale or 1.0), origin=rec.started_ts)
+    return ScaledClock.of_run(rec)
