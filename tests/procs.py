@@ -316,6 +316,16 @@ def _fresh_stem(folder: Path, name: str) -> str:
     return stem
 
 
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped (a killed child nobody waited on is dead for a
+    test's purposes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
 def free_port() -> int:
     """A TCP port free on loopback now (a server started on it may still race another)."""
     import socket

@@ -96,15 +96,7 @@ def test_run_kills_a_hung_process_group_and_shows_its_output(tmp_path) -> None:
     assert "hung (pid" in str(info.value) and "still running after 3 s" in str(info.value)
     assert "started" in str(info.value)
     child = int((tmp_path / "child.pid").read_text())
-    procs.wait_until(lambda: not _alive(child), (), 10, what="the child in its group to be killed")
+    procs.wait_until(lambda: not procs.alive(child), (), 10, what="the child in its group to be killed")
     done = procs.run(_python("import sys; print('out'); print('err', file=sys.stderr); sys.exit(2)"),
                      tmp_path, timeout_s=30)
     assert (done.returncode, done.stdout, done.stderr) == (2, "out\n", "err\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -165,15 +165,6 @@ def tree(pid: int) -> list[int]:
         return []
 
 
-def running(pid: int) -> bool:
-    """Alive and not a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-
-
 def step_beats(folder: Path) -> Iterator[dict[str, Any]]:
     """Every step heartbeat this node's ranks wrote (its run folder)."""
     for path in (folder / "heartbeats").glob("*.jsonl"):

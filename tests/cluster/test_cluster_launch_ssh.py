@@ -69,18 +69,8 @@ def cluster(tmp_path, sshd):
     return {"state": state, "args": args, "hosts": hosts, "plan": plan, "agent": agent}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is gone for our purpose; only sshd's children could be one here
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
-
-
 def _gone(pids: list[int], limit_s: float) -> None:
-    procs.wait_until(lambda: not any(_alive(p) for p in pids), (), limit_s, what=f"the remote agents {pids} to be gone")
+    procs.wait_until(lambda: not any(procs.alive(p) for p in pids), (), limit_s, what=f"the remote agents {pids} to be gone")
 
 
 def test_agents_get_rank_name_and_copied_plan_and_worst_status_is_returned(cluster, capsys):
@@ -126,7 +116,7 @@ def _pids_when_running(cluster, launcher: procs.Proc) -> list[int]:
     procs.wait_until(lambda: all((state / f"{n}.pid").exists() for n in ("n0", "n1")), launcher, 30,
                      what="both agents to start")
     pids = [int((state / f"{n}.pid").read_text()) for n in ("n0", "n1")]
-    assert all(_alive(p) for p in pids)
+    assert all(procs.alive(p) for p in pids)
     return pids
 
 

@@ -44,7 +44,6 @@ from tests.cluster.agents import (
     ranks_stepping,
     readings_stored,
     run_clock,
-    running,
     stop_all,
     tree,
     wait_for,
@@ -175,7 +174,7 @@ def three_nodes(three_nodes_live: LiveRun) -> ClusterRun:
         assert len(workload) >= 2, workload  # torchrun and its rank
         killed_at = time.time()
         rank0.proc.kill()  # the agent alone: what it started must go with it
-        procs.wait_until(lambda: not any(running(p) for p in workload), rest[0].proc, 5,
+        procs.wait_until(lambda: not any(procs.alive(p) for p in workload), rest[0].proc, 5,
                          what=f"rank 0's torchrun and ranks {workload} to die with their agent")
         gone_s = time.time() - killed_at
 

@@ -29,16 +29,6 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead too (reaped by init soon after)
-    state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] if Path(f"/proc/{pid}").exists() else "X"
-    return state not in ("Z", "X")
-
-
 def _child_of_killed_parent(tmp_path: Path, mode: str) -> int:
     root = Path(__file__).resolve().parents[2]
     parent = procs.start([sys.executable, "-c", PARENT, str(tmp_path / mode), mode], tmp_path, f"parent-{mode}",
@@ -47,7 +37,7 @@ def _child_of_killed_parent(tmp_path: Path, mode: str) -> int:
         procs.wait_until(lambda: (tmp_path / f"{mode}.out").read_text().strip().isdigit(), parent, 30,
                          what="the child's pid")
         child = int((tmp_path / f"{mode}.out").read_text().strip())
-        assert _alive(child)
+        assert procs.alive(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
     finally:
@@ -60,12 +50,12 @@ def _child_of_killed_parent(tmp_path: Path, mode: str) -> int:
 def test_a_tied_workload_dies_with_its_agent_and_an_untied_one_lives_on(tmp_path) -> None:
     child = _child_of_killed_parent(tmp_path, "tie")
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while procs.alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the tied child outlived its SIGKILLed parent"
+    assert not procs.alive(child), "the tied child outlived its SIGKILLed parent"
     orphan = _child_of_killed_parent(tmp_path, "loose")
     try:
         time.sleep(0.5)
-        assert _alive(orphan)  # untied: --resume ends it
+        assert procs.alive(orphan)  # untied: --resume ends it
     finally:
         os.killpg(orphan, signal.SIGKILL)

@@ -19,7 +19,7 @@ from soak.telemetry.runner import (
     check_result,
     run_tool,
 )
-from tests.procs import wait_until
+from tests.procs import alive, wait_until
 
 
 def _script(tmp_path: Path, name: str, body: str) -> Path:
@@ -27,19 +27,6 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
     path.chmod(0o755)
     return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a killed child of ours that nobody reaped is a zombie: dead for our purposes
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_plain_output_and_duration(tmp_path):
@@ -73,7 +60,7 @@ def test_hanging_tool_is_killed_with_its_grandchildren(tmp_path):
     assert info.value.tool == "npu-smi"
     assert "1 s" in str(info.value)
     grandchild = int(pidfile.read_text())
-    wait_until(lambda: not _alive(grandchild), (), 5, what=f"the grandchild (pid {grandchild}) to be killed",
+    wait_until(lambda: not alive(grandchild), (), 5, what=f"the grandchild (pid {grandchild}) to be killed",
                interval_s=0.05)
 
 
