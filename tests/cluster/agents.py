@@ -69,6 +69,10 @@ class Agent:
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
+    def workload(self) -> list[int]:
+        """Its torchrun (``daemon.json``) and every process under it, torchrun first."""
+        return tree(json.loads((self.run_dir / "daemon.json").read_text())["workload_pgids"][0])
+
     def readings_taken(self) -> int:
         """The ticks its sampler took (``daemon.log``, written when the agent stops): what the
         store must hold of each of its chips."""

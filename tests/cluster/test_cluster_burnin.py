@@ -12,14 +12,13 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from soak.cli import main
 from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
-from tests.cluster.agents import Agent, step_beats, wait_all, wait_for
+from tests.cluster.agents import Agent, kill_all, step_beats, wait_all, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -42,12 +41,6 @@ def _started_ranks(db_url: str) -> set[str]:
             return {e.node for e in store.load_events("c1", kind="start") if e.workload == "lm"}
     except StoreError:  # the first agent has not made the tables yet
         return set()
-
-
-def _ranks_of(folder: Path) -> list[int]:
-    """The training ranks under this node's torchrun (its ranks run in sessions of their own)."""
-    torchrun = json.loads((folder / "daemon.json").read_text())["workload_pgids"][0]
-    return [p.pid for p in psutil.Process(torchrun).children(recursive=True)]
 
 
 def _attempts(daemon_log: Path) -> list[tuple[float, float]]:
@@ -103,16 +96,14 @@ backoff_max = "1s"
         # a crash in the last 10 s before the end is taken for the end's own (a node stopped
         # first): this one must come before, and early enough for the job to form again
         assert left_s > 24, f"the ranks started {DURATION_S - left_s:.0f} s into a {DURATION_S:g} s soak: too late"
-        ranks = _ranks_of(victim.dir / "c1")
+        ranks = victim.workload()[1:]  # the ranks under its torchrun
         assert ranks, "no rank under node-1's torchrun"
         killed = time.time()
         for pid in ranks:
             os.kill(pid, signal.SIGKILL)
         codes = wait_all(agents)
     finally:
-        for a in agents:
-            if a.proc.poll() is None:
-                a.kill()
+        kill_all(agents)
     wall_s = time.monotonic() - t0
     with Store.open(db_url, create=False) as store:
         run = store.get_run("c1")

@@ -45,7 +45,6 @@ from tests.cluster.agents import (
     readings_stored,
     run_clock,
     stop_all,
-    tree,
     wait_for,
     world_size,
 )
@@ -160,8 +159,9 @@ def three_nodes(three_nodes_live: LiveRun) -> ClusterRun:
     """The same run, once node-0 (rank 0, the rendezvous host) was lost and the two others,
     having formed the job again without it, were stopped. node-0 goes once the leader's online
     analysis names the straggler by its compute time, and every node's step buckets and two link
-    tests of the three nodes are stored. Its agent SIGKILLed alone takes its torchrun and ranks along; node-1 leads, marks it lost, moves the
-    next generation's rendezvous to itself, and the job forms again on the two others."""
+    tests of the three nodes are stored. Its agent SIGKILLed alone takes its torchrun and ranks
+    along; node-1 leads, marks it lost, moves the next generation's rendezvous to itself, and the
+    job forms again on the two others."""
     live = three_nodes_live
     agents, db_url = live.agents, live.db_url
     rank0, rest = agents[0], agents[1:]
@@ -169,8 +169,7 @@ def three_nodes(three_nodes_live: LiveRun) -> ClusterRun:
         wait_for(lambda: _judged_with_three(db_url), 300,
                  "every node's step buckets, the leader's straggler finding on compute time and two link tests",
                  agents)
-        torchrun = json.loads((rank0.run_dir / "daemon.json").read_text())["workload_pgids"][0]
-        workload = tree(torchrun)
+        workload = rank0.workload()
         assert len(workload) >= 2, workload  # torchrun and its rank
         killed_at = time.time()
         rank0.proc.kill()  # the agent alone: what it started must go with it
