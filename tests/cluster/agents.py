@@ -126,6 +126,12 @@ def ranks_stepping(db_url: str) -> int:
         return 0
 
 
+def events(db_url: str, kind: str) -> list:
+    """The run's stored events of one kind, in order."""
+    with Store.open(db_url, create=False) as store:
+        return store.load_events(RUN_ID, kind=kind)
+
+
 def node_records(db_url: str) -> list:
     with Store.open(db_url, create=False) as store:
         return store.cluster_nodes(RUN_ID) if store.get_run(RUN_ID) else []

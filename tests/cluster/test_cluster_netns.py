@@ -20,6 +20,7 @@ import pytest
 from soak.errors import StoreError
 from soak.store import Store
 from tests import procs
+from tests.cluster.agents import events
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.xdist_group("cluster-b")]  # tests/conftest.py
 
@@ -141,10 +142,6 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
         with Store.open(db_url, create=False) as store:
             return len({s["node"] for s in store.load_steps("c1")}) == 2
 
-    def lost() -> list:
-        with Store.open(db_url, create=False) as store:
-            return store.load_events("c1", kind="node_lost")
-
     try:
         procs.wait_until(both_stepping, [*agents, forwarder], 240, what="both nodes stepping", logs=daemon_logs,
                          retry_on=(StoreError,), interval_s=0.5)  # StoreError: no tables yet
@@ -159,7 +156,7 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
         assert not left, f"{len(left)} processes of node 1 still there {GONE_WITHIN_S:.0f} s after the cut: {left}\n{log(1)}"
         # node 0 finds it lost (node_silence 6 s and its next look), then is stopped: it
         # judges the run and its verdict fails on the lost node
-        procs.wait_until(lost, [leader, forwarder], 60, what="node 0 to find node 1 lost", logs=daemon_logs[:1])
+        procs.wait_until(lambda: events(db_url, "node_lost"), [leader, forwarder], 60, what="node 0 to find node 1 lost", logs=daemon_logs[:1])
         leader.terminate()
         rc = leader.wait_exit(120, logs=daemon_logs[:1])
         with Store.open(db_url, create=False) as store:
@@ -170,6 +167,7 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
             a.close()
         _kill_everything_under(tmp_path)
         forwarder.stop(grace_s=10)
-    assert [e.node for e in lost()] == ["node-1"], lost()
+    lost = events(db_url, "node_lost")
+    assert [e.node for e in lost] == ["node-1"], lost
     assert nodes["node-1"] == "lost" and nodes["node-0"] == "stopped", nodes
     assert run is not None and run.status == "stopped" and run.verdict == "fail" and rc == 1, (rc, log(0))

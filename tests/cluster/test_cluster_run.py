@@ -20,6 +20,7 @@ from soak.store import Store
 from tests import procs
 from tests.cluster.agents import (
     Agent,
+    events,
     exit_times,
     first_step,
     judge_training,
@@ -59,11 +60,7 @@ def test_a_node_sigkilled_mid_run_is_lost_within_the_bound_named_and_can_come_ba
             before = store.count_samples("c1")
         killed_at = time.time()
         victim.kill()  # the agent and its workers
-
-        def lost() -> list:
-            with Store.open(db_url, create=False) as store:
-                return store.load_events("c1", kind="node_lost")
-        [found] = wait_for(lost, 90, "the leader to find node-1 lost", [leader])
+        [found] = wait_for(lambda: events(db_url, "node_lost"), 90, "the leader to find node-1 lost", [leader])
         # the node comes back: its agent resumes the run and the job forms again with it
         back = Agent.resumed(victim, db_url)
         wait_for(lambda: first_step(victim.run_dir, found.ts, 2), 240, "node-1 stepping again in the job of two",
