@@ -21,6 +21,7 @@ from soak.commands.demo import CRASH_STEP, DEMO_READING_S, LEAK_CHIP, SIM_HOURS,
 from soak.config import plan_from_dict
 from soak.store import Store
 from soak.telemetry.sim.config import SimConfig
+from soak.workloads.lm import CKPT_EVERY
 from tests import procs
 from tests.report.synth import write_run
 
@@ -211,8 +212,9 @@ def test_the_demo_run_resumes_from_its_checkpoint_and_measures_the_creep_on_its_
         for k in ("start", "inject", "crash", "restart", "resume", "checkpoint"):
             assert k in kinds, k
         assert kinds.index("crash") < kinds.index("restart") < kinds.index("resume")
-        # the last checkpoint before the crash (the tiny model's come every 200 steps)
-        assert s.load_events(run_id, kind="resume")[0].detail["step"] == CRASH_STEP // 200 * 200
+        # the last checkpoint before the crash
+        every = CKPT_EVERY["tiny"]
+        assert s.load_events(run_id, kind="resume")[0].detail["step"] == CRASH_STEP // every * every
         npu = sorted(d for _, d in s.devices(run_id) if d.startswith("npu"))
         assert len(npu) == 8
         ts = [r["ts"] for r in s.load_samples(run_id, device=npu[0])]
