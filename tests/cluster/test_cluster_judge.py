@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from soak.cli import main
 from soak.judge import judge_run
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.synth import write_cluster_run
 
 RUN = "c3"
@@ -149,6 +149,5 @@ def test_the_report_rejudges_a_run_judged_by_cluster_judge_from_the_store(tmp_pa
     assert nodes.met is False
     pdf = tmp_path / "c3.pdf"
     assert main(["report", "pdf", RUN, "--db", f"sqlite:///{db}", "-o", str(pdf), "--unsigned"]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    text = pdf_text(pdf)
     assert "node node-00 (rank 0) lost" in text, text[:3000]

@@ -49,6 +49,7 @@ from tests.cluster.agents import (
     world_size,
 )
 from tests.conftest import pg_database
+from tests.report.figures import pdf_text
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 PROMTOOL = shutil.which("promtool")
@@ -385,8 +386,7 @@ def test_a_straggler_node_is_named_by_its_compute_time_in_the_verdict_pdf_and_ap
     checked = verify_pdf(pdf, keys.cert_path)
     assert checked.ok and "soak-chips.csv" in checked.attachments, checked.problems
     assert main(["verify", str(pdf), "--cert", str(keys.cert_path)]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    text = pdf_text(pdf)
     matrix = text[text.index("Every chip of every node"):]
     assert all(f"node-{r}" in matrix.split("Verdict per node")[0] for r in range(3))
     assert f"straggler on node {slow}" in text and _names_rank_1(slow, text), text
@@ -485,8 +485,7 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     pdf = tmp_path / "c1.pdf"
     assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(pdf), "--key", str(keys.key_path),
                  "--cert", str(keys.cert_path)]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    text = pdf_text(pdf)
     figures = chip_figures(text)
     assert figures == {"cover": 9, "criterion": 9, "cluster": 9}, figures
     # the reliability (with the time accounting it comes from) says the loss as the JSON does
@@ -505,7 +504,6 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     zh = tmp_path / "c1-zh.pdf"
     assert main(["report", "pdf", "c1", "--db", db_url, "-o", str(zh), "--lang", "zh", "--key", str(keys.key_path),
                  "--cert", str(keys.cert_path)]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    text = pdf_text(zh)
     assert "3 个节点：node-0, node-1, node-2" in text and "节点 node-0（rank 0）失联" in text
     assert not english_left(text), english_left(text)

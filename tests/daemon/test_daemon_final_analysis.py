@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import pytest
 
@@ -15,6 +14,7 @@ from soak.report.loader import load_report_data
 from soak.runfolder import write_analysis
 from soak.store import Store
 from soak.telemetry.records import DeviceSample, Snapshot
+from tests.report.figures import pdf_text
 
 T0 = 1_764_000_000.0
 
@@ -72,6 +72,5 @@ def test_report_shows_the_stored_verdict_of_a_failed_run(tmp_path) -> None:
 
         built = build_pdf(store, "r", tmp_path / "report.pdf", lang="en")
     assert built.verdict == "fail"
-    text = subprocess.run(["pdftotext", "-layout", str(built.path), "-"], capture_output=True, text=True,
-                          check=True).stdout
+    text = pdf_text(built.path)
     assert "Verdict: FAIL" in text and "Verdict: PASS" not in text

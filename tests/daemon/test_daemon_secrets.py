@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from soak.cli import main
 from soak.store import Store
 from tests import procs
 from tests.conftest import skip_unless_ci
+from tests.report.figures import pdf_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 ROOT = Path(__file__).parent.parent.parent
@@ -105,15 +105,14 @@ def test_a_password_in_the_store_url_is_in_no_artifact_of_the_run(tmp_path: Path
     pdf = tmp_path / "pwc.pdf"
     assert main(["report", "pdf", "pwc", "--db", secret_url, "--data-dir", str(data_dir), "-o", str(pdf)]) == 0
     printed = capsys.readouterr()
-    pdf_text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
-                              timeout=60, check=True).stdout
-    assert "pwc" in pdf_text and "Plan" in pdf_text, pdf_text[:2000]
+    text = pdf_text(pdf)
+    assert "pwc" in text and "Plan" in text, text[:2000]
     attachments = read_attachments(PdfFileReader(io.BytesIO(pdf.read_bytes())))
     assert attachments, "the PDF has no attachments"
 
     leaks = _leaks("agent stdout/stderr", out + err) + _leaks("/metrics", scraped)
     leaks += _leaks("runs show --format json", shown) + _leaks("report pdf output", printed.out + printed.err)
-    leaks += _leaks("PDF text", pdf_text) + _leaks("PDF bytes", pdf.read_bytes())
+    leaks += _leaks("PDF text", text) + _leaks("PDF bytes", pdf.read_bytes())
     for name, blob in attachments.items():
         leaks += _leaks(f"PDF attachment {name}", blob)
     files = [p for p in data_dir.rglob("*") if p.is_file() and p.parent.name != "keys"]

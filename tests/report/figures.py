@@ -98,6 +98,14 @@ def conflicts(pages: Iterable[Mapping[str, set[str]]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(seen.items()) if len(v) > 1}
 
 
+def pdf_text(pdf: Path, *options: str) -> str:
+    """The text of ``pdf`` as pdftotext lays it out on the page (``-layout``: a table's row on
+    one line), its pages separated by form feeds; ``options`` are pdftotext's (``-f 1 -l 1``:
+    the first page only)."""
+    return subprocess.run(["pdftotext", *options, "-layout", str(pdf), "-"], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
 def pdf_text_pages(pdf: Path) -> list[str]:
     """The text of each page of ``pdf`` as pdftotext reads it in content order (``-raw``)."""
     text = subprocess.run(["pdftotext", "-raw", str(pdf), "-"], check=True, capture_output=True, text=True).stdout

@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from soak.report.loader import criterion_view
 from soak.report.model import ChipSummary, FindingView, Message, ReportData, RunInfo
 from soak.report.sentences import criterion_cells, finding_text, reason_text
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.pagecheck import chip_figures, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_cluster_run
 
@@ -227,8 +227,7 @@ def _lost_node_pdf_text(tmp_path, keys) -> str:
     pdf = tmp_path / "c3.pdf"
     assert main(["report", "pdf", "c3", "--db", f"sqlite:///{db}", "-o", str(pdf), "--key", str(keys.key_path),
                  "--cert", str(keys.cert_path)]) == 0
-    return subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    return pdf_text(pdf)
 
 
 def test_a_lost_nodes_pdf_states_one_chip_count_names_the_nodes_and_never_passes_its_chips(tmp_path, keys):

@@ -23,6 +23,7 @@ from soak.store import Store
 from soak.telemetry.sim.config import SimConfig
 from soak.workloads.lm import CKPT_EVERY
 from tests import procs
+from tests.report.figures import pdf_text
 from tests.report.synth import write_run
 
 
@@ -128,7 +129,6 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
     import json
     import math
     import shutil
-    import subprocess
 
     assert "verdict FAIL" in demo.out and "memory_creep on npu3-0" in demo.out, demo.out
     data_dir, run_dir = demo.data_dir, demo.run_dir
@@ -149,8 +149,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
     if shutil.which("pdftotext") is None:
         pytest.skip("poppler-utils not installed")
     pdf = next((run_dir / "report").glob("soak-report-*-en.pdf"))
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
-                          check=True).stdout
+    text = pdf_text(pdf)
     for words in ("Evidence coverage", "Availability", "injected"):
         assert words in text, words
     # the reliability is said with the time accounting (page 1 keeps the one judged share)
@@ -166,7 +165,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
     zh = run_dir / "demo-zh.pdf"
     assert main(["report", "pdf", run_dir.name, "--data-dir", str(data_dir), "-o", str(zh), "--lang", "zh",
                  "--unsigned"]) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(zh), "-"], capture_output=True, text=True, check=True).stdout
+    text = pdf_text(zh)
     assert "内存持续增长" in text and "HBM 占用自" in text and "注入的 1 次" in text
     assert not english_left(text), english_left(text)
     # each figure label has one value across the pages and the app, in each language

@@ -20,6 +20,7 @@ from soak.analysis.device_faults import FaultChange
 from soak.report.build import build_pdf
 from soak.report.loader import load_report_data
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.synth import write_run
 from tests.report.test_report_app import APP
 
@@ -218,7 +219,7 @@ def test_a_cluster_pdf_marks_the_faulty_chip_in_its_matrix_and_names_its_node(tm
         c = FaultChange(shape.start + 600, "npu0-1", "ecc_uncorrectable", "fail", serial="node-01-00", value=2.0)
         store.add_event("c3", "device_fault", ts=c.ts, message=c.message(), detail=c.detail(), node="node-01")
         pdf = build_pdf(store, "c3", tmp_path / "c3.pdf", lang="en").path
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    text = pdf_text(pdf)
     matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]
     rows = {line.split()[0]: line.split()[1:] for line in matrix.splitlines() if line.strip().startswith("node-")}
     assert rows == {"node-00": ["P", "P", "P"], "node-01": ["F", "P", "F!"], "node-02": ["P", "P", "P"]}

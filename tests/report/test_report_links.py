@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +13,7 @@ from soak.analysis.trace import Trace
 from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
 from soak.report.model import ReportData, RunInfo
 from soak.report.pdf import render_pdf
+from tests.report.figures import pdf_text
 
 
 def _links() -> dict:
@@ -46,7 +46,7 @@ def test_the_pdf_shows_the_busbw_tables(tmp_path, lang, title):
     pdf, _, _ = render_pdf(data, lang=lang)
     path = tmp_path / "r.pdf"
     path.write_bytes(pdf)
-    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    text = pdf_text(path)
     assert title in text and "n0 – n2" in text and "140.8 %" in text
     assert ("slow node" if lang == "en" else "所属节点偏慢") in text
 

@@ -13,7 +13,7 @@ from soak.config import plan_from_dict
 from soak.report.build import build_pdf
 from soak.store import Store
 from tests.conftest import skip_unless_ci
-from tests.report.figures import conflicts, figures, pdf_text_pages
+from tests.report.figures import conflicts, figures, pdf_text, pdf_text_pages
 from tests.report.pagecheck import english_left, layout_problems, pdf_pages, raw_values
 from tests.report.synth import write_run
 
@@ -256,7 +256,6 @@ def test_no_heading_is_left_at_the_foot_of_a_page(pdfs, lang):
 def test_a_heading_that_would_end_a_page_goes_over_with_its_table(tmp_path, lang):
     # the report's own heading style and table, laid out so that the heading alone would fit at
     # the foot of page 1: it must go to page 2, with the table it heads
-    import subprocess
 
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.units import mm
@@ -274,6 +273,5 @@ def test_a_heading_that_would_end_a_page_goes_over_with_its_table(tmp_path, lang
     rows = [[f"2026-09-21 10:{i:02d}:00", "checkpoint", "lm-rank0", f"checkpoint at step {i}"] for i in range(30)]
     doc.build([Spacer(1, frame_h - heading_h - st.h2.spaceBefore - 6), *heading,
                table(st, ["time", "event", "device", "message"], rows, None)])
-    pages = subprocess.run(["pdftotext", "-layout", str(tmp_path / "h.pdf"), "-"], capture_output=True, text=True,
-                           check=True, timeout=60).stdout.split("\f")
+    pages = pdf_text(tmp_path / "h.pdf").split("\f")
     assert t("events", lang) not in pages[0] and t("events", lang) in pages[1], pages[:2]

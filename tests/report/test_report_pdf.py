@@ -18,16 +18,13 @@ from soak.report.model import Customer, Message
 from soak.report.sentences import reason_text
 from soak.report.verify import FINDINGS_NAME, PROFILE_NAME, RAW_NAME, read_attachments
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.pagecheck import english_left
 
 # slow: renders and reads whole PDFs
 pytestmark = [pytest.mark.slow, pytest.mark.compute]  # pyproject.toml
 
 poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
-
-
-def pdftotext(path) -> str:
-    return subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +52,7 @@ def built(recorded, keys, tmp_path_factory):
 
 @poppler
 def test_english_pdf_has_every_section_and_the_fail_verdict(built, recorded):
-    text = pdftotext(built["en"].path)
+    text = pdf_text(built["en"].path)
     for needle in (
         "Soak test acceptance report",
         "ACME Compute",
@@ -89,7 +86,7 @@ def test_pdf_digest_is_the_sha256_of_the_store_export(built, recorded, tmp_path)
     digest = hashlib.sha256((tmp_path / "raw.csv").read_bytes()).hexdigest()
     assert built["en"].data_sha256 == digest
     assert built["en"].data_rows == n
-    assert digest in pdftotext(built["en"].path).replace(" ", "").replace("\n", "")
+    assert digest in pdf_text(built["en"].path).replace(" ", "").replace("\n", "")
 
 
 def test_pdf_attaches_raw_csv_and_findings_json(built):
@@ -111,7 +108,7 @@ def test_pdf_attaches_raw_csv_and_findings_json(built):
 
 @poppler
 def test_chinese_pdf_renders_cjk_with_an_embedded_font(built):
-    text = pdftotext(built["zh"].path)
+    text = pdf_text(built["zh"].path)
     for needle in ("稳定性拷机验收报告", "结论", "未通过", "华东智算中心", "上海二号机房", "逐芯片汇总", "验收标准", "环境清单",
                    "运行时长", "无失败级内存持续增长"):
         assert needle in text, needle
@@ -145,7 +142,7 @@ def test_missing_values_print_na(tmp_path):
         )
         store.finish_run("r-na", status="finished", ended_ts=1_790_000_300.0, verdict="pass")
         built = build_pdf(store, "r-na", tmp_path / "na.pdf", keys=None)
-    text = pdftotext(built.path)
+    text = pdf_text(built.path)
     row = next(ln for ln in text.splitlines() if ln.strip().startswith("npu0-0"))
     assert row.count("N/A") >= 5, row  # model, serial, temp, power, HBM
     assert "None" not in text

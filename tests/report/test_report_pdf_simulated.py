@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import time
 from datetime import UTC, datetime
 
@@ -14,6 +13,7 @@ import pytest
 
 from soak.report.build import build_pdf
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.synth import write_run
 
 # slow: renders and reads whole PDFs
@@ -24,7 +24,7 @@ ZH_LABEL = "模拟设备集群，时间加速 ×600 — 不构成硬件验收"
 
 
 def _pages(path) -> list[str]:
-    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    text = pdf_text(path)
     return [p for p in text.split("\f") if p.strip()]
 
 

@@ -5,13 +5,13 @@ default key a real run's report is signed with."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from soak.cli import main
 from soak.commands.demo import demo_keys
 from soak.report.signing import create_keys, default_keypair, signer_of
+from tests.report.figures import pdf_text
 
 pytestmark = pytest.mark.compute  # pyproject.toml
 
@@ -36,11 +36,6 @@ def test_a_demo_key_made_before_it_was_marked_is_known_by_its_name(tmp_path) -> 
     assert signer_of(old.cert_path).demo
 
 
-def _pdftotext(path, *pages: str) -> str:
-    return subprocess.run(["pdftotext", *pages, "-layout", str(path), "-"], capture_output=True, text=True,
-                          check=True, timeout=60).stdout
-
-
 @pytest.mark.slow
 @poppler
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -52,8 +47,8 @@ def test_a_report_signed_with_the_demo_key_says_so_and_names_its_signer(recorded
                  "--lang", lang, "--key", str(keys.key_path), "--cert", str(keys.cert_path)]) == 0
     err = capsys.readouterr().err
     assert "warning: signed with the soak demo's key (soak demo signer" in err and "soak keys init" in err, err
-    cover = _pdftotext(out, "-f", "1", "-l", "1")
-    text = _pdftotext(out)
+    cover = pdf_text(out, "-f", "1", "-l", "1")
+    text = pdf_text(out)
     if lang == "en":
         assert "Signed with the soak demo's key: not an acceptance signature" in cover, cover
         assert "Signed by: soak demo signer" in text
@@ -75,7 +70,7 @@ def test_a_report_signed_with_an_own_key_names_it_and_warns_of_nothing(recorded,
     cap = capsys.readouterr()
     assert "warning" not in cap.err
     assert "signed by Test Delivery Engineer, soak tests; certificate SHA-256 fingerprint" in cap.out
-    text = _pdftotext(out)
+    text = pdf_text(out)
     assert "demo's key" not in text
     fp = signer_of(keys.cert_path).fingerprint_sha256
     assert "Signed by: Test Delivery Engineer, soak tests" in text and fp[:23] in text.replace("\n", " ")

@@ -11,8 +11,9 @@ from soak.report.loader import load_report_data
 from soak.report.timewent import sections
 from soak.runfolder import write_analysis
 from soak.store import Store
+from tests.report.figures import pdf_text
 from tests.report.test_report_app import APP
-from tests.report.test_report_pdf import pdftotext, poppler
+from tests.report.test_report_pdf import poppler
 
 T0 = 1_790_000_000.0
 DROP = {"kind": "utilization_dropouts", "device": "cpu", "metric": "util_pct", "start": T0 + 30, "end": T0 + 80,
@@ -80,7 +81,7 @@ def test_pdf_section_in_both_languages(tmp_path, lang, words) -> None:
 
     with _run(tmp_path, "slow", True) as store:
         built = build_pdf(store, "slow", tmp_path / f"{lang}.pdf", keys=None, lang=lang)
-    text = " ".join(pdftotext(built.path).split())
+    text = " ".join(pdf_text(built.path).split())
     for w in words:
         assert w in text, w
 
