@@ -40,11 +40,12 @@ name=
 prev=
 for a in "$@"; do [ "$prev" = "--node-name" ] && name=$a; prev=$a; done
 echo "plan: $(head -n 1 "$2") from $2"
-echo $$ > "$state/$name.pid"
 steps=$(cat "$state/$name.steps" 2>/dev/null || echo 3)
 code=$(cat "$state/$name.exit" 2>/dev/null || echo 0)
 if [ -e "$state/$name.ignore_term" ]; then trap '' TERM; else
   trap 'echo "got SIGTERM, stopping"; exit 0' TERM; fi
+# the pid file says it is ready for a signal: written once its trap is set
+echo $$ > "$state/$name.pid"
 i=0
 while [ "$i" -lt "$steps" ]; do echo "step $i"; i=$((i + 1)); sleep 0.2; done
 exit "$code"
