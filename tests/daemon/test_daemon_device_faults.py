@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from soak.errors import StoreError
 from soak.store import Store
 from tests.daemon.conftest import fake_plan
 
@@ -21,10 +22,10 @@ FAULTY = ("ecc_errors:double_per_h=6,onset_h=0.3,chips=1,"
           "link_down:at_h=0.3,chips=0")
 
 
-def _plan(tmp_path: Path, scenario: str, run_id: str):
+def _plan(tmp_path: Path, scenario: str, run_id: str, duration: str = "2h"):
     # 2 h of the fleet's time in 20 s: the faults begin 3 s in; each chip's slow views (five
     # calls of the simulated tools) every 3 s
-    return fake_plan(tmp_path, run={"duration": "2h", "time_scale": 360, "id": run_id},
+    return fake_plan(tmp_path, run={"duration": duration, "time_scale": 360, "id": run_id},
                      devices={"backend": "sim"}, sim={"chips": 4, "scenario": scenario},
                      sampling={"interval": "0.5s", "detail_interval": "3s"})
 
@@ -64,8 +65,23 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
         assert chip in reasons and words in reasons, (chip, reasons)
 
 
+def _ecc_read_twice(db: Path) -> bool:
+    """The store holds two readings of every chip's ECC view (the criterion's evidence)."""
+    try:
+        with Store.open(db, create=False) as s:
+            chips = s.fault_evidence("clean")
+    except StoreError:  # the daemon has not made the tables yet
+        return False
+    return len(chips) == 4 and all(ecc >= 2 for _, ecc, _ in chips.values())
+
+
 def test_a_clean_fleet_meets_the_device_faults_criterion_with_its_evidence(tmp_path, run_daemon) -> None:
-    tr = run_daemon(_plan(tmp_path, "healthy", "clean"))
+    # 6 h (a minute of wall) at most: stopped once every chip's ECC view has answered twice. On
+    # a loaded machine the sampler, calling the simulated tools, may take many seconds to get
+    # round every chip (a 20 s run once read one chip of four).
+    tr = run_daemon(_plan(tmp_path, "healthy", "clean", "6h"))
+    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "clean" / "soak.db"), 90)
+    tr.daemon.request_stop("every chip's fault views read")
     tr.join(60)
     saved = json.loads((tmp_path / "runs" / "clean" / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
