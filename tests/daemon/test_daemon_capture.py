@@ -82,8 +82,11 @@ def _requested_capture(folder: Path) -> bool:
 
 
 def test_slow_data_dropout_finding_links_a_capture_naming_data_loading(tmp_path, own_cpu) -> None:
-    # 80 s at most: stopped once the capture the dropouts asked for is stored
-    _run(_plan(tmp_path, "slow", ["slow-data:every=60,delay=4s"], "80s"), until=_requested_capture)
+    # 100 s at most: stopped once the capture the dropouts asked for is stored. 150 steps (2 s or
+    # more here) between drops: with 60 (1 s) a fast host read at most one busy 0.5 s sample
+    # between two drops, the merge gap joined them all into one long idle, and no drop was found.
+    # The 5 s wait still outweighs the busy steps the capture window takes around it.
+    _run(_plan(tmp_path, "slow", ["slow-data:every=150,delay=5s"], "100s"), until=_requested_capture)
     folder = tmp_path / "slow"
     analysis = json.loads((folder / "report" / "analysis.json").read_text(encoding="utf-8"))
     drops = [f for f in analysis["findings"] if f["kind"] == "utilization_dropouts" and f["severity"] != "info"]
