@@ -31,12 +31,18 @@ def _plan(tmp_path: Path, scenario: str, run_id: str, duration: str = "2h"):
 
 
 def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, run_daemon) -> None:
-    tr = run_daemon(_plan(tmp_path, FAULTY, "faulty"))
+    # 6 h (a minute of wall) at most: stopped once every fault is open on the run's status and
+    # every chip's fault views have answered twice. A 20 s run once ended on a loaded machine
+    # before the sampler had come round to the ECC view of the faulty chip.
+    tr = run_daemon(_plan(tmp_path, FAULTY, "faulty", "6h"))
     d = tr.daemon
-    # online: each fault is open on the run's status (what /metrics serves) long before the end
+    # online: each fault is open on the run's status (what /metrics serves) while the run goes on
+    # (wait_for fails at once if the run ends first)
     tr.wait_for(lambda: d.status is not None and {(f.device, f.metric) for f in d.status.open_findings
                                                   if f.kind == "device_fault"}
-                >= {("npu1-0", "ecc_uncorrectable"), ("npu2-0", "health"), ("npu0-0", "link")}, timeout_s=15)
+                >= {("npu1-0", "ecc_uncorrectable"), ("npu2-0", "health"), ("npu0-0", "link")}, timeout_s=90)
+    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "faulty" / "soak.db", "faulty"), 90)
+    d.request_stop("every fault seen, every chip's fault views read")
     assert tr.join(60) == 1
     with Store.open(tmp_path / "runs" / "faulty" / "soak.db", create=False) as s:
         run = s.get_run("faulty")
@@ -54,7 +60,7 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     by = {(f.device, f.metric): f for f in findings}
     assert by[("npu1-0", "ecc_uncorrectable")].severity == "fail"
     assert by[("npu2-0", "health")].severity == "fail"
-    assert by[("npu0-0", "link")].severity == "fail"  # down ~1.7 h of the run: past 60 s
+    assert by[("npu0-0", "link")].severity == "fail"  # down from 0.3 h to the stop: past 60 s
     assert "npu3-0" not in {f.device for f in findings}
     saved = json.loads((tmp_path / "runs" / "faulty" / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
@@ -65,11 +71,11 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
         assert chip in reasons and words in reasons, (chip, reasons)
 
 
-def _ecc_read_twice(db: Path) -> bool:
+def _ecc_read_twice(db: Path, run_id: str) -> bool:
     """The store holds two readings of every chip's ECC view (the criterion's evidence)."""
     try:
         with Store.open(db, create=False) as s:
-            chips = s.fault_evidence("clean")
+            chips = s.fault_evidence(run_id)
     except StoreError:  # the daemon has not made the tables yet
         return False
     return len(chips) == 4 and all(ecc >= 2 for _, ecc, _ in chips.values())
@@ -80,7 +86,7 @@ def test_a_clean_fleet_meets_the_device_faults_criterion_with_its_evidence(tmp_p
     # a loaded machine the sampler, calling the simulated tools, may take many seconds to get
     # round every chip (a 20 s run once read one chip of four).
     tr = run_daemon(_plan(tmp_path, "healthy", "clean", "6h"))
-    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "clean" / "soak.db"), 90)
+    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "clean" / "soak.db", "clean"), 90)
     tr.daemon.request_stop("every chip's fault views read")
     tr.join(60)
     saved = json.loads((tmp_path / "runs" / "clean" / "report" / "analysis.json").read_text(encoding="utf-8"))

@@ -81,19 +81,33 @@ def test_fleet_unreadable_from_the_start_fails_on_coverage(tmp_path, fault: str,
     assert "reader npu-smi failing" in log
 
 
-def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path) -> None:
-    # from 0.5 h to 1.5 h of a 2 h run: half the soak without readings of any chip
-    # 36 s of wall time: a loaded machine's torch start-up (20 s and more seen) still leaves the
-    # workload training while the chips are read again, which chip-hours count
-    r = _run(_sim_plan(tmp_path, "dcmi:from_h=0.5,until_h=1.5", "mid", scale=200))
-    assert r.returncode == 1, r.stderr
+def test_dcmi_switched_on_mid_run_fails_naming_the_chips_and_the_error(tmp_path, run_daemon) -> None:
+    # from 0.75 h to 1.5 h of a 2 h run (36 s of wall): no readings of any chip for a good part of
+    # the soak. The stand-in workload trains from its first second: with the lm, a loaded
+    # machine's torch start-up (38 s seen) once outlasted the run, and chip-hours had no training
+    # to count. On such a machine the daemon may also take seconds to its first tick, so the gap
+    # starts well after that and the bounds below are the sampler's own readings, not seconds.
+    plan = fake_plan(tmp_path, run={"duration": "2h", "time_scale": 200, "id": "mid"},
+                     devices={"backend": "sim"}, sim={"chips": 4, "fault": "dcmi:from_h=0.75,until_h=1.5"},
+                     sampling={"interval": "1s"})
+    assert run_daemon(plan).join(120) == 1
     analysis = _analysis(tmp_path, "mid")
     cov = _criterion(analysis, "evidence coverage")
-    assert cov["met"] is False and cov["chips_seen"] == 4 and 0.2 < cov["min_ratio"] < 0.75
+    assert cov["met"] is False and cov["chips_seen"] == 4 and 0 < cov["min_ratio"] < 0.75
     reason = next(x for x in analysis["reasons"] if x.startswith("evidence: readings cover less than 95.0 %"))
     assert "on 4 chip(s)" in reason and "npu0-0" in reason and "dcmi module initialize failed" in reason
-    # chip-hours count the chips' readings only: at most 4 chips x the ~1 h they were read
-    assert 0 < analysis["chip_hours"] <= 4 * 1.2
+    # one outage of the reader, inside the fault's window, with readings before and after it
+    with Store.open(tmp_path / "runs" / "mid" / "soak.db", create=False) as store:
+        outages = [e for e in store.load_events("mid", kind="outage") if e.detail["reader"] == "npu-smi"]
+        read = [r["ts"] for r in store.load_samples("mid", device="npu0-0") if r["util_pct"] is not None]
+        start = store.get_run("mid").started_ts
+    assert len(outages) == 1 and "dcmi module initialize failed" in outages[0].detail["error"]
+    o = outages[0]
+    assert 0.75 * 3600 <= o.ts - start and o.end_ts - start <= 1.5 * 3600 + 0.5 * 3600  # ends at the first good tick
+    assert min(read) < o.ts and max(read) > o.end_ts and not [t for t in read if o.ts < t < o.end_ts]
+    # chip-hours count the chips' readings while training only: 4 chips x the 1.25 h they could be
+    # read, with a reading's slack at each edge of the gap, not the 8 chip-hours of the whole run
+    assert 0 < analysis["chip_hours"] <= 4 * 1.25 * 1.2
 
 
 def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(tmp_path, run_daemon) -> None:
