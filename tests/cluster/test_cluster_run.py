@@ -3,7 +3,8 @@ fleet, data folder and node name, sharing one PostgreSQL store and a torchrun c1
 on loopback, with gloo collectives crossing the "nodes". And its failures: a node SIGKILLed,
 rank 0 (the rendezvous host) SIGKILLed, a node with another driver, a node that never joins.
 The three-node run that Prometheus, the link test and the straggler's verdict read together is in
-test_cluster_three_nodes.py."""
+test_cluster_three_nodes.py; every agent sent SIGTERM, in test_cluster_store_outage.py (its run
+ends so)."""
 
 from __future__ import annotations
 
@@ -161,56 +162,6 @@ def test_refused_joins_name_their_reason_and_leave_nothing_that_refuses_the_corr
     # the refusals are in the node's log, kept in the folder the corrected run took again
     log = (folder / "logs" / "daemon.log").read_text(encoding="utf-8")
     assert "--nodes 3, but cluster run c1 has 2 nodes" in log and "plan differs" in log
-
-
-@LANE_B
-def test_three_agents_all_sent_sigterm_end_the_run_stopped_judged_once_by_the_lease_holder(tmp_path, db_url) -> None:
-    """What scancel, kubectl delete or Ctrl-C of `soak cluster launch` do: every agent gets
-    SIGTERM mid-run. The one holding the judging lease waits for the others to mark their
-    node stopped and judges the run as stopped, once; every agent exits."""
-    port = procs.free_port()
-    plan = tmp_path / "plan.toml"
-    plan.write_text('[cluster]\nnode_silence = "20s"\njoin_timeout = "2m"\n', encoding="utf-8")
-    agents = [Agent(tmp_path, db_url, r, 3, port, str(plan), duration="10m") for r in range(3)]
-    try:
-        wait_for(lambda: ranks_stepping(db_url) == 3 and judge_training(db_url, 3), 240,
-                 "all three nodes stepping and one holding the judging lease", agents)
-    except BaseException:
-        for a in agents:
-            a.kill()
-        raise
-    sent = time.monotonic()
-    for a in agents:
-        a.proc.terminate()  # the agent's own process, as systemd, Kubernetes and Slurm signal it
-    exits = exit_times(agents, 150)
-    codes = [a.proc.returncode for a in agents]
-    with Store.open(db_url, create=False) as store:
-        run = store.get_run("c1")
-        nodes = store.cluster_nodes("c1")
-        stops = store.load_events("c1", kind="stop")
-    judge = next(a for a in agents if a.name == run.leader)
-    others = [a for a in agents if a is not judge]
-    print(f"\nSIGTERM to the verdict (the judge's exit): {exits[agents.index(judge)] - sent:.1f} s; "
-          f"the others exited after {', '.join(f'{exits[agents.index(a)] - sent:.1f}' for a in others)} s")
-    assert (run.status, run.lease_until) == ("stopped", None) and run.ended_ts is not None
-    assert [(n.name, n.status) for n in nodes] == [(f"node-{r}", "stopped") for r in range(3)]
-    assert {e.node for e in stops} == {"node-0", "node-1", "node-2"}
-    # one judge, which says so; the others name it
-    assert f"soak: node {judge.name} judges cluster run c1" in judge.text()
-    for a in others:
-        assert "judges cluster run c1" not in a.text().replace(f"node {judge.name} judges", ""), a.text()[-1500:]
-        assert f"soak: node {a.name} stopped; node {judge.name} judge" in a.text(), a.text()[-1500:]
-        assert not (a.dir / "c1" / "report" / "analysis.json").exists()
-    assert all(c in (0, 1) for c in codes) and [a.proc.returncode for a in others] == [0, 0], codes
-    # the verdict of a run stopped on request, as the judge gives it, with its analysis in
-    # the judge's run folder, where the run row points the report
-    analysis = json.loads((judge.dir / "c1" / "report" / "analysis.json").read_text())
-    assert (analysis["status"], analysis["verdict"]) == ("stopped", run.verdict)
-    assert run.run_dir == str(judge.dir / "c1")
-    assert codes[agents.index(judge)] == (1 if run.verdict == "fail" else 0)
-    if run.verdict is None:
-        assert "run stopped before its planned end (SIGTERM): not judged" in analysis["reasons"], analysis["reasons"]
-    assert f"run c1 stopped, verdict {run.verdict or 'N/A'}" in judge.text()
 
 
 @LANE_A

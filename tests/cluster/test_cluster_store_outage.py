@@ -1,13 +1,15 @@
 """Three real `soak run` agents of one cluster run whose shared PostgreSQL store goes away
 mid-run and comes back: every node keeps training and sampling, spools what it cannot write,
 writes it once the store answers, no node is taken for lost (even when the store was away
-longer than ``cluster.node_silence``), and one agent judges the run when all are stopped.
+longer than ``cluster.node_silence``), and when every agent is then sent SIGTERM the run ends
+stopped, judged once by the node holding the lease (this run is the one that proves it).
 
 A relay between the agents and the server stands in for the server's restart (the shared
 test server is never restarted): stopping it drops every connection and refuses new ones."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -83,6 +85,7 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, *extra
             "outages": s.load_events("c1", kind="store_outage"),
             "lost": s.load_events("c1", kind="node_lost"),
             "restarts": s.load_events("c1", kind="cluster_restart"),
+            "stops": s.load_events("c1", kind="stop"),
             "steps": _steps_by_rank(db_url),
             "samples": {f"{n}/npu{i}-0": [r["ts"] for r in s.load_samples("c1", device=f"npu{i}-0", node=n)]
                         for n in NODES for i in range(2)},
@@ -103,17 +106,41 @@ def _ride_out(tmp_path: Path, db_url: str, relay: Relay, outage_s: float, *extra
             "agents": agents}
 
 
-def _assert_rode_out(h: dict) -> None:
-    run = h["run"]
-    # stopped on request: one node judges it, once. Nothing of the outage fails it (a verdict is
-    # given only when something failed: the link test's pairs, timed on two shared cores, can)
-    assert (run.status, run.lease_until) == ("stopped", None) and run.verdict in (None, "fail"), run
+def _assert_stopped_by_sigterm(h: dict) -> None:
+    """What scancel, kubectl delete or Ctrl-C of `soak cluster launch` do: every agent got
+    SIGTERM mid-run. The one holding the judging lease waited for the others to mark their
+    node stopped and judged the run as stopped, once; every agent exited."""
+    run, agents = h["run"], h["agents"]
+    # one node judges it, once. Nothing of the outage fails it (a verdict is given only when
+    # something failed: the link test's pairs, timed on two shared cores, can)
+    assert (run.status, run.lease_until) == ("stopped", None) and run.ended_ts is not None, run
+    assert run.verdict in (None, "fail"), run
     assert len(h["judges"]) == 1 and h["judges"] == [run.leader], h["judges"]
     codes = dict(zip(NODES, h["codes"], strict=True))
     assert codes.pop(run.leader) == (1 if run.verdict == "fail" else 0) and set(codes.values()) == {0}, (
-        h["codes"], [a.text()[-2000:] for a in h["agents"]])
-    # nobody was taken for lost and the job was never restarted for it
+        h["codes"], [a.text()[-2000:] for a in agents])
     assert [(n.name, n.status) for n in h["nodes"]] == [(n, "stopped") for n in NODES]
+    assert {e.node for e in h["stops"]} == set(NODES)
+    # the judge says so; the others name it and keep no analysis of their own
+    judge = next(a for a in agents if a.name == run.leader)
+    for a in agents:
+        if a is not judge:
+            assert "judges cluster run c1" not in a.text().replace(f"node {judge.name} judges", ""), a.text()[-1500:]
+            assert f"soak: node {a.name} stopped; node {judge.name} judge" in a.text(), a.text()[-1500:]
+            assert not (a.dir / "c1" / "report" / "analysis.json").exists()
+    # the verdict of a run stopped on request, with its analysis in the judge's run folder,
+    # where the run row points the report
+    analysis = json.loads((judge.dir / "c1" / "report" / "analysis.json").read_text())
+    assert (analysis["status"], analysis["verdict"]) == ("stopped", run.verdict)
+    assert run.run_dir == str(judge.dir / "c1")
+    if run.verdict is None:
+        assert "run stopped before its planned end (SIGTERM): not judged" in analysis["reasons"], analysis["reasons"]
+    assert f"run c1 stopped, verdict {run.verdict or 'N/A'}" in judge.text()
+
+
+def _assert_rode_out(h: dict) -> None:
+    _assert_stopped_by_sigterm(h)
+    # nobody was taken for lost and the job was never restarted for it
     assert h["lost"] == [] and h["restarts"] == [], (h["lost"], h["restarts"])
     # one outage a node, its node named, lasting about as long as the store was away, and
     # every record it spooled written
