@@ -30,14 +30,17 @@ RUN_ID = "c1"
 class Agent:
     def __init__(self, tmp: Path, db: str, rank: int, nodes: int, port: int, *extra: str,
                  workload: str = "lm", duration: str = "40s", run_id: str = RUN_ID,
-                 wrap: tuple[str, ...] = ()) -> None:
+                 wrap: tuple[str, ...] = (), interval: str = "2s") -> None:
+        # a reading every 2 s: each costs a call of the simulated npu-smi (a Python start, ~0.1 s
+        # of CPU on a slow host), and what these runs prove is counted in readings, not seconds;
+        # runs that compare peers' readings bucket by bucket ask for more
         self.name = f"node-{rank}"
         self.dir = tmp / self.name
         self.run_dir = self.dir / run_id
         self.daemon_log = procs.daemon_log(self.run_dir)
         self._start("agent", [*wrap, sys.executable, "-m", "soak", "run", "--duration", duration, "--workload",
                                 workload, "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight",
-                                "--listen", "", "--interval", "1s", "--data-dir", str(self.dir), "--db", db,
+                                "--listen", "", "--interval", interval, "--data-dir", str(self.dir), "--db", db,
                                 "--run-id", run_id, "--nodes", str(nodes), "--node-rank", str(rank),
                                 "--node-name", self.name, "--rendezvous", f"127.0.0.1:{port}",
                                 "--progress-every", "2", *extra])

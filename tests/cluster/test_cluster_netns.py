@@ -125,7 +125,7 @@ def test_a_cut_link_leaves_no_hung_torchrun_on_the_cut_off_node(tmp_path, db_url
         dirs[rank].mkdir()
         argv = [*prefix, sys.executable, "-m", "soak", "run", str(plan), "--duration", "20m", "--workload", "lm",
                 "--backend", "sim", "--sim-chips", "2", "--nproc", "1", "--no-preflight", "--listen", "",
-                "--interval", "1s", "--data-dir", str(dirs[rank]), "--db", store_url, "--run-id", "c1",
+                "--interval", "2s", "--data-dir", str(dirs[rank]), "--db", store_url, "--run-id", "c1",
                 "--nodes", "2", "--node-rank", str(rank), "--node-name", f"node-{rank}", "--rendezvous", rdzv,
                 "--progress-every", "2"]
         # gloo would pick the address of this host's name, which the other namespace cannot reach

@@ -33,7 +33,7 @@ def test_a_node_slow_in_recurring_episodes_is_named_with_them_in_the_verdict(tmp
     # line nor a large stretch of three buckets: only the episode rule can name them.
     plan.write_text('[acceptance.thresholds]\n"peers.min_peers" = 2\n"peers.bucket_s" = 1800\n', encoding="utf-8")
     agents = [Agent(tmp_path, db_url, r, 3, port, "--inject", "slow-rank:1,10,14s,4s", "--time-scale", "600",
-                    str(plan), duration="15h") for r in range(3)]
+                    str(plan), duration="15h", interval="1s") for r in range(3)]
     codes = wait_all(agents)
     assert all(c in (0, 1) for c in codes), [a.text()[-1500:] for a in agents]  # 1: the verdict fails
     with Store.open(db_url, create=False) as store:

@@ -128,7 +128,7 @@ def three_nodes_live(tmp_path_factory: pytest.TempPathFactory, request: pytest.F
         # 600 h is a bound: the test stops the run when it has what it needs
         agents = [Agent(tmp, db_url, r, 3, port, "--inject", "slow-link:1,0.5", "--inject", "slow-rank:1,3",
                         "--time-scale", "3600", "--sim-chips", "3", "--max-restarts", "5",
-                        "--listen", f"127.0.0.1:{listen[r]}", str(plan), duration="600h") for r in range(3)]
+                        "--listen", f"127.0.0.1:{listen[r]}", str(plan), duration="600h", interval="1s") for r in range(3)]
         try:
             wait_for(lambda: ranks_stepping(db_url) == 3, 240, "all three nodes stepping", agents)
             yield LiveRun(tmp, db_url, port, agents, listen, prom_proc and f"http://127.0.0.1:{p_prom}", prom_proc)
