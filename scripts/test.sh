@@ -51,10 +51,11 @@ phase_time "the setup (system tools, PostgreSQL)"
 # so they run in parallel workers (SOAK_TEST_WORKERS, default 4; 1 runs everything in order), in
 # the order tests/conftest.py gives them: the cluster runs in two lanes of their own, the slow
 # tests first. Tests marked `alone` time what they observe on the machine's CPU; they run after,
-# one at a time. They leave most of the second core idle: the tests that only compute (those of
-# make check, and those marked `compute`) run beside them in a background lane with a small CPU
-# share (background_lane), their output printed once the phase ends. Exit status 5 (no test
-# selected, e.g. a -k that matches only one part) is not a failure.
+# one at a time. The tests that only compute (those of make check, and those marked `compute`)
+# run from the start in a background lane with a small CPU share (background_lane): the CPU the
+# parallel workers leave idle while they wait (about a sixth of it), and most of the second core
+# that the alone tests leave. Its output is printed once the alone tests end. Exit status 5 (no
+# test selected, e.g. a -k that matches only one part) is not a failure.
 BACKGROUND="not pg and not alone and (not slow or compute)"
 PARALLEL="not alone and not ($BACKGROUND)"
 
@@ -82,19 +83,19 @@ if [ "$workers" -le 1 ]; then
   "${PY[@]}" --durations=30 "$@" || status=$?
   phase_time "the tests, in order,"
 else
-  "${PY[@]}" -n "$workers" --dist loadgroup --no-loadscope-reorder -m "$PARALLEL" --durations=30 "$@" \
-    || status=$?
-  [ "$status" = 5 ] && status=0
-  phase_time "the parallel phase ($workers workers)"
   lane_log=$(mktemp "${TMPDIR:-/tmp}/soak-test-lane.XXXXXX")
   background_lane "$lane_log" "${PY[@]}" -n 2 --dist loadgroup -m "$BACKGROUND" --durations=10 "$@" &
   lane=$!
   trap 'kill "$lane" 2>/dev/null || true' EXIT  # under set -e a failed kill would be the exit status
+  "${PY[@]}" -n "$workers" --dist loadgroup --no-loadscope-reorder -m "$PARALLEL" --durations=30 "$@" \
+    || status=$?
+  [ "$status" = 5 ] && status=0
+  phase_time "the parallel phase ($workers workers)"
   "${PY[@]}" -m alone --durations=15 "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }
   phase_time "the alone tests (one at a time)"
   lane_status=0
   wait "$lane" || lane_status=$?
-  echo "test: the computing tests, beside the alone ones (their output):" >&2
+  echo "test: the computing tests, in the background lane (their output):" >&2
   cat "$lane_log"
   rm -f "$lane_log"
   [ "$lane_status" = 0 ] || [ "$lane_status" = 5 ] || status=$lane_status
