@@ -147,19 +147,19 @@ def test_unwritable_db_path_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) -> None:
-    # a few seconds of readings at 0.5 s: one or two late under load are a coverage below 95 %,
-    # which would fail the stopped run; what is asserted is the stop's, so coverage asks less
+    # a few seconds of readings at 0.5 s: late ones under load are a coverage below 95 %, which
+    # would fail the stopped run; what is asserted is the stop's, so coverage asks less (a loaded
+    # host once read 31 % of a run stopped after a second of steps: it now trains 3 s first)
     plan = fake_plan(tmp_path, run={"duration": "60s"}, sampling={"interval": "0.5s", "flush_every": "30s"},
-                     acceptance={"thresholds": {"evidence.min_coverage": 0.5}})
+                     acceptance={"thresholds": {"evidence.min_coverage": 0.2}})
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text(dump_plan(plan))
     run_dir = Path(plan.run.data_dir) / "r1"
     proc = procs.start([sys.executable, DRIVER, plan_file], tmp_path, "daemon", env=_env())
     try:
-        # steps reach the store only through the daemon: wait for the workload to be going
-        _wait(lambda: (run_dir / "heartbeats" / "lm-rank0.jsonl").exists()
-              and (run_dir / "heartbeats" / "lm-rank0.jsonl").stat().st_size > 2000,
-              proc, run_dir, "2 kB of the workload's heartbeats")
+        # steps reach the store only through the daemon: wait for the workload to have trained 3 s
+        _wait(lambda: _trained_s(run_dir / "heartbeats" / "lm-rank0.jsonl") >= 3, proc, run_dir,
+              "3 s of the workload's steps")
         workload_pid = json.loads((run_dir / "daemon.json").read_text())["workload_pgids"][0]
         assert _committed(run_dir / "soak.db") == []  # nothing flushed yet (30 s batches)
         proc.send_signal(signal.SIGTERM)
@@ -179,6 +179,16 @@ def test_sigterm_stops_cleanly_workloads_ended_and_last_batch_flushed(tmp_path) 
         assert run.verdict is None and "verdict N/A" in err
         assert s.load_events("r1", kind="stop")[0].detail["reason"] == "SIGTERM"
         assert s.load_events("r1", kind="exit")[-1].message == "SIGTERM"  # the workload's last heartbeat
+
+
+def _trained_s(path: Path) -> float:
+    """Seconds between the first and the last step in a heartbeat file (0 before two steps, or
+    while its last line is half written)."""
+    try:
+        steps = _heartbeat_steps(path)
+    except (OSError, ValueError):
+        return 0.0
+    return steps[-1][0] - steps[0][0] if len(steps) > 1 else 0.0
 
 
 def _heartbeat_steps(path: Path) -> list[tuple[float, int]]:
