@@ -20,6 +20,10 @@ pytestmark = pytest.mark.slow
 FAULTY = ("ecc_errors:double_per_h=6,onset_h=0.3,chips=1,"
           "health_alarm:at_h=0.3,status=Alarm,codes=A4025021,chips=2,"
           "link_down:at_h=0.3,chips=0")
+# what the chips report of them: the ECC counts and isolated pages, the health word and its code,
+# the port
+SIGNALS = {("npu1-0", "ecc_uncorrectable"), ("npu1-0", "ecc_isolated_double"), ("npu2-0", "health"),
+           ("npu2-0", "fault_code"), ("npu0-0", "link_down")}
 
 
 def _plan(tmp_path: Path, scenario: str, run_id: str, duration: str = "2h"):
@@ -31,8 +35,9 @@ def _plan(tmp_path: Path, scenario: str, run_id: str, duration: str = "2h"):
 
 
 def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, run_daemon) -> None:
-    # 6 h (a minute of wall) at most: stopped once every fault is open on the run's status and
-    # every chip's fault views have answered twice. A 20 s run once ended on a loaded machine
+    # 6 h (a minute of wall) at most: stopped once every fault is open on the run's status, every
+    # signal of them is stored and every chip's fault views have answered twice (an idle host once
+    # got there before the fault code's event). A 20 s run once ended on a loaded machine
     # before the sampler had come round to the ECC view of the faulty chip.
     tr = run_daemon(_plan(tmp_path, FAULTY, "faulty", "6h"))
     d = tr.daemon
@@ -41,17 +46,15 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     tr.wait_for(lambda: d.status is not None and {(f.device, f.metric) for f in d.status.open_findings
                                                   if f.kind == "device_fault"}
                 >= {("npu1-0", "ecc_uncorrectable"), ("npu2-0", "health"), ("npu0-0", "link")}, timeout_s=90)
-    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "faulty" / "soak.db", "faulty"), 90)
-    d.request_stop("every fault seen, every chip's fault views read")
+    tr.wait_for(lambda: _ecc_read_twice(tmp_path, "faulty") and _fault_signals(tmp_path, "faulty") >= SIGNALS, 90)
+    d.request_stop("every fault seen and stored, every chip's fault views read")
     assert tr.join(60) == 1
     with Store.open(tmp_path / "runs" / "faulty" / "soak.db", create=False) as s:
         run = s.get_run("faulty")
         events = s.load_events("faulty", kind="device_fault")
         findings = [f for f in s.load_findings("faulty") if f.kind == "device_fault"]
     assert run.verdict == "fail"
-    signals = {(e.detail["device"], e.detail["signal"]) for e in events}
-    assert {("npu1-0", "ecc_uncorrectable"), ("npu1-0", "ecc_isolated_double"), ("npu2-0", "health"),
-            ("npu2-0", "fault_code"), ("npu0-0", "link_down")} <= signals
+    assert SIGNALS <= {(e.detail["device"], e.detail["signal"]) for e in events}
     assert all(e.detail["serial"] for e in events)  # the chip is named by its serial too
     code = next(e for e in events if e.detail["signal"] == "fault_code")
     # NotHandle in the device plugin's table: recorded, and judged by the health word beside it
@@ -71,10 +74,20 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
         assert chip in reasons and words in reasons, (chip, reasons)
 
 
-def _ecc_read_twice(db: Path, run_id: str) -> bool:
-    """The store holds two readings of every chip's ECC view (the criterion's evidence)."""
+def _fault_signals(tmp_path: Path, run_id: str) -> set[tuple[str, str]]:
+    """(chip, signal) of every device_fault event the run's store holds."""
     try:
-        with Store.open(db, create=False) as s:
+        with Store.open(tmp_path / "runs" / run_id / "soak.db", create=False) as s:
+            events = s.load_events(run_id, kind="device_fault")
+    except StoreError:  # the daemon has not made the tables yet
+        return set()
+    return {(e.detail["device"], e.detail["signal"]) for e in events}
+
+
+def _ecc_read_twice(tmp_path: Path, run_id: str) -> bool:
+    """The run's store holds two readings of every chip's ECC view (the criterion's evidence)."""
+    try:
+        with Store.open(tmp_path / "runs" / run_id / "soak.db", create=False) as s:
             chips = s.fault_evidence(run_id)
     except StoreError:  # the daemon has not made the tables yet
         return False
@@ -86,7 +99,7 @@ def test_a_clean_fleet_meets_the_device_faults_criterion_with_its_evidence(tmp_p
     # a loaded machine the sampler, calling the simulated tools, may take many seconds to get
     # round every chip (a 20 s run once read one chip of four).
     tr = run_daemon(_plan(tmp_path, "healthy", "clean", "6h"))
-    tr.wait_for(lambda: _ecc_read_twice(tmp_path / "runs" / "clean" / "soak.db", "clean"), 90)
+    tr.wait_for(lambda: _ecc_read_twice(tmp_path, "clean"), 90)
     tr.daemon.request_stop("every chip's fault views read")
     tr.join(60)
     saved = json.loads((tmp_path / "runs" / "clean" / "report" / "analysis.json").read_text(encoding="utf-8"))
