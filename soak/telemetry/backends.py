@@ -351,7 +351,12 @@ class SimBackend(NpuBackend):
     when None), which ``close`` removes.
 
     The daemon installs the fleet in its run folder: a daemon killed with SIGKILL never
-    closes its backend, and a temporary folder would be left behind for every kill."""
+    closes its backend, and a temporary folder would be left behind for every kill.
+
+    The backend serves its fleet (``sim.serve.SimServer``, on Linux): the tools it installs
+    start a small client that this process answers, instead of the simulator's full start at
+    every call. They stay executables run through the runner, with its timeouts, and they run
+    the simulator themselves once this process is gone."""
 
     name = "sim"
 
@@ -359,7 +364,8 @@ class SimBackend(NpuBackend):
                  fault: str | Iterable[str] = (), family: str = "910b", chips: int = 8, seed: int = 0,
                  time_scale: float = 1.0, clock: ScaledClock | None = None,
                  sim_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
-        from soak.telemetry.sim import SimConfig, install
+        from soak.telemetry.sim import CONFIG_NAME, SimConfig, install
+        from soak.telemetry.sim.serve import SimServer
 
         self._tmp = os.fspath(sim_dir) if sim_dir is not None else tempfile.mkdtemp(prefix="soak-sim-")
         plog_dir = kwargs.pop("plog_dir", None) or os.path.join(self._tmp, "plog")
@@ -371,12 +377,20 @@ class SimBackend(NpuBackend):
                                          plog_dir=os.fspath(plog_dir))
         self.sim_config = sim_config
         self.sim_dir = Path(self._tmp)
-        script = install(self._tmp, sim_config)
+        self._server = SimServer(Path(self._tmp).resolve() / CONFIG_NAME) if SimServer.available() else None
+        try:
+            script = install(self._tmp, sim_config, server=self._server.name if self._server else None)
+        except BaseException:
+            if self._server is not None:
+                self._server.close()
+            raise
         super().__init__(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
                          plog_dir=sim_config.plog_dir or plog_dir, clock=clock, backend_label="sim", **kwargs)
 
     def close(self) -> None:
         super().close()  # the background passes call the fleet's tools
+        if self._server is not None:
+            self._server.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 

@@ -13,7 +13,7 @@ from soak.telemetry.sim.config import SimConfig
 CONFIG_NAME = "npu-smi.sim.json"
 
 
-def install(directory: str | Path, config: SimConfig) -> Path:
+def install(directory: str | Path, config: SimConfig, server: str | None = None) -> Path:
     """Write ``DIR/npu-smi``, ``DIR/hccn_tool`` and ``DIR/npu-smi.sim.json``; returns npu-smi's path.
 
     The script runs this interpreter (``sys.executable``) on ``python -m soak.telemetry.sim``,
@@ -21,6 +21,9 @@ def install(directory: str | Path, config: SimConfig) -> Path:
     ``-S``: the simulator needs the standard library and ``soak`` alone, and a sampler calls it
     every tick; without the site-packages' start-up hooks (``.pth`` files) a call takes about a
     tenth less CPU (``benchmarks/bench_sim_call.py``).
+
+    With ``server`` (a ``serve.SimServer``'s name) the script runs ``client.py`` instead, which
+    asks that server and runs the simulator itself only when nothing answers there.
     """
     folder = Path(directory).resolve()
     try:
@@ -29,13 +32,17 @@ def install(directory: str | Path, config: SimConfig) -> Path:
         raise InputError(f"{directory}: cannot create the folder ({exc.strerror or exc})") from None
     config.save(folder / CONFIG_NAME)
     package_root = Path(__file__).resolve().parents[3]
+    if server is None:
+        entry = "-S -m soak.telemetry.sim"
+    else:  # -I: nothing from the environment or the script's folder shadows the stdlib it uses
+        entry = f"-S -I {shlex.quote(str(Path(__file__).with_name('client.py')))} {shlex.quote(server)}"
     for name, extra in (("npu-smi", ""), ("hccn_tool", " --hccn-tool")):
         script = folder / name
         script.write_text(
             "#!/bin/sh\n"
             f"# Simulated {name} (soak sim install). Config: {CONFIG_NAME} beside this file.\n"
             f"PYTHONPATH={shlex.quote(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}} "
-            f"exec {shlex.quote(sys.executable)} -S -m soak.telemetry.sim "
+            f"exec {shlex.quote(sys.executable)} {entry} "
             f"--config {shlex.quote(str(folder / CONFIG_NAME))}{extra} \"$@\"\n",
             encoding="utf-8",
         )
