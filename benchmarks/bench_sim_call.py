@@ -42,11 +42,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        script = install(tmp, SimConfig.build(chips=8))
+        config = SimConfig.build(chips=8)
+        script = install(tmp, config)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         site = [sys.executable, "-m", "soak.telemetry.sim", "--config", str(Path(tmp) / CONFIG_NAME), "info"]
         measure([str(script), "info"], 3, env)  # warm the page cache and the bytecode
-        backend = SimBackend(sim_config=SimConfig.load(Path(tmp) / CONFIG_NAME), sim_dir=Path(tmp) / "served")
+        backend = SimBackend(sim_config=config, sim_dir=Path(tmp) / "served")
         try:
             served = str(backend.sim_dir / "npu-smi")
             measure([served, "info"], 3, env, served=True)

@@ -364,7 +364,8 @@ class SimBackend(NpuBackend):
                  fault: str | Iterable[str] = (), family: str = "910b", chips: int = 8, seed: int = 0,
                  time_scale: float = 1.0, clock: ScaledClock | None = None,
                  sim_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
-        from soak.telemetry.sim import CONFIG_NAME, SimConfig, install
+        from soak.telemetry.sim import SimConfig, install
+        from soak.telemetry.sim.install import config_path
         from soak.telemetry.sim.serve import SimServer
 
         self._tmp = os.fspath(sim_dir) if sim_dir is not None else tempfile.mkdtemp(prefix="soak-sim-")
@@ -377,7 +378,7 @@ class SimBackend(NpuBackend):
                                          plog_dir=os.fspath(plog_dir))
         self.sim_config = sim_config
         self.sim_dir = Path(self._tmp)
-        self._server = SimServer(Path(self._tmp).resolve() / CONFIG_NAME) if SimServer.available() else None
+        self._server = SimServer(config_path(self._tmp)) if SimServer.available() else None
         try:
             script = install(self._tmp, sim_config, server=self._server.name if self._server else None)
         except BaseException:

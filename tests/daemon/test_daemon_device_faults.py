@@ -26,10 +26,11 @@ SIGNALS = {("npu1-0", "ecc_uncorrectable"), ("npu1-0", "ecc_isolated_double"), (
            ("npu2-0", "fault_code"), ("npu0-0", "link_down")}
 
 
-def _plan(tmp_path: Path, scenario: str, run_id: str, duration: str = "2h"):
-    # 2 h of the fleet's time in 20 s: the faults begin 3 s in; each chip's slow views (five
-    # calls of the simulated tools) every 3 s
-    return fake_plan(tmp_path, run={"duration": duration, "time_scale": 360, "id": run_id},
+def _plan(tmp_path: Path, scenario: str, run_id: str):
+    # 6 h of the fleet's time in a minute, a bound: each test stops its run once it has what it
+    # asserts. The faults begin 3 s in; each chip's slow views (five calls of the simulated
+    # tools) every 3 s
+    return fake_plan(tmp_path, run={"duration": "6h", "time_scale": 360, "id": run_id},
                      devices={"backend": "sim"}, sim={"chips": 4, "scenario": scenario},
                      sampling={"interval": "0.5s", "detail_interval": "3s"})
 
@@ -39,7 +40,7 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     # signal of them is stored and every chip's fault views have answered twice (an idle host once
     # got there before the fault code's event). A 20 s run once ended on a loaded machine
     # before the sampler had come round to the ECC view of the faulty chip.
-    tr = run_daemon(_plan(tmp_path, FAULTY, "faulty", "6h"))
+    tr = run_daemon(_plan(tmp_path, FAULTY, "faulty"))
     d = tr.daemon
     # online: each fault is open on the run's status (what /metrics serves) while the run goes on
     # (wait_for fails at once if the run ends first)
@@ -49,7 +50,7 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     tr.wait_for(lambda: _ecc_read_twice(tmp_path, "faulty") and _fault_signals(tmp_path, "faulty") >= SIGNALS, 90)
     d.request_stop("every fault seen and stored, every chip's fault views read")
     assert tr.join(60) == 1
-    with Store.open(tmp_path / "runs" / "faulty" / "soak.db", create=False) as s:
+    with Store.open(_run_dir(tmp_path, "faulty") / "soak.db", create=False) as s:
         run = s.get_run("faulty")
         events = s.load_events("faulty", kind="device_fault")
         findings = [f for f in s.load_findings("faulty") if f.kind == "device_fault"]
@@ -65,7 +66,7 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     assert by[("npu2-0", "health")].severity == "fail"
     assert by[("npu0-0", "link")].severity == "fail"  # down from 0.3 h to the stop: past 60 s
     assert "npu3-0" not in {f.device for f in findings}
-    saved = json.loads((tmp_path / "runs" / "faulty" / "report" / "analysis.json").read_text(encoding="utf-8"))
+    saved = json.loads((_run_dir(tmp_path, "faulty") / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
     assert crit["met"] is False and crit["values"]["fails"] >= 3 and crit["values"]["read"] == 4
     reasons = " | ".join(saved["reasons"])
@@ -74,10 +75,14 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
         assert chip in reasons and words in reasons, (chip, reasons)
 
 
+def _run_dir(tmp_path: Path, run_id: str) -> Path:
+    return tmp_path / "runs" / run_id  # fake_plan's data folder
+
+
 def _fault_signals(tmp_path: Path, run_id: str) -> set[tuple[str, str]]:
     """(chip, signal) of every device_fault event the run's store holds."""
     try:
-        with Store.open(tmp_path / "runs" / run_id / "soak.db", create=False) as s:
+        with Store.open(_run_dir(tmp_path, run_id) / "soak.db", create=False) as s:
             events = s.load_events(run_id, kind="device_fault")
     except StoreError:  # the daemon has not made the tables yet
         return set()
@@ -87,7 +92,7 @@ def _fault_signals(tmp_path: Path, run_id: str) -> set[tuple[str, str]]:
 def _ecc_read_twice(tmp_path: Path, run_id: str) -> bool:
     """The run's store holds two readings of every chip's ECC view (the criterion's evidence)."""
     try:
-        with Store.open(tmp_path / "runs" / run_id / "soak.db", create=False) as s:
+        with Store.open(_run_dir(tmp_path, run_id) / "soak.db", create=False) as s:
             chips = s.fault_evidence(run_id)
     except StoreError:  # the daemon has not made the tables yet
         return False
@@ -98,11 +103,11 @@ def test_a_clean_fleet_meets_the_device_faults_criterion_with_its_evidence(tmp_p
     # 6 h (a minute of wall) at most: stopped once every chip's ECC view has answered twice. On
     # a loaded machine the sampler, calling the simulated tools, may take many seconds to get
     # round every chip (a 20 s run once read one chip of four).
-    tr = run_daemon(_plan(tmp_path, "healthy", "clean", "6h"))
+    tr = run_daemon(_plan(tmp_path, "healthy", "clean"))
     tr.wait_for(lambda: _ecc_read_twice(tmp_path, "clean"), 90)
     tr.daemon.request_stop("every chip's fault views read")
     tr.join(60)
-    saved = json.loads((tmp_path / "runs" / "clean" / "report" / "analysis.json").read_text(encoding="utf-8"))
+    saved = json.loads((_run_dir(tmp_path, "clean") / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
     v = crit["values"]
     assert crit["met"] is True and (v["read"], v["chips"], v["fails"], v["warns"]) == (4, 4, 0, 0)

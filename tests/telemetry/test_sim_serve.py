@@ -43,6 +43,11 @@ def _call(script: Path, *argv: str) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+def _server_name(script: Path) -> str:
+    """The name of the server the installed script asks."""
+    return script.read_text().split("client.py ")[1].split()[0]
+
+
 def _call_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "soak-sim-call"]
 
@@ -120,7 +125,7 @@ def test_once_the_server_is_gone_the_installed_tools_run_the_simulator_themselve
 def test_a_closed_backend_stops_serving(tmp_path: Path) -> None:
     backend = SimBackend(chips=2, sim_dir=tmp_path / "fleet")
     script = backend.sim_dir / "npu-smi"
-    name = script.read_text().split("client.py ")[1].split()[0]
+    name = _server_name(script)
     assert _call(script, "info")[0] == 0
     backend.close()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, pytest.raises(ConnectionRefusedError):
@@ -139,7 +144,7 @@ def test_the_server_answers_only_for_its_own_fleet(served: SimBackend, tmp_path:
     # an abstract socket is open to every local process, and the server runs as the daemon's
     # user: a call naming another config (which names a folder to write plog lines into) gets
     # no answer from it, and the installed client then runs the simulator as its caller
-    name = (served.sim_dir / "npu-smi").read_text().split("client.py ")[1].split()[0]
+    name = _server_name(served.sim_dir / "npu-smi")
     own = str(served.sim_dir / CONFIG_NAME)
     assert _ask(name, ["--config", own, "info"]).startswith(b"0 0\n+---")
     other = install(tmp_path / "other", SimConfig.build(chips=1, fixed_elapsed_s=60.0)).parent / CONFIG_NAME

@@ -17,7 +17,12 @@ from soak.telemetry.sim.fleet import SimFleet
 USAGE = "usage: python -m soak.telemetry.sim --config FILE npu-smi-args...\n"
 
 
-def answer(argv: Sequence[str], wait: Callable[[float], bool] | None = None) -> tuple[str, str, int]:
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return True
+
+
+def answer(argv: Sequence[str], wait: Callable[[float], bool] = _sleep) -> tuple[str, str, int]:
     """``(stdout, stderr, exit status)`` of one call ``--config FILE [--hccn-tool] ARGS``.
 
     ``wait(seconds)`` waits out a slow or hang fault (``time.sleep`` by default); when it returns
@@ -30,11 +35,7 @@ def answer(argv: Sequence[str], wait: Callable[[float], bool] | None = None) -> 
         out, rc = fleet.render_hccn(args[1:])
         return out, "", rc
     delay = fleet.delay_s(args)
-    if delay > 0:
-        # slow/hang fault: the caller's timeout and kill must handle it
-        if wait is None:
-            time.sleep(delay)
-        elif not wait(delay):
-            return "", "", 1
+    if delay > 0 and not wait(delay):  # slow/hang fault: the caller's timeout and kill must handle it
+        return "", "", 1
     out, rc = fleet.render(args)
     return out, "", rc

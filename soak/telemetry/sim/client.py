@@ -45,7 +45,7 @@ def main(name: str, argv: list[str]) -> int:
     head, _, body = data.partition(b"\n")
     try:
         rc, err_len = (int(x) for x in head.split())
-    except ValueError:  # the server went away mid-answer
+    except ValueError:  # no answer: the server refused the call, or went away mid-answer
         _fallback(argv)
     _write(2, memoryview(body)[:err_len])
     _write(1, memoryview(body)[err_len:])

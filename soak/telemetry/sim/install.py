@@ -13,6 +13,11 @@ from soak.telemetry.sim.config import SimConfig
 CONFIG_NAME = "npu-smi.sim.json"
 
 
+def config_path(directory: str | Path) -> Path:
+    """Where the fleet installed in ``directory`` keeps its config (what its scripts name)."""
+    return Path(directory).resolve() / CONFIG_NAME
+
+
 def install(directory: str | Path, config: SimConfig, server: str | None = None) -> Path:
     """Write ``DIR/npu-smi``, ``DIR/hccn_tool`` and ``DIR/npu-smi.sim.json``; returns npu-smi's path.
 
@@ -25,12 +30,13 @@ def install(directory: str | Path, config: SimConfig, server: str | None = None)
     With ``server`` (a ``serve.SimServer``'s name) the script runs ``client.py`` instead, which
     asks that server and runs the simulator itself only when nothing answers there.
     """
-    folder = Path(directory).resolve()
+    config_file = config_path(directory)
+    folder = config_file.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{directory}: cannot create the folder ({exc.strerror or exc})") from None
-    config.save(folder / CONFIG_NAME)
+    config.save(config_file)
     package_root = Path(__file__).resolve().parents[3]
     if server is None:
         entry = "-S -m soak.telemetry.sim"
@@ -43,7 +49,7 @@ def install(directory: str | Path, config: SimConfig, server: str | None = None)
             f"# Simulated {name} (soak sim install). Config: {CONFIG_NAME} beside this file.\n"
             f"PYTHONPATH={shlex.quote(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}} "
             f"exec {shlex.quote(sys.executable)} {entry} "
-            f"--config {shlex.quote(str(folder / CONFIG_NAME))}{extra} \"$@\"\n",
+            f"--config {shlex.quote(str(config_file))}{extra} \"$@\"\n",
             encoding="utf-8",
         )
         script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

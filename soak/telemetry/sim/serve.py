@@ -2,9 +2,9 @@
 
 ``SimServer`` answers the simulator's calls (``call.answer``) from a process that has already
 imported it: the fleet's scripts then start ``client.py`` (an interpreter and ``_socket``, a
-fifth of the CPU of a full start), which sends its arguments here. It listens on a Linux abstract socket
-(no file to leave behind when its process is killed, no path length limit) with a random name;
-the fleet's scripts fall back to the full simulator when nothing answers on it.
+quarter of the CPU of a full start), which sends its arguments here. It listens on a Linux
+abstract socket (no file to leave behind when its process is killed, no path length limit) with
+a random name; the fleet's scripts fall back to the full simulator when nothing answers on it.
 """
 
 from __future__ import annotations
