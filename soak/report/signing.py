@@ -236,14 +236,35 @@ def _not_in_a_run_folder(key_path: Path) -> None:
 
 
 def check_key_folder(directory: Path) -> None:
-    """Refuse a key folder that group or others may write (as ssh's StrictModes does): whoever
-    may write there may put their own key or certificate in place of the signer's."""
+    """Refuse a key folder that someone other than the signer may change (as ssh's StrictModes
+    does): one owned by another user (its owner may rename the key away and put theirs in its
+    place, whatever its mode), or one group or others may write (whoever may write there may put
+    their own key or certificate in place of the signer's)."""
     if os.name != "posix":
         return
-    mode = stat.S_IMODE(Path(directory).stat().st_mode)
+    st = Path(directory).stat()
+    if st.st_uid != os.geteuid():
+        raise KeyFileError(f"{directory}: the key folder is owned by uid {st.st_uid}, not by the signer "
+                           f"(uid {os.geteuid()}), who may swap the key or certificate; make a folder of "
+                           "your own with: soak keys init --dir DIR")
+    mode = stat.S_IMODE(st.st_mode)
     if mode & 0o022 and not mode & stat.S_ISVTX:
         raise KeyFileError(f"{directory}: the key folder is writable by others (mode {mode:04o}); "
                            f"fix with: chmod 700 {directory}")
+
+
+def check_key_file_owner(path: Path, *, root_may_own: bool = False) -> None:
+    """Refuse a key (or certificate) file another user owns, or one group or others may write:
+    they could replace what the signer signs with. A certificate root owns is no one else's."""
+    if os.name != "posix":
+        return
+    st = Path(path).stat()
+    if st.st_uid != os.geteuid() and not (root_may_own and st.st_uid == 0):
+        raise KeyFileError(f"{path}: owned by uid {st.st_uid}, not by the signer (uid {os.geteuid()}); "
+                           "make keys of your own with: soak keys init")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022:
+        raise KeyFileError(f"{path}: writable by others (mode {mode:04o}); fix with: chmod 600 {path}")
 
 
 def read_passphrase(path: str | os.PathLike[str] | None, environ: Mapping[str, str] = os.environ) -> bytes | None:
@@ -274,6 +295,7 @@ def check_key_permissions(key_path: Path) -> None:
         raise KeyFileError(
             f"{key_path}: private key is readable by others (mode {mode:04o}); fix with: chmod 600 {key_path}"
         )
+    check_key_file_owner(key_path)
     check_key_folder(key_path.parent)
     _not_in_a_run_folder(key_path)
 
@@ -283,6 +305,7 @@ def load_keypair(key: str | Path, cert: str | Path, passphrase: bytes | None = N
     check_key_permissions(key_path)
     if not cert_path.is_file():
         raise KeyFileError(f"{cert_path}: no such certificate file")
+    check_key_file_owner(cert_path, root_may_own=True)
     return KeyPair(key_path, cert_path, passphrase)
 
 

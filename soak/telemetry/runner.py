@@ -9,9 +9,11 @@ one can print without end (``subprocess.run`` would hold all of it in memory). S
   (grandchildren included) so nothing keeps the pipes open or piles up over a 72 h soak;
 * reads at most :data:`MAX_OUTPUT_BYTES` of stdout and stderr together and kills the group
   past that, so a flooding tool costs a few MiB, not the host's memory;
-* refuses a tool that others may replace (the file, or its folder without the sticky bit,
-  writable by group or others: a folder on ``PATH`` such as a shared ``/tmp/bin``), as ssh's
-  StrictModes refuses such keys: the tool runs as soak's user, root on an Ascend node;
+* refuses a tool that another user may replace, as ssh's StrictModes refuses such keys (the
+  tool runs as soak's user, root on an Ascend node): the file and every folder up to ``/``
+  must be owned by root or soak's user and writable by neither group nor others (a sticky
+  folder such as ``/tmp`` excuses its mode, never a file another user owns), and the file
+  checked is the file executed (no second search of ``PATH``);
 * turns a missing executable, a timeout, too much output, a non-zero exit and a known failure
   text into a :class:`soak.errors.ToolError` with ``kind`` = ``missing`` | ``timeout`` |
   ``output_limit`` | ``exit`` | ``error_text``, which readers turn into a marked gap plus an
@@ -27,7 +29,6 @@ from __future__ import annotations
 import logging
 import os
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
@@ -112,22 +113,53 @@ def check_result(
     return result
 
 
-def others_may_replace(path: str) -> str | None:
-    """Why the executable at ``path`` could be replaced by another user (it, or its folder
-    without the sticky bit, is writable by group or others; for a link, the link's folder
-    too), or None. OpenSSH's StrictModes asks the same of a key."""
+def trusted_owners() -> frozenset[int]:
+    """Who may own a tool soak runs and every folder above it: root and soak's own user."""
+    return frozenset({0, os.geteuid()})
+
+
+def _chain(path: str) -> list[str]:
+    """``path`` and every folder above it, up to ``/``."""
+    out = [path]
+    while (parent := os.path.dirname(out[-1])) != out[-1]:
+        out.append(parent)
+    return out
+
+
+def others_may_replace(path: str, owners: frozenset[int] | None = None) -> str | None:
+    """Why another user could replace the executable at ``path`` (absolute), or None, as
+    OpenSSH's StrictModes asks of a key: the file and every folder up to ``/`` must be owned
+    by root or soak's own user and writable by neither group nor others. The sticky bit
+    excuses a folder's mode (no one may then remove or rename another's file), never the
+    owner of the file itself. A link is followed: the folders that lead to it and those that
+    lead to what it names are all checked."""
+    owners = trusted_owners() if owners is None else owners
     real = os.path.realpath(path)
-    found = os.path.dirname(os.path.abspath(path))
-    checks = [(real, "the file"), (os.path.dirname(real), "its folder")]
-    if found != os.path.dirname(real):
-        checks.append((found, "the folder of its link"))
+    folders = dict.fromkeys(_chain(os.path.dirname(path)) + _chain(os.path.dirname(real)))
+    checks = [(real, "the file")] + [(f, "the folder") for f in folders]
     for p, what in checks:
         try:
-            mode = os.stat(p).st_mode
+            st = os.stat(p)
         except OSError:
-            return None  # gone meanwhile: Popen says so
-        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (what != "the file" and mode & stat.S_ISVTX):
-            return f"{what} {p} is writable by group or others (mode {stat.S_IMODE(mode):04o})"
+            return f"{what} {p} cannot be read"
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in owners:
+            return f"{what} {p} is owned by uid {st.st_uid}, neither root nor soak's user"
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (what == "the folder" and mode & stat.S_ISVTX):
+            return f"{what} {p} is writable by group or others (mode {mode:04o})"
+    return None
+
+
+def resolve_tool(name: str, path: str | None) -> str | None:
+    """The absolute path ``name`` runs as: itself when it holds a ``/``, else the first
+    executable regular file of that name in ``path``'s folders (``os.defpath`` when None),
+    as the shell's search finds it. None: nowhere."""
+    if os.sep in name:
+        return os.path.abspath(name)
+    for folder in (path if path is not None else os.defpath).split(os.pathsep):
+        candidate = os.path.abspath(os.path.join(folder or os.curdir, name))
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 
@@ -206,15 +238,20 @@ def run_tool(
     if not argv:
         raise ValueError("run_tool needs a command")
     tool = _tool_name(argv)
-    path = (env if env is not None else os.environ).get("PATH")
-    exe = shutil.which(str(argv[0]), path=path)
-    unsafe = others_may_replace(exe) if exe else None
+    exe = resolve_tool(str(argv[0]), (env if env is not None else os.environ).get("PATH"))
+    if exe is None or not os.path.exists(exe):
+        raise ToolError(tool, f"not found: {argv[0]}", kind="missing")
+    unsafe = others_may_replace(exe)
     if unsafe:
-        raise ToolError(tool, f"refused {exe}: {unsafe}, so anyone may replace the tool soak runs", kind="missing")
+        raise ToolError(tool, f"refused {exe}: {unsafe}, so another user may replace the tool soak runs",
+                        kind="missing")
     started = time.monotonic()
     try:
+        # the very file checked, never a second search of PATH: what was checked is what runs
+        # (every folder above it is root's or ours, so no one else can swap it meanwhile)
         proc = subprocess.Popen(
             [str(a) for a in argv],
+            executable=os.path.realpath(exe),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -14,6 +14,7 @@ import pytest
 from soak.cli import main
 from soak.errors import KeyFileError
 from soak.report.signing import CERT_FILE, KEY_FILE, PASSPHRASE_ENV, finalize_pdf, load_keypair
+from tests import otheruser
 
 
 def _mode(p) -> int:
@@ -46,6 +47,41 @@ def test_a_key_in_a_folder_others_may_write_is_refused(tmp_path, capsys) -> None
     folder.chmod(0o777)
     with pytest.raises(KeyFileError, match=r"the key folder is writable by others \(mode 0777\); fix with: chmod 700"):
         load_keypair(folder / KEY_FILE, folder / CERT_FILE)
+
+
+def test_a_key_folder_another_user_made_is_refused(capsys) -> None:
+    # its owner may rename the signer's key away and put theirs in its place, whatever its mode
+    otheruser.require()
+    with otheruser.shared_folder() as base:
+        folder = base / "open" / "keys"
+        otheruser.sh(f"mkdir -m 700 {folder}")
+        assert main(["keys", "init", "--dir", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert f"{folder}: the key folder is owned by uid {otheruser.uid()}, not by the signer (uid 0)" in err
+        assert not (folder / KEY_FILE).exists()
+        # a key pair made elsewhere and moved into their folder is refused when it is loaded
+        ours = base / "keys"
+        assert main(["keys", "init", "--dir", str(ours)]) == 0
+        for name in (KEY_FILE, CERT_FILE):
+            (ours / name).rename(folder / name)
+        with pytest.raises(KeyFileError, match=rf"{folder}: the key folder is owned by uid {otheruser.uid()}"):
+            load_keypair(folder / KEY_FILE, folder / CERT_FILE)
+
+
+def test_a_key_or_certificate_another_user_owns_is_refused(tmp_path, capsys) -> None:
+    otheruser.require()
+    folder = tmp_path / "keys"
+    assert main(["keys", "init", "--dir", str(folder)]) == 0
+    key, cert = folder / KEY_FILE, folder / CERT_FILE
+    load_keypair(key, cert)
+    for theirs in (key, cert):
+        os.chown(theirs, otheruser.uid(), -1)
+        with pytest.raises(KeyFileError, match=rf"{theirs}: owned by uid {otheruser.uid()}, not by the signer"):
+            load_keypair(key, cert)
+        os.chown(theirs, 0, -1)
+    cert.chmod(0o666)
+    with pytest.raises(KeyFileError, match=rf"{cert}: writable by others \(mode 0666\)"):
+        load_keypair(key, cert)
 
 
 def test_an_encrypted_key_signs_with_its_passphrase_and_says_what_is_missing(tmp_path, capsys, monkeypatch) -> None:

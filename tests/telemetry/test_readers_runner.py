@@ -19,6 +19,7 @@ from soak.telemetry.runner import (
     check_result,
     run_tool,
 )
+from tests import otheruser
 from tests.procs import alive, wait_until
 
 
@@ -91,8 +92,8 @@ def test_a_tool_others_may_replace_is_refused_and_not_run(tmp_path):
     with pytest.raises(ToolError) as info:
         run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(shared)})
     assert info.value.kind == "missing" and not ran.exists()
-    assert str(info.value) == (f"npu-smi: refused {tool}: its folder {shared} is writable by group or others "
-                               "(mode 0777), so anyone may replace the tool soak runs")
+    assert str(info.value) == (f"npu-smi: refused {tool}: the folder {shared} is writable by group or others "
+                               "(mode 0777), so another user may replace the tool soak runs")
     shared.chmod(0o1777)
     run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(shared)})
     assert ran.exists()
@@ -106,10 +107,88 @@ def test_a_tool_others_may_replace_is_refused_and_not_run(tmp_path):
     links.mkdir()
     (links / "npu-smi").symlink_to(tool)
     links.chmod(0o775)
-    with pytest.raises(ToolError, match=rf"the folder of its link {links} is writable by group or others"):
+    with pytest.raises(ToolError, match=rf"the folder {links} is writable by group or others"):
         run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(links)})
     links.chmod(0o755)
     run_tool(["npu-smi"], timeout_s=5, env={"PATH": str(links)})
+    # a folder higher up that others may write: they could rename the tool's folder away
+    tmp_path.chmod(0o777)
+    try:
+        with pytest.raises(ToolError, match=rf"the folder {tmp_path} is writable by group or others"):
+            run_tool([str(tool)], timeout_s=5)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def _tool_by_root(folder: Path, marker: Path) -> Path:
+    # a /bin/sh tool: the interpreter nobody may run, whatever the test's own is
+    tool = folder / "npu-smi"
+    tool.write_text(f"#!/bin/sh\necho ran > {marker}\necho ok\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_a_tool_another_user_made_in_a_sticky_folder_is_refused(tmp_path):
+    # the sticky bit stops nobody from replacing root's files in /tmp, not from making their own
+    otheruser.require()
+    with otheruser.shared_folder() as base:
+        open_ = base / "open"
+        marker = tmp_path / "ran"
+        otheruser.sh(f"printf '#!/bin/sh\\necho ran > {marker}\\n' > {open_}/npu-smi; chmod 755 {open_}/npu-smi")
+        assert (open_ / "npu-smi").stat().st_uid == otheruser.uid()
+        with pytest.raises(ToolError) as info:
+            run_tool(["npu-smi", "info"], timeout_s=10, env={"PATH": f"{open_}:/usr/bin:/bin"})
+        assert info.value.kind == "missing" and not marker.exists()
+        assert str(info.value) == (f"npu-smi: refused {open_}/npu-smi: the file {open_}/npu-smi is owned by uid "
+                                   f"{otheruser.uid()}, neither root nor soak's user, so another user may replace "
+                                   "the tool soak runs")
+
+
+def test_a_tool_in_a_folder_another_user_owns_is_refused_whatever_its_mode(tmp_path):
+    # 0755 keeps group and others out, not the folder's owner: they rename root's tool away
+    otheruser.require()
+    with otheruser.shared_folder() as base:
+        theirs = base / "open" / "bin"
+        otheruser.sh(f"mkdir -m 755 {theirs}")
+        marker = tmp_path / "ran"
+        tool = _tool_by_root(theirs, marker)
+        with pytest.raises(ToolError, match=rf"the folder {theirs} is owned by uid {otheruser.uid()}, neither root"):
+            run_tool(["npu-smi"], timeout_s=10, env={"PATH": str(theirs)})
+        assert not marker.exists()
+        # a folder of root's below theirs: they rename it away as well
+        deeper = theirs / "sbin"
+        deeper.mkdir(mode=0o755)
+        tool = _tool_by_root(deeper, marker)
+        with pytest.raises(ToolError, match=rf"the folder {theirs} is owned by uid {otheruser.uid()}"):
+            run_tool([str(tool)], timeout_s=10)
+        assert not marker.exists()
+        # the same tool in a folder of root's runs
+        ours = base / "bin"
+        ours.mkdir(mode=0o755)
+        tool = _tool_by_root(ours, marker)
+        assert run_tool(["npu-smi"], timeout_s=10, env={"PATH": str(ours)}).stdout == "ok\n"
+        assert marker.exists()
+
+
+def test_the_file_checked_is_the_file_run(tmp_path, monkeypatch):
+    # between the check and the start, a tool of the same name appears earlier on PATH (a race
+    # someone won): what runs is the file that was checked, not a second search of PATH
+    import soak.telemetry.runner as runner
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    _script(second, "npu-smi", "print('checked')\n")
+    check = runner.others_may_replace
+
+    def check_then_race(path, *args, **kwargs):
+        found = check(path, *args, **kwargs)
+        _script(first, "npu-smi", "print('planted')\n")
+        return found
+
+    monkeypatch.setattr(runner, "others_may_replace", check_then_race)
+    result = run_tool(["npu-smi"], timeout_s=10, env={"PATH": f"{first}:{second}"})
+    assert result.stdout == "checked\n"
 
 
 def test_nonzero_exit_reports_last_stderr_line(tmp_path):
