@@ -21,6 +21,7 @@ class Listener:
     cmdline: str
     address: str
     port: int
+    netns: str = ""  # the network namespace it listens in (``net:[INODE]``)
 
     @property
     def wildcard(self) -> bool:
@@ -35,11 +36,13 @@ def _address(hex_addr: str) -> tuple[str, int]:
     return str(ipaddress.ip_address(words)), int(port, 16)
 
 
-def _listening_inodes(proc: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
+def _listening_inodes(proc: Path = Path("/proc"), pid: int | str = "self") -> dict[int, tuple[str, int]]:
+    """The listening sockets of ``pid``'s network namespace (a process in a namespace of its
+    own listens where ``/proc/net`` of this one does not show)."""
     found: dict[int, tuple[str, int]] = {}
     for name in ("tcp", "tcp6"):
         try:
-            lines = (proc / "net" / name).read_text().splitlines()[1:]
+            lines = (proc / str(pid) / "net" / name).read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
@@ -77,11 +80,16 @@ def cmdline(pid: int, proc: Path = Path("/proc")) -> str:
 
 
 def listeners(root: int, proc: Path = Path("/proc")) -> list[Listener]:
-    """The listening TCP sockets held by ``root``'s process tree."""
-    inodes = _listening_inodes(proc)
+    """The listening TCP sockets held by ``root``'s process tree, in whichever network
+    namespace each process is."""
+    by_netns: dict[str, dict[int, tuple[str, int]]] = {}
     out: list[Listener] = []
     for pid in sorted(process_tree(root, proc)):
         try:
+            netns = os.readlink(proc / str(pid) / "ns" / "net")
+            if netns not in by_netns:
+                by_netns[netns] = _listening_inodes(proc, pid)
+            inodes = by_netns[netns]
             fds = list((proc / str(pid) / "fd").iterdir())
         except OSError:
             continue
@@ -93,5 +101,5 @@ def listeners(root: int, proc: Path = Path("/proc")) -> list[Listener]:
             if target.startswith("socket:["):
                 inode = int(target[8:-1])
                 if inode in inodes:
-                    out.append(Listener(pid, cmdline(pid, proc), *inodes[inode]))
+                    out.append(Listener(pid, cmdline(pid, proc), *inodes[inode], netns=netns))
     return out

@@ -3,8 +3,8 @@
 ``build_command`` is what ``soak run`` and ``soak workload`` execute: one torchrun
 (``soak.workloads.torchrun``: torch's, with its stores listening on one address) with
 ``--max-restarts 0`` (restarts belong to the supervisor, which counts them). On one node the
-rendezvous is private, on a free port of 127.0.0.1; torchrun's own ``--standalone`` listens on
-every interface.
+rendezvous is private, on a free port of 127.0.0.1 in a network namespace of the agent's own;
+torchrun's own ``--standalone`` listens on every interface.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ class Rendezvous:
     local_addr: str | None = None
 
 # a single-node run: a free port on loopback, this node hosting it (torchrun's --standalone
-# does the same on every interface)
-LOCAL = ("--nnodes=1", "--rdzv-backend=soak-c10d", "--rdzv-endpoint=127.0.0.1:0", "--rdzv-id=local",
-         "--rdzv-conf=is_host=1", "--local-addr=127.0.0.1")
+# does the same on every interface), in a network namespace of its own, so that loopback is
+# the agent's alone, not every local user's
+LOCAL = ("--private-network", "--nnodes=1", "--rdzv-backend=soak-c10d", "--rdzv-endpoint=127.0.0.1:0",
+         "--rdzv-id=local", "--rdzv-conf=is_host=1", "--local-addr=127.0.0.1")
 
 
 def build_command(

@@ -13,17 +13,77 @@ more rendezvous backend, ``soak-c10d``: torch's c10d rendezvous (same options, s
 ``--rdzv-conf`` keys; ``is_host`` required) whose rendezvous store listens on the host of
 ``--rdzv-endpoint`` and whose shared store listens on ``--local-addr``. A single-node run gives
 ``127.0.0.1`` for both; a cluster run the addresses the nodes reach each other at.
+
+On one host, loopback is no boundary: every local user reaches ``127.0.0.1`` (the ports are in
+``/proc/net/tcp``, the single-node rendezvous id is a constant). So a single-node run also gives
+``--private-network`` (read here, never passed to torch): before torch is imported the agent
+moves into a network namespace of its own whose only interface is its own loopback, and its
+ranks inherit it. Root (an Ascend node's agent) needs only ``unshare(CLONE_NEWNET)``; another
+user first enters a user namespace of its own that maps its uid and gid to themselves. Files,
+devices and the run folder are the same inside; no other process of the host can reach a port
+there. Where the kernel refuses (a container without the capability, user namespaces turned
+off) the run goes on as before and one line on stderr says that its stores are reachable by
+every local user of the host's network namespace.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import ipaddress
+import os
 import socket
+import struct
 import sys
 from datetime import timedelta
 from typing import Any
 
 BACKEND = "soak-c10d"
+PRIVATE_NETWORK = "--private-network"
+
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+# inside the namespace there is nothing but loopback: the collective libraries' bootstrap
+# sockets are told so (a NIC named by the host's settings does not exist there)
+PRIVATE_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "HCCL_SOCKET_IFNAME": "lo"}
+PRIVATE_ENV_DROPPED = ("HCCL_IF_IP",)
+
+
+def _unshare(flags: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(ctypes.c_int(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(s, _SIOCGIFFLAGS, ifreq)[:18])[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+
+
+def private_network() -> str | None:
+    """Move this process, and all it starts from now on, into a network namespace of its own
+    with its loopback up; None when done, else why not (nothing changed then). Call it while
+    the process has one thread (a user namespace needs that)."""
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        if uid != 0:
+            _unshare(_CLONE_NEWUSER)
+            # uid and gid stay what they are: files and devices see the same user
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        _unshare(_CLONE_NEWNET)
+        _loopback_up()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    for key in PRIVATE_ENV_DROPPED:
+        os.environ.pop(key, None)
+    os.environ.update(PRIVATE_ENV)
+    return None
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -101,10 +161,18 @@ def register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = list(argv if argv is not None else sys.argv[1:])
+    if PRIVATE_NETWORK in argv:
+        argv.remove(PRIVATE_NETWORK)
+        why = private_network()
+        if why is not None:
+            print(f"soak: the rendezvous runs without a private network ({why}): its stores on 127.0.0.1 "
+                  "are reachable by every local user of this host, who could run code as this agent",
+                  file=sys.stderr, flush=True)
     register()
     from torch.distributed.run import main as torchrun
 
-    torchrun(argv if argv is not None else sys.argv[1:])
+    torchrun(argv)
 
 
 if __name__ == "__main__":

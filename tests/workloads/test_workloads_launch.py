@@ -10,8 +10,8 @@ import pytest
 from soak.errors import InputError
 from soak.workloads.launch import Rendezvous, build_command
 
-LOCAL = ["--nnodes=1", "--rdzv-backend=soak-c10d", "--rdzv-endpoint=127.0.0.1:0", "--rdzv-id=local",
-         "--rdzv-conf=is_host=1", "--local-addr=127.0.0.1"]
+LOCAL = ["--private-network", "--nnodes=1", "--rdzv-backend=soak-c10d", "--rdzv-endpoint=127.0.0.1:0",
+         "--rdzv-id=local", "--rdzv-conf=is_host=1", "--local-addr=127.0.0.1"]
 
 
 def test_build_command_is_a_loopback_rendezvous_without_restarts(tmp_path):
@@ -59,8 +59,8 @@ def test_soak_workload_print_and_bad_spec(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
     argv = res.stdout.split()
-    assert argv[1:11] == ["-m", "soak.workloads.torchrun", *LOCAL, "--nproc-per-node=3", "--max-restarts=0"]
-    assert argv[11:] == ["-m", "soak.workloads.gemm", "--run-dir", str(tmp_path), "--size",
+    assert argv[1:12] == ["-m", "soak.workloads.torchrun", *LOCAL, "--nproc-per-node=3", "--max-restarts=0"]
+    assert argv[12:] == ["-m", "soak.workloads.gemm", "--run-dir", str(tmp_path), "--size",
                         "small", "--steps", "5", "--sdc-every", "2"]
     bad = subprocess.run([*cli, "lm", "--run-dir", str(tmp_path), "--inject", "hang:soon"],
                          capture_output=True, text=True, timeout=60)
