@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import io
 import ipaddress
 import os
+import pickle
 import socket
 import struct
 import sys
@@ -120,10 +122,55 @@ def bound_store(host: str, port: int, *, timeout: timedelta, multi_tenant: bool 
                     master_listen_fd=fd)
 
 
+# What torch's rendezvous state is made of (torch 2.13's pickle of ``_RendezvousState``: the
+# state, its nodes, their heartbeats' datetimes). Nothing else may be named in what the store
+# holds: a pickle naming ``os.system`` is code that whoever reaches the store wrote.
+_RDZV = "torch.distributed.elastic.rendezvous.dynamic_rendezvous"
+STATE_TYPES = frozenset({(_RDZV, "_RendezvousState"), (_RDZV, "_NodeDesc"), ("datetime", "datetime"),
+                         ("datetime", "timezone"), ("datetime", "timedelta")})
+
+
+class _StateUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in STATE_TYPES:
+            raise pickle.UnpicklingError(f"{module}.{name}")
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("a persistent id")
+
+
+def check_state(bits: bytes) -> None:
+    """Raise ``pickle.UnpicklingError`` (naming it) unless ``bits`` is a pickle of rendezvous
+    types only; torch then loads the very bytes checked."""
+    _StateUnpickler(io.BytesIO(bits)).load()
+
+
+def _checked_backend(store: Any, run_id: str) -> Any:
+    """torch's c10d rendezvous backend whose every state read from the store is checked first
+    (``check_state``): a state naming anything else is refused, so reaching the store lets one
+    disturb the rendezvous, not run code as the agent."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousStateError
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+
+    class CheckedBackend(C10dRendezvousBackend):
+        def _decode_state(self, base64_state: bytes) -> Any:
+            pair = super()._decode_state(base64_state)
+            if pair is not None:
+                try:
+                    check_state(pair[0])
+                except Exception as exc:
+                    raise RendezvousStateError(
+                        f"soak: refused the rendezvous state in the store ({exc}): it is no rendezvous "
+                        "state, and loading it could run code; whoever reaches the store wrote it") from None
+            return pair
+
+    return CheckedBackend(store, run_id)
+
+
 def create_handler(params: Any) -> Any:
     """The ``soak-c10d`` rendezvous handler (``RendezvousParameters`` in)."""
     from torch.distributed import TCPStore
-    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
         create_handler as c10d_handler,
     )
@@ -139,7 +186,7 @@ def create_handler(params: Any) -> Any:
         store = bound_store(host, port, timeout=timeout)
     else:
         store = TCPStore(host, port, is_master=False, multi_tenant=True, timeout=timeout)
-    handler = c10d_handler(store, C10dRendezvousBackend(store, params.run_id), params)
+    handler = c10d_handler(store, _checked_backend(store, params.run_id), params)
     if not hasattr(handler, "_create_tcp_store_server"):
         # the shared store would listen on every interface again: refuse to start instead
         raise RuntimeError(f"this torch's rendezvous handler has no _create_tcp_store_server: {BACKEND} "

@@ -4,9 +4,11 @@ job across two agents as a cluster run starts it (was: every interface)."""
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,68 @@ def test_a_name_that_resolves_to_loopback_is_refused(monkeypatch: pytest.MonkeyP
                         if host == "node0" else real(host, *a, **k))
     with pytest.raises(OSError, match="node0 resolves to 127.0.1.1 on this host"):
         tr.listening_socket("node0", 0)
+
+
+class _Payload:
+    """A pickle that runs a shell command when loaded (what the issue's attacker wrote)."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, (self.command,)
+
+
+@pytest.mark.slow
+def test_a_pickle_written_into_a_cluster_rendezvous_store_is_refused_not_run(tmp_path: Path) -> None:
+    # A cluster run's stores are on the network, where no namespace hides them: a host that
+    # reaches the port (the id is <run>-g<N>) wrote a pickle into the state and the agent ran it
+    import base64
+
+    port = _free_port()
+    marker = tmp_path / "ran"
+    argv = build_command("gemm", tmp_path / "n0", 1, duration_s=60, extra=FAST, rendezvous=Rendezvous(
+        nnodes=2, endpoint=f"127.0.0.1:{port}", rdzv_id="t-g0", is_host=True, join_timeout_s=60,
+        local_addr="127.0.0.1"))
+    agent = procs.start(argv, tmp_path / "procs", "n0", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        key = "torch.rendezvous.t-g0"
+        store = procs.wait_until(lambda: _client(port), agent, 120, interval_s=0.5)
+        procs.wait_until(lambda: store.check([key]), agent, 60, interval_s=0.2)  # the agent is waiting for n1
+        store.set(key, base64.b64encode(pickle.dumps(_Payload(f"touch {marker}"))))
+        agent.wait(timeout=90)
+    finally:
+        agent.close()
+    assert not marker.exists()
+    out = agent.stdout_text() + agent.stderr_text()
+    assert "soak: refused the rendezvous state in the store (posix.system)" in out, out[-3000:]
+
+
+def _client(port: int):
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    try:
+        return TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=2))
+    except Exception:
+        return None
+
+
+def test_the_rendezvous_state_check_takes_torchs_state_and_nothing_else() -> None:
+    from datetime import datetime
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+
+    from soak.workloads.torchrun import check_state
+
+    state = _RendezvousState()
+    node = _NodeDesc("10.0.0.1", 42, 0)
+    state.participants[node] = 0
+    state.wait_list.add(node)
+    state.last_heartbeats[node] = datetime.now(UTC)
+    state.deadline = datetime.now()
+    check_state(pickle.dumps(state))
+    for bad in (_Payload("true"), {"x": __import__("collections").OrderedDict()}):
+        with pytest.raises(pickle.UnpicklingError):
+            check_state(pickle.dumps(bad))
