@@ -24,6 +24,11 @@ devices and the run folder are the same inside; no other process of the host can
 there. Where the kernel refuses (a container without the capability, user namespaces turned
 off) the run goes on as before and one line on stderr says that its stores are reachable by
 every local user of the host's network namespace.
+
+A cluster run's stores are on the network, where no namespace hides them. There, and on one
+node too, every rendezvous state read from the store is checked before torch unpickles it
+(``check_state``: torch's rendezvous types only): reaching a store lets one disturb the job,
+not run code as the agent.
 """
 
 from __future__ import annotations
