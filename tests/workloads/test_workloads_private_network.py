@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.workloads.launch import Rendezvous, build_command
+from soak.workloads.launch import LOCAL, Rendezvous, build_command
 from tests import listeners, otheruser, procs
 from tests.workloads.wl_helpers import FAST
 
@@ -93,6 +93,22 @@ def test_a_user_other_than_root_gets_a_private_network_through_a_user_namespace(
     if why is not None:
         pytest.skip(f"this kernel refuses user namespaces to {otheruser.USER}: {why}")
     assert moved and same_ids and gloo == "lo"
+
+
+def test_a_non_root_agent_holds_its_rendezvous_and_ranks_in_a_namespace_of_its_own() -> None:
+    # the whole of torchrun as nobody: the rendezvous stands in the private namespace and the
+    # rank it starts runs there, as the same user
+    otheruser.require()
+    python, env = otheruser.python()
+    assert "--private-network" in LOCAL  # what every single-node run gives
+    argv = [python, "-m", "soak.workloads.torchrun", *LOCAL, "--nproc-per-node=1", "--max-restarts=0",
+            "--no-python", "/bin/sh", "-c", 'echo "rank: $(readlink /proc/self/ns/net) $(id -u) $GLOO_SOCKET_IFNAME"']
+    done = otheruser.run(argv, env=env, timeout_s=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "without a private network" not in done.stdout + done.stderr
+    rank = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("rank: ")]
+    assert len(rank) == 1 and rank[0][0] != os.readlink("/proc/self/ns/net"), done.stdout
+    assert rank[0][1:] == [str(otheruser.uid()), "lo"]
 
 
 def test_without_a_private_network_the_run_says_so_and_goes_on(monkeypatch, capsys) -> None:
