@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak.analysis import numerics as nm
+from soak.device_names import rank_device
+
 log = logging.getLogger("soak.daemon")
 
 # heartbeat event -> store event kind
@@ -28,11 +31,17 @@ EVENT_KINDS = {
     "start": "start",
     "exit": "exit",
     "eval": "phase",
-    "sdc_mismatch": "note",
+    "sdc_mismatch": "sdc",
+    "nonfinite": "nonfinite",
+    "loss_spike": "loss_spike",
+    "alignment": "alignment",
     "capture": "capture",
     "link_test": "link_test",
     "data_stall": "data_stall",
 }
+# the numerical events' own fields, kept in the stored event's detail as written
+NUMERIC_FIELDS = ("check", "error", "tolerance", "suspect_rank", "classification", "what", "value", "loss",
+                  "median", "multiple", "steps", "max_rel_diff", "device_losses", "reference_losses")
 _MAX_WINDOW_LINES = 1000
 _HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
 
@@ -167,6 +176,8 @@ class RankState:
     compute_s: float | None = None  # of the last step: outside the collectives
     tokens_per_s: float | None = None
     loss: float | None = None
+    device: str | None = None  # the rank's torch device as it wrote it (``npu:3``, ``cpu``)
+    numeric_checks: int | None = None  # cumulative: numerical checks this rank ran
     # the current aggregation window
     window_start: float | None = None
     times: list[float] = field(default_factory=list)
@@ -182,11 +193,16 @@ class StepAggregator:
     """
 
     def __init__(self, window_s: float = 10.0, to_ts: Callable[[float], float] = float,
-                 attempt: Callable[[str], int] = lambda _w: 1) -> None:
+                 attempt: Callable[[str], int] = lambda _w: 1,
+                 place: Callable[[str, int, str | None], tuple[str | None, str | None]] | None = None) -> None:
         self.window_s = window_s
         self.to_ts = to_ts
         self.attempt = attempt
+        # (workload, rank, its torch device) -> (chip, serial): where a numerical event's
+        # suspect rank computed (``soak.analysis.numerics.chip_of_rank``); None: not known
+        self.place = place
         self.ranks: dict[tuple[str, int], RankState] = {}
+        self.numerics = nm.Severities()
 
     def rank_state(self, workload: str, rank: int) -> RankState:
         key = (workload, rank)
@@ -208,6 +224,8 @@ class StepAggregator:
                 continue
             st = self.rank_state(workload, rank)
             st.last_hb_ts = ts
+            if rec.get("device") is not None:
+                st.device = str(rec["device"])
             if step > st.step or st.last_progress_wall is None:
                 st.last_progress_wall = ts
             st.step = max(st.step, step) if rec.get("event") != "resume" else step
@@ -224,7 +242,7 @@ class StepAggregator:
                     st.compute.append(float(rec["compute_s"]))
                 st.n += 1
                 for k in ("loss", "tokens_per_s", "tflops", "host_rss_bytes", "comm_timeouts",
-                          "mem_allocated_bytes", "mem_reserved_bytes"):
+                          "mem_allocated_bytes", "mem_reserved_bytes", "numeric_checks"):
                     if rec.get(k) is not None:
                         st.pending[k] = rec[k]
                 if rec.get("mem_peak_bytes") is not None:
@@ -235,6 +253,8 @@ class StepAggregator:
                 st.compute_s = rec.get("compute_s")
                 st.tokens_per_s = rec.get("tokens_per_s")
                 st.loss = rec.get("loss")
+                if rec.get("numeric_checks") is not None:
+                    st.numeric_checks = int(rec["numeric_checks"])
             elif ev in EVENT_KINDS:
                 if ev in ("start", "resume") and st.n:
                     rows.append(self._close(st))  # a new attempt: never mix two in one row
@@ -248,11 +268,25 @@ class StepAggregator:
                     detail.update(rec["link_test"])  # the pairs (soak.analysis.links)
                 if isinstance(rec.get("inject"), dict):
                     detail["inject"] = rec["inject"]  # the plan's fault and what it did (its message's values)
+                if ev in nm.HEARTBEAT_EVENTS:
+                    detail.update({k: rec[k] for k in NUMERIC_FIELDS if k in rec})
+                    detail.update(self._numeric_place(workload, rank, detail))
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,
                     "message": rec.get("message"), "detail": {**detail, "heartbeat_event": ev},
                 })
         return rows, events
+
+    def _numeric_place(self, workload: str, rank: int, detail: dict[str, Any]) -> dict[str, Any]:
+        """A numerical event's chip, serial and severity: the suspect rank's chip where a rank
+        is suspected (``soak.analysis.numerics``), none named where nobody is."""
+        suspect = detail.get("suspect_rank")
+        chip = serial = None
+        if isinstance(suspect, int) and self.place is not None:
+            other = self.ranks.get((workload, suspect))
+            chip, serial = self.place(workload, suspect, other.device if other else None)
+        severity = self.numerics.judge(detail, chip or (rank_device(workload, suspect) if isinstance(suspect, int) else None))
+        return {"chip": chip, "serial": serial, "severity": severity}
 
     def _close(self, st: RankState) -> dict[str, Any]:
         p = st.pending
@@ -267,7 +301,7 @@ class StepAggregator:
             "attempt": p.get("attempt"),
             **{k: p.get(k) for k in ("loss", "tokens_per_s", "tflops", "mem_allocated_bytes",
                                      "mem_reserved_bytes", "mem_peak_bytes", "host_rss_bytes",
-                                     "comm_timeouts")},
+                                     "comm_timeouts", "numeric_checks")},
         }
         st.window_start = None
         st.times = []

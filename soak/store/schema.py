@@ -50,7 +50,9 @@ from soak.telemetry.records import METRICS
 #    series and findings split in place: ``_split_node_device``).
 # 8: samples gain the chip's own fault evidence: isolated ECC pages and the NVML Xid count
 #    (a version-7 database gains the columns in place).
-SCHEMA_VERSION = 8
+# 9: steps gain ``numeric_checks``, the numerical checks a rank has run so far (the evidence of
+#    the "numerical correctness" criterion; a version-8 database gains the column in place).
+SCHEMA_VERSION = 9
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -196,6 +198,7 @@ steps = Table(
     Column("comm_timeouts", Integer),
     Column("attempt", Integer),
     Column("node", String(255)),
+    Column("numeric_checks", BigInteger),  # cumulative per rank: numerical checks run, passed or not
 )
 Index("ix_steps_run_rank_ts", steps.c.run_id, steps.c.rank, steps.c.ts)
 
@@ -226,6 +229,12 @@ EVENT_KINDS = (
     "link_test",  # the pairwise link test between nodes: detail.pairs (soak.analysis.links)
     "device_fault",  # the chip's own fault report changed: detail = soak.analysis.device_faults.FaultChange
     "clock_drift",  # a node's clock past (or back within) cluster.max_clock_offset of the store's
+    # a workload's numerical check (soak.analysis.numerics): detail = the heartbeat's fields
+    # (check, error, tolerance, suspect_rank, classification, ...) with chip, serial, severity
+    "sdc",
+    "nonfinite",
+    "loss_spike",
+    "alignment",
 )
 
 
@@ -329,6 +338,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     ),
     7: tuple(f"ALTER TABLE samples ADD COLUMN {c} BIGINT" for c in (
         "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count")),
+    8: ("ALTER TABLE steps ADD COLUMN numeric_checks BIGINT",),
 }
 
 # A cluster run's per-chip summaries, written by each node agent for its own chips and ranks

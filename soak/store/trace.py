@@ -174,6 +174,20 @@ class TraceStore(SampleStore):
         return [(node, wl, int(rank), float(v), int(n), float(a), float(b))
                 for node, wl, rank, v, n, a, b in self._read_tuples(stmt)]
 
+    def numeric_checks(self, run_id: str) -> list[tuple[str | None, str, int, int, int, int]]:
+        """``(node, workload, rank, checks, first step, last step)`` of every rank that counted
+        its numerical checks (``numeric_checks``, cumulative: the largest is the count), in one
+        GROUP BY over the rows that carry it."""
+        s = S.steps
+        stmt = (
+            select(s.c.node, s.c.workload, s.c.rank, func.max(s.c.numeric_checks), func.min(s.c.step),
+                   func.max(s.c.step))
+            .where(s.c.run_id == run_id, s.c.numeric_checks.is_not(None))
+            .group_by(s.c.node, s.c.workload, s.c.rank)
+            .order_by(s.c.node, s.c.workload, s.c.rank)
+        )
+        return [(node, wl, int(rank), int(n), int(a), int(b)) for node, wl, rank, n, a, b in self._read_tuples(stmt)]
+
     def export_csv(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write the run's long-format trace CSV (``timestamp,device,metric,value``; a cluster
         node's device as ``node/device``, which ``soak analyze`` places on its node again)."""

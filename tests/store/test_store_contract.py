@@ -355,6 +355,22 @@ def test_a_version_3_store_gains_compute_s_in_place_keeping_its_steps(store_url:
         assert upgraded.rank_places("r1") == {"lm-rank0": ("node-a", "lm-rank0")}
 
 
+def test_a_version_8_store_gains_numeric_checks_in_place_and_counts_them_per_rank(store_url: str) -> None:
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    with Store.open(store_url) as first:
+        _new_run(first)
+        first.add_steps("r1", [{"ts": T0, "workload": "gemm", "rank": 0, "step": 10, "step_time_s": 0.5}], node="a")
+    _downgrade(store_url, 8)
+    with Store.open(store_url) as upgraded:
+        (old,) = upgraded.load_steps("r1")
+        assert old["numeric_checks"] is None
+        assert upgraded.numeric_checks("r1") == []  # a row without the count is no evidence
+        upgraded.add_steps("r1", [{"ts": T0 + i, "workload": "gemm", "rank": r, "step": 20 + 10 * i,
+                                   "numeric_checks": 2 + i + r} for r in (0, 1) for i in range(3)], node="a")
+        assert upgraded.numeric_checks("r1") == [("a", "gemm", 0, 4, 20, 40), ("a", "gemm", 1, 5, 20, 40)]
+
+
 def test_a_version_2_store_is_upgraded_in_place_keeping_its_runs(store_url: str) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
