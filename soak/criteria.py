@@ -15,6 +15,11 @@ Besides the detectors' findings (one criterion per finding kind) a run must show
   the profile's floor or more than ``links.max_below_median_frac`` below the others
   (``soak.analysis.links``); a run or trace of several nodes without a link test is not judged
   on its links (the criterion says so), and a single node has no such criterion.
+- **numerical correctness**: no chip computed a confirmed wrong result (``soak.analysis.numerics``),
+  judged on the chips the workloads' own checks reached (their count is the evidence); a run
+  whose workloads check nothing is not judged on it, as one whose fault views never answered
+  is not judged on device faults: neither claims what it did not see, neither fails the run
+  for it, and a failing finding seen still fails it.
 - **compute** (a run with the ``gemm`` workload): every rank reaches ``compute.min_expected_frac``
   of its chip model's dense 16-bit peak, and no node is more than ``compute.max_below_median_frac``
   below the other nodes (``soak.analysis.compute``).
@@ -31,6 +36,7 @@ from typing import Any
 from soak.analysis import compute as cp
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
+from soak.analysis import numerics as nm
 from soak.analysis import sampling as sm
 from soak.analysis.messages import CRITERIA, CRITERION_TEXTS, said, say
 from soak.analysis.model import KINDS
@@ -251,7 +257,7 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.B
     out = []
     blind_of = {b.kind: b for b in blind}
     for kind in KINDS:
-        if kind == "device_fault":  # judged with its evidence: device_faults_criterion
+        if kind == "device_fault" or kind in nm.KINDS:  # judged with their evidence: device_faults_ and numerics_criterion
             continue
         mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == kind]
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
@@ -298,6 +304,30 @@ def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any)
         return _criterion(False if fails else None, code="criterion.device_faults", values=values,
                           measured=".measured_none")
     return _criterion(fails == 0, code="criterion.device_faults", values=values)
+
+
+def numerics_criterion(findings: Sequence[Any], evidence: nm.NumericEvidence,
+                       chips: Sequence[tuple[str | None, str]]) -> dict[str, Any]:
+    """No confirmed wrong result, NaN or Inf (``soak.analysis.numerics``), with the checks run
+    per chip as its evidence; ``chips`` the run's chips as (node, chip). Not judged where no
+    check ran at all (a failing finding still fails it), and on a chip no check reached. Its
+    failing findings are the verdict's reasons (``reason.finding``), as every finding's are."""
+    mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) in nm.KINDS]
+    sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
+    fails, warns = sev.count("fail"), sev.count("warn")
+    per_chip = evidence.per_chip()
+    checked = {k: n for k, n in per_chip.items() if n > 0}
+    named = [device_key(n, d) for n, d in sorted(checked, key=lambda k: (k[0] or "", k[1]))]
+    steps = [r for r in evidence.ranks if r.checks > 0]
+    values = {"chips": max(len(chips), len(checked)), "checked": len(checked), "checks": sum(checked.values()),
+              "checked_chips": named, "chip_checks": [checked[k] for k in sorted(checked, key=lambda k: (k[0] or "", k[1]))],
+              "steps_first": min((r.first_step for r in steps), default=None),
+              "steps_last": max((r.last_step for r in steps), default=None),
+              "not_checked": [device_key(n, d) for n, d in chips if (n, d) not in checked],
+              "fails": fails, "warns": warns, "failing": fails > 0, "warning": warns > 0}
+    if not checked:
+        return _criterion(False if fails else None, code="criterion.numerics", values=values, measured=".measured_none")
+    return _criterion(fails == 0, code="criterion.numerics", values=values)
 
 
 def record_runtime(rec: Any, ended: float | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soak import criteria as cr
@@ -27,6 +27,7 @@ from soak.analysis import compute as cp
 from soak.analysis import device_faults as df
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
+from soak.analysis import numerics as nm
 from soak.analysis import reliability as rel
 from soak.analysis import sampling as sm
 from soak.analysis.captures import Capture, attach, captures_from_events
@@ -170,6 +171,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
     if fault_end is not None and planned_end is not None:
         fault_end = min(fault_end, planned_end)
     result = _with_device_faults(result, events, profile, fault_end, len(fault_evidence.chips))
+    result = _with_numerics(result, events, profile)
     if ended is None:
         ended = (now if now is not None else time.time()) if running else rec.ended_ts
     if ended is None:
@@ -218,6 +220,8 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
     criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults))
+    chips = sorted(evidence.placed_chips(), key=lambda k: (k[0] or "", k[1]))
+    criteria.append(cr.numerics_criterion(result.findings, numeric_evidence(store, run_id, plan, chips), chips))
     # the run's sampling and its step rows' spacing in simulated seconds; an imported run (no
     # plan): its readings' and step rows' spacing
     if plan is not None:
@@ -272,6 +276,29 @@ def _with_device_faults(result: Analysis, events: Sequence[Any], profile: Profil
     extra = [Finding(**{k: f[k] for k in ("kind", "device", "node", "metric", "start", "end", "severity", "summary",
                                            "code", "values")}) for f in found]
     return judged(order([*result.findings, *extra]), profile, result.start, result.end, result.chip_hours)
+
+
+def _with_numerics(result: Analysis, events: Sequence[Any], profile: Profile) -> Analysis:
+    """The analysis with the findings of the workloads' numerical checks (``sdc``,
+    ``nonfinite``, ``loss_spike`` events: ``soak.analysis.numerics``), verdict decided again."""
+    found = nm.assess(events)
+    if not found:
+        return result
+    found = [replace(f, severity=profile.cap(f.kind, f.severity)) for f in found]
+    start = result.start if result.start is not None else min(f.start for f in found)
+    end = result.end if result.end is not None else max(f.end for f in found)
+    return judged(order([*result.findings, *found]), profile, start, end, result.chip_hours)
+
+
+def numeric_evidence(store: Any, run_id: str, plan: Plan | None,
+                     chips: Sequence[tuple[str | None, str]]) -> nm.NumericEvidence:
+    """The checks every rank ran (``Store.numeric_checks``), each rank placed on its node's
+    chip as the daemon placed its events (``soak.analysis.numerics.chip_of_rank``)."""
+    by_node: dict[str | None, list[str]] = {}
+    for node, chip in chips:
+        by_node.setdefault(node, []).append(chip)
+    nproc = {w.name: int(getattr(w, "nproc", 1) or 1) for w in (plan.workloads if plan is not None else ())}
+    return nm.NumericEvidence.of(store.numeric_checks(run_id), {n: nm.chip_order(c) for n, c in by_node.items()}, nproc)
 
 
 def finding_key(f: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -345,6 +372,10 @@ class _Evidence:
                  outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
         raise NotImplementedError
 
+    def placed_chips(self) -> Iterable[tuple[str | None, str]]:
+        """The chips read, as (node, chip on the node)."""
+        raise NotImplementedError
+
     def chip_hours(self, tick: float, start: float, end: float, training: Sequence[tuple[float, float]]) -> float:
         raise NotImplementedError
 
@@ -356,6 +387,9 @@ class _TraceEvidence(_Evidence):
 
     def chips(self) -> Iterable[str]:
         return {self.place(d)[1] for d, m in self.series if not ev.is_host(d) and m in ev.CHIP_METRICS}
+
+    def placed_chips(self) -> Iterable[tuple[str | None, str]]:
+        return {self.place(d) for d, m in self.series if not ev.is_host(d) and m in ev.CHIP_METRICS}
 
     def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
                  outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:
@@ -380,6 +414,10 @@ class _BucketEvidence(_Evidence):
     def chips(self) -> Iterable[str]:
         covered = next(iter(self._seconds.values()), None) or self._covered(-math.inf, math.inf)
         return {d for _, d, m in covered if not ev.is_host(d) and m in ev.CHIP_METRICS}
+
+    def placed_chips(self) -> Iterable[tuple[str | None, str]]:
+        covered = next(iter(self._seconds.values()), None) or self._covered(-math.inf, math.inf)
+        return {(n, d) for n, d, m in covered if not ev.is_host(d) and m in ev.CHIP_METRICS}
 
     def coverage(self, tick: float, start: float, end: float, *, chips_expected: int,
                  outages: Sequence[Mapping[str, Any]]) -> ev.Coverage:

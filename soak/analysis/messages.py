@@ -77,6 +77,11 @@ _LINK_REL = (", {below_pct:.0f}% below {whom}, test by test"
              "[[injected| (injected: {injected})]]")
 _LINK_NODE = ("node {node}: its links' all-reduce busbw {busbw_gbps:.3g} GB/s (upper median of its {pairs} pair(s), "
               "median of {tests} test(s))")
+# how a numerical finding was settled (soak.analysis.numerics): by a rerun, or not at all
+_NUMERIC_CLASS = ("[[class_chip|; confirmed on rank {rank}'s chip]][[serial| (serial {serial})]]"
+                  "[[class_transient|; did not recur on a rerun (transient)]][[transients|; {transients} transients on "
+                  "this chip]][[class_everywhere|; recurs on every chip: the model's numerics, not a chip]]"
+                  "[[unsettled|; no rank settled as its cause]]")
 _LINK_PAIR = "link {node} - {other}: all-reduce busbw {busbw_gbps:.3g} GB/s (median of {tests} test(s))"
 _MEMORY = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {slope_low_mb_per_h:.1f}..{slope_high_mb_per_h:.1f}) "
            "since [[change_point|onset (change point)]][[!change_point|burn-in]]; +{growth_mb:.0f} MB over the fit; ")
@@ -160,6 +165,12 @@ FINDINGS: dict[str, str] = {
                          "[[action|; action: {action}]]"),
     "device_fault.row_remap": "row remapping failed: the memory cannot retire a failing row",
     "device_fault.reset_pending": "a row remap or page retirement waits for a GPU reset",
+    # numerics.py: the workloads' own numerical checks
+    "sdc.mismatch": ("wrong result in the {check} check[[comparison| ({comparison})]][[step| at step {step}]]"
+                     "[[error|: error {error:.3g}]][[tolerance|, tolerance {tolerance:g}]]; {count} time(s)" + _NUMERIC_CLASS),
+    "nonfinite.value": ("non-finite {what:metric} ({value})[[step| at step {step}]]; {count} time(s)" + _NUMERIC_CLASS),
+    "loss_spike.spike": ("loss[[loss| {loss:.4g}]][[step| at step {step}]][[multiple|, over {multiple:g} x]]"
+                         "[[median| its recent median {median:.4g}]]; {count} time(s)" + _NUMERIC_CLASS),
 }
 """Finding codes (the part before the dot is the finding's kind)."""
 
@@ -174,6 +185,7 @@ CRITERIA: dict[str, str] = {
     "criterion.links": "links",
     "criterion.compute": "compute",
     "criterion.device_faults": "device faults",
+    "criterion.numerics": "numerical correctness",
     # one per finding kind: the kinds are those of the finding codes above
     **{f"criterion.kind.{kind}": "no {kind:kind} (fail)"
        for kind in dict.fromkeys(code.split(".")[0] for code in FINDINGS)},
@@ -226,6 +238,14 @@ CRITERION_TEXTS: dict[str, str] = {
                                          "[[not_read|; not read: {not_read}]]"),
     "criterion.device_faults.measured_none": ("no chip's fault report (health, ECC) was read: not judged"
                                               "[[failing|; {fails} failing fault(s) seen]]"),
+    "criterion.numerics.required": ("no confirmed wrong result, NaN or Inf on any chip (a transient twice on one "
+                                    "chip fails it); every chip's results checked"),
+    "criterion.numerics.measured": ("{checks} check(s) on {checked} of {chips} chip(s)[[steps_last|, steps "
+                                    "{steps_first}-{steps_last}]] ({per_chip}): [[failing|{fails} failing]]"
+                                    "[[!failing|none failing]][[warning|, {warns} warning(s)]]"
+                                    "[[not_checked|; not judged on {not_checked}: no check reached them]]"),
+    "criterion.numerics.measured_none": ("no numerical check ran: not judged[[failing|; {fails} failing "
+                                         "finding(s) seen]]"),
     "criterion.kind.required": "0 fail[[shortest_s| (seen from {shortest_s:hm} long at this sampling)]]",
     "criterion.kind.measured": ("[[found|{findings} finding(s)]][[fails|: {fails} failing, {warns} warning, "
                                 "{infos} explained or informational]][[!found|0]]"),
@@ -248,6 +268,7 @@ PARTS: dict[str, str] = {
     "part.cause_count": "{count} [[injected|injected ]]{cause:cause}",
     "part.low_coverage": "{chip} {metric} {ratio:pct}",
     "part.lost": "{cause:cause} {seconds:hm}",
+    "part.chip_checks": "{chip} {checks}",
 }
 """Parts of sentences, composed by ``DERIVED``."""
 
@@ -417,6 +438,9 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
         for c, x in zip(v.get("overhead_causes") or [], v.get("overhead_seconds") or [], strict=True))},
     "criterion.links.measured": _failing_links,
     "criterion.compute.measured": _failing_compute,
+    "criterion.numerics.measured": lambda v, sub: {"per_chip": ", ".join(
+        sub("part.chip_checks", {"chip": c, "checks": n})
+        for c, n in zip(v.get("checked_chips") or [], v.get("chip_checks") or [], strict=True))},
 }
 """Values made of parts, from the typed ones: code -> function(values, sub) -> values to add."""
 

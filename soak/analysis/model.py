@@ -19,6 +19,10 @@ KINDS = (
     "outlier",
     "straggler",
     "device_fault",  # the chip's own fault report (soak.analysis.device_faults), from the run's events
+    # the workloads' numerical checks (soak.analysis.numerics), from the run's events
+    "sdc",
+    "nonfinite",
+    "loss_spike",
 )
 SCHEMA_VERSION = 4
 """Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,

@@ -52,6 +52,8 @@ HEARTBEAT_EVENTS = {"sdc_mismatch": "sdc", "nonfinite": "nonfinite", "loss_spike
 """Heartbeat event -> stored event kind."""
 KINDS = ("sdc", "nonfinite", "loss_spike")
 """The finding kinds of this module (judged by the "numerical correctness" criterion)."""
+CODES = {"sdc": "sdc.mismatch", "nonfinite": "nonfinite.value", "loss_spike": "loss_spike.spike"}
+"""The finding code of each kind."""
 CLASSES = ("chip", "transient", "everywhere")
 CHECKS = ("gemm", "collective", "canary", "recompute", "replica")
 """The checks a finding names (a workload's own check names, as ``gemm_cpu``, by their family)."""
@@ -207,7 +209,7 @@ def _finding(kind: str, node: str | None, where: str | None, metric: str,
         "class_transient": cls == "transient", "class_everywhere": cls == "everywhere",
         "unsettled": cls is None and e.suspect is None, "message": e.message,
     }
-    code = {"sdc": "sdc.mismatch", "nonfinite": "nonfinite.value", "loss_spike": "loss_spike.spike"}[kind]
+    code = CODES[kind]
     return Finding(
         kind=kind, device=where, node=node, metric=metric, start=evs[0][0].ts, end=evs[-1][0].ts,
         severity=worst_sev, summary=say(code, values), count=len(evs), code=code, values=values,
@@ -254,3 +256,45 @@ class NumericEvidence:
             key = (r.node, r.device or rank_device(r.workload, r.rank))
             out[key] = out.get(key, 0) + r.checks
         return out
+
+
+# --------------------------------------------------------------------------- while the run goes
+@dataclass(frozen=True)
+class NumericCounts:
+    """What /metrics serves of the numerical checks: checks run per chip (all of a rank's
+    checks, ``check`` "all") and wrong results per chip and check, counted since the run began."""
+
+    checks: Mapping[tuple[str | None, str], int]  # (node, chip) -> checks
+    mismatches: Mapping[tuple[str | None, str, str], int]  # (node, chip, check) -> events
+
+
+class NumericTally:
+    """The daemon's running count of the numerical events it stored, and the findings they
+    open at once (a fail or warn), before any analysis: the online finding comes within the
+    heartbeat poll that read the event, not one analysis later."""
+
+    def __init__(self) -> None:
+        self.mismatches: dict[tuple[str | None, str, str], int] = {}
+        self.open: dict[tuple[str, str | None, str | None, str], str] = {}  # (kind, node, chip, metric) -> severity
+
+    def add(self, kind: str, node: str | None, workload: str | None, detail: Mapping[str, Any]) -> bool:
+        """Count one stored event (``kind``, its detail as ``soak.daemon.heartbeat`` stored
+        it); True when it opens a finding or makes an open one worse."""
+        if kind not in KINDS:
+            return False
+        e = NumericEvent(kind, 0.0, node, workload, None, None, detail, None)
+        where = e.where
+        key = (node, where or "", e.metric)
+        self.mismatches[key] = self.mismatches.get(key, 0) + 1
+        sev = str(detail.get("severity") or base_severity(kind, detail))
+        if sev == "info":
+            return False
+        fkey = (kind, node, where, e.metric)
+        before = self.open.get(fkey)
+        if before is not None and _RANK[before] >= _RANK[sev]:
+            return False
+        self.open[fkey] = sev
+        return True
+
+    def counts(self, checks: Mapping[tuple[str | None, str], int]) -> NumericCounts:
+        return NumericCounts(dict(checks), dict(self.mismatches))

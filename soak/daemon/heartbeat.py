@@ -42,6 +42,7 @@ EVENT_KINDS = {
 # the numerical events' own fields, kept in the stored event's detail as written
 NUMERIC_FIELDS = ("check", "error", "tolerance", "suspect_rank", "classification", "what", "value", "loss",
                   "median", "multiple", "steps", "max_rel_diff", "device_losses", "reference_losses")
+_SAID_NULL = ("error", "tolerance", "suspect_rank", "classification")  # null says something: kept
 _MAX_WINDOW_LINES = 1000
 _HB_FILE = re.compile(r"^(.+)-rank(\d+)\.jsonl$")
 
@@ -269,7 +270,7 @@ class StepAggregator:
                 if isinstance(rec.get("inject"), dict):
                     detail["inject"] = rec["inject"]  # the plan's fault and what it did (its message's values)
                 if ev in nm.HEARTBEAT_EVENTS:
-                    detail.update({k: rec[k] for k in NUMERIC_FIELDS if k in rec})
+                    detail.update({k: rec[k] for k in NUMERIC_FIELDS if rec.get(k) is not None or k in _SAID_NULL})
                     detail.update(self._numeric_place(workload, rank, detail))
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,

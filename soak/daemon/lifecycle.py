@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from soak import runfolder as layout
-from soak.analysis import sampling
+from soak.analysis import numerics, sampling
 from soak.analysis.device_faults import FaultChange, FaultWatch
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict, recorded_plan
@@ -59,6 +59,7 @@ from soak.daemon.status import (
     workload_words,
 )
 from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
+from soak.device_names import rank_device
 from soak.errors import StoreError, UnknownRun, UserError, redact
 from soak.faultcodes import load_table
 from soak.judge import withdrawn_findings
@@ -100,6 +101,10 @@ class Daemon:
         self.outages = ReaderOutages()
         self.fault_watch: FaultWatch | None = None  # made with the run's fault-code table (_begin)
         self._faults_said: set[tuple[str, str, str | None]] = set()
+        # the workloads' numerical checks: counted and opened as their events are stored, and
+        # the chips (key -> serial) of the latest reading, on which a suspect rank is placed
+        self.numerics = numerics.NumericTally()
+        self._chips: dict[str, str | None] = {}
         self.chips_read: int | None = None  # chips in the latest snapshot (cluster status)
         self.readings_taken = 0  # ticks with a chip read, by this process: what the store must hold
         self.status: RunStatus | None = None
@@ -218,6 +223,9 @@ class Daemon:
     # ------------------------------------------------------------------ sinks, jobs
     def _sample_sink(self, snapshot: Snapshot) -> None:
         self.chips_read = len(snapshot.devices)
+        chips = {d.device: d.serial for d in snapshot.devices if d.backend != "cpu"}
+        if chips:  # a serial is read now and then (a detail query): one known is kept
+            self._chips = {k: v or self._chips.get(k) for k, v in chips.items()}
         if snapshot.devices:
             self.readings_taken += 1
         for outage in self.outages.track(snapshot):
@@ -297,7 +305,7 @@ class Daemon:
             elapsed_s=max(0.0, now - self.started.started_ts), remaining_s=max(0.0, self.started.planned_end_ts - now),
             restarts=self._restarts(),
             ranks=ranks, findings=counts, passing=self.passing, clock_offset_s=self.membership.clock_offset_s,
-            open_findings=self._open_findings(),
+            open_findings=self._open_findings(), numeric=self._numeric_counts(),
             **({} if self.found is None else dict(
                 criteria=self.found.criteria, link_test=self.found.link_test,
                 nodes_by_status=self.found.nodes_by_status, reliability=self.found.reliability)),
@@ -312,7 +320,12 @@ class Daemon:
         seen = tuple(OpenFinding("device_fault", sev, node, device, kind, f"device_fault.{kind}")
                      for (device, kind), sev in sorted((self.fault_watch.open() if self.fault_watch else {}).items())
                      if ("device_fault", node, device, kind) not in have)
-        return tuple(judged) + seen
+        # the workloads' wrong results, opened as their events were stored
+        have |= {(f.kind, f.node, f.device, f.metric) for f in seen}
+        numeric = tuple(OpenFinding(kind, sev, n, device, metric, numerics.CODES[kind])
+                        for (kind, n, device, metric), sev in sorted(self.numerics.open.items(), key=str)
+                        if (kind, n, device, metric) not in have)
+        return tuple(judged) + seen + numeric
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -373,7 +386,8 @@ class Daemon:
                 self.membership.planned_end_moved(self.started)
         self.agg = StepAggregator(sampling.step_window_s(self.step_window_s, plan.run.time_scale, plan.sampling.interval_s),
                                   to_ts=self.started.clock.to_scaled,
-                                  attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1)
+                                  attempt=lambda w: self._sup(w).attempt if self._sup(w) else 1,
+                                  place=self._rank_chip)
         self.follower = HeartbeatFollower(self.started.run_dir / layout.HEARTBEATS)
         if self.resume_id:
             # the steps of the last open window were never stored (and an orphan, where no
@@ -549,6 +563,27 @@ class Daemon:
         # the first supervisor carries the restarts of earlier daemons of this run
         return sum(s.restarts for s in self.supervisors)
 
+    def _rank_chip(self, workload: str, rank: int, device: str | None) -> tuple[str | None, str | None]:
+        """The chip (and its serial) rank ``rank`` of ``workload`` runs on, from the latest
+        reading's chips (``soak.analysis.numerics.chip_of_rank``, as the judge places them)."""
+        chips = dict(self._chips)
+        spec = next((w for w in (self.plan.workloads if self.plan is not None else ()) if w.name == workload), None)
+        chip = numerics.chip_of_rank(rank, device, numerics.chip_order(chips), spec.nproc if spec else 1)
+        return chip, chips.get(chip) if chip else None
+
+    def _numeric_counts(self) -> numerics.NumericCounts:
+        """Checks run per chip (the ranks' cumulative counts, placed on their chips) and the
+        wrong results counted so far, for /metrics."""
+        checks: dict[tuple[str | None, str], int] = {}
+        node = self.membership.node
+        for (workload, rank), st in sorted(self.agg.ranks.items()):
+            if st.numeric_checks is None:
+                continue
+            chip = self._rank_chip(workload, rank, st.device)[0]
+            key = (node, chip or rank_device(workload, rank))
+            checks[key] = checks.get(key, 0) + st.numeric_checks
+        return self.numerics.counts(checks)
+
     def _sup(self, name: str) -> Supervisor | None:
         for s in self.supervisors:
             if s.name == name:
@@ -616,6 +651,13 @@ class Daemon:
         for e in events:
             self.spool.event(e["kind"], ts=e["ts"], workload=e["workload"], rank=e["rank"],
                              message=e["message"], detail=e["detail"], node=self.membership.node)
+            if self.numerics.add(e["kind"], self.membership.node, e["workload"], e["detail"]):
+                d = e["detail"]
+                where = d.get("chip") or (f"{e['workload']} rank {d['suspect_rank']}"
+                                          if isinstance(d.get("suspect_rank"), int) else f"{e['workload']} (no chip named)")
+                self.out.write(f"soak: finding [{d.get('severity')}] {e['kind']} on {where} at step "
+                               f"{d.get('step')}: {e['message']}\n")
+                self.out.flush()
 
     def _store_back(self) -> bool:
         """At the end of a run during a store outage, whether the store came back (its spool

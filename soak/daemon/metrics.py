@@ -8,6 +8,7 @@ Names and labels are the contract in docs/architecture.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.core import Metric
 
@@ -43,6 +44,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     # seconds, Prometheus's base unit (promtool's lint): Grafana shows them as hours or days
     "soak_run_node_test_seconds": ("gauge", "Node-seconds under test so far: the node-hours times 3600 (served by "
                                             "the node that judges)."),
+    "soak_numeric_checks_total": ("counter", "Numerical checks the workloads ran on the chip so far, passed or not "
+                                             "(check \"all\": a rank counts its checks together)."),
+    "soak_numeric_mismatches_total": ("counter", "Wrong results (and NaN/Inf losses, loss spikes) the workloads' "
+                                                 "numerical checks found on the chip, by check; device \"\" where no "
+                                                 "chip was named."),
     "soak_run_node_mttf_lower90_seconds": ("gauge", "One-sided 90% lower bound on a node's mean time to failure so "
                                                   "far, 2T / chi2(0.90; 2r+2) (served by the node that judges)."),
 }
@@ -106,6 +112,21 @@ class RunCollector:
             yield g
 
 
+def _numeric_families(rid: str, counts: Any) -> Iterator[Metric]:
+    """Checks per chip and wrong results per chip and check (``soak.analysis.numerics``);
+    a workload that checks nothing serves no checks series (never 0)."""
+    g = family_of(FAMILIES, "soak_numeric_checks_total")
+    for (node, device), n in sorted(counts.checks.items(), key=str):
+        labels = {"run_id": rid, "device": device, "check": "all", **({"node": node} if node else {})}
+        g.add_sample("soak_numeric_checks_total", labels, float(n))
+    yield g
+    g = family_of(FAMILIES, "soak_numeric_mismatches_total")
+    for (node, device, check), n in sorted(counts.mismatches.items(), key=str):
+        labels = {"run_id": rid, "device": device, "check": check, **({"node": node} if node else {})}
+        g.add_sample("soak_numeric_mismatches_total", labels, float(n))
+    yield g
+
+
 def _run_families(st: RunStatus) -> Iterator[Metric]:
     """What the latest online analysis left: open findings, the criteria so far, the last
     link test, the cluster's nodes by status. A value not known is left out, never 0."""
@@ -135,6 +156,8 @@ def _run_families(st: RunStatus) -> Iterator[Metric]:
         for status, n in sorted(st.nodes_by_status.items()):
             g.add_metric([rid, status], n)
         yield g
+    if st.numeric is not None:
+        yield from _numeric_families(rid, st.numeric)
     rel = st.reliability
     if rel is not None:
         if rel.ettr is not None:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from soak.config import Plan
 from soak.tomlfile import finite
+
+if TYPE_CHECKING:
+    from soak.analysis.numerics import NumericCounts
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class RunStatus:
     link_test: LinkTest | None = None
     nodes_by_status: Mapping[str, int] = field(default_factory=dict)  # the judge of a cluster run
     reliability: ReliabilitySoFar | None = None  # the node that judges the run
+    numeric: NumericCounts | None = None  # soak.analysis.numerics: the workloads' numerical checks so far
 
 
 def hms(seconds: float) -> str:

@@ -446,6 +446,9 @@ _UTIL_ZH = ("利用率 {count} 次跌至 {low_pct:g}% 以下，[[periodic|每 {p
 _HANG_ZH = "{duration_min:.0f} 分钟没有进展[[ongoing|（仍在持续）]]："
 _THROUGHPUT_ZH = ("步时增加 {change_pct:.1f}%（90% 置信区间 {change_low_pct:.1f}–{change_high_pct:.1f}），{how}："
                   "{baseline_ms:.1f} → {final_ms:.1f} ms")
+_NUMERIC_CLASS_ZH = ("[[class_chip|；已确认为 rank {rank} 的芯片]][[serial|（序列号 {serial}）]]"
+                     "[[class_transient|；重算后未复现（瞬时）]][[transients|；该芯片已有 {transients} 次瞬时错误]]"
+                     "[[class_everywhere|；所有芯片均复现：模型自身的数值问题，非芯片]][[unsettled|；未能确定是哪个 rank]]")
 _LINK_RULE_ZH = "没有节点或节点对低于其他的 {max_below_median_pct:g}% 以上"
 _COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以上"
 
@@ -511,6 +514,11 @@ CHINESE: dict[str, str] = {
     "device_fault.xid": "Xid [[code|{code}（{level}）]][[!code|（编号未知）]][[text|：{text}]][[action|；处理：{action}]]",
     "device_fault.row_remap": "行重映射失败：显存无法隔离故障行",
     "device_fault.reset_pending": "有行重映射或页隔离等待 GPU 复位",
+    "sdc.mismatch": ("{check} 校验结果错误[[comparison|（{comparison}）]][[step|，第 {step} 步]]"
+                     "[[error|：误差 {error:.3g}]][[tolerance|，容差 {tolerance:g}]]；共 {count} 次" + _NUMERIC_CLASS_ZH),
+    "nonfinite.value": "{what:metric}出现非有限值（{value}）[[step|，第 {step} 步]]；共 {count} 次" + _NUMERIC_CLASS_ZH,
+    "loss_spike.spike": ("损失突增[[loss| {loss:.4g}]][[step|，第 {step} 步]][[multiple|，超过]][[median|近期中位数 {median:.4g} 的]]"
+                         "[[multiple| {multiple:g} 倍]]；共 {count} 次" + _NUMERIC_CLASS_ZH),
     # criteria: names, then required and measured lines
     "criterion.runtime": "运行时长",
     "criterion.availability": "可用率",
@@ -522,6 +530,13 @@ CHINESE: dict[str, str] = {
     "criterion.links": "节点间链路",
     "criterion.compute": "算力（GEMM 速率）",
     "criterion.device_faults": "芯片故障",
+    "criterion.numerics": "数值正确性",
+    "criterion.numerics.required": "任何芯片上没有已确认的错误结果、NaN 或 Inf（同一芯片两次瞬时错误即失败）；每个芯片的结果都经过校验",
+    "criterion.numerics.measured": ("{checked}/{chips} 个芯片共校验 {checks} 次[[steps_last|，第 {steps_first}–{steps_last} 步]]"
+                                    "（{per_chip}）：[[failing|{fails} 个失败]][[!failing|无失败]][[warning|，{warns} 个告警]]"
+                                    "[[not_checked|；{not_checked} 未经校验：不作判定]]"),
+    "criterion.numerics.measured_none": "没有运行任何数值校验：不作判定[[failing|；已见 {fails} 个失败级发现]]",
+    "part.chip_checks": "{chip} {checks} 次",
     **{f"criterion.kind.{k}": "无失败级{kind:kind}" for k in KINDS},
     "criterion.runtime.required": "≥ 计划的 {planned_s:hm}",
     "criterion.runtime.measured": "运行 {ran_s:hm}（计划 {planned_s:hm}），其中训练 {training_s:hm}",

@@ -18,6 +18,8 @@ KIND_NAMES = {
     "thermal": ("thermal", "温度异常"),
     "throughput_degradation": ("throughput degradation", "吞吐下降"),
     "device_fault": ("device fault", "芯片故障"),
+    "sdc": ("wrong result (silent data corruption)", "计算结果错误（静默数据损坏）"),
+    "nonfinite": ("NaN/Inf", "NaN/Inf"), "loss_spike": ("loss spike", "损失突增"),
 }
 METRIC_NAMES = {
     "util_pct": ("utilization", "利用率"),
@@ -40,6 +42,10 @@ METRIC_NAMES = {
     "ecc_correctable": ("correctable ECC", "可纠正 ECC"), "link": ("network port", "网口"),
     "xid": ("Xid", "Xid"), "row_remap": ("row remapping", "行重映射"),
     "reset_pending": ("reset pending", "待复位"),
+    # the numerical checks (soak.analysis.numerics)
+    "gemm": ("GEMM", "GEMM"), "collective": ("collective", "集合通信"), "canary": ("canary product", "金丝雀乘积"),
+    "recompute": ("cross-chip recompute", "跨芯片重算"), "replica": ("replica agreement", "副本一致性"),
+    "loss": ("loss", "损失"), "grad_norm": ("gradient norm", "梯度范数"),
 }
 SEVERITY_NAMES = {"fail": ("fail", "失败"), "warn": ("warning", "告警"), "info": ("info", "提示")}
 EVENT_NAMES = {
@@ -51,6 +57,8 @@ EVENT_NAMES = {
     "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),
+    "sdc": ("wrong result", "计算结果错误"), "nonfinite": ("NaN/Inf", "NaN/Inf"), "loss_spike": ("loss spike", "损失突增"),
+    "alignment": ("precision alignment", "精度对齐"),
     # English as the kind is written (the English report names them so); Chinese names them
     **{k: (k, zh) for k, zh in (("data_stall", "数据等待"), ("node_joined", "节点加入"), ("node_lost", "节点失联"),
                                 ("cluster_restart", "集群重启"), ("note", "备注"), ("capture", "性能采集"),
@@ -66,7 +74,7 @@ CAUSE_NAMES = {
     "ahead": ("still ahead (run in progress)", "尚未到来（运行中）"), "injected": ("injected canaries", "注入故障"),
     "productive": ("productive training", "有效训练"),
     "restart": ("restart and re-rendezvous", "重启与重新集合"), "link": ("link failure", "链路故障"),
-    "device_fault": ("device fault", "芯片故障"),
+    "device_fault": ("device fault", "芯片故障"), "sdc": ("wrong result", "计算结果错误"),
     "store_outage": ("store outage (node stopped)", "数据库中断（节点停止）"),
     "redone": ("work redone since the last checkpoint", "检查点后的重算"), "data_stall": ("data stalls", "数据等待"),
     "checkpoint": ("checkpoints", "检查点"), "link_test": ("link tests", "链路测试"),

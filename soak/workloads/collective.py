@@ -12,7 +12,10 @@ all_gather     output bytes    algbw x (n-1)/n   (each rank sends S/n)
 broadcast      buffer bytes    algbw
 =============  ==============  =========================================
 
-A wrong result is an ``sdc_mismatch`` event (the fabric or a chip corrupted data).
+A wrong result is an ``sdc_mismatch`` event (``check`` ``collective``, tolerance 0: the
+result is exact): the fabric or any rank's chip may have corrupted it, so it names no suspect
+rank and no chip (``soak.analysis.numerics``). Every op and size checked counts in the step
+lines' ``numeric_checks``.
 
 Run: ``soak workload collective --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
 """
@@ -57,12 +60,15 @@ class CollectiveWorkload:
         self.sizes = tuple(max(unit, s // unit * unit) for s in sizes)
         self.buf = {s: torch.empty(s // 4, dtype=torch.float32, device=self.dev)
                     for s in self.sizes}
+        ctx.hb.numeric_checks = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"sdc_mismatches": self.ctx.hb.sdc_mismatches, "sizes": self.sizes}
+        return {"sdc_mismatches": self.ctx.hb.sdc_mismatches, "numeric_checks": self.ctx.hb.numeric_checks,
+                "sizes": self.sizes}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.ctx.hb.sdc_mismatches = int(state.get("sdc_mismatches", 0))
+        self.ctx.hb.numeric_checks = int(state.get("numeric_checks") or 0)
 
     def _run(self, op: str, size: int, step: int) -> tuple[float, bool]:
         """Time ``iters`` runs of one op; True when the last result is exact."""
@@ -114,10 +120,13 @@ class CollectiveWorkload:
                     "algbw_gbps": algbw,
                     "busbw_gbps": algbw * bus_factor(op, self.n),
                 }
+                self.ctx.hb.numeric_checks = (self.ctx.hb.numeric_checks or 0) + 1
                 if not ok:
                     self.ctx.hb.sdc_mismatches += 1
                     self.ctx.hb.event("sdc_mismatch", step,
-                                      f"{op} of {size} bytes returned a wrong result")
+                                      f"{op} of {size} bytes returned a wrong result",
+                                      check="collective", error=None, tolerance=0.0, suspect_rank=None,
+                                      classification=None)
         return {"collective": report}
 
 

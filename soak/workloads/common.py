@@ -44,7 +44,7 @@ HEARTBEAT_KEYS = (
     "ts", "workload", "rank", "world_size", "device", "event", "step", "step_time_s", "compute_s", "loss",
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
     "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture", "link_test",
-    "seconds", "injected", "inject",
+    "seconds", "injected", "inject", "numeric_checks",
 )  # fmt: skip
 
 
@@ -126,6 +126,9 @@ class Heartbeat:
         self.interval_s = interval_s
         self.comm_timeouts = 0
         self.sdc_mismatches = 0
+        # numerical checks run so far (soak.analysis.numerics: the evidence of the criterion);
+        # None for a workload that checks nothing, which then claims nothing
+        self.numeric_checks: int | None = None
         self._last = 0.0
         self._lock = threading.RLock()  # the watchdog thread and the SIGTERM handler write too
         self.last_step = 0
@@ -138,7 +141,7 @@ class Heartbeat:
         rec.update(self.base)
         rec.update(
             ts=time.time(), event=event, step=step, comm_timeouts=self.comm_timeouts,
-            sdc_mismatches=self.sdc_mismatches, mem_allocated_bytes=mem.allocated_bytes,
+            sdc_mismatches=self.sdc_mismatches, numeric_checks=self.numeric_checks, mem_allocated_bytes=mem.allocated_bytes,
             mem_reserved_bytes=mem.reserved_bytes, mem_peak_bytes=mem.peak_bytes,
             host_rss_bytes=host_rss_bytes(),
         )

@@ -6,8 +6,13 @@ Every ``--sdc-every`` steps a fixed-seed product is recomputed and compared
 * to a CPU float64 reference of the same (dtype-rounded) inputs, within a dtype tolerance, and
 * to the device's own first result (self-consistency, as gpu-burn does),
 
-and each failed comparison is an ``sdc_mismatch`` heartbeat event. ``--inject corrupt:AT``
-perturbs the result at step AT on purpose, so the check can be seen to work.
+and a failed check is an ``sdc_mismatch`` heartbeat event (``soak.analysis.numerics``): its
+``check`` the first comparison that failed (``gemm_cpu``, else ``gemm_first``), its error and
+tolerance, this rank as the suspect (the product ran on its own chip, against a reference that
+did not). The product is then computed once more: a wrong result again is this chip's
+(``classification`` ``chip``), a right one a transient. ``--inject corrupt:AT`` perturbs the
+result at step AT on purpose (its rerun too: a faulty chip), so the check can be seen to work.
+Every check, passed or not, counts in the step lines' ``numeric_checks``.
 
 Run: ``soak workload gemm --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
 """
@@ -71,39 +76,60 @@ class GemmWorkload:
         self.ca, self.cb = ca.to(self.dev), cb.to(self.dev)
         self.first: Any = None  # the device's first check result (kept across restarts)
         self.sdc_every = max(1, int(ctx.args.sdc_every))
+        ctx.hb.numeric_checks = 0
 
     def state_dict(self) -> dict[str, Any]:
         return {"first": self.first, "sdc_mismatches": self.ctx.hb.sdc_mismatches,
-                "dtype": str(self.dtype), "n": self.cfg.n}
+                "numeric_checks": self.ctx.hb.numeric_checks, "dtype": str(self.dtype), "n": self.cfg.n}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.first = state.get("first")
         self.ctx.hb.sdc_mismatches = int(state.get("sdc_mismatches", 0))
+        self.ctx.hb.numeric_checks = int(state.get("numeric_checks") or 0)
 
-    def check(self, step: int) -> None:
+    def _product(self, step: int, say: bool) -> Any:
         c = (self.ca @ self.cb).float().cpu().double()
         if self.ctx.injector.corrupt_at(step):
             c[0, 0] += 1000.0  # what a flipped high-order bit looks like
-            self.ctx.hb.event("inject", step, "corrupt: perturbed the check result at [0, 0]",
-                              inject={"spec": "corrupt", "action": "corrupt"})
+            if say:
+                self.ctx.hb.event("inject", step, "corrupt: perturbed the check result at [0, 0]",
+                                  inject={"spec": "corrupt", "action": "corrupt"})
+        return c
+
+    def _compare(self, c: Any) -> list[tuple[str, float, float, str]]:
+        """The comparisons that failed: (check, relative error, tolerance, what it says)."""
         scale = float(self.ref.abs().max()) or 1.0
         err_ref = float((c - self.ref).abs().max()) / scale
         tol = REF_TOL.get(str(self.dtype).removeprefix("torch."), 1e-3)
         problems = []
         if err_ref > tol:
-            problems.append(f"vs CPU reference: max rel error {err_ref:.3g} > {tol:g}")
-        if self.first is None:
-            if not problems:
-                self.first = c.clone()
-        else:
+            problems.append(("gemm_cpu", err_ref, tol, f"vs CPU reference: max rel error {err_ref:.3g} > {tol:g}"))
+        if self.first is not None:
             err_self = float((c - self.first).abs().max()) / scale
             if err_self > SELF_TOL:
-                problems.append(f"vs first device result: max rel error {err_self:.3g} > {SELF_TOL:g}")
+                problems.append(("gemm_first", err_self, SELF_TOL,
+                                 f"vs first device result: max rel error {err_self:.3g} > {SELF_TOL:g}"))
+        return problems
+
+    def check(self, step: int) -> None:
+        c = self._product(step, say=True)
+        problems = self._compare(c)
+        self.ctx.hb.numeric_checks = (self.ctx.hb.numeric_checks or 0) + 1
+        if self.first is None and not problems:
+            self.first = c.clone()
         if problems:
+            # the same product once more on the same chip: wrong again is the chip's, right a transient
+            again = self._compare(self._product(step, say=False))
+            self.ctx.hb.numeric_checks += 1
             self.ctx.hb.sdc_mismatches += 1
             i = int((c - self.ref).abs().argmax())
             where = f"worst element [{i // c.shape[1]}, {i % c.shape[1]}]"
-            self.ctx.hb.event("sdc_mismatch", step, "; ".join(problems) + f"; {where}")
+            check, err, tol, _ = problems[0]
+            cls = "chip" if again else "transient"
+            self.ctx.hb.event("sdc_mismatch", step,
+                              "; ".join(p[3] for p in problems) + f"; {where}; rerun: "
+                              + ("wrong again" if again else "right"),
+                              check=check, error=err, tolerance=tol, suspect_rank=self.ctx.rank, classification=cls)
 
     def step(self, step: int) -> dict[str, Any]:
         with self.ctx.data(step):
