@@ -89,15 +89,18 @@ class Severities:
     per chip (or rank) so far: the second transient on one is a fail."""
 
     def __init__(self) -> None:
-        self.transients: dict[str, int] = {}
+        self.transients: dict[str, set[Any]] = {}  # chip -> the steps of its transients
 
     def judge(self, detail: Mapping[str, Any], where: str | None, kind: str | None = None) -> str:
         kind = kind or ("sdc" if detail.get("check") else "nonfinite" if detail.get("what") else
                         "alignment" if "max_rel_diff" in detail else "loss_spike")
         sev = base_severity(kind, detail)
         if detail.get("classification") == "transient" and where is not None:
-            self.transients[where] = self.transients.get(where, 0) + 1
-            if self.transients[where] >= 2:
+            # one upset seen by several checks of one step (a NaN loss and its gradient norm)
+            # is one transient: a second is another step's
+            steps = self.transients.setdefault(where, set())
+            steps.add(detail.get("step"))
+            if len(steps) >= 2:
                 sev = "fail"
         return sev
 
@@ -197,7 +200,7 @@ def _finding(kind: str, node: str | None, where: str | None, metric: str,
     e = next(x for x, s in evs if s == worst_sev)
     d = e.detail
     cls = e.cls
-    transients = sum(1 for x, _ in evs if x.cls == "transient")
+    transients = len({x.step for x, _ in evs if x.cls == "transient"})
     values: dict[str, Any] = {
         "check": metric if kind == "sdc" else None, "comparison": d.get("check"), "node": node, "device": where,
         "serial": d.get("serial"), "rank": e.suspect, "reported_by": e.rank, "workload": e.workload, "step": e.step,

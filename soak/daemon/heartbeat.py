@@ -270,7 +270,7 @@ class StepAggregator:
                 if isinstance(rec.get("inject"), dict):
                     detail["inject"] = rec["inject"]  # the plan's fault and what it did (its message's values)
                 if ev in nm.HEARTBEAT_EVENTS:
-                    detail.update({k: rec[k] for k in NUMERIC_FIELDS if rec.get(k) is not None or k in _SAID_NULL})
+                    detail.update({k: rec.get(k) for k in NUMERIC_FIELDS if rec.get(k) is not None or k in _SAID_NULL})
                     detail.update(self._numeric_place(workload, rank, detail))
                 events.append({
                     "kind": EVENT_KINDS[ev], "ts": self.to_ts(ts), "workload": workload, "rank": rank,

@@ -531,7 +531,7 @@ CHINESE: dict[str, str] = {
     "criterion.compute": "算力（GEMM 速率）",
     "criterion.device_faults": "芯片故障",
     "criterion.numerics": "数值正确性",
-    "criterion.numerics.required": "任何芯片上没有已确认的错误结果、NaN 或 Inf（同一芯片两次瞬时错误即失败）；每个芯片的结果都经过校验",
+    "criterion.numerics.required": "任何芯片上没有已确认的错误结果或非有限值（同一芯片两次瞬时错误即失败）；每个芯片的结果都经过校验",
     "criterion.numerics.measured": ("{checked}/{chips} 个芯片共校验 {checks} 次[[steps_last|，第 {steps_first}–{steps_last} 步]]"
                                     "（{per_chip}）：[[failing|{fails} 个失败]][[!failing|无失败]][[warning|，{warns} 个告警]]"
                                     "[[not_checked|；{not_checked} 未经校验：不作判定]]"),

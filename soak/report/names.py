@@ -19,7 +19,7 @@ KIND_NAMES = {
     "throughput_degradation": ("throughput degradation", "吞吐下降"),
     "device_fault": ("device fault", "芯片故障"),
     "sdc": ("wrong result (silent data corruption)", "计算结果错误（静默数据损坏）"),
-    "nonfinite": ("NaN/Inf", "NaN/Inf"), "loss_spike": ("loss spike", "损失突增"),
+    "nonfinite": ("NaN/Inf", "非有限值"), "loss_spike": ("loss spike", "损失突增"),
 }
 METRIC_NAMES = {
     "util_pct": ("utilization", "利用率"),
@@ -57,7 +57,7 @@ EVENT_NAMES = {
     "preflight": ("preflight", "预检"), "hang": ("hang", "挂起"),
     "resume": ("resume", "恢复"), "finish": ("finish", "结束"), "gave_up": ("gave up", "放弃"),
     "link_test": ("link test", "链路测试"),
-    "sdc": ("wrong result", "计算结果错误"), "nonfinite": ("NaN/Inf", "NaN/Inf"), "loss_spike": ("loss spike", "损失突增"),
+    "sdc": ("wrong result", "计算结果错误"), "nonfinite": ("NaN/Inf", "非有限值"), "loss_spike": ("loss spike", "损失突增"),
     "alignment": ("precision alignment", "精度对齐"),
     # English as the kind is written (the English report names them so); Chinese names them
     **{k: (k, zh) for k, zh in (("data_stall", "数据等待"), ("node_joined", "节点加入"), ("node_lost", "节点失联"),
