@@ -223,7 +223,7 @@ def test_promtool_check_rules():
     out = subprocess.run([PROMTOOL, "check", "rules", str(DASHBOARDS / "alerts.yaml")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 30 rules found" in out.stdout
+    assert "SUCCESS: 31 rules found" in out.stdout
 
 
 @needs_promtool
@@ -263,4 +263,4 @@ def test_a_finding_alerts_severity_may_follow_the_finding_only_as_critical_or_wa
     assert template in rules
     (tmp_path / "alerts.yaml").write_text(rules.replace(template, "severity: '{{ $labels.severity }}'"))
     assert d.lint(tmp_path) == [f"alert {name}: severity must be critical or warning"
-                                for name in ("SoakDeviceFaultCode", "SoakGpuXid", "SoakFindingOpen")]
+                                for name in ("SoakDeviceFaultCode", "SoakGpuXid", "SoakSilentDataCorruption", "SoakFindingOpen")]
