@@ -44,9 +44,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     # seconds, Prometheus's base unit (promtool's lint): Grafana shows them as hours or days
     "soak_run_node_test_seconds": ("gauge", "Node-seconds under test so far: the node-hours times 3600 (served by "
                                             "the node that judges)."),
-    "soak_numeric_checks_total": ("counter", "Numerical checks the workloads ran on the chip so far, passed or not "
+    "soak_numeric_checks": ("counter", "Numerical checks the workloads ran on the chip so far, passed or not "
                                              "(check \"all\": a rank counts its checks together)."),
-    "soak_numeric_mismatches_total": ("counter", "Wrong results (and NaN/Inf losses, loss spikes) the workloads' "
+    "soak_numeric_mismatches": ("counter", "Wrong results (and NaN/Inf losses, loss spikes) the workloads' "
                                                  "numerical checks found on the chip, by check; device \"\" where no "
                                                  "chip was named."),
     "soak_run_node_mttf_lower90_seconds": ("gauge", "One-sided 90% lower bound on a node's mean time to failure so "
@@ -115,12 +115,12 @@ class RunCollector:
 def _numeric_families(rid: str, counts: Any) -> Iterator[Metric]:
     """Checks per chip and wrong results per chip and check (``soak.analysis.numerics``);
     a workload that checks nothing serves no checks series (never 0)."""
-    g = family_of(FAMILIES, "soak_numeric_checks_total")
+    g = family_of(FAMILIES, "soak_numeric_checks")
     for (node, device), n in sorted(counts.checks.items(), key=str):
         labels = {"run_id": rid, "device": device, "check": "all", **({"node": node} if node else {})}
         g.add_sample("soak_numeric_checks_total", labels, float(n))
     yield g
-    g = family_of(FAMILIES, "soak_numeric_mismatches_total")
+    g = family_of(FAMILIES, "soak_numeric_mismatches")
     for (node, device, check), n in sorted(counts.mismatches.items(), key=str):
         labels = {"run_id": rid, "device": device, "check": check, **({"node": node} if node else {})}
         g.add_sample("soak_numeric_mismatches_total", labels, float(n))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -158,3 +159,28 @@ def test_a_workload_without_checks_is_not_judged_unless_it_saw_a_wrong_result(tm
     assert crit["met"] is (False if sdc else None)
     assert crit["measured_code"] == "criterion.numerics.measured_none"
     assert crit["measured"].startswith("no numerical check ran: not judged")
+
+
+def test_the_daemon_opens_the_finding_and_counts_it_on_metrics_as_the_event_is_stored(tmp_path: Path) -> None:
+    """What /metrics serves from the stored events alone, before any analysis: the open
+    finding (what SoakSilentDataCorruption reads) and the counters per chip and check."""
+    from dataclasses import replace
+
+    from soak.daemon.lifecycle import Daemon
+    from tests.dashboards.test_dashboards_served_names import RUN, SNAPSHOT, served_samples
+
+    _, _, _, stored = _judge(tmp_path, [_sdc("replica", "transient"), _sdc("replica", "transient", step=250)])
+    tally = nm.NumericTally()
+    opened = [tally.add(e.kind, e.node, e.workload, e.detail) for e in stored if e.kind in nm.KINDS]
+    assert opened == [True, True]  # warned, then failed: the finding was made worse
+    daemon = SimpleNamespace(found=None, membership=SimpleNamespace(node=None), fault_watch=None, numerics=tally)
+    run = replace(RUN, open_findings=Daemon._open_findings(daemon),
+                  numeric=tally.counts({(None, "npu0-0"): 40, (None, "npu0-1"): 40}))
+    samples = served_samples(SNAPSHOT, run)
+    active = [lv for n, lv, _ in samples if n == "soak_finding_active" and lv["kind"] == "sdc"]
+    assert [(lv["device"], lv["severity"], lv["metric"], lv["code"]) for lv in active] == [
+        ("npu0-1", "fail", "replica", "sdc.mismatch")]
+    counts = {(n, lv["device"], lv["check"]): v for n, lv, v in samples if n.startswith("soak_numeric_")}
+    assert counts == {("soak_numeric_checks_total", "npu0-0", "all"): 40.0,
+                      ("soak_numeric_checks_total", "npu0-1", "all"): 40.0,
+                      ("soak_numeric_mismatches_total", "npu0-1", "replica"): 2.0}

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from soak.analysis.device_faults import FaultWatch
+from soak.analysis.numerics import NumericTally
 from soak.daemon.lifecycle import Daemon
 from tests.dashboards.test_dashboards_served_names import EVERY_FIELD, RUN, SNAPSHOT, served_samples
 
@@ -66,7 +67,8 @@ def test_a_910b_chip_that_reports_a_separate_npu_code_an_uncorrectable_error_and
     watch = FaultWatch()
     watch.track(snapshot)
     # what `soak run` serves before its first analysis: the fault watch's open findings
-    daemon = SimpleNamespace(found=None, membership=SimpleNamespace(node=None), fault_watch=watch)
+    daemon = SimpleNamespace(found=None, membership=SimpleNamespace(node=None), fault_watch=watch,
+                             numerics=NumericTally())
     run = replace(RUN, open_findings=Daemon._open_findings(daemon), findings={})
     samples = served_samples(snapshot, run)
     assert {(lv.get("metric"), lv.get("severity")) for n, lv, _ in samples if n == "soak_finding_active"} == {

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporters.collector import METRIC_NAMES, SoakCollector, make_registry
 from exporters.server import serve
 from soak import dashboards as d
+from soak.analysis.numerics import NumericCounts
 from soak.daemon import metrics as run_metrics
 from soak.daemon.metrics import RunCollector
 from soak.daemon.status import LinkTest, OpenFinding, RankStatus, ReliabilitySoFar, RunStatus
@@ -42,7 +43,8 @@ RUN = RunStatus(run_id="r", workload="lm", verdict="running", elapsed_s=1.0, rem
                 open_findings=(OpenFinding("hang", "fail", None, "npu0-0", "util_pct", "hang.stuck"),),
                 criteria={"coverage": True}, link_test=LinkTest(1.0, {"node-1": 10.0}),
                 nodes_by_status={"running": 3},
-                reliability=ReliabilitySoFar(0.97, {"checkpoint": 1.0}, {"crash": 0}, 1.0, 0.43))
+                reliability=ReliabilitySoFar(0.97, {"checkpoint": 1.0}, {"crash": 0}, 1.0, 0.43),
+                numeric=NumericCounts({(None, "npu0-0"): 12}, {(None, "npu0-0", "gemm"): 1}))
 
 
 class _Totals:
