@@ -297,8 +297,13 @@ def numeric_evidence(store: Any, run_id: str, plan: Plan | None,
     by_node: dict[str | None, list[str]] = {}
     for node, chip in chips:
         by_node.setdefault(node, []).append(chip)
+    rows = store.numeric_checks(run_id)
+    # ranks per node: the plan's, or as many as reported (a run recorded without its plan's)
     nproc = {w.name: int(getattr(w, "nproc", 1) or 1) for w in (plan.workloads if plan is not None else ())}
-    return nm.NumericEvidence.of(store.numeric_checks(run_id), {n: nm.chip_order(c) for n, c in by_node.items()}, nproc)
+    for wl in {r[1] for r in rows}:
+        seen = max(len({r[2] for r in rows if r[1] == wl and r[0] == node}) for node in {r[0] for r in rows})
+        nproc[wl] = max(nproc.get(wl, 1), seen)
+    return nm.NumericEvidence.of(rows, {n: nm.chip_order(c) for n, c in by_node.items()}, nproc)
 
 
 def finding_key(f: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from soak.report import numerics as nmr
 from soak.report import reliability_text as rt
 from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
@@ -246,6 +247,20 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
             ]
     )
     section_device_faults(data, lang)
+    section_numerics(data, lang)
+
+
+def section_numerics(data: Any, lang: str) -> None:
+    """The checks each chip ran, then every numerical event of the run, fail first."""
+    st.subheader(t("numerics", lang))
+    st.markdown(nmr.evidence_line(data.criteria, lang))
+    if not data.numerics:
+        st.caption(t("nm_none", lang))
+        return
+    st.caption(t("nm_intro", lang))
+    heads = nmr.header(lang, with_node=data.cluster is not None)
+    _table([dict(zip(heads, r, strict=True)) for r in nmr.rows(data.numerics, _tz(data), lang,
+                                                                with_node=data.cluster is not None)], wrap=True)
 
 
 def section_device_faults(data: Any, lang: str) -> None:

@@ -34,6 +34,7 @@ from soak.report.model import (
     RunInfo,
     Series,
 )
+from soak.report.numerics import numeric_rows
 from soak.runfolder import read_analysis
 from soak.runplan import plan_of, planned_duration_s
 
@@ -380,6 +381,7 @@ def load_report_data(
         run=run,
         chips=chips,
         device_faults=faults,
+        numerics=numeric_rows(all_events),
         series=series,
         findings=findings,
         events=events,

@@ -236,6 +236,8 @@ class ReportData:
     chips: tuple[ChipSummary, ...] = ()
     # the chips' own fault reports (``device_fault`` events), fail first
     device_faults: tuple[DeviceFaultView, ...] = ()
+    # the workloads' numerical events (soak.report.numerics.NumericRow), fail first
+    numerics: tuple[Any, ...] = ()
     series: tuple[Series, ...] = ()
     findings: tuple[FindingView, ...] = ()
     events: tuple[EventView, ...] = ()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
+from soak.report import numerics as nmr
 from soak.report import reliability_text as rt
 from soak.report.appendix import appendix_tables, detector_name, detector_thresholds
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
@@ -291,6 +292,7 @@ def render_pdf(
     else:
         story.append(st.p(t("chips_flagged_none", lang)))
     story += _device_faults_section(st, data, lang, page_w, tz)
+    story += _numerics_section(st, data, lang, page_w, tz)
 
     # -- charts ----------------------------------------------------------------------------
     charts = all_chart_pngs(data, lang=lang, font=cjk)
@@ -474,6 +476,28 @@ def _device_faults_section(st: Styles, data: ReportData, lang: str, page_w: floa
     out += [st.p(t("df_intro", lang), st.small), table(st, fault_header(lang, with_node=with_node), rows, widths)]
     if len(data.device_faults) > MAX_FAULT_ROWS:
         out.append(st.p(t("df_more", lang).format(n=len(data.device_faults) - MAX_FAULT_ROWS), st.small))
+    return out
+
+
+def _numerics_section(st: Styles, data: ReportData, lang: str, page_w: float, tz: tzinfo) -> list:
+    """The checks each chip ran (the criterion's evidence), then every numerical event, fail first."""
+    from reportlab.lib.units import mm
+
+    out: list = [*st.heading(t("numerics", lang)), st.p(nmr.evidence_line(data.criteria, lang))]
+    if not data.numerics:
+        return out + [st.p(t("nm_none", lang), st.small)]
+    with_node = data.cluster is not None
+    rows = [list(r) for r in nmr.rows(data.numerics[:nmr.MAX_ROWS], tz, lang, with_node=with_node)]
+    colours = {"fail": "#b22222", "warn": "#b8860b"}
+    for r, v in zip(rows, data.numerics, strict=False):
+        if v.severity in colours:
+            r[-1] = Markup(f'<font color="{colours[v.severity]}"><b>{escape(r[-1])}</b></font>')
+    fixed = [19 * mm, *([16 * mm] if with_node else []), 14 * mm, 20 * mm, 9 * mm, 11 * mm]
+    rest = page_w - sum(fixed)
+    widths = fixed + [rest * w for w in (0.14, 0.14, 0.1, 0.1, 0.32, 0.2)]
+    out += [st.p(t("nm_intro", lang), st.small), table(st, nmr.header(lang, with_node=with_node), rows, widths)]
+    if len(data.numerics) > nmr.MAX_ROWS:
+        out.append(st.p(t("nm_more", lang).format(n=len(data.numerics) - nmr.MAX_ROWS), st.small))
     return out
 
 
