@@ -179,16 +179,29 @@ class ChipHistory:
 
 
 def chip_histories(events: Iterable[tuple[str, Any]], hosts: Mapping[str, str | None] | None = None) -> list[ChipHistory]:
-    """Every chip's record from ``(run id, device_fault event)`` pairs (``Store.device_fault_events``):
+    """Every chip's record from ``(run id, device_fault event)`` pairs (``Store.device_fault_events``),
+    and the wrong results the workloads' checks pinned on a chip (``sdc``, ``nonfinite``,
+    ``loss_spike`` events naming one: ``soak.analysis.numerics``, their check as the code):
     one ``ChipFault`` per run, signal and code, repeat offenders first, then by runs with a
     fault above info, then by failing faults. ``hosts``: each run's host, naming a single
     node's chips."""
     from soak.analysis.device_faults import FINDING_OF, SEVERITY_RANK, FaultChange
 
+    from soak.analysis.numerics import KINDS as NUMERIC_KINDS
+
     hosts = hosts or {}
     grouped: dict[tuple[str, str | None, str, str, str | None], list[tuple[float, str, str | None, bool]]] = {}
     serial_of: dict[tuple[str, str | None, str], str | None] = {}
     for run_id, e in events:
+        if e.kind in NUMERIC_KINDS:  # a wrong result a workload's check pinned on a chip
+            d = e.detail if isinstance(e.detail, Mapping) else {}
+            if not d.get("chip"):
+                continue  # nobody settled it, or every chip alike: no chip to hold it against
+            where = (run_id, e.node, str(d["chip"]))
+            serial_of[where] = serial_of.get(where) or d.get("serial")
+            grouped.setdefault((run_id, e.node, str(d["chip"]), e.kind, d.get("check")), []).append(
+                (float(e.ts), str(d.get("severity") or "warn"), d.get("serial"), False))
+            continue
         c = FaultChange.of_event(e)
         if c is None:
             continue
@@ -219,4 +232,6 @@ def chip_histories(events: Iterable[tuple[str, Any]], hosts: Mapping[str, str | 
 def read_chips(store: Any) -> list[ChipHistory]:
     """Every chip that reported a fault in any run of ``store``."""
     hosts = {r.id: r.host for r in store.list_runs()}
-    return chip_histories(store.device_fault_events(), hosts)
+    from soak.analysis.numerics import KINDS as NUMERIC_KINDS
+
+    return chip_histories(store.device_fault_events(("device_fault", *NUMERIC_KINDS)), hosts)

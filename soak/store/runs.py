@@ -254,11 +254,12 @@ class RunStore(Database):
             for r in self._read(stmt)
         ]
 
-    def device_fault_events(self) -> list[tuple[str, EventRecord]]:
-        """Every run's ``device_fault`` events (the chips' own fault reports), as (run id,
-        event), in time order: what ``soak nodes`` reads of each chip across runs."""
+    def device_fault_events(self, kinds: tuple[str, ...] = ("device_fault",)) -> list[tuple[str, EventRecord]]:
+        """Every run's events of ``kinds`` (by default the chips' own fault reports, the
+        ``device_fault`` events), as (run id, event), in time order: what ``soak nodes`` reads
+        of each chip across runs."""
         t = S.events
-        stmt = select(t).where(t.c.kind == "device_fault").order_by(t.c.ts, t.c.id)
+        stmt = select(t).where(t.c.kind.in_(kinds)).order_by(t.c.ts, t.c.id)
         return [(r.run_id, EventRecord(ts=r.ts, kind=r.kind, end_ts=r.end_ts, workload=r.workload, rank=r.rank,
                                        message=r.message, detail=json.loads(r.detail) if r.detail else {}, node=r.node))
                 for r in self._read(stmt)]

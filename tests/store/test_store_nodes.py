@@ -165,6 +165,39 @@ def test_soak_nodes_lists_a_chip_that_faulted_in_two_runs_by_serial_first(store_
     assert lines[head + 4].startswith(once)
 
 
+def test_soak_nodes_counts_a_chip_with_a_wrong_result_in_two_runs_as_a_repeat_offender(store_url, capsys) -> None:
+    """The wrong results a workload's check pinned on a chip, as the daemon stores them
+    (``soak.daemon.heartbeat``: the suspect rank's chip and serial, the severity): a chip wrong
+    in two runs is a repeat offender by its serial; a result no chip was named for is no
+    chip's, a transient is listed but no offence."""
+    if store_url == "sqlite://":
+        pytest.skip("a memory database does not outlive its handle")
+    from soak.store import Store
+
+    t0, bad, once = 1_700_000_000.0, "1025C9000001", "1025C9000002"
+
+    def sdc(store, run_id, at, chip, serial, severity, cls, check="gemm_cpu"):
+        store.add_event(run_id, "sdc", ts=t0 + at, workload="gemm", rank=1, message="wrong product",
+                        detail={"step": 30, "check": check, "error": 104.0, "tolerance": 1e-3, "suspect_rank": 1,
+                                "classification": cls, "chip": chip, "serial": serial, "severity": severity})
+
+    with Store.open(store_url) as store:
+        _run(store, "r1", "node-a", t0)
+        sdc(store, "r1", 600, "npu1-0", bad, "fail", "chip")
+        sdc(store, "r1", 700, "npu2-0", once, "warn", "transient", check="replica")
+        sdc(store, "r1", 800, None, None, "fail", None, check="collective")  # nobody settled: no chip
+        _run(store, "r2", "node-b", t0 + 2 * HOUR)
+        sdc(store, "r2", 2 * HOUR + 300, "npu0-0", bad, "fail", "chip")
+    assert main(["nodes", "--db", store_url, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first, second = out["chips"]
+    assert (first["serial"], first["places"], first["failed_runs"], first["repeat_offender"]) == (
+        bad, ["node-a/npu1-0", "node-b/npu0-0"], ["r1", "r2"], True)
+    assert [(f["signal"], f["code"], f["severity"]) for f in first["faults"]] == [("sdc", "gemm_cpu", "fail")] * 2
+    assert (second["serial"], second["failed_runs"], second["severity"], second["repeat_offender"]) == (
+        once, ["r1"], "warn", False)
+
+
 def test_soak_nodes_says_when_no_chip_reported_a_fault(store_url, capsys) -> None:
     if store_url == "sqlite://":
         pytest.skip("a memory database does not outlive its handle")
