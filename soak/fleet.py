@@ -186,7 +186,6 @@ def chip_histories(events: Iterable[tuple[str, Any]], hosts: Mapping[str, str | 
     fault above info, then by failing faults. ``hosts``: each run's host, naming a single
     node's chips."""
     from soak.analysis.device_faults import FINDING_OF, SEVERITY_RANK, FaultChange
-
     from soak.analysis.numerics import KINDS as NUMERIC_KINDS
 
     hosts = hosts or {}
