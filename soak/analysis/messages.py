@@ -334,7 +334,7 @@ RELIABILITY: dict[str, str] = {
                          "planned[[injected_s|, less {injected_s:hm} of {injected_count} injected canary fault(s) (their "
                          "interruptions and the work redone after them), which never count against the machine]]; {lost_total_s:hm} lost[[lost| ({lost})]]"),
     "reliability.failures": ("{failures} unexpected failure(s) of the machine in {node_hours:.3g} node-hours "
-                             "({crash} crash, {hang} hang, {node_lost} node lost[[link|, {link} link failure]], {device_fault} device fault)"
+                             "({crash} crash, {hang} hang, {node_lost} node lost[[link|, {link} link failure]], {device_fault} device fault[[sdc|, {sdc} chip(s) computing wrong]])"
                              "[[node_mttf_h|: mean time to failure per node {node_mttf_h:.3g} h]]"),
     "reliability.overhead": ("the job was up {training_s:hm}, of which {overhead_s:hm} did not train: {overhead}; "
                              "productive {productive_s:hm}"),

@@ -53,6 +53,9 @@ LINK = "link"  # a crash on a link test's collective timeout: a link failed
 # a chip's own fault report that interrupts training (a RestartNPU-class code, a hardware Xid),
 # with the crash or hang it caused (soak.analysis.device_faults)
 DEVICE_FAULT = "device_fault"
+# a chip the workloads' own checks found computing wrong (a confirmed wrong result, NaN or a
+# second transient: soak.analysis.numerics); the job rode it out: a failure of no length
+SDC = "sdc"
 FAULT_LEAD_S = 600.0  # a fault read up to this long (run time line) before a crash caused it
 STORE_OUTAGE = "store_outage"  # the agent stopped for the store, until it was resumed
 # Time inside the accounting's training in which the job did not step: the job was up, but
@@ -68,7 +71,7 @@ PRIORITY: tuple[str, ...] = ("node_lost", LINK, DEVICE_FAULT, "crash", "hang", R
                              INJECTED, *OVERHEADS, "startup", "stopped")
 LOST_CAUSES: tuple[str, ...] = tuple(c for c in PRIORITY if c != INJECTED) + (NOT_RUN,)
 """The keys of ``lost_s``, in the order the report shows them."""
-FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost", LINK, DEVICE_FAULT)
+FAILURE_CAUSES: tuple[str, ...] = ("crash", "hang", "node_lost", LINK, DEVICE_FAULT, SDC)
 """The keys of ``failures``: the unexpected interruptions that are the machine's."""
 
 
@@ -311,7 +314,7 @@ def failed(acc: ev.Accounting) -> list[ev.Interruption]:
         if not any(o.node == i.node and o.start <= i.start <= o.end for o in out):
             out.append(i)
     for i in acc.interruptions:
-        if (i.cause in (ev.CRASH, ev.HANG, DEVICE_FAULT) and not i.injected
+        if (i.cause in (ev.CRASH, ev.HANG, DEVICE_FAULT, SDC) and not i.injected
                 and not any(x.start <= i.start <= x.end for x in losses)):
             out.append(i)
     return sorted(out, key=lambda i: i.start)
@@ -341,6 +344,25 @@ def with_device_faults(acc: ev.Accounting, events: Sequence[Any], lag_s: float =
     out += [ev.Interruption(ts, ts, DEVICE_FAULT, node=node, message=f"device fault on {device}")
             for k, (node, ts, device) in enumerate(faults) if k not in used]
     return replace(acc, interruptions=tuple(sorted(out, key=lambda i: i.start)))
+
+
+def with_wrong_results(acc: ev.Accounting, events: Sequence[Any]) -> ev.Accounting:
+    """The accounting with each chip the workloads' checks failed (``soak.analysis.numerics``:
+    one per chip and check, however often it was wrong) as a failure of cause ``sdc`` and no
+    length; one the plan injected (``--inject corrupt``: the workload's ``inject`` event at the
+    step of the wrong result) is a canary, never the machine's."""
+    from soak.analysis.numerics import assess
+
+    found = [f for f in assess(events) if f.severity == "fail" and f.device is not None
+             and acc.window_start <= f.start <= acc.window_end]
+    if not found:
+        return acc
+    injected = {(e.workload, e.rank, (e.detail or {}).get("step")) for e in events
+                if e.kind == "inject" and isinstance(e.detail, Mapping)}
+    out = [ev.Interruption(f.start, f.start, SDC, workload=f.values.get("workload"), node=f.node,
+                           injected=(f.values.get("workload"), f.values.get("reported_by"), f.values.get("step")) in injected,
+                           message=f"wrong result on {f.device}: {f.summary}") for f in found]
+    return replace(acc, interruptions=tuple(sorted([*acc.interruptions, *out], key=lambda i: i.start)))
 
 
 def count(failures: Iterable[ev.Interruption]) -> dict[str, int]:
@@ -374,6 +396,7 @@ def assess(acc: ev.Accounting, *, events: Sequence[Any] = (), nodes: Sequence[st
     plan's ``[reliability]``; ``fault_lag_s`` how late a chip's fault may be read after the
     interruption it caused (its detail interval, run time line)."""
     acc = with_device_faults(acc, events, fault_lag_s)
+    acc = with_wrong_results(acc, events)
     parts = split(acc, events, running, time_scale)
     failures = failed(acc)
     fails = count(failures)

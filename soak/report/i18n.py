@@ -658,7 +658,7 @@ CHINESE: dict[str, str] = {
                          "[[injected_s|，扣除 {injected_count} 次注入故障的 {injected_s:hm}（其中断及之后重做的工作；注入故障从不计入机器）]]；"
                          "损失 {lost_total_s:hm}[[lost|（{lost}）]]"),
     "reliability.failures": ("{node_hours:.3g} 节点小时内机器非预期故障 {failures} 次（崩溃 {crash}、挂起 {hang}、"
-                             "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
+                             "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}[[sdc|、芯片计算错误 {sdc}]]）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
     "reliability.overhead": "作业运行 {training_s:hm}，其中 {overhead_s:hm} 未在训练：{overhead}；有效训练 {productive_s:hm}",
     "reliability.mttf_lower": ("以 90% 置信度，每节点平均无故障时间 >= {node_mttf_h_lower90:.3g} 小时"
                                "（2T / χ²(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f}）"),

@@ -41,7 +41,7 @@ def test_eight_crashes_give_eight_failures_and_the_chi_square_bound() -> None:
         events += [_e(100 + 100 * k, "crash", message="exit -9"), _e(110 + 100 * k, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=3600, ended=3600)
     r = rel.assess(acc, nodes=["n1"])
-    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert r.failures == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     assert r.lost_s["crash"] == pytest.approx(80) and r.productive_s == pytest.approx(3600 - 85)
     assert r.node_mttf_h == pytest.approx(1 / 8)
     assert r.node_mttf_h_lower90 == pytest.approx(2 * 1.0 / chi2.ppf(0.90, 18), rel=1e-9)
@@ -76,7 +76,7 @@ def test_overlapping_causes_share_no_second_and_an_early_end_is_not_run() -> Non
     assert r.lost_s["not_run"] == 200
     assert r.productive_s == pytest.approx(acc.training_s) == pytest.approx(800 - 250 - 50 - 150)
     assert _parts(r) == pytest.approx(1000)
-    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert r.failures == {"crash": 0, "hang": 1, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     # the daemon's own outage and the stop are not the machine's failures; the run's node-hours
     # end with the run
     assert r.node_hours == pytest.approx(800 / 3600)
@@ -91,7 +91,7 @@ def test_a_node_lost_is_one_failure_the_crashes_it_caused_are_not() -> None:
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     away = {"node-2": [(100.0, math.inf)]}
     r = rel.assess(acc, nodes=["node-0", "node-1", "node-2"], away=away, cluster_nodes=3, project_nodes=[64])
-    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1, "link": 0, "device_fault": 0}
+    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 1, "link": 0, "device_fault": 0, "sdc": 0}
     # lost from its last sign of life until the first agent said so, then the job re-formed
     assert r.lost_s["node_lost"] == pytest.approx(15) and r.lost_s["restart"] == pytest.approx(25)
     assert r.lost_s["crash"] == 0
@@ -198,7 +198,7 @@ def test_a_crash_on_a_link_test_timeout_is_a_link_failure() -> None:
               _e(600, "crash"), _e(620, "start")]
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=1000, ended=1000)
     r = rel.assess(acc, events=events)
-    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 1, "device_fault": 0}
+    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 1, "device_fault": 0, "sdc": 0}
     assert r.lost_s["link"] == 30 and r.lost_s["crash"] == 20
 
 
@@ -226,7 +226,7 @@ def test_a_crash_a_chip_fault_caused_is_one_device_fault_and_a_fault_ridden_out_
               _e(1500, "crash"), _e(1520, "start")]  # a crash of its own, long after
     acc = ev.account(events, ["lm"], planned_start=0, planned_end=2000, ended=2000)
     r = rel.assess(acc, events=events, nodes=["n1"], fault_lag_s=60.0)
-    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 2}
+    assert r.failures == {"crash": 1, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 2, "sdc": 0}
     # the fault's crash lost its 30 s to the fault, the other crash its 20 s; parts still sum
     assert r.lost_s["device_fault"] == 30 and r.lost_s["crash"] == 20 and _parts(r) == 2000
     assert r.per_node[0]["failures"]["device_fault"] == 2
@@ -248,3 +248,25 @@ def test_the_work_redone_after_an_injected_canary_is_said_with_the_up_time() -> 
     (overhead,) = [s for s in rel.statements() if s.code == "reliability.overhead"]
     assert str(overhead) == ("the job was up 4 h 18 min, of which 52 min did not train: injected 52 min, "
                              "checkpoint 29 s; productive 3 h 25 min")
+
+
+def _wrong(ts: float, chip: str, cls: str | None, step: int, rank: int = 1, severity: str = "fail") -> SimpleNamespace:
+    # shaped as the daemon stores a workload's sdc_mismatch (soak.daemon.heartbeat)
+    return _e(ts, "sdc", workload="gemm", rank=rank, message="wrong product",
+              detail={"step": step, "check": "gemm_cpu", "error": 104.0, "tolerance": 1e-3, "suspect_rank": rank,
+                      "classification": cls, "chip": chip, "serial": None, "severity": severity})
+
+
+def test_a_chip_computing_wrong_is_one_sdc_failure_and_an_injected_one_a_canary() -> None:
+    events = [_e(0, "start", workload="gemm"),
+              _wrong(300, "npu1-0", "chip", 30), _wrong(600, "npu1-0", "chip", 60),  # one chip, wrong twice: one failure
+              _wrong(700, "npu2-0", "transient", 70, rank=2, severity="warn"),  # a transient: no failure
+              _e(800, "inject", workload="gemm", rank=3, detail={"step": 80, "inject": {"spec": "corrupt"}}),
+              _wrong(800.5, "npu3-0", "chip", 80, rank=3)]  # the plan's canary
+    acc = ev.account(events, ["gemm"], planned_start=0, planned_end=2000, ended=2000)
+    r = rel.assess(acc, events=events, nodes=["n1"])
+    assert r.failures == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 1}
+    assert r.lost_s.get("sdc", 0.0) == 0.0 and _parts(r) == 2000  # ridden out: no time lost
+    assert r.failure_count == 1
+    (failures,) = [x for x in r.statements() if x.code == "reliability.failures"]
+    assert "0 device fault, 1 chip(s) computing wrong)" in failures

@@ -161,7 +161,7 @@ backoff_max = "1s"
     assert acc["planned_s"] == pytest.approx(run.planned_end_ts - start, abs=0.01) and acc["reached_end"]
     criteria = {c["name"]: c for c in analysis["criteria"]}
     assert criteria["runtime"]["met"] is True and criteria["longest uninterrupted"]["met"] is True, criteria
-    assert analysis["reliability"]["failures"] == {"crash": 1, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert analysis["reliability"]["failures"] == {"crash": 1, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     # and the run's record says why it ran longer
     capsys.readouterr()
     assert main(["runs", "show", "c1", "--db", db_url]) == 0

@@ -139,7 +139,7 @@ def test_eight_workload_sigkills_fail_and_chip_hours_count_chips_while_training(
     # the reliability: 8 failures of the machine, the chi-square bound over the run's node-hours,
     # and the planned time split without a second lost or counted twice
     rel = analysis["reliability"]
-    assert rel["failures"] == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert rel["failures"] == {"crash": 8, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     assert rel["node_hours"] == pytest.approx((acc["window_end"] - acc["window_start"]) / 3600)
     assert rel["node_mttf_h"] == pytest.approx(rel["node_hours"] / 8)
     assert rel["node_mttf_h_lower90"] == pytest.approx(2 * rel["node_hours"] / chi2.ppf(0.90, 18), rel=1e-9)

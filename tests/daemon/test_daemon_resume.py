@@ -99,7 +99,7 @@ def test_daemon_sigkilled_then_resumed_keeps_committed_samples_and_marks_the_gap
     # the reliability shows the downtime under its cause, and the parts add up to the plan
     rel = analysis["reliability"]
     assert rel["lost_s"]["daemon_down"] == pytest.approx(sum(i["duration_s"] for i in downs))
-    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}  # the daemon's outage is not the machine's
+    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}  # the daemon's outage is not the machine's
     # the job was up for the accounting's training time; what it trained after its last
     # checkpoint before the kill was trained again after the resume, and is not productive twice
     inside = sum(rel["lost_s"][c] for c in ("redone", "data_stall", "checkpoint", "link_test"))

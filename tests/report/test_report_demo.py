@@ -142,7 +142,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
     # the reliability: the injected crash kept apart, no failure of the machine, and the MTTF's
     # 90 % lower bound over the run's node-hours T is T / ln(10) = T / 2.303
     rel = analysis["reliability"]
-    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0} and rel["injected_s"] > 0
+    assert rel["failures"] == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0} and rel["injected_s"] > 0
     assert rel["productive_s"] + rel["injected_s"] + sum(rel["lost_s"].values()) == pytest.approx(rel["planned_s"])
     assert rel["node_mttf_h_lower90"] == pytest.approx(rel["node_hours"] / math.log(10))
     assert rel["ettr"] == pytest.approx(rel["productive_s"] / (rel["planned_s"] - rel["injected_s"]))

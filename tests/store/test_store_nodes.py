@@ -46,10 +46,10 @@ def test_a_node_that_failed_in_two_runs_is_a_repeat_offender(store) -> None:
     assert set(nodes) == {"node-a", "node-b", "node-c"}
     a, b, c = nodes["node-a"], nodes["node-b"], nodes["node-c"]
     assert a.repeat_offender and a.failed_runs == ("r1", "r3") and a.runs == ("r1", "r3")
-    assert a.failures == {"crash": 1, "hang": 1, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert a.failures == {"crash": 1, "hang": 1, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     assert a.last_failure_run == "r3" and a.last_failure == 1_700_000_000.0 + 4 * HOUR + 900
     assert a.node_hours == pytest.approx(2.0)
-    assert not b.repeat_offender and b.failed_runs == () and b.failures == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0}
+    assert not b.repeat_offender and b.failed_runs == () and b.failures == {"crash": 0, "hang": 0, "node_lost": 0, "link": 0, "device_fault": 0, "sdc": 0}
     assert not c.repeat_offender and c.failed_runs == ("r5",) and c.findings == {"thermal": 1}
     assert [n.name for n in fleet.read(store)][0] == "node-a"  # repeat offenders first
 
