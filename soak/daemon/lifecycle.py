@@ -576,7 +576,8 @@ class Daemon:
         wrong results counted so far, for /metrics."""
         checks: dict[tuple[str | None, str], int] = {}
         node = self.membership.node
-        for (workload, rank), st in sorted(self.agg.ranks.items()):
+        agg = getattr(self, "agg", None)  # None until the workloads are started
+        for (workload, rank), st in sorted(agg.ranks.items() if agg else ()):
             if st.numeric_checks is None:
                 continue
             chip = self._rank_chip(workload, rank, st.device)[0]
