@@ -36,6 +36,8 @@ TLS_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3
 _TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
 _KEYS = {"tls_server_config", "basic_auth_users"}
 REALM = "soak"
+# A web config, certificate, key or CA bundle is kilobytes; a CA bundle of a whole system 200 KiB.
+MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,14 @@ def load_web_config(path: str | Path, name: str = "--web-config") -> WebConfig:
     """Read and check ``path``; ``InputError`` names it and the key that is wrong."""
     import yaml
 
+    from soak.tomlfile import read_regular_text
+
     path = Path(path)
     where = f"{name} {path}"
+    text = read_regular_text(path, name, InputError, MAX_FILE_BYTES)  # /dev/zero: one line, not 24 GB
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise InputError(f"{where}: cannot read it ({str(exc).splitlines()[0]})") from None
     doc = {} if doc is None else doc
     if not isinstance(doc, dict):
@@ -88,9 +91,12 @@ def load_web_config(path: str | Path, name: str = "--web-config") -> WebConfig:
             return None
         p = Path(str(value))
         p = p if p.is_absolute() else path.parent / p
-        if not p.is_file():
-            raise InputError(f"{where}: tls_server_config.{key} {p}: no such file")
+        # a certificate, key or CA is loaded by OpenSSL from its path: checked by the one reader
+        # first (a regular file, at most MAX_FILE_BYTES), so a device or FIFO is one line
+        read_regular_file(p, f"{where}: tls_server_config.{key}", InputError, MAX_FILE_BYTES)
         return p
+
+    from soak.tomlfile import read_regular_file
 
     cert, key, ca = file("cert_file"), file("key_file"), file("client_ca_file")
     if tls and (cert is None or key is None):

@@ -85,10 +85,6 @@ def parse_hostfile(text: str, source: str) -> tuple[Host, ...]:
 
 
 def read_hostfile(path: str | Path) -> tuple[Host, ...]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"hostfile {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"hostfile {path}: cannot read: {exc}") from None
-    return parse_hostfile(text, str(path))
+    from soak.tomlfile import read_regular_text
+
+    return parse_hostfile(read_regular_text(path, "hostfile", InputError), str(path))
