@@ -28,13 +28,14 @@ import ssl
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from wsgiref.simple_server import WSGIRequestHandler
 
 from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, make_wsgi_app
 from prometheus_client.registry import CollectorRegistry
 
 from exporters.listen import DEFAULT_LISTEN, DEFAULT_PORT, parse_listen
-from exporters.webconfig import WebConfig, basic_auth, tls_context
+from exporters.webconfig import WebConfig, basic_auth, host_check, own_names, tls_context
 from soak.errors import InputError
 
 __all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "MAX_CONNECTIONS", "READ_TIMEOUT_S", "MetricsServer",
@@ -209,13 +210,17 @@ class MetricsServer:
 
     def __init__(self, registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *,
                  max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S,
-                 web_config: WebConfig | None = None) -> None:
+                 web_config: WebConfig | None = None, allowed_hosts: Sequence[str] = ()) -> None:
         host, port = parse_listen(listen)
         app = make_wsgi_app(registry)
         tls = None
         if web_config is not None:
             app = basic_auth(app, web_config.basic_auth_users)
             tls = tls_context(web_config) if web_config.tls else None
+        if web_config is None or not web_config.basic_auth_users:
+            # no password: the Host is checked, so a DNS-rebinding page cannot read the chips'
+            # serials and findings through a browser on this host
+            app = host_check(app, (*own_names(host), *allowed_hosts))
         self.scheme = "https" if tls is not None else "http"
         self.httpd = _bind(host, port, app, max_connections=max_connections,
                            read_timeout_s=read_timeout_s, listen=listen, tls=tls)
@@ -246,13 +251,14 @@ class MetricsServer:
 
 
 def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *, web_config: WebConfig | None = None,
-          **limits: float) -> MetricsServer:
+          allowed_hosts: Sequence[str] = (), **limits: float) -> MetricsServer:
     """Start serving ``registry`` on ``listen`` (HOST:PORT) in a background thread.
 
     ``limits``: ``max_connections``, ``read_timeout_s`` (defaults: this module's constants);
     ``web_config``: TLS and basic auth (:mod:`exporters.webconfig`).
     """
-    return MetricsServer(registry, listen, web_config=web_config, **limits).start()  # type: ignore[arg-type]
+    return MetricsServer(registry, listen, web_config=web_config, allowed_hosts=allowed_hosts,
+                         **limits).start()  # type: ignore[arg-type]
 
 
 def check_listen(listen: str) -> None:

@@ -266,3 +266,61 @@ def basic_auth(app: Callable[..., Any], users: Mapping[str, str]) -> Callable[..
         return [b"Unauthorized\n"]
 
     return guarded
+
+
+def _host_name(header: str) -> str:
+    """The name of a ``Host`` header: ``[::1]:19400`` -> ``::1``, ``node0:19400`` -> ``node0``."""
+    host = header.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    if host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
+
+
+def host_allowed(header: str | None, names: Iterable[str]) -> bool:
+    """Whether a request with ``Host: header`` may read ``/metrics`` when nothing else guards it.
+
+    A DNS-rebinding page reaches a loopback port under its own name (``rebind.example``): its
+    requests carry that name. Allowed: no ``Host`` (HTTP/1.0, curl --http1.0), an address
+    (``127.0.0.1:19400``, ``[::1]:19400``, a pod's IP, as Prometheus' targets usually are),
+    ``localhost``, a single-label name (a compose service, ``soak-exporter``: no public DNS name
+    has one label), this host's own names, and ``names`` (``--allowed-host``)."""
+    import ipaddress
+
+    if header is None or not header.strip():
+        return True
+    host = _host_name(header)
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    if host == "localhost" or host.endswith(".localhost") or "." not in host:
+        return True
+    return host in {n.lower().rstrip(".") for n in names}
+
+
+def host_check(app: Callable[..., Any], names: Iterable[str]) -> Callable[..., Any]:
+    """``app`` answering 403 to a ``Host`` that ``host_allowed`` refuses."""
+    allowed = tuple(names)
+
+    def checked(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if host_allowed(environ.get("HTTP_HOST"), allowed):
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"Forbidden: this Host is not one of this exporter's names (--allowed-host)\n"]
+
+    return checked
+
+
+def own_names(listen_host: str) -> tuple[str, ...]:
+    """This host's names, and the one ``--listen`` gives."""
+    import socket
+
+    names = {socket.gethostname(), listen_host}
+    try:
+        names.add(socket.getfqdn())
+    except OSError:
+        pass
+    return tuple(n for n in names if n)
