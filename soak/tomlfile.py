@@ -86,7 +86,8 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
     finally:
         os.close(fd)
     if len(raw) > max_bytes:
-        raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
+        size = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes >> 10} KiB"
+        raise error(f"{label}: larger than {size}, more than such a file holds")
     return raw
 
 
