@@ -74,10 +74,7 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
     except ValueError:  # a TOML string may hold "\u0000"; no path can
         raise error(f"{label}: not a file name (it holds a NUL character)") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise error(f"{label}: is a directory, not a regular file")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error(f"{label}: not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             raw = fh.read(max_bytes + 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 from soak.errors import InputError
 from soak.output import add_format, fmt, print_json
@@ -73,6 +74,8 @@ def read_text(name: str) -> tuple[str, str]:
         from soak.tomlfile import read_regular_file
 
         label = name
+        if Path(name).is_dir():
+            raise InputError(f"{label}: is a directory, expected a text file")
         data = read_regular_file(name, "", InputError, 64 << 20)
     if b"\x00" in data:
         raise InputError(f"{label}: binary data, not npu-smi text")
