@@ -11,7 +11,7 @@ that reading is in, a scrape holds ``soak_exporter_snapshot_stale 1`` and no dev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.registry import Collector
@@ -56,6 +56,7 @@ def start_pipeline(
     extra_collectors: Iterable[Collector] = (),
     labels: dict[str, str] | None = None,
     web_config: WebConfig | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> Pipeline:
     """Sample ``backend`` every ``interval_s`` into ``sinks`` and serve it on ``listen``.
 
@@ -69,6 +70,6 @@ def start_pipeline(
     if listen:
         collector = SoakCollector.for_sampler(sampler, tool_timeout_s=tool_timeout_s, compat=compat,
                                               extra_collectors=extra_collectors)
-        server = serve(make_registry(collector, labels), listen, web_config=web_config)
+        server = serve(make_registry(collector, labels), listen, web_config=web_config, allowed_hosts=allowed_hosts)
     sampler.start()
     return Pipeline(sampler, server)

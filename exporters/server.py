@@ -7,10 +7,13 @@ is doing.
 
 The library's server starts one thread per connection and waits on a client for ever; a port
 left open to a network would then let half-open connections pile up threads without end.
-Two limits bound it, each a fixed cost whatever the clients do:
+Three limits bound it, each a fixed cost whatever the clients do:
 
 * :data:`READ_TIMEOUT_S`: a connection that sends nothing (or sends part of a request, or does
   not read the answer) for this long is closed;
+* :data:`MAX_CONNECTIONS_PER_CLIENT`: one client address holds at most this many of them (its
+  oldest one not yet sent its request makes room for its new one), so a flood from one
+  address leaves the other slots to the scrapers;
 * :data:`MAX_CONNECTIONS`: at most this many connections are served at once. When a new one
   arrives at the limit, the oldest connection that has not yet sent its whole request is
   closed to make room (a scraper sends its request at once, so it is never that one); when
@@ -25,13 +28,14 @@ import ssl
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from wsgiref.simple_server import WSGIRequestHandler
 
 from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, make_wsgi_app
 from prometheus_client.registry import CollectorRegistry
 
 from exporters.listen import DEFAULT_LISTEN, DEFAULT_PORT, parse_listen
-from exporters.webconfig import WebConfig, basic_auth, tls_context
+from exporters.webconfig import WebConfig, basic_auth, host_check, own_names, tls_context
 from soak.errors import InputError
 
 __all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "MAX_CONNECTIONS", "READ_TIMEOUT_S", "MetricsServer",
@@ -44,6 +48,9 @@ log = logging.getLogger("soak.exporter")
 READ_TIMEOUT_S = 10.0
 # A node is scraped by one or two Prometheus servers and now and then a person with curl.
 MAX_CONNECTIONS = 32
+# Connections of one client address at once: a Prometheus server holds one per target; the
+# rest of the slots stay for other clients while one address floods the port.
+MAX_CONNECTIONS_PER_CLIENT = 8
 # How long a new connection waits for the slot of a closed idle one (its thread to end).
 _SLOT_WAIT_S = 1.0
 
@@ -77,18 +84,40 @@ class _BoundedServer(ThreadingWSGIServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], *,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS,
+                 max_per_client: int = MAX_CONNECTIONS_PER_CLIENT) -> None:
         self.max_connections = max_connections
+        self.max_per_client = max_per_client
+        self._clients: dict[socket.socket, str] = {}  # connection -> its client's address
+        self._per_client: dict[str, int] = {}
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
         self._reading: OrderedDict[socket.socket, None] = OrderedDict()  # oldest first
         super().__init__(address, handler)
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        host = str(client_address[0]) if isinstance(client_address, tuple) and client_address else ""
+        with self._lock:
+            busy = self._per_client.get(host, 0) >= self.max_per_client
+            if busy:
+                # its oldest connection that has not sent its request makes room, as below
+                own = next((r for r in self._reading if self._clients.get(r) == host), None)
+                if own is not None:
+                    del self._reading[own]
+                    _shutdown(own)
+                    busy = False
+            if not busy:
+                self._per_client[host] = self._per_client.get(host, 0) + 1
+                self._clients[request] = host
+        if busy:  # this client's connections are all being answered: it holds its share
+            log.debug("connection from %s refused: %d of its connections open", client_address, self.max_per_client)
+            self.shutdown_request(request)
+            return
         if not self._slots.acquire(blocking=False):
             if not (self._close_oldest_reading() and self._slots.acquire(timeout=_SLOT_WAIT_S)):
                 log.debug("connection from %s refused: %d connections being answered",
                           client_address, self.max_connections)
+                self._forget_client(request)
                 self.shutdown_request(request)
                 return
         with self._lock:
@@ -112,7 +141,18 @@ class _BoundedServer(ThreadingWSGIServer):
     def _done(self, request: socket.socket) -> None:
         with self._lock:
             self._reading.pop(request, None)
+        self._forget_client(request)
         self._slots.release()
+
+    def _forget_client(self, request: socket.socket) -> None:
+        with self._lock:
+            host = self._clients.pop(request, None)
+            if host is not None:
+                left = self._per_client[host] - 1
+                if left:
+                    self._per_client[host] = left
+                else:
+                    del self._per_client[host]
 
     def _close_oldest_reading(self) -> bool:
         with self._lock:
@@ -170,13 +210,17 @@ class MetricsServer:
 
     def __init__(self, registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *,
                  max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S,
-                 web_config: WebConfig | None = None) -> None:
+                 web_config: WebConfig | None = None, allowed_hosts: Sequence[str] = ()) -> None:
         host, port = parse_listen(listen)
         app = make_wsgi_app(registry)
         tls = None
         if web_config is not None:
             app = basic_auth(app, web_config.basic_auth_users)
             tls = tls_context(web_config) if web_config.tls else None
+        if web_config is None or not web_config.basic_auth_users:
+            # no password: the Host is checked, so a DNS-rebinding page cannot read the chips'
+            # serials and findings through a browser on this host
+            app = host_check(app, (*own_names(host), *allowed_hosts))
         self.scheme = "https" if tls is not None else "http"
         self.httpd = _bind(host, port, app, max_connections=max_connections,
                            read_timeout_s=read_timeout_s, listen=listen, tls=tls)
@@ -207,13 +251,14 @@ class MetricsServer:
 
 
 def serve(registry: CollectorRegistry, listen: str = DEFAULT_LISTEN, *, web_config: WebConfig | None = None,
-          **limits: float) -> MetricsServer:
+          allowed_hosts: Sequence[str] = (), **limits: float) -> MetricsServer:
     """Start serving ``registry`` on ``listen`` (HOST:PORT) in a background thread.
 
     ``limits``: ``max_connections``, ``read_timeout_s`` (defaults: this module's constants);
     ``web_config``: TLS and basic auth (:mod:`exporters.webconfig`).
     """
-    return MetricsServer(registry, listen, web_config=web_config, **limits).start()  # type: ignore[arg-type]
+    return MetricsServer(registry, listen, web_config=web_config, allowed_hosts=allowed_hosts,
+                         **limits).start()  # type: ignore[arg-type]
 
 
 def check_listen(listen: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ssl
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,8 @@ TLS_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3
 _TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
 _KEYS = {"tls_server_config", "basic_auth_users"}
 REALM = "soak"
+# A web config, certificate, key or CA bundle is kilobytes; a CA bundle of a whole system 200 KiB.
+MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,14 @@ def load_web_config(path: str | Path, name: str = "--web-config") -> WebConfig:
     """Read and check ``path``; ``InputError`` names it and the key that is wrong."""
     import yaml
 
+    from soak.tomlfile import read_regular_text
+
     path = Path(path)
     where = f"{name} {path}"
+    text = read_regular_text(path, name, InputError, MAX_FILE_BYTES)  # /dev/zero: one line, not 24 GB
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise InputError(f"{where}: cannot read it ({str(exc).splitlines()[0]})") from None
     doc = {} if doc is None else doc
     if not isinstance(doc, dict):
@@ -87,9 +91,12 @@ def load_web_config(path: str | Path, name: str = "--web-config") -> WebConfig:
             return None
         p = Path(str(value))
         p = p if p.is_absolute() else path.parent / p
-        if not p.is_file():
-            raise InputError(f"{where}: tls_server_config.{key} {p}: no such file")
+        # a certificate, key or CA is loaded by OpenSSL from its path: checked by the one reader
+        # first (a regular file, at most MAX_FILE_BYTES), so a device or FIFO is one line
+        read_regular_file(p, f"{where}: tls_server_config.{key}", InputError, MAX_FILE_BYTES)
         return p
+
+    from soak.tomlfile import read_regular_file
 
     cert, key, ca = file("cert_file"), file("key_file"), file("client_ca_file")
     if tls and (cert is None or key is None):
@@ -131,34 +138,189 @@ def tls_context(cfg: WebConfig) -> ssl.SSLContext:
     return ctx
 
 
-def _check_password(users: Mapping[str, str], header: str | None) -> bool:
-    import bcrypt
+# bcrypt reads at most 72 bytes of a password (bcrypt 5 refuses more); a longer one is refused
+# before any hashing, for a known user and an unknown one alike.
+MAX_PASSWORD_BYTES = 72
+# Verified (user, hash, password) kept so a scrape costs no bcrypt; as exporter-toolkit, a small
+# bound. Only successes are kept: a flood of wrong passwords cannot push a good one out.
+CACHE_SIZE = 100
+# Failed checks a client may make before it is answered 429 without any hashing: a burst of
+# FAILURE_BURST, then one more every FAILURE_REFILL_S. A scraper with a good password fails
+# never; a typo in its config fails once a scrape.
+FAILURE_BURST = 5
+FAILURE_REFILL_S = 10.0
+# Clients whose failures are remembered; the oldest is forgotten beyond this.
+MAX_CLIENTS = 4096
 
-    if not header or not header.startswith("Basic "):
-        return False
+
+def _cost(hashed: str) -> int:
     try:
-        user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    hashed = users.get(user)
-    if hashed is None:
-        # the same work for an unknown user: the time does not tell which names exist
-        bcrypt.checkpw(b"x", b"$2b$10$" + b"." * 53)
-        return False
-    # $2y$ (htpasswd's) is $2b$ for bcrypt
-    return bool(bcrypt.checkpw(password.encode("utf-8"), ("$2b$" + hashed[4:]).encode()))
+        return int(hashed.split("$")[2])
+    except (IndexError, ValueError):
+        return 10
+
+
+class BasicAuth:
+    """Basic auth against ``users`` (user -> bcrypt hash) that a flood of wrong passwords cannot
+    starve, as exporter-toolkit's: a verified (user, hash, password) is cached (a scrape with it
+    costs a keyed hash, no bcrypt); bcrypt runs one check at a time (a flood's checks queue
+    instead of taking every core); a client past its failures is answered 429 at once. An
+    unknown user costs the same bcrypt work as a known one, at the users' own cost."""
+
+    def __init__(self, users: Mapping[str, str], *, clock: Callable[[], float] | None = None) -> None:
+        import hashlib
+        import secrets
+        import threading
+        import time
+
+        import bcrypt
+
+        self.users = dict(users)
+        self._clock = clock or time.monotonic
+        self._key = secrets.token_bytes(32)  # the cache holds keyed digests, never a password
+        self._hash = hashlib.blake2b
+        self._cache: OrderedDict[bytes, None] = OrderedDict()
+        self._failures: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+        self._bcrypt = threading.Lock()
+        self._lock = threading.Lock()
+        cost = max((_cost(h) for h in self.users.values()), default=10)
+        # an unknown user's check: a hash of the users' cost (a fixed cost-10 hash beside cost-12
+        # users would tell the names apart by time)
+        self._dummy = bcrypt.hashpw(secrets.token_bytes(16).hex().encode(), bcrypt.gensalt(rounds=cost))
+
+    def _digest(self, user: str, hashed: str, password: bytes) -> bytes:
+        return self._hash(b"\0".join((user.encode(), hashed.encode(), password)), key=self._key).digest()
+
+    def _limited(self, client: str) -> bool:
+        with self._lock:
+            tokens, at = self._failures.get(client, (float(FAILURE_BURST), self._clock()))
+            now = self._clock()
+            tokens = min(float(FAILURE_BURST), tokens + (now - at) / FAILURE_REFILL_S)
+            self._failures[client] = (tokens, now)
+            return tokens < 1.0
+
+    def _failed(self, client: str) -> None:
+        with self._lock:
+            tokens, at = self._failures.get(client, (float(FAILURE_BURST), self._clock()))
+            self._failures[client] = (tokens - 1.0, at)
+            self._failures.move_to_end(client)
+            while len(self._failures) > MAX_CLIENTS:
+                self._failures.popitem(last=False)
+
+    def check(self, header: str | None, client: str) -> int:
+        """200 (let through), 401 (refused) or 429 (this client failed too often)."""
+        import bcrypt
+
+        if not header or not header.startswith("Basic "):
+            return 401
+        try:
+            user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return 401
+        secret = password.encode("utf-8")
+        hashed = self.users.get(user)
+        if hashed is not None and len(secret) <= MAX_PASSWORD_BYTES:
+            digest = self._digest(user, hashed, secret)
+            with self._lock:
+                if digest in self._cache:
+                    self._cache.move_to_end(digest)
+                    return 200
+        if self._limited(client):
+            return 429
+        if len(secret) > MAX_PASSWORD_BYTES:
+            self._failed(client)
+            return 401
+        with self._bcrypt:
+            if hashed is None:
+                bcrypt.checkpw(secret, self._dummy)  # the same work: the time does not tell which names exist
+                ok = False
+            else:
+                ok = bool(bcrypt.checkpw(secret, ("$2b$" + hashed[4:]).encode()))  # $2y$ (htpasswd's) is $2b$
+        if not ok:
+            self._failed(client)
+            return 401
+        with self._lock:
+            self._cache[self._digest(user, hashed, secret)] = None
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return 200
 
 
 def basic_auth(app: Callable[..., Any], users: Mapping[str, str]) -> Callable[..., Any]:
-    """``app`` behind HTTP basic auth against ``users`` (user -> bcrypt hash); 401 otherwise."""
+    """``app`` behind HTTP basic auth against ``users`` (user -> bcrypt hash): 401 for a wrong
+    or missing password, 429 for a client past its failures (:class:`BasicAuth`)."""
     if not users:
         return app
+    auth = BasicAuth(users)
 
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if _check_password(users, environ.get("HTTP_AUTHORIZATION")):
+        status = auth.check(environ.get("HTTP_AUTHORIZATION"), str(environ.get("REMOTE_ADDR", "")))
+        if status == 200:
             return app(environ, start_response)
+        if status == 429:
+            start_response("429 Too Many Requests", [("Content-Type", "text/plain; charset=utf-8"),
+                                                     ("Retry-After", str(int(FAILURE_REFILL_S)))])
+            return [b"Too many failed logins\n"]
         start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
                                             ("WWW-Authenticate", f'Basic realm="{REALM}"')])
         return [b"Unauthorized\n"]
 
     return guarded
+
+
+def _host_name(header: str) -> str:
+    """The name of a ``Host`` header: ``[::1]:19400`` -> ``::1``, ``node0:19400`` -> ``node0``."""
+    host = header.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    if host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
+
+
+def host_allowed(header: str | None, names: Iterable[str]) -> bool:
+    """Whether a request with ``Host: header`` may read ``/metrics`` when nothing else guards it.
+
+    A DNS-rebinding page reaches a loopback port under its own name (``rebind.example``): its
+    requests carry that name. Allowed: no ``Host`` (HTTP/1.0, curl --http1.0), an address
+    (``127.0.0.1:19400``, ``[::1]:19400``, a pod's IP, as Prometheus' targets usually are),
+    ``localhost``, a single-label name (a compose service, ``soak-exporter``: no public DNS name
+    has one label), this host's own names, and ``names`` (``--allowed-host``)."""
+    import ipaddress
+
+    if header is None or not header.strip():
+        return True
+    host = _host_name(header)
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    if host == "localhost" or host.endswith(".localhost") or "." not in host:
+        return True
+    return host in {n.lower().rstrip(".") for n in names}
+
+
+def host_check(app: Callable[..., Any], names: Iterable[str]) -> Callable[..., Any]:
+    """``app`` answering 403 to a ``Host`` that ``host_allowed`` refuses."""
+    allowed = tuple(names)
+
+    def checked(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if host_allowed(environ.get("HTTP_HOST"), allowed):
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"Forbidden: this Host is not one of this exporter's names (--allowed-host)\n"]
+
+    return checked
+
+
+def own_names(listen_host: str) -> tuple[str, ...]:
+    """This host's names, and the one ``--listen`` gives."""
+    import socket
+
+    names = {socket.gethostname(), listen_host}
+    try:
+        names.add(socket.getfqdn())
+    except OSError:
+        pass
+    return tuple(n for n in names if n)

@@ -151,6 +151,15 @@ def _opt_string(value: Any, key: str) -> str | None:
     return None if value in (None, "") else _string(value, key)
 
 
+def _node_name(value: Any, key: str) -> str | None:
+    from soak.cluster.hostfile import NODE_NAME_RULE, valid_node_name
+
+    text = _opt_string(value, key)
+    if text is not None and not valid_node_name(text):
+        raise ConfigError(f"{key} {text!r}: a node name must be {NODE_NAME_RULE}")
+    return text
+
+
 def check_run_id(value: Any, key: str) -> str | None:
     """``value`` as a run id (None when empty), or one ``ConfigError`` naming ``key``: the
     rule every id a run folder is named by passes, a new run's (``run.id``) or a resumed one's."""
@@ -340,7 +349,7 @@ class ClusterSection:
     node_rank: int | None = opt(None, "This node's rank 0..nodes-1; empty: from the launcher's environment "
                                 "(JOB_COMPLETION_INDEX, VC_TASK_INDEX, PET_NODE_RANK, SLURM_NODEID).", _opt_rank)
     node_name: str | None = opt(None, "This node's name; empty: NODE_NAME from the environment, else the host name.",
-                                _opt_string)
+                                _node_name)
     rendezvous: str | None = opt(None, "HOST:PORT of torchrun's c10d rendezvous store, hosted by node rank 0 (once it is "
                                  "lost, by the live node of lowest rank at its address, cluster.advertise).",
                                  _rendezvous)

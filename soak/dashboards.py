@@ -434,10 +434,9 @@ class PushStep:
 def read_token(token_file: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
     """The Grafana API token from --token-file, else $SOAK_GRAFANA_TOKEN, else None."""
     if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InputError(f"--token-file {token_file}: cannot read ({exc.strerror})") from None
+        from soak.tomlfile import read_regular_text
+
+        token = read_regular_text(token_file, "--token-file", InputError, 64 << 10).strip()
         if not token:
             raise InputError(f"--token-file {token_file}: file is empty")
         return token

@@ -276,10 +276,11 @@ def diff_manifest(locked: Mapping[str, Any], current: Mapping[str, Any]) -> list
 
 
 def load_lock(path: str | Path) -> dict[str, Any]:
+    from soak.tomlfile import read_regular_text
+
+    text = read_regular_text(path, "manifest lock", InputError)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"manifest lock {path}: cannot read ({exc.strerror})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"manifest lock {path}: not JSON (line {exc.lineno})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:

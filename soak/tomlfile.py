@@ -1,7 +1,8 @@
-"""Reading a file the user names (a run plan, an acceptance profile, a fault-code table), and
-writing the values soak writes back as TOML (``soak plan``'s dump, the report's profile).
+"""Reading a file the user names (a run plan, an acceptance profile, a fault-code table, a web
+config, a host file, a password, passphrase or token file, a text to parse), and writing the
+values soak writes back as TOML (``soak plan``'s dump, the report's profile).
 
-One reader for all of them, because each way a path can be wrong is a one-line error and not
+One reader for all of them (``read_regular_file``, ``read_regular_text``), because each way a path can be wrong is a one-line error and not
 a traceback or a hang: a device such as ``/dev/zero`` or a FIFO is refused before it is read
 (reading it would never end), a regular file is read up to ``MAX_BYTES``, and nesting too
 deep for the parser is refused like any other malformed TOML. TOML numbers include ``nan``,
@@ -62,7 +63,7 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
     """The bytes of the regular file ``path``, at most ``max_bytes``; ``what`` names it in the
     one-line ``error`` (``plan p.toml: no such file``)."""
     p = Path(path)
-    label = f"{what} {p}"
+    label = f"{what} {p}" if what else str(p)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -82,8 +83,20 @@ def read_regular_file(path: str | os.PathLike[str], what: str, error: type[UserE
     finally:
         os.close(fd)
     if len(raw) > max_bytes:
-        raise error(f"{label}: larger than {max_bytes >> 10} KiB, not a {what}")
+        size = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes >> 10} KiB"
+        raise error(f"{label}: larger than {size}, more than such a file holds")
     return raw
+
+
+def read_regular_text(path: str | os.PathLike[str], what: str, error: type[UserError] = UserError,
+                      max_bytes: int = MAX_BYTES) -> str:
+    """``read_regular_file`` as UTF-8 text (a byte-order mark dropped); text that is not UTF-8
+    is the same one-line ``error``."""
+    raw = read_regular_file(path, what, error, max_bytes)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{(what + ' ') if what else ''}{Path(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def toml_value(v: Any) -> str:

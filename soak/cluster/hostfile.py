@@ -16,6 +16,14 @@ from soak.errors import InputError
 
 # A node name ends up in a Prometheus label, a log prefix and the store: keep it plain.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+NODE_NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit (at most 63)"
+
+
+def valid_node_name(name: str) -> bool:
+    """A node's name as every way of giving one is checked (host file, ``--node-name``,
+    ``cluster.node_name``, ``NODE_NAME``): it names rows, metrics labels, files and the app's
+    and the report's text, so it is a plain name, never markup or a path."""
+    return bool(_NAME.fullmatch(name))
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 _ADDRESS = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]|(?P<host>[^:\s\[\]]+))"
@@ -69,9 +77,8 @@ def parse_hostfile(text: str, source: str) -> tuple[Host, ...]:
             if key != "name" or not sep:
                 raise InputError(f"{where}: unknown option {opt!r} (only name=NODE_NAME)")
             name = value
-        if not _NAME.fullmatch(name):
-            raise InputError(f"{where}: node name {name!r} must be letters, digits, '.', '_' or "
-                             "'-', starting with a letter or digit (at most 63); give one with "
+        if not valid_node_name(name):
+            raise InputError(f"{where}: node name {name!r} must be {NODE_NAME_RULE}; give one with "
                              "name=NODE_NAME")
         if name in names:
             raise InputError(f"{where}: node name {name!r} is already used on line "
@@ -85,10 +92,6 @@ def parse_hostfile(text: str, source: str) -> tuple[Host, ...]:
 
 
 def read_hostfile(path: str | Path) -> tuple[Host, ...]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"hostfile {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"hostfile {path}: cannot read: {exc}") from None
-    return parse_hostfile(text, str(path))
+    from soak.tomlfile import read_regular_text
+
+    return parse_hostfile(read_regular_text(path, "hostfile", InputError), str(path))

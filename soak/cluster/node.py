@@ -45,8 +45,11 @@ def node_name(configured: str | None, env: Mapping[str, str] | None = None) -> s
     """The plan's name, else ``NODE_NAME`` (the Kubernetes node, by the downward API), else the host."""
     env = os.environ if env is None else env
     name = configured or env.get("NODE_NAME", "").strip() or socket.gethostname().split(".")[0] or "node"
-    if "/" in name or len(name) > 200:
-        raise ConfigError(f"cluster.node_name {name!r}: no '/' and at most 200 characters")
+    from soak.cluster.hostfile import NODE_NAME_RULE, valid_node_name
+
+    if not valid_node_name(name):
+        source = "cluster.node_name" if configured else "NODE_NAME" if env.get("NODE_NAME", "").strip() else "host name"
+        raise ConfigError(f"{source} {name!r}: a node name must be {NODE_NAME_RULE}")
     return name
 
 

@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--web-config", metavar="FILE",
                    help="TLS and basic auth of /metrics: a web config file in node_exporter's format "
                         "(tls_server_config: cert_file, key_file, client_ca_file; basic_auth_users: bcrypt hashes)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a dotted name Prometheus scrapes this exporter by (repeatable); without basic auth "
+                        "/metrics answers 403 to any other Host (addresses, localhost, single-label names "
+                        "and this host's names are always allowed)")
     p.add_argument("--listen", default=DEFAULT_LISTEN,
                    help=f"HOST:PORT to listen on (default: {DEFAULT_LISTEN}; ':19400' for all interfaces)")
     p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
@@ -102,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     try:
         pipeline = start_pipeline(backend, listen=args.listen, interval_s=args.interval,
-                                  tool_timeout_s=args.timeout, compat=args.compat, web_config=web_config)
+                                  tool_timeout_s=args.timeout, compat=args.compat, web_config=web_config,
+                                  allowed_hosts=args.allowed_host)
     except BaseException:
         backend.close()
         raise

@@ -71,16 +71,12 @@ def read_text(name: str) -> tuple[str, str]:
         data = sys.stdin.buffer.read()
         label = "<stdin>"
     else:
-        path = Path(name)
+        from soak.tomlfile import read_regular_file
+
         label = name
-        if not path.exists():
-            raise InputError(f"{label}: no such file")
-        if path.is_dir():
+        if Path(name).is_dir():
             raise InputError(f"{label}: is a directory, expected a text file")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{label}: cannot read: {exc.strerror or exc}") from None
+        data = read_regular_file(name, "", InputError, 64 << 20)
     if b"\x00" in data:
         raise InputError(f"{label}: binary data, not npu-smi text")
     try:

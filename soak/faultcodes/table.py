@@ -260,6 +260,8 @@ def read_levels(path: str | Path) -> dict[int, tuple[str, str]]:
         raise InputError(f"{label}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise InputError(f"{label}: not JSON: nested too deeply") from None
+    except ValueError as exc:  # a number of more digits than int() converts (4300): not a code
+        raise InputError(f"{label}: not a fault codes file: {str(exc).splitlines()[0]}") from None
     return parse_levels(data, label)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hmac
 import os
-import re
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from soak.report.rows import (
     nodes_figure,
 )
 from soak.report.sentences import criterion_cells, event_text, finding_text, reason_text
+from soak.report.shown import shown, shown_rows
 from soak.report.signing import SIGN_TOKEN_ENV
 from soak.report.timewent import sections as time_went_sections
 from soak.report.units import run_zone, span, when, zone_label
@@ -122,25 +122,25 @@ def _tz(data: Any) -> Any:
     return run_zone(data.run.timezone, data.run.utc_offset_s)
 
 
-def _table(rows: list[dict[str, Any]], *, wrap: bool = False) -> None:
+def _table(rows: list[dict[str, Any]], *, wrap: bool = False, markup: bool = False) -> None:
     """A table; ``wrap`` for a short one whose sentences must be read whole (a static table
     wraps its cells, the interactive grid cuts them)."""
     import pandas as pd
 
-    if wrap:
+    if wrap:  # st.table writes its cells as Markdown: each data string through shown()
+        rows = rows if markup else shown_rows(rows)
         st.table(pd.DataFrame(rows).set_index(list(rows[0])[0]) if rows else pd.DataFrame())
     else:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-# st.table writes its cells as Markdown: a "Required" of ">= 8 h 00 min" would be a quote
-_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
 _MET_COLOR = {True: "green", False: "red", None: "gray"}
 
 
 def markdown_cell(text: str) -> str:
-    """``text`` as itself in a Markdown cell: every character Markdown would read escaped."""
-    return _MARKDOWN.sub(r"\\\1", text)
+    """``text`` as itself in a Markdown cell (``soak.report.shown``): a "Required" of
+    ">= 8 h 00 min" would be a quote, a fault text's link a link."""
+    return shown(text)
 
 
 def _criterion_row(c: Any, lang: str) -> tuple[str, ...]:
@@ -156,9 +156,9 @@ def _verdict_block(data: Any, lang: str) -> None:
     if data.verdict_reasons:
         st.markdown(f"**{t('why', lang)}**")
         for r in data.verdict_reasons:
-            st.markdown(f"- {reason_text(r, lang, _tz(data))}")
+            st.markdown(f"- {shown(reason_text(r, lang, _tz(data)))}")
     if data.clean_statement:
-        st.success(reason_text(data.clean_statement, lang, _tz(data)))
+        st.success(shown(reason_text(data.clean_statement, lang, _tz(data))))
 
 
 def page_runs(runs: list[dict[str, Any]], lang: str) -> None:
@@ -207,11 +207,11 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
     c[3].metric(t("findings", lang), len(data.findings))
     tz = _tz(data)
     where = nodes_figure(data, lang) or f"{t('host', lang)}: {run.host or 'N/A'}"
-    st.caption(f"{t('run_id', lang)}: {run.run_id} · {where} · "
+    st.caption(f"{t('run_id', lang)}: {shown(run.run_id)} · {shown(where)} · "
                f"{t('run_window', lang)}: {span(run.started_at, run.ended_at, tz)} ({zone_label(tz, run.started_at)})")
     st.subheader(t("criteria", lang))
     heads = [t("criterion", lang), t("required", lang), t("measured", lang), t("met", lang)]
-    _table([dict(zip(heads, _criterion_row(k, lang), strict=True)) for k in data.criteria], wrap=True)
+    _table([dict(zip(heads, _criterion_row(k, lang), strict=True)) for k in data.criteria], wrap=True, markup=True)
     acc = accounting_rows(data.accounting, lang)
     if acc:
         st.subheader(t("accounting", lang))
@@ -344,7 +344,7 @@ def page_findings(data: Any, lang: str) -> None:
     for f in data.findings:
         # Material icons ship with Streamlit; an emoji needs a colour-emoji font the viewer may lack.
         icon = {"fail": ":material/error:", "warn": ":material/warning:"}.get(f.severity, ":material/info:")
-        label = f"{kind_name(f.kind, lang)} · {f.device or 'N/A'} · {finding_text(f, lang, tz)}"
+        label = f"{kind_name(f.kind, lang)} · {shown(f.device or 'N/A')} · {shown(finding_text(f, lang, tz))}"
         with st.expander(label, expanded=f.severity == "fail", icon=icon):
             linked = "" if f.capture is None else (
                 f" · [{t('capture_link', lang).format(id=f.capture)}](#capture-{f.capture})")
@@ -384,12 +384,13 @@ def section_time_went(data: Any, lang: str) -> None:
     st.caption(t("time_went_intro", lang))
     for sec in went:
         anchor = None if sec.capture is None else f"capture-{sec.capture.id}"
-        st.markdown(f"#### {sec.title}" if anchor is None else f'<h4 id="{anchor}">{_html(sec.title)}</h4>',
+        st.markdown(f"#### {shown(sec.title)}" if anchor is None else f'<h4 id="{anchor}">{_html(sec.title)}</h4>',
                     unsafe_allow_html=anchor is not None)
         if sec.note:
-            (st.warning if sec.capture is not None and sec.capture.dominant in ("data", "idle") else st.info)(sec.note)
-        if sec.rows:
-            st.table({h or " ": [r[i] for r in sec.rows] for i, h in enumerate(sec.header)})
+            (st.warning if sec.capture is not None and sec.capture.dominant in ("data", "idle") else st.info)(shown(sec.note))
+        if sec.rows:  # operator names come from the trace
+            st.table({shown(h or " "): [shown(r[i]) if isinstance(r[i], str) else r[i] for r in sec.rows]
+                      for i, h in enumerate(sec.header)})
 
 
 def _html(text: str) -> str:
@@ -435,6 +436,18 @@ def may_sign(signing: str | None, token: str | None) -> bool:
         return False
     expected = os.environ.get(SIGN_TOKEN_ENV) or ""
     return bool(expected and token) and hmac.compare_digest(str(token).encode(), expected.encode())
+
+
+def session_admitted(token: str | None) -> bool:
+    """Whether this session may see anything: where the server was started with a token
+    (``soak report serve`` on loopback), only a session whose URL carries it, as Jupyter's;
+    every user of the machine reaches a loopback port, and a run's data (its raw CSV, findings,
+    serials) is its owner's. A server started without one (beyond loopback) shows every run to
+    whoever reaches it: that is what ``docs/security.md`` says it is for."""
+    expected = os.environ.get(SIGN_TOKEN_ENV) or ""
+    if not expected:
+        return True
+    return bool(token) and hmac.compare_digest(str(token).encode(), expected.encode())
 
 
 def session_may_sign(signing: str | None) -> bool:
@@ -501,6 +514,9 @@ def main() -> None:
         format_func=lambda x: {"en": "English", "zh": "中文"}[x], horizontal=True, key="lang",
     )
     st.title(t("app_title", lang))
+    if not session_admitted(st.query_params.get("token")):
+        st.error(t("app_needs_token", lang))
+        st.stop()
     runs = _runs(args.db, args.data_dir)
     usable = [r for r in runs if r.get("store")]
     page = st.sidebar.radio(

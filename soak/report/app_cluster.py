@@ -27,6 +27,7 @@ from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import t
 from soak.report.names import kind_name, severity_name
 from soak.report.sentences import finding_text
+from soak.report.shown import shown, shown_rows
 from soak.report.units import pct
 
 CHIP_KEY = "cluster_chip"
@@ -69,14 +70,14 @@ def section_cluster(data: Any, lang: str, tz: Any, series_of: Callable[[str, str
     if peers:
         heads = [t("kind", lang), t("severity", lang), t("where_col", lang), t("metric", lang), t("deviation", lang),
                  t("findings", lang)]
-        st.table(pd.DataFrame([dict(zip(heads, r, strict=True)) for r in peers]).set_index(heads[0]))
+        st.table(pd.DataFrame(shown_rows([dict(zip(heads, r, strict=True)) for r in peers])).set_index(shown(heads[0])))
     else:
         st.success(t("no_peers", lang))
     st.markdown(f"**{t('versions_title', lang)}**")
     _versions(view, lang)
     st.markdown(f"**{t('cluster_statement', lang)}**")
     for line in statement_lines(data, view, lang):
-        st.markdown(line)
+        st.markdown(shown(line))
 
 
 def _name(cell: ChipCell) -> str:
@@ -132,15 +133,17 @@ def _chip_detail(data: Any, view: ClusterView, cell: ChipCell, lang: str, tz: An
                  series_of: Callable[[str, str], list[Any]]) -> None:
     import pandas as pd
 
-    st.markdown(f"#### {t('chip_detail', lang)}: {_name(cell)} · {verdict_word(cell.verdict, lang)}")
+    st.markdown(f"#### {t('chip_detail', lang)}: {shown(_name(cell))} · {verdict_word(cell.verdict, lang)}")
     heads = chip_heads(lang)
-    st.table(pd.DataFrame([dict(zip(heads, chip_row(cell, view.min_coverage, lang), strict=True))]).set_index(heads[0]))
+    st.table(pd.DataFrame(shown_rows([dict(zip(heads, chip_row(cell, view.min_coverage, lang), strict=True))]))
+             .set_index(shown(heads[0])))
     mine = [f for f in data.findings if f.node == cell.node and f.device == cell.chip]
     for f in mine:
-        st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {finding_text(f, lang)}")
+        st.markdown(f"- **{kind_name(f.kind, lang)}** ({severity_name(f.severity, lang)}): {shown(finding_text(f, lang))}")
         rows = evidence_rows(f, tz, lang)
         if rows:
-            st.table(pd.DataFrame([{t("key", lang): k, t("value", lang): v} for k, v in rows]).set_index(t("key", lang)))
+            st.table(pd.DataFrame(shown_rows([{t("key", lang): k, t("value", lang): v} for k, v in rows]))
+                     .set_index(shown(t("key", lang))))
     if cell.device is None:
         return
     for s in series_of(cell.node, cell.chip):

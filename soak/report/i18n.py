@@ -789,3 +789,12 @@ def chinese_text() -> str:
             if not name.startswith("__"):
                 walk(value)
     return "".join(sorted(c for c in seen if ord(c) > 0x7F))
+
+
+STRINGS.update({
+    "app_needs_token": (
+        "This app shows its runs only in a session opened at the address `soak report serve` printed (with its "
+        "token): every user of this machine can reach it.",
+        "本应用只在从 `soak report serve` 打印的地址（含令牌）打开的会话中显示运行数据：本机任何用户都能访问它。",
+    ),
+})

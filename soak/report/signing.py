@@ -271,10 +271,9 @@ def read_passphrase(path: str | os.PathLike[str] | None, environ: Mapping[str, s
     """An encrypted key's passphrase: the first line of ``path`` (``--key-passphrase-file``),
     else ``SOAK_KEY_PASSPHRASE``, else none. Never an argument: argv is every user's to read."""
     if path:
-        try:
-            text = Path(path).expanduser().read_text(encoding="utf-8")
-        except OSError as exc:
-            raise KeyFileError(f"--key-passphrase-file {path}: {exc.strerror or exc}") from None
+        from soak.tomlfile import read_regular_text
+
+        text = read_regular_text(Path(path).expanduser(), "--key-passphrase-file", KeyFileError, 64 << 10)
         line = text.splitlines()[0] if text.strip() else ""
         if not line:
             raise KeyFileError(f"--key-passphrase-file {path}: the file is empty")

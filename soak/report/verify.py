@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
 
+# A soak report is megabytes (its raw CSV attached); a PDF beyond this is not one.
+MAX_PDF_BYTES = 2 << 30
+
 RAW_NAME = "soak-raw.csv"
 FINDINGS_NAME = "soak-findings.json"
 CHIPS_NAME = "soak-chips.csv"  # a cluster report's per-chip table (soak.report.cluster)
@@ -117,8 +120,11 @@ def load_trust_anchors(certs: Iterable[str | Path], option: str = "--cert") -> l
             raise InputError(f"{option} {cert}: is a directory, expected a certificate file")
         if not cert_path.is_file():
             raise InputError(f"{option} {cert}: no such file")
+        from soak.tomlfile import read_regular_file
+
+        raw = read_regular_file(cert_path, option, InputError)  # a device or FIFO: one line
         try:
-            found = list(load_certs_from_pemder_data(cert_path.read_bytes()))
+            found = list(load_certs_from_pemder_data(raw))
             for c in found:
                 c.sha256  # noqa: B018 - parse now: asn1crypto parses lazily
         except (ValueError, TypeError, OSError) as exc:
@@ -219,7 +225,9 @@ def verify_pdf(
     res = VerifyResult(file=str(path), integrity_only=integrity_only)
     res.trust_anchors = [a.sha256.hex(":").upper() for a in anchors]
     res.tsa_anchors = [a.sha256.hex(":").upper() for a in tsa_anchors]
-    data = path.read_bytes()
+    from soak.tomlfile import read_regular_file
+
+    data = read_regular_file(path, "", InputError, MAX_PDF_BYTES)
     # A file that is no PDF at all is the wrong input (exit 2), not a report that fails its
     # checks; readers accept the header anywhere in the first 1024 bytes.
     if b"%PDF-" not in data[:1024]:

@@ -67,11 +67,9 @@ def _password_from_file(environ: Mapping[str, str] = os.environ) -> str | None:
     path = environ.get(DB_PASSWORD_FILE_ENV)
     if not path:
         return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: cannot read the store's password "
-                         f"({exc.strerror or exc})") from None
+    from soak.tomlfile import read_regular_text
+
+    text = read_regular_text(path, DB_PASSWORD_FILE_ENV, StoreError, 64 << 10)
     password = text.split("\n", 1)[0].rstrip("\r")  # the first line, as a mounted Secret holds it
     if not password:
         raise StoreError(f"{DB_PASSWORD_FILE_ENV} {path}: the file is empty")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -76,6 +77,11 @@ _ANCHORS: tuple[str, ...] = ("timeout", "times out", "EI000", "cqe err", "LINK_E
 
 _CHUNK = 1 << 20  # read at most this much per file per step, so a huge new file streams
 _MAX_LINE = 1 << 20  # a "line" longer than this without a newline is consumed anyway
+# What one poll reads, in all and from one file: the poll runs inside the sampling tick, so a
+# huge new file (a 4 GiB sparse one stalled a tick 29 s) is read over many polls instead.
+# HCCL writes kilobytes a second; 8 MiB a poll keeps up with far more.
+MAX_FILE_BYTES_PER_POLL = 8 << 20
+MAX_POLL_BYTES = 32 << 20
 
 
 def classify_line(line: str) -> str | None:
@@ -136,22 +142,25 @@ class PlogFollower:
     def _scan(self) -> Iterator[tuple[tuple[int, int], Path, os.stat_result]]:
         if not self.directory.is_dir():
             return
-        for root, _dirs, names in os.walk(self.directory):
+        for root, _dirs, names in os.walk(self.directory):  # never into a linked folder
             for name in names:
                 if not _is_log(name):
                     continue
                 path = Path(root) / name
                 try:
-                    st = path.stat()
+                    st = path.lstat()
                 except FileNotFoundError:
                     continue  # removed between listing and stat
-                if not os.path.isfile(path):
+                # a regular file only: a symlink (to /proc/kcore, to another user's file), a
+                # FIFO or a device is never opened
+                if not stat.S_ISREG(st.st_mode):
                     continue
                 yield (st.st_dev, st.st_ino), path, st
 
     def poll(self) -> Mapping[str, int]:
         """Read what was appended since the last poll; return the cumulative counts by kind."""
         seen: set[tuple[int, int]] = set()
+        budget = MAX_POLL_BYTES
         for ident, path, st in sorted(self._scan(), key=lambda item: str(item[1])):
             if ident in seen:
                 continue  # a hard link: same file under two names
@@ -159,8 +168,10 @@ class PlogFollower:
             offset = self._offsets.get(ident, 0)
             if st.st_size < offset:
                 offset = 0  # truncated (copytruncate rotation): the file starts over
-            if st.st_size > offset:
-                offset = self._read(path, ident, offset)
+            if st.st_size > offset and budget > 0:
+                start = offset
+                offset = self._read(path, ident, offset, min(budget, MAX_FILE_BYTES_PER_POLL))
+                budget -= offset - start
             self._offsets[ident] = offset
         # forget files that are gone, so a later file reusing the inode starts at byte 0
         for ident in list(self._offsets):
@@ -168,20 +179,24 @@ class PlogFollower:
                 del self._offsets[ident]
         return dict(self._counts)
 
-    def _read(self, path: Path, ident: tuple[int, int], offset: int) -> int:
+    def _read(self, path: Path, ident: tuple[int, int], offset: int, limit: int) -> int:
         try:
-            fh = open(path, "rb")  # closed below, also on error
+            # O_NOFOLLOW: a name swapped for a symlink after the scan is not followed;
+            # O_NONBLOCK: nor does a name swapped for a FIFO hang the tick
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return offset
-        with fh:
+        with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
             if (st.st_dev, st.st_ino) != ident:
                 return offset  # replaced between scan and open; next poll sees the new one
             fh.seek(offset)
             pos = offset  # file position of the first byte not yet counted
             pending = b""
-            while True:
-                chunk = fh.read(_CHUNK)
+            left = limit
+            while left > 0:
+                chunk = fh.read(min(_CHUNK, left))
+                left -= len(chunk)
                 if not chunk:
                     break
                 data = pending + chunk

@@ -154,3 +154,18 @@ def test_remote_wrapper_is_posix_sh():
         except FileNotFoundError:
             continue
         assert out.returncode == 0, (shell, out.stderr)
+
+
+@pytest.mark.parametrize("name", ["[x](http://evil.example)", "![i](http://evil.example/p.png)", "a b", "-o", "n/1",
+                                  "x" * 64, "<b>"])
+def test_a_node_name_from_the_plan_or_the_environment_is_checked_as_the_host_files(name: str) -> None:
+    from soak.cluster.node import node_name
+    from soak.config import plan_from_dict
+    from soak.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        plan_from_dict({"cluster": {"node_name": name}})
+    assert str(err.value).startswith("cluster.node_name ") and "letters, digits" in str(err.value)
+    with pytest.raises(ConfigError, match="^NODE_NAME .*a node name must be letters"):
+        node_name(None, {"NODE_NAME": name})
+    assert node_name(None, {"NODE_NAME": "node-a01.rack_3"}) == "node-a01.rack_3"

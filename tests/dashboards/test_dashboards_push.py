@@ -112,7 +112,7 @@ def test_unreachable_grafana_and_bad_token_file(capsys, tmp_path, monkeypatch):
     rc = main(["dashboards", "push", "--grafana-url", "http://127.0.0.1:9",
                "--token-file", str(tmp_path / "missing")])
     err = capsys.readouterr().err
-    assert rc == 2 and "--token-file" in err and "cannot read" in err
+    assert rc == 2 and "--token-file" in err and "no such file" in err
     rc = main(["dashboards", "push", "--grafana-url", "grafana:3000"])
     assert rc == 2 and "not an http(s) URL" in capsys.readouterr().err
 

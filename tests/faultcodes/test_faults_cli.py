@@ -72,3 +72,13 @@ def test_check_of_a_bad_file_is_one_line_exit_2(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err == (f"soak: error: fault codes file {path}: SeparateNPUCodes: 'nope' is not 8 hex digits "
                    "(9 for the device plugin's own hang and UB codes)\n")
+
+
+@pytest.mark.parametrize("text", ['{"SeparateNPUCodes": [' + "9" * 5000 + "]}", '{"SeparateNPUCodes": ["80E01801"], "x": ' + "1" * 5000 + "}"])
+def test_check_of_a_file_with_a_5000_digit_number_is_one_line_exit_2(tmp_path, text, capsys) -> None:
+    path = tmp_path / "faultCode.json"
+    path.write_text(text)
+    assert main(["faults", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"soak: error: fault codes file {path}: ") and err.count("\n") == 1
+    assert "Traceback" not in err

@@ -46,8 +46,7 @@ def test_an_unreadable_password_file_is_one_line(tmp_path, capsys, monkeypatch) 
     monkeypatch.setenv(DB_PASSWORD_FILE_ENV, str(tmp_path / "missing"))
     assert main(["runs", "list", "--db", "postgresql+psycopg://soak@127.0.0.1:1/soak"]) == 2
     err = capsys.readouterr().err
-    assert err == f"soak: error: {DB_PASSWORD_FILE_ENV} {tmp_path / 'missing'}: cannot read the store's password " \
-                  "(No such file or directory)\n"
+    assert err == f"soak: error: {DB_PASSWORD_FILE_ENV} {tmp_path / 'missing'}: no such file\n"
 
 
 @pytest.mark.pg

@@ -367,3 +367,13 @@ def test_query_details_fill_device_samples():
     assert (s0.ecc_single_bit_errors, s0.ecc_double_bit_errors) == (0, 0)
     assert (s0.health, s0.healthy) == ("Alarm", False)  # the detailed view overrides the table
     assert samples[1].health == "OK" and samples[1].ecc_single_bit_errors is None
+
+
+def test_only_hex_error_codes_are_kept():
+    # the recorded alarm's block with its code line replaced by one that holds what is no code
+    text = section(F031, "-c 0 -t health")
+    line = next(ln for ln in text.splitlines() if "Error Code" in ln)
+    hostile = text.replace(line, "\tError Code                     : A4025021 [click](http://evil.example) "
+                                 "![x](http://evil.example/p.png) 8c03a000,0x80E01801 ZZZ 1234567890")
+    h = q.parse_health(hostile, npu_id=0, chip_id=0)
+    assert h.error_codes == ("A4025021", "8c03a000", "0x80E01801")

@@ -229,10 +229,47 @@ def test_binary_junk_and_a_100_mb_line_are_read_in_bounded_memory(tmp_path):
         fh.write(b"\n" + SOCKET.encode())
     tracemalloc.start()
     try:
-        counts = follower.poll()
+        for _ in range(30):  # a bounded amount a poll: the file takes several
+            counts = follower.poll()
+            if follower.bytes_read == f.stat().st_size:
+                break
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert counts == zero(socket_timeout=1)  # the line after the junk is still counted
     assert follower.bytes_read == f.stat().st_size
     assert peak < 32 * 1024 * 1024  # a few 1 MiB chunks, never the 100 MB line
+
+
+def test_a_huge_new_file_is_read_a_bounded_amount_per_poll(tmp_path):
+    import time
+
+    from soak.telemetry import plog
+
+    d = plog_dir(tmp_path)
+    follower = PlogFollower(d)
+    f = d / "debug" / "plog" / "plog-800_1.log"
+    with f.open("wb") as fh:  # 1 GiB, sparse: the poll, inside a sampling tick, must not read it all
+        fh.truncate(1 << 30)
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\n" + SOCKET.encode())
+    small = d / "debug" / "plog" / "plog-801_1.log"
+    small.write_text(SOCKET)
+    started = time.monotonic()
+    follower.poll()
+    assert time.monotonic() - started < 5
+    assert follower.bytes_read <= plog.MAX_POLL_BYTES
+    assert follower.counts()["socket_timeout"] == 1  # the small file is still read in the same poll
+
+
+def test_a_symlink_fifo_or_device_named_log_is_never_read(tmp_path):
+    d = plog_dir(tmp_path)
+    follower = PlogFollower(d)
+    outside = tmp_path / "secret.txt"
+    outside.write_text(SOCKET * 3)
+    folder = d / "debug" / "plog"
+    (folder / "plog-900_1.log").symlink_to(outside)  # another user's file, /proc/kcore
+    (folder / "plog-901_1.log").symlink_to("/dev/zero")
+    os.mkfifo(folder / "plog-902_1.log")  # a writer that never writes
+    assert follower.poll() == zero()
+    assert follower.bytes_read == 0

@@ -153,3 +153,109 @@ def test_the_server_answers_only_for_its_own_fleet(served: SimBackend, tmp_path:
     r = subprocess.run([sys.executable, "-S", "-I", str(client), name, "--config", str(other), "info"],
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.count(" 910B3 ") == 1, r.stderr
+
+
+# What another user of the node runs against the server: the system's Python, as `nobody`.
+_NOBODY_FLOOD = r"""
+import socket, sys, time
+name, n = sys.argv[1], int(sys.argv[2])
+socks, closed = [], 0
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + name)
+    if i % 2:  # half say nothing at all, half begin a 64 GiB request
+        try:
+            s.sendall(b"%d\n" % (1 << 36) + b"x" * 4096)
+        except OSError:
+            pass
+    socks.append(s)
+deadline = time.monotonic() + 10
+for s in socks:
+    s.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
+        closed += s.recv(1) == b""
+    except ConnectionResetError:
+        closed += 1
+    except OSError:
+        pass
+print(closed, flush=True)
+"""
+
+_IMPOSTOR = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b"0 0\nIMPOSTOR ANSWER\n")
+    c.close()
+"""
+
+
+def _runuser() -> list[str]:
+    if os.getuid() != 0 or not Path("/usr/sbin/runuser").exists():
+        pytest.skip("needs root and runuser to act as another user")
+    return ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-I", "-c"]
+
+
+def test_another_users_connections_are_closed_unread_and_cost_no_thread(served: SimBackend) -> None:
+    name = _server_name(served.sim_dir / "npu-smi")
+    threads_before = threading.active_count()
+    started = time.monotonic()
+    r = subprocess.run([*_runuser(), _NOBODY_FLOOD, name, "200"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # every one of nobody's 200 connections was closed by the server, none left waiting for
+    # the rest of its 64 GiB, and the server never grew a thread per connection
+    assert int(r.stdout) == 200 and time.monotonic() - started < 10
+    assert threading.active_count() <= threads_before + 1
+    assert not _call_threads()
+    assert _call(served.sim_dir / "npu-smi", "info")[0] == 0  # its own user's calls still answered
+
+
+def test_a_request_over_64_kib_or_a_silent_caller_is_dropped_and_calls_are_bounded(tmp_path: Path) -> None:
+    from soak.telemetry.sim import serve
+
+    config = install(tmp_path / "fleet", SimConfig.build(chips=1, fixed_elapsed_s=60.0)).parent / CONFIG_NAME
+    server = SimServer(config, idle_timeout_s=0.5, max_calls=4)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect("\0" + server.name)
+            s.settimeout(5)
+            s.sendall(b"%d\n" % (serve.MAX_REQUEST_BYTES + 1))
+            assert s.recv(1) == b""  # refused by its length, before a byte of the body
+        idle = []
+        for _ in range(6):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("\0" + server.name)
+            s.settimeout(5)
+            idle.append(s)
+        time.sleep(0.2)
+        assert len(_call_threads()) <= 4  # the fifth and sixth were closed at once
+        started = time.monotonic()
+        for s in idle:
+            assert s.recv(1) == b""
+            s.close()
+        assert time.monotonic() - started < 3  # the silent ones closed after idle_timeout_s
+        assert _ask(server.name, ["--config", str(config), "info"]).startswith(b"0 0\n+---")
+    finally:
+        server.close()
+
+
+def test_the_client_asks_no_server_of_another_user(tmp_path: Path) -> None:
+    # `nobody` binds the abstract name first; the client (root here) must not print its answer
+    config = install(tmp_path / "fleet", SimConfig.build(chips=1, fixed_elapsed_s=60.0)).parent / CONFIG_NAME
+    name = "soak-sim-impostor-" + os.urandom(4).hex()
+    impostor = subprocess.Popen([*_runuser(), _IMPOSTOR, name], stdout=subprocess.PIPE, text=True)
+    try:
+        assert impostor.stdout.readline() == "ready\n"
+        client = ROOT / "soak" / "telemetry" / "sim" / "client.py"
+        r = subprocess.run([sys.executable, "-S", "-I", str(client), name, "--config", str(config), "info"],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert "IMPOSTOR" not in r.stdout
+        assert r.returncode == 0 and r.stdout.count(" 910B3 ") == 1, r.stderr  # the simulator's own answer
+    finally:
+        impostor.kill()
+        impostor.wait(10)

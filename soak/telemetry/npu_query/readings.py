@@ -239,6 +239,9 @@ class HealthInfo:
                 "fault_codes": tuple(self.error_codes), "fault_texts": tuple(self.error_info)}
 
 
+_HEX_CODE = re.compile(r"(?:0[xX])?[0-9A-Fa-f]{1,9}")
+
+
 def parse_health(
     text: str,
     *,
@@ -260,7 +263,9 @@ def parse_health(
         if k == "health status":
             health = to_str(value)
         elif k == "error code":
-            codes.extend(c for c in value.split() if to_str(c) is not None)
+            # a code is hex (A4025021; the device plugin's own have 9 digits): anything else on
+            # the line is no code, and would reach the report and the app as one
+            codes.extend(c for c in value.replace(",", " ").split() if _HEX_CODE.fullmatch(c))
         elif k == "error information":
             if to_str(value) is not None:
                 info.append(value)

@@ -27,10 +27,21 @@ def _write(fd: int, data: memoryview) -> None:
         data = data[os.write(fd, data):]
 
 
+def _server_uid(sock: "_socket.socket") -> int:
+    # SO_PEERCRED: struct ucred {pid_t pid; uid_t uid; gid_t gid;}, native ints
+    cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(cred[4:8], sys.byteorder)
+
+
 def main(name: str, argv: list[str]) -> int:
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.connect("\0" + name)
+        # any local user may bind an abstract name first: only a server of the caller's own
+        # user is asked (its answer is what the caller reads as the chips' state)
+        if _server_uid(sock) != os.getuid():
+            sock.close()
+            _fallback(argv)
     except (OSError, AttributeError):  # AttributeError: no AF_UNIX here
         _fallback(argv)
     payload = "\0".join(argv).encode()
