@@ -124,6 +124,9 @@ FINDINGS: dict[str, str] = {
     # peers.py: a chip or rank out of line with its peers
     **{f"outlier.{m}": t + _PEERS_TAIL for m, t in _OUTLIER.items()},
     **{f"outlier.node.{m}": _NODE_CHIPS + t + _PEERS_TAIL for m, t in _OUTLIER.items()},
+    "outlier.group.temp_c": ("nodes {members} ({nodes} nodes) together {deviation_c:+.1f} C off the other nodes' "
+                             "{baseline_c:.1f} C at comparable power for {duration_h:.1f} h (the worst "
+                             "{worst_c:+.1f} C): a facility cause, the cooling of their rack or row"),
     # recurring.py: out of line in episodes that come back
     **{f"{'outlier' if m in _OUTLIER_KIND else 'straggler'}.episodes.{m}": _EPISODES.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION.items()},

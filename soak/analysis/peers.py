@@ -63,7 +63,7 @@ from soak.analysis import recurring, tails
 from soak.analysis._stats import index_runs, medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
-from soak.analysis.model import Finding
+from soak.analysis.model import SEVERITIES, Finding
 from soak.analysis.profile import PeersParams, Profile
 from soak.analysis.trace import Trace
 
@@ -134,9 +134,47 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
                 rows[k] = np.where(idle[k], np.nan, rows[k])
         if spec.metric == "temp_c":
             _comparable_power(src, skip, rows, p)
+        found: list[Finding] = []
         for keys, cap in _groups(src, list(rows), spec):
-            out.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
+            found.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
+        out.extend(_grouped(found, p) if spec.metric == "temp_c" else found)
     return out + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
+
+
+def _grouped(found: list[Finding], p: PeersParams) -> list[Finding]:
+    """Whole nodes hotter than the others at the same time, ``group_min_nodes`` or more (of
+    either chip model): one finding of the group, a facility cause (the cooling of their rack
+    or row), not one per node; its severity the worst of theirs."""
+    nodes = sorted((f for f in found if f.code == "outlier.node.temp_c"), key=lambda f: f.start)
+    groups: list[list[Finding]] = []
+    for f in nodes:
+        if groups and f.start < max(g.end for g in groups[-1]):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    out = [f for f in found if f.code != "outlier.node.temp_c"]
+    for g in groups:
+        if len(g) < p.group_min_nodes:
+            out.extend(g)
+            continue
+        g = sorted(g, key=lambda f: -(f.deviation or 0.0))
+        start, end = min(f.start for f in g), max(f.end for f in g)
+        deviation = float(np.median([f.deviation for f in g]))
+        baseline = float(np.median([f.baseline for f in g]))
+        severity = max((f.severity for f in g), key=SEVERITIES.index)
+        values = {"metric": "temp_c", "members": sorted(f.node for f in g), "nodes": len(g),
+                  "deviation_c": deviation, "baseline_c": baseline, "worst_c": g[0].deviation,
+                  "duration_h": (end - start) / 3600.0}
+        out.append(Finding(
+            kind="outlier", device=None, node=None, metric="temp_c", start=start, end=end, severity=severity,
+            summary=say("outlier.group.temp_c", values), code="outlier.group.temp_c", values=values, onset=start,
+            baseline=baseline, deviation=deviation,
+            details={"cause": "facility", "members": values["members"],
+                     "nodes": [{"node": f.node, "deviation_c": f.deviation, "start": f.start, "end": f.end,
+                                "severity": f.severity, "limit": f.details.get("limit")} for f in g],
+                     "method": "whole nodes out of line together on temperature: one finding of the group",
+                     "version": DETECTOR_VERSION}))
+    return out
 
 
 def compare_tails(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
@@ -313,6 +351,17 @@ def _spread_of(values: np.ndarray) -> float:
     return float(np.nanmedian(1.4826 * nanmedian_rows(np.abs(v - med))))
 
 
+def _own_noise(rows: np.ndarray) -> float:
+    """How well a node's median over its chips is known: median over buckets of 1.4826 x MAD
+    of its chips about that median, over the square root of their number (0 when unknown)."""
+    ok = valid_count(rows) >= 3
+    if not ok.any():
+        return 0.0
+    r = rows[:, ok]
+    mad = nanmedian_rows(np.abs(r - nanmedian_rows(r)))
+    return float(np.nanmedian(1.4826 * mad / np.sqrt(valid_count(r))))
+
+
 def _stretches(t: np.ndarray, bad: np.ndarray, p: PeersParams) -> list[tuple[int, int]]:
     """(first, last) indices into ``t`` of stretches that stay out of line."""
     idx = np.flatnonzero(bad)
@@ -471,7 +520,18 @@ def _node_compare(
     t = grid.centres()
     out = []
     for j, node in enumerate(names):
-        if len(names) < SMALL_GROUP:
+        if spec.node_floor is not None:
+            # Temperature: healthy nodes differ by their racks and inlets, and with eight
+            # nodes of a model one hot node is an eighth of the deviations whose MAD would
+            # be the spread it is judged by (a hall whose healthy nodes spanned 5.7 C gave a
+            # spread of 2.9 C with a 7 C node in it, 1.9 C without). So: the other nodes'
+            # spread, at least the noise of this node's own median (its chips' disagreement
+            # over the square root of their number), and node_k_sigma.
+            spread = max(_spread_of(np.delete(per_node, j, axis=0)), _own_noise(x[nodes[node]]))
+            if not math.isfinite(spread):
+                continue
+            limit = max(floor, p.node_k_sigma * spread)
+        elif len(names) < SMALL_GROUP:
             # A few nodes: one straggler is a third of the deviations whose MAD is the natural
             # spread, and each peer's deviation is half its lead. Measure the spread among the
             # others alone (their values around their median) for judging this one.
@@ -509,7 +569,8 @@ def _make(
 ) -> Finding:
     p = profile.peers
     d = float(np.median(dv[sel]))
-    deviation, pct, severity, sized = _sized(spec, p, d, baseline)
+    out_s = float(sel.sum()) * p.bucket_s
+    deviation, pct, severity, sized = _sized(spec, p, d, baseline, out_s)
     start = float(tv[stretches[0][0]]) - p.bucket_s / 2
     end = float(tv[stretches[-1][1]]) + p.bucket_s / 2
     conf, n_hours = _confidence(tv[stretches[0][0] : stretches[-1][1] + 1],
@@ -547,22 +608,30 @@ def _make(
     )
 
 
-def _sized(spec: _Spec, p: PeersParams, d: float, baseline: float) -> tuple[float, float | None, str, dict[str, Any]]:
+def _sized(spec: _Spec, p: PeersParams, d: float, baseline: float,
+           out_s: float) -> tuple[float, float | None, str, dict[str, Any]]:
     """How far out of line a deviation ``d`` is: (deviation in metric units, percent, severity, values).
 
-    One place for the rule every peer finding is sized by, persistent or recurring: a straggler
-    fails from ``straggler_fail_frac`` slower, an outlier has the profile's ``outlier_severity``.
+    One place for the rule every peer finding is sized by, persistent or recurring (``out_s``:
+    how long it was out of line). The severity policy: what costs the customer fails, for
+    ``fail_min_s`` or more: a straggler ``straggler_fail_frac`` slower (the synchronous job
+    runs at its pace), a chip or node ``temp_fail_c`` hotter at comparable power; what only
+    looks odd has the profile's ``outlier_severity``.
     """
     if spec.scale == "log":
         deviation, pct = baseline * math.expm1(d), math.expm1(d) * 100.0
     else:
         deviation, pct = d, (d / baseline * 100.0 if baseline else None)
     unit = _UNIT_KEYS[spec.unit]
+    lasting = out_s >= p.fail_min_s
     if spec.kind == "straggler":
-        severity = "fail" if abs(math.expm1(d)) >= p.straggler_fail_frac else "warn"
+        severity = "fail" if lasting and abs(math.expm1(d)) >= p.straggler_fail_frac else "warn"
         return deviation, pct, severity, {"change_pct": abs(pct or 0.0), f"baseline_{unit}": baseline}
     scale = 1e6 if spec.unit == "MB" else 1.0
-    return deviation, pct, p.outlier_severity, {
+    severity = p.outlier_severity
+    if spec.metric == "temp_c" and lasting and deviation >= p.temp_fail_c:
+        severity = "fail"
+    return deviation, pct, severity, {
         f"deviation_{unit}": deviation / scale, f"baseline_{unit}": baseline / scale,
         "change_pct": pct if spec.scale == "log" else None}
 
@@ -615,7 +684,8 @@ def _make_episodes(
     steps: tuple[float, float] | None, members: list[str] | None = None,
 ) -> Finding:
     """A chip, rank or node out of line in recurring episodes (``soak.analysis.recurring``)."""
-    deviation, pct, severity, sized = _sized(spec, profile.peers, eps.deviation, baseline)
+    out_s = sum(b - a for a, b in eps.windows)
+    deviation, pct, severity, sized = _sized(spec, profile.peers, eps.deviation, baseline, out_s)
     values: dict[str, Any] = {
         "metric": spec.metric, "scope": scope, "count": eps.count, "typical_min": eps.typical_s / 60.0,
         "period_min": None if eps.period_s is None else eps.period_s / 60.0, "share_pct": eps.share * 100.0,

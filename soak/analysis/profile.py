@@ -113,6 +113,10 @@ class ThermalParams:
     drift_max_power_pct_per_h: float = 0.2  # a rise with power rising faster is load, not cooling
     throttle_mask: int = 0x08 | 0x20 | 0x40 | 0x80  # HW slowdown, SW/HW thermal, power brake
     throttle_min_s: float = 60.0
+    # Severity policy: a drift fails when it took the chip this far up beyond its peers' own
+    # rise over the run (first to last hourly median, at unchanged power): a chip that much
+    # hotter than chips doing the same work is a cooling defect that throttles it; less warns.
+    drift_fail_c: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,12 @@ class PeersParams:
     hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity
     step_min_frac: float = 0.05  # straggler: step time this much above the peers (SuperBench: 5 %)
     bw_min_frac: float = 0.05  # straggler: collective bandwidth this much below the peers
-    straggler_fail_frac: float = 0.20  # a straggler this far out fails; below, it warns
+    # Severity policy: a rank or node this much slower fails (for fail_min_s): under synchronous
+    # data parallelism the whole job runs at its pace, so a 10 % straggler costs 10 % of the
+    # cluster's throughput for as long as it is in it. Anchors: SuperBench fails a node 5 %
+    # off its baseline in acceptance; NVIDIA's resiliency extension flags a rank at 75 % of
+    # its peers' speed; MindCluster's slow-node detection flags a 30 % degradation. Below: warn.
+    straggler_fail_frac: float = 0.10
     outlier_severity: str = "warn"  # severity of an outlier (info | warn | fail)
     # A short stretch is reported when it is large: every bucket beyond this many times the
     # limit, for at least large_min_s and three buckets (what lets the online analysis name
@@ -168,7 +177,20 @@ class PeersParams:
     # finding warns, and fails when it costs tail_fail_cost_frac of the job's time.
     tail_min_share: float = 0.02
     tail_window_s: float = 7200.0
-    tail_fail_cost_frac: float = 0.20
+    tail_fail_cost_frac: float = 0.10  # the straggler line: stalls that cost the job this share of its time fail
+    # Severity policy, the rest of it. A chip (or a whole node, or a group of nodes) this much
+    # hotter than its peers at comparable power fails, for fail_min_s: 10 C is what separates a
+    # cooling defect (a fan, a blocked inlet, paste) from the spread of healthy parts, and it
+    # eats the margin to the throttle point; less is an outlier that only looks odd (warn).
+    temp_fail_c: float = 10.0
+    fail_min_s: float = 3600.0  # a straggler or a hot chip fails only when it lasts this long
+    # A whole node against the other nodes on temperature: k for its limit, and the spread it
+    # is measured by is the other nodes' (the node judged does not widen its own limit), at
+    # least the node's own chips' disagreement over the square root of their number.
+    node_k_sigma: float = 3.0
+    # Nodes out of line together on temperature are one finding of the group (a facility
+    # cause: a rack's or a row's cooling), from this many nodes.
+    group_min_nodes: int = 2
 
 
 @dataclass(frozen=True)

@@ -502,6 +502,9 @@ CHINESE: dict[str, str] = {
     "outlier.hbm_used_bytes": ("HBM 占用增长偏离{scope:scope}同类的 {baseline_mb:.0f} MB {deviation_mb:+.0f} MB，"
                                "持续 {duration_h:.1f} 小时" + _PEERS_TAIL_ZH),
     **{f"outlier.node.{m}": _NODE_CHIPS_ZH + t_ + _PEERS_TAIL_ZH for m, t_ in _OUTLIER_ZH.items()},
+    "outlier.group.temp_c": ("节点 {members}（{nodes} 个节点）在功耗相当时一同偏离其他节点的 {baseline_c:.1f} °C "
+                             "{deviation_c:+.1f} °C，持续 {duration_h:.1f} 小时（最高 {worst_c:+.1f} °C）："
+                             "机房原因，其机柜或机柜列的散热"),
     **{f"{'outlier' if m in _OUTLIER_ZH else 'straggler'}.episodes.{m}": _EPISODES_ZH.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION_ZH.items()},
     **{f"outlier.node.episodes.{m}": _NODE_CHIPS_ZH + _EPISODES_ZH.replace("{deviation}", d)
