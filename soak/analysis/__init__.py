@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soak.analysis import comm, hang, links, memory, peers, thermal, throughput, utilization
+from soak.analysis import comm, hang, links, memory, peers, shared, thermal, throughput, utilization
 from soak.analysis.messages import said
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
@@ -96,7 +96,9 @@ def analyze(
     if peer_comparison:
         findings += peers.detect(trace, profile, t0, t1)
         findings += links.evaluate(links.from_trace(trace) if link_tests is None else link_tests, profile).findings
-    return judged(order(place(attribute(findings), trace)), profile, t0, t1, chip_hours(trace))
+    # one finding per fault: what every chip of the job or of a node shares is named once
+    findings = shared.merge(place(attribute(findings), trace), trace, profile)
+    return judged(order(findings), profile, t0, t1, chip_hours(trace))
 
 
 def judged(findings: list[Finding], profile: Profile, start: float | None, end: float | None,

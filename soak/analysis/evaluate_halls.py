@@ -14,7 +14,11 @@ the harness' floors (``evaluate.FLOORS``), start at 6 h 03 min:
 - ``hall/slow-link``: one pair of nodes slower in the hourly link tests.
 - ``hall/stalls``: one node's ranks 1.9x slower outside the collectives in a share of the
   readings, all together, the medians unchanged (the tails, ``soak.analysis.tails``);
-- ``hall/hot-node-floor``: a whole node hotter at equal power at the node rule's own floor.
+- ``hall/hot-node-floor``: a whole node hotter at equal power at the node rule's own floor;
+- ``hall/hot-node-7c``: a whole node 7 C hotter in halls whose healthy nodes differ by up to
+  about 5 C, each beside the same hall healthy;
+- ``severity/*``: what the severity policy fails, at 1x and 2x its levels (a slow node, a
+  drifting chip, a rack that lost its cooling): the run must fail on that finding.
 
 Time to detect: the analysis is run as the daemon runs it while the run goes on (on the
 trace up to then), at online-analysis times after the onset, and the first time the fault
@@ -25,8 +29,11 @@ resolution (the daemon's own cadence, ``jobs.analysis_every``, is 5 min).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from soak.analysis import analyze
 from soak.analysis.links import LINK_PREFIX
@@ -84,6 +91,65 @@ def hall_fault_cases(floors: dict[str, float], multiples: tuple[float, ...] = (1
     return out
 
 
+# The severity cases: what costs the customer, at the levels the severity policy fails
+# (``peers.straggler_fail_frac``, ``peers.temp_fail_c``, ``thermal.drift_fail_c``) and beyond.
+SEVERITY_LEVELS = {
+    "straggler_pct": 12.0,  # a node this much slower at full utilization and capped power, all run
+    "drift_c_per_h": 0.3,  # a chip drifting up at unchanged power over 72 h: 10 C off its peers from 33 h
+    "rack_temp_c": 12.0,  # a rack of four nodes this much hotter than the hall for 12 h
+}
+NODE_TEMP_C = 7.0  # a whole node this much hotter than its model's typical node at equal power
+
+
+def severity_cases(multiples: tuple[float, ...] = (1.0, 2.0), seed0: int = 9700) -> list[HallCase]:
+    """The severity cases at ``multiples`` of their levels (each must fail the run, naming
+    its cause): a slow node from the start (no change for the throughput detector to see:
+    only the straggler rule can fail it), a chip drifting up over 72 h, a rack that lost its
+    cooling for 12 h (a hall of one chip model: a rack is half the nodes of a model in a
+    hall of two, and half a group has no majority to be judged against)."""
+    lv = SEVERITY_LEVELS
+    out = []
+    for i, m in enumerate(multiples):
+        seed = seed0 + 10 * i
+        out.append(HallCase(Hall(f"sev-straggler-x{m:g}", seed=seed + 1, faults=(
+            Fault("straggler", "n05/*", 0.0, m * lv["straggler_pct"], params={"power_frac": 0.92}),)),
+            "severity/slow-node", m))
+        out.append(HallCase(Hall(f"sev-drift-x{m:g}", seed=seed + 2, hours=72.0, faults=(
+            Fault("thermal", "n12/npu0-3", 0.0, m * lv["drift_c_per_h"], "drift"),)), "severity/drift", m))
+        rack = tuple(Fault("outlier", f"n{k:02d}/*", ONSET_H, m * lv["rack_temp_c"], "temp",
+                           params={"until_h": ONSET_H + 12.0}) for k in range(4, 8))
+        out.append(HallCase(Hall(f"sev-rack-x{m:g}", seed=seed + 3, models=1, faults=rack), "severity/rack", m))
+    return out
+
+
+def node_temp_cases(n: int, seed0: int = 9800) -> list[HallCase]:
+    """A whole node ``NODE_TEMP_C`` hotter at equal power in halls of doubled natural node
+    spread (healthy node medians spanning up to about 5 C), each beside the same hall without
+    it (a healthy case of its own)."""
+    out = []
+    for i in range(n):
+        kw = {"seed": seed0 + i, "spread": (1.25, 1.5, 2.0)[i % 3], "models": 1 + i % 2}
+        out.append(HallCase(Hall(f"node-temp-{i}", faults=(Fault("outlier", "n09/*", ONSET_H, NODE_TEMP_C, "temp"),),
+                                 **kw), "hall/hot-node-7c", 1.0))
+        out.append(HallCase(Hall(f"node-temp-{i}-healthy", **kw), "hall/healthy", 0.0))
+    return out
+
+
+def node_span_c(h: Hall) -> float:
+    """How far apart the healthy hall's node medians of temperature are (the largest span
+    within a chip model), C."""
+    trace, _ = generate(dataclasses.replace(h, faults=()))
+    by_node: dict[tuple[int, str], list[float]] = {}
+    for s in trace.series("temp_c"):
+        node = trace.place(s.device)[0]
+        by_node.setdefault((h.model_of(h.node_names.index(node)), node), []).append(float(np.median(s.v)))
+    spans = []
+    for model in {m for m, _ in by_node}:
+        meds = [float(np.median(v)) for (m, _), v in by_node.items() if m == model]
+        spans.append(max(meds) - min(meds))
+    return max(spans)
+
+
 def _named(f: Finding, case: HallCase) -> bool:
     """Whether a finding names the case's fault: its chip, its node (``device`` None: the
     whole node), or its link."""
@@ -92,7 +158,12 @@ def _named(f: Finding, case: HallCase) -> bool:
     if case.slow_pair is not None:
         a, b = (f"n{i:02d}" for i in case.slow_pair)
         return f.kind == "straggler" and (f.node, f.device) == (a, f"{LINK_PREFIX}{b}")
+    if f.code == "outlier.group.temp_c":  # a group of nodes: the faulty ones, all of them
+        return {device_key(n, "*") for n in f.values.get("members") or []} == {x.device for x in case.hall.faults}
     for fault in case.hall.faults:
+        if fault.kind == "thermal" and f.metric == "temp_c" and f.kind in ("thermal", "outlier"):
+            if f.node is not None and f.device is not None and device_key(f.node, f.device) == fault.device:
+                return True  # a drifting chip: its drift, and its lead over its peers
         if f.kind != fault.kind:
             continue
         if fault.device.endswith("/*"):
@@ -105,9 +176,14 @@ def _named(f: Finding, case: HallCase) -> bool:
 
 def _consequence(f: Finding, case: HallCase) -> bool:
     """Under synchronous data parallelism the job runs at its slowest rank's pace: a slow
-    node slows every rank's step, which the throughput detector rightly reports."""
-    return (f.kind, f.metric) == ("throughput_degradation", "step_time_s") and any(
-        fault.kind == "straggler" for fault in case.hall.faults)
+    node slows every rank's step, which the throughput detector rightly reports. A chip the
+    fault heats past the thermal threshold is rightly named for it too."""
+    if (f.kind, f.metric) == ("throughput_degradation", "step_time_s"):
+        return any(fault.kind == "straggler" for fault in case.hall.faults)
+    if f.code == "thermal.excursions" and f.node is not None and f.device is not None:
+        hot = {x.device for x in case.hall.faults if x.kind in ("outlier", "thermal") and x.style in ("temp", "drift")}
+        return bool({device_key(f.node, f.device), device_key(f.node, "*")} & hot)
+    return False
 
 
 def _analysis(case: HallCase, trace: Any, now: float | None = None) -> list[Finding]:
@@ -117,7 +193,8 @@ def _analysis(case: HallCase, trace: Any, now: float | None = None) -> list[Find
 def run_hall_case(case: HallCase) -> dict[str, Any]:
     """The final analysis of one hall: detection and false findings, in the harness' shape."""
     trace, faults = generate(case.hall)
-    found = _analysis(case, trace)
+    analysis = analyze(trace, phases=case.hall.phases)
+    found = [f for f in analysis.findings if f.severity != "info"]
     hits = [f for f in found if _named(f, case)]
     false = [f for f in found if f not in hits and not _consequence(f, case)]
     errors: dict[str, list[float]] = {}
@@ -136,6 +213,10 @@ def run_hall_case(case: HallCase) -> dict[str, Any]:
         "series_days": h.nodes * h.chips * N_METRICS * h.hours / 24.0,
         "errors": errors,
         "named": [f.summary for f in hits][:2],
+        "verdict": analysis.verdict,
+        # the findings that decided a failing verdict, and whether the fault's own is among them
+        "decided_by": [f"{f.code}:{device_key(f.node, str(f.device))}" for f in found if f.severity == "fail"],
+        "fails_on_fault": any(f.severity == "fail" for f in hits),
     }
 
 

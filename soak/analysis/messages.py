@@ -177,6 +177,18 @@ FINDINGS: dict[str, str] = {
 }
 """Finding codes (the part before the dot is the finding's kind)."""
 
+SHARED_CODES = (
+    "utilization_dropouts.global", "utilization_dropouts.device", "thermal.excursions", "thermal.drift",
+    "thermal.throttled", "throughput_degradation.abrupt", "throughput_degradation.gradual",
+    "memory_creep.runs_out_within_required", "memory_creep.runs_out_beyond_required",
+    "memory_creep.capacity_unknown", "hang.idle_hbm_held", "hang.heartbeats_stopped", "hang.no_progress",
+    "comm_timeouts.rising", "comm_timeouts.fatal",
+)
+"""The codes a fault every chip of the job or of a node shares can give (``soak.analysis.shared``):
+each has a ``CODE.shared`` sentence, the worst chip's with how many chips share it."""
+_SHARED = "{shared_chips} chips[[shared_node| of node {shared_node}]] (the worst {shared_worst}): "
+FINDINGS.update({f"{c}.shared": _SHARED + FINDINGS[c] for c in SHARED_CODES})
+
 CRITERIA: dict[str, str] = {
     "criterion.runtime": "runtime",
     "criterion.availability": "availability",
@@ -263,6 +275,7 @@ PARTS: dict[str, str] = {
     "part.where_node": "node {node}",
     "part.where_node_device": "{node}/{device}",
     "part.where_device": "{device}",
+    "part.where_job": "the job",
     "part.link_pair": "{node}-{other}",
     "part.node_status": "{node} {status:node_status}",
     "part.node_problem": "node {node} (rank {rank}) {status:node_status}[[came_back| (came back later)]]",
@@ -365,7 +378,9 @@ def _where(v: Mapping[str, Any], sub: Sub) -> str:
     """The chip, rank or node a finding is about (``soak.analysis.verdict.where``)."""
     node, device = v.get("node"), v.get("device")
     if node is None:
-        return sub("part.where_device", {"device": device or "N/A"})
+        if device is None:  # the whole job's (a fault its chips share, a group of nodes)
+            return sub("part.where_job", {})
+        return sub("part.where_device", {"device": device})
     return sub("part.where_node", v) if device is None else sub("part.where_node_device", v)
 
 

@@ -148,7 +148,7 @@ class PeersParams:
     # a whole node hotter than the other nodes: its median over its chips is far less noisy
     # than one chip, so its floor is lower than a chip's; the natural spread of the node
     # medians (rack and inlet) sets the limit above it
-    node_temp_min_c: float = 3.0
+    node_temp_min_c: float = 4.5
     power_min_frac: float = 0.15  # chips of one bin differ by several % in power
     util_min_pct: float = 10.0
     hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity
@@ -310,6 +310,32 @@ class EvidenceParams:
 
 _DEFAULT_SEVERITY = {k: "fail" for k in KINDS}
 
+SEVERITY_POLICY: tuple[tuple[str, str, str, str], ...] = (
+    ("fail", "a rank or node straggler_fail_frac (10 %) or more slower than its peers for fail_min_s (1 h) or more",
+     "under synchronous data parallelism the whole job runs at its pace: a 10 % straggler costs 10 % of the "
+     "cluster's throughput for as long as it is in it",
+     "SuperBench fails a node 5 % off its baseline in acceptance; NVIDIA's resiliency extension flags a rank at "
+     "75 % of its peers' speed; MindCluster's slow-node detection flags a 30 % degradation"),
+    ("fail", "a chip or a whole node temp_fail_c (10 C) or more above its peers at comparable power for fail_min_s "
+     "(1 h) or more, or drifting up drift_fail_c (10 C) beyond its peers' own rise at unchanged power",
+     "a cooling defect (a fan, a blocked inlet, paste): it eats the margin to the throttle point, and a throttled "
+     "chip is a straggler",
+     "the peer floor (temp_min_c 4.5 C) is the spread of healthy parts; 10 C is more than twice it"),
+    ("fail", "a group of nodes out of line together by that much: one finding of the group (outlier.group.temp_c)",
+     "a facility cause (the cooling of a rack or row): the customer's hall, not the chips, and named as such",
+     "as the line above"),
+    ("fail", "the hardware's and the job's own facts: a fault code or uncorrectable ECC, a throttle flag, an "
+     "excursion above thermal.threshold_c, a hang, memory that runs out within required_runtime_h, the job's "
+     "step time throughput.fail_pct (10 %) slower, stalls that cost tail_fail_cost_frac (10 %) of its time",
+     "each stops or slows the customer's job",
+     "the straggler line for time lost; the vendor's own fault levels (soak.faultcodes)"),
+    ("warn", "what only looks odd: an outlier below those lines (power, utilization, HBM growth, a chip hotter by "
+     "less), a straggler below 10 %, a drift its peers share or a smaller one",
+     "worth a look, not a cost the customer bears: peers.outlier_severity", "-"),
+)
+"""The severity policy of the default profile: (level, what, why, anchor). The thresholds
+named are this profile's keys; ``to_toml`` writes the policy at the head of the file."""
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -392,7 +418,10 @@ class Profile:
 
         A phase of explicit windows comes from a run's events, not from a profile file, and
         has no TOML form: it is refused rather than dropped."""
-        lines = [f"name = {toml_value(self.name)}", f"required_runtime_h = {toml_value(self.required_runtime_h)}", ""]
+        lines = ["# Severity policy: what costs the customer fails, what only looks odd warns."]
+        for level, what, why, anchor in SEVERITY_POLICY:
+            lines += [f"# {level}: {what}", f"#   why: {why}", *([f"#   anchor: {anchor}"] if anchor != "-" else [])]
+        lines += [f"name = {toml_value(self.name)}", f"required_runtime_h = {toml_value(self.required_runtime_h)}", ""]
         lines += ["[severity]", *(f"{toml_key(k)} = {toml_value(v)}" for k, v in self.severity.items()), ""]
         for name in _SECTIONS:
             lines.append(f"[{name}]")

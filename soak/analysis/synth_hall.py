@@ -12,13 +12,17 @@ every chip of a node (``nNN/*``):
 
 - ``outlier`` ``temp``: degrees hotter at the same power; ``power``: % more power (and the
   heat that comes with it);
-- ``straggler``: % more compute time on those ranks; style ``recurring``: only for
+- ``thermal`` ``drift``: degrees per hour hotter from the onset, at unchanged power;
+- ``straggler``: % more compute time on those ranks (``params["power_frac"]``: at that share of
+  their power, a power cap); style ``recurring``: only for
   ``params["duration_s"]`` of every ``params["every_s"]``; style ``stalls``: that % of the
   readings (drawn at random, the same for every chip of the fault) ``params["x"]`` (1.9)
   times slower, the median unchanged.
 
 Every node's ranks also stall now and then by nature (OS jitter): up to ``jitter_share``
 of the readings, 1.5 to 2x slower, at random; a node's ranks together.
+
+``params["until_h"]``: the fault ends then (a facility's cooling restored).
 
 A chip or node labelled faulty has no natural offset of its own: it is off by the fault's
 size from its peers' typical value. The pairwise link tests of the hall come from
@@ -63,6 +67,7 @@ class Hall:
     slow_pairs: tuple[tuple[int, int, float], ...] = ()
     link_onset_h: float = 0.0
     jitter_share: float = 0.005  # natural stalls: each node up to this share of its readings
+    models: int = 2  # chip models in the hall (1: every node of the first)
 
     @property
     def node_names(self) -> list[str]:
@@ -81,7 +86,7 @@ class Hall:
         return [Phase("checkpoint", self.checkpoint_every_s, self.checkpoint_dur_s)]
 
     def model_of(self, node_index: int) -> int:
-        return 0 if node_index < self.nodes // 2 else 1
+        return 0 if self.models == 1 or node_index < self.nodes // 2 else 1
 
 
 def _bounded(rng: np.random.Generator, sigma: float) -> float:
@@ -97,7 +102,7 @@ def _faults_on(h: Hall, node: str, chip: str) -> list[Fault]:
 
 def _active(f: Fault, t_rel: np.ndarray) -> np.ndarray:
     """Where the fault is on: from its onset, in its episodes for a recurring one."""
-    on = t_rel >= f.onset_h * 3600.0
+    on = (t_rel >= f.onset_h * 3600.0) & (t_rel < f.params.get("until_h", np.inf) * 3600.0)
     if f.style == "recurring":
         every, dur = f.params.get("every_s", 3600.0), f.params.get("duration_s", 720.0)
         on &= np.mod(t_rel - f.onset_h * 3600.0, every) < dur
@@ -163,12 +168,16 @@ def generate(h: Hall) -> tuple[Trace, list[Fault]]:
                 i_f = h.faults.index(f)
                 if f.kind == "outlier" and f.style == "power":
                     power = power * np.where(on, 1 + f.magnitude / 100, 1.0)
+                elif f.kind == "thermal" and f.style == "drift":  # C/h from its onset, power unchanged
+                    extra_c += np.where(on, f.magnitude * (t_rel / 3600.0 - f.onset_h), 0.0)
                 elif f.kind == "outlier":
                     extra_c += np.where(on, f.magnitude, 0.0)
                 elif f.kind == "straggler" and f.style == "stalls":
                     slow *= np.where(on & stalls[i_f], f.params.get("x", 1.9), 1.0)
                 elif f.kind == "straggler":
                     slow *= np.where(on, 1 + f.magnitude / 100, 1.0)
+                    # a chip held at a power cap runs slower at full utilization
+                    power = power * np.where(on, f.params.get("power_frac", 1.0), 1.0)
             slow *= stalls[node]
             temp = (temp0 + n_temp + c_temp + ambient + C_PER_W * (power - watts) + extra_c
                     + rng.normal(0, 0.4, n))

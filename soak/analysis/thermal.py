@@ -3,13 +3,15 @@
 * **Excursion**: ``temp_c`` above ``threshold_c`` for at least ``min_duration_s``; the
   episode ends only when the temperature falls below threshold - ``hysteresis_c``, so a
   reading hovering at the line is one episode, not many. Reported with duration and peak.
-* **Drift**: Theil-Sen on hourly medians (deg C/h, 90 % CI); a finding (``warn``) needs the
+* **Drift**: Theil-Sen on hourly medians (deg C/h, 90 % CI); a finding needs the
   CI's lower end above tau and a positive slope in all four quarters, at unchanged power
   (power's own trend below ``drift_max_power_pct_per_h``). From ``drift_min_hours`` (48 h)
   on, a 24 h moving average first removes the daily ambient cycle and tau is
   ``drift_min_c_per_h``; from ``drift_short_min_hours`` (20 h) a daily harmonic fitted with
   the trend is taken out instead and tau is ``drift_short_min_c_per_h`` (0.3 C/h is found
-  in a 24 h run).
+  in a 24 h run). It warns; it fails when it took the chip ``drift_fail_c`` (10 C) further
+  above its peers (the other chips of its model) than it started, from the first hour's
+  median lead to the last's. Its endpoints are the first and last hourly medians.
 * **Throttle**: when a ``throttle_reasons`` metric (NVML clock-event bitmask) is present, any
   of ``throttle_mask`` (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, power brake
   0x80) set for ``throttle_min_s`` is a failing episode. Hardware facts come first.
@@ -84,12 +86,14 @@ def _excursions(s: Series, profile: Profile) -> list[Finding]:
     ]
 
 
-def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Finding]:
+def _drift(s: Series, profile: Profile, power: Series | None = None,
+           peers: list[Series] | None = None) -> list[Finding]:
     p = profile.thermal
     span_h = (s.end - s.start) / 3600.0
     if span_h < p.drift_short_min_hours:
         return []
     th, yh, _ = block_reduce(s.t, s.v, DRIFT_BLOCK_S, "median")
+    hourly = yh  # the endpoints the finding names are these, not the smoothed series' ends
     if span_h >= p.drift_min_hours:
         if th.size < p.drift_min_hours:
             return []
@@ -120,11 +124,16 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
     power_pct = _power_trend_pct_per_h(power)
     if power_pct is not None and power_pct > p.drift_max_power_pct_per_h:
         return []  # the chip works harder: a load change, not a cooling defect
+    lead = _lead_gain(s, peers or [])
     values = {
         "slope_c_per_h": slope.per_hour, "slope_low_c_per_h": slope.low, "slope_high_c_per_h": slope.high,
-        "power_trend_pct_per_h": power_pct, "first_c": float(yh[0]), "last_c": float(yh[-1]),
+        "power_trend_pct_per_h": power_pct, "first_c": float(hourly[0]), "last_c": float(hourly[-1]),
         "per_day_c": slope.per_hour * 24,
     }
+    # The severity policy: a drift that took the chip drift_fail_c further above its peers
+    # than it started fails (a cooling defect); one the peers share (the hall warming) or a
+    # smaller one warns.
+    severity = "fail" if lead is not None and lead >= p.drift_fail_c else "warn"
     return [
         Finding(
             kind="thermal",
@@ -132,7 +141,7 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
             metric="temp_c",
             start=float(s.start),
             end=float(s.end),
-            severity=profile.cap("thermal", "warn"),
+            severity=profile.cap("thermal", severity),
             summary=say("thermal.drift", values),
             code="thermal.drift",
             values=values,
@@ -146,10 +155,37 @@ def _drift(s: Series, profile: Profile, power: Series | None = None) -> list[Fin
                 "method": method,
                 "power_trend_pct_per_h": power_pct,
                 "projection_c_per_day": slope.per_hour * 24,
+                "endpoints": "hourly medians of the first and last hour",
+                "lead_gain_c": lead,
+                "drift_fail_c": p.drift_fail_c,
                 "version": DETECTOR_VERSION,
             },
         )
     ]
+
+
+def _lead(s: Series, peers: list[Series], t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Hourly medians (from ``t0``) of how far ``s`` is above its peers' median: (hours, lead)."""
+    th, yh, _ = block_reduce(s.t, s.v, DRIFT_BLOCK_S, "median", origin=t0)
+    others: dict[float, list[float]] = {}
+    for q in peers:
+        tq, yq, _ = block_reduce(q.t, q.v, DRIFT_BLOCK_S, "median", origin=t0)
+        for a, b in zip(tq.tolist(), yq.tolist(), strict=True):
+            others.setdefault(round((a - t0) // DRIFT_BLOCK_S), []).append(b)
+    hours = np.array([round((a - t0) // DRIFT_BLOCK_S) for a in th.tolist()])
+    ref = np.array([float(np.median(others[h])) if len(others.get(h, ())) >= 3 else np.nan for h in hours.tolist()])
+    return hours, yh - ref
+
+
+def _lead_gain(s: Series, peers: list[Series]) -> float | None:
+    """How much further above its peers (the other chips of its model) a chip ends than it
+    started: its lead over their median in the last hour minus in the first (None: fewer than
+    three peers)."""
+    if len(peers) < 3:
+        return None
+    _, lead = _lead(s, peers, float(s.start))
+    ok = lead[np.isfinite(lead)]
+    return float(ok[-1] - ok[0]) if ok.size >= 2 else None
 
 
 def _power_trend_pct_per_h(power: Series | None) -> float | None:
@@ -199,7 +235,16 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
     out: list[Finding] = []
     for s in trace.series("throttle_reasons"):
         out.extend(_throttle(s, profile))
-    for s in trace.series("temp_c"):
+    temps = list(trace.series("temp_c"))
+    capacity = {s.device: _capacity(trace, s.device) for s in temps}
+    for s in temps:
         out.extend(_excursions(s, profile))
-        out.extend(_drift(s, profile, trace.get(s.device, "power_w")))
+        peers = [q for q in temps if q.device != s.device and capacity[q.device] == capacity[s.device]]
+        out.extend(_drift(s, profile, trace.get(s.device, "power_w"), peers))
     return out
+
+
+def _capacity(trace: Trace, device: str) -> float | None:
+    """A chip's model as the peers know it: its HBM capacity (None: not read)."""
+    cap = trace.get(device, "hbm_total_bytes")
+    return None if cap is None or cap.v.size == 0 else round(float(np.median(cap.v)) / 2**30)

@@ -36,7 +36,7 @@ def order(findings: list[Finding]) -> list[Finding]:
 def where(f: Finding) -> str:
     """The chip, rank or node a finding is about, as a reader names it."""
     if f.node is None:
-        return f.device or "N/A"
+        return f.device or "the job"
     return f"node {f.node}" if f.device is None else device_key(f.node, f.device)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers
+from soak.analysis import Analysis, Finding, Phase, Profile, Trace, analyze, judged, peers, shared
 from soak.analysis import buckets as bk
 from soak.analysis import evidence as ev
 from soak.analysis import links as lk
@@ -78,4 +78,6 @@ def cluster_analysis(store: Any, run_id: str, profile: Profile, phases: Sequence
     else:
         start = end = None
     findings += lk.evaluate(link_tests, profile).findings
+    # a fault every node's chips share (each node named it once): once for the job
+    findings = shared.merge_nodes(findings, len(store.cluster_nodes(run_id)), profile)
     return judged(order(findings), profile, start, end, ev.chip_hours_of_buckets(totals, width, -math.inf, math.inf))

@@ -6,6 +6,7 @@ never breaks the zh report; ``tests/report`` checks both columns are complete.
 
 from __future__ import annotations
 
+from soak.analysis.messages import SHARED_CODES
 from soak.analysis.model import KINDS
 from soak.provenance import simulated_fleet, time_scaled
 
@@ -202,6 +203,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "capture_failed": ("capture failed: {error}", "采集失败：{error}"),
     "cause": ("Cause: {phase} takes {share} of the captured steps.", "原因：{phase}占采集步骤时间的 {share}。"),
     "no_findings": ("No findings.", "未发现问题。"),
+    # the verdict line: the findings that decided it (the severity policy's fails)
+    "decided_by": ("decided by {what}", "判定依据：{what}"),
+    "decided_more": ("and {n} more", "另有 {n} 个"),
+    "decided_none": ("no failing finding", "无失败级问题"),
+    "decided_warns": ("no failing finding; {n} warning(s)", "无失败级问题；告警 {n} 个"),
+    "where_job": ("the job", "整个作业"),
     "kind": ("Kind", "类型"),
     "metric": ("Metric", "指标"),
     "severity": ("Severity", "严重程度"),
@@ -606,6 +613,7 @@ CHINESE: dict[str, str] = {
     "part.where_node": "节点 {node}",
     "part.where_node_device": "{node}/{device}",
     "part.where_device": "{device}",
+    "part.where_job": "整个作业",
     "part.link_pair": "{node}-{other}",
     "part.node_status": "{node} {status:node_status}",
     "part.node_problem": "节点 {node}（rank {rank}）{status:node_status}[[came_back|（后来恢复）]]",
@@ -672,6 +680,8 @@ CHINESE: dict[str, str] = {
     "reliability.no_repeat_offender": "本次运行的节点均未在存储的两次及以上运行中出现故障",
 }
 """Every code of ``soak.analysis.messages.ENGLISH`` in Chinese (a test checks it is complete)."""
+CHINESE.update({f"{c}.shared": "{shared_chips} 个芯片[[shared_node|（节点 {shared_node}）]]（最严重：{shared_worst}）："
+                + CHINESE[c] for c in SHARED_CODES})
 
 
 # -- the events' messages in Chinese: one template per code of soak.report.event_text ---------
