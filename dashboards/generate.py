@@ -648,7 +648,7 @@ def soak_run() -> dict[str, Any]:
 # The cluster dashboard reads what soak's analysis reads, through the recording rules of
 # alerts.yaml (group soak-peers), with the acceptance profile's floors as thresholds.
 TEMP_DEV_STEPS = steps((None, BLUE), (-2, GREEN), (2, YELLOW), (4.5, RED))  # peers.temp_min_c
-STRAGGLER_STEPS = steps((None, GREEN), (1.05, ORANGE), (1.2, RED))  # step_min_frac, straggler_fail_frac
+STRAGGLER_STEPS = steps((None, GREEN), (1.05, ORANGE), (1.1, RED))  # step_min_frac, straggler_fail_frac
 LINK_STEPS = steps((None, RED), (0.8, GREEN))  # links.max_below_median_frac
 CRITERION_MAP = value_map("MISSED", "met")
 CLOCK_STEPS = steps((None, RED), (-2, GREEN), (2, RED))  # cluster.max_clock_offset
@@ -733,7 +733,7 @@ def cluster() -> dict[str, Any]:
          STRAGGLER_STEPS, "Over the cluster median", None),
     ]
     lay.add(table("Stragglers: nodes", "Each node's time outside the collectives (its ranks' median) and "
-                  "that over the cluster's median node: above 1.05 a straggler, above 1.2 it fails the run.",
+                  "that over the cluster's median node: above 1.05 a straggler, above 1.1 it fails the run.",
                   cols, {"node": "Node"}, "Node"), 8, 8)
     rank_ratio = (f"max by (node, rank) (soak_rank_compute_seconds{{{RUN_NODE}}} / on (run_id) group_left "
                   f"quantile by (run_id) (0.5, soak_rank_compute_seconds{{{RUN}}}))")
@@ -746,7 +746,7 @@ def cluster() -> dict[str, Any]:
                   "median rank of the run.", cols, {"node": "Node", "rank": "Rank"}, "Node"), 8, 8)
     lay.add(timeseries("Node compute time over the cluster median",
                        [(f"soak:node_compute_vs_cluster_median:ratio{{{RUN_NODE}}}", "{{node}}")], "none",
-                       "1 = the cluster's median node. Lines at 1.05 (straggler) and 1.2 (fails the run).",
+                       "1 = the cluster's median node. Lines at 1.05 (straggler) and 1.1 (fails the run).",
                        thresholds=STRAGGLER_STEPS, minv=0), 8, 8)
     lay.row("Links")
     lay.add(matrix("Link matrix: bus bandwidth over the test's median",

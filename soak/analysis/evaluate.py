@@ -45,7 +45,7 @@ FLOORS: dict[str, float] = {
     "outlier_power_pct": 20.0,
     "straggler_pct": 8.0,  # a rank or node this much slower than its peers
     "stall_share_pct": 3.5,  # a node's ranks 1.9x slower in this % of readings, the median unchanged
-    "outlier_node_temp_c": 3.5,  # a whole node this much hotter than the other nodes at equal power
+    "outlier_node_temp_c": 5.0,  # a whole node this much hotter than the other nodes at equal power
     "throughput_abrupt_pct": 5.0,
     "throughput_gradual_pct_per_h": 0.2,
 }

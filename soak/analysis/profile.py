@@ -148,7 +148,7 @@ class PeersParams:
     # a whole node hotter than the other nodes: its median over its chips is far less noisy
     # than one chip, so its floor is lower than a chip's; the natural spread of the node
     # medians (rack and inlet) sets the limit above it
-    node_temp_min_c: float = 4.5
+    node_temp_min_c: float = 5.0
     power_min_frac: float = 0.15  # chips of one bin differ by several % in power
     util_min_pct: float = 10.0
     hbm_growth_min_frac: float = 0.02  # HBM growth since burn-in beyond the peers', share of capacity

@@ -27,7 +27,7 @@ The finding (``straggler.node.tail.METRIC``, ``straggler.tail.METRIC``) states t
 the stall size and the job time they cost: every rank waits for a stalled one, so a step in
 which it stalls takes the job's median step time plus the stalled rank's extra time
 (median x (size - 1)); the job's mean step time is longer by share x that extra over the
-median step. It warns; it fails from ``tail_fail_cost_frac`` (20 %) of job time.
+median step. It warns; it fails from ``tail_fail_cost_frac`` (10 %) of job time.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def decided_by(findings: Sequence[FindingView], lang: str = "en") -> str:
     if not fails:
         warns = sum(1 for f in findings if f.severity == "warn")
         return t("decided_warns", lang).format(n=warns) if warns else t("decided_none", lang)
-    named = [f"{kind_name(f.kind, lang)} {_where(f, lang)}" for f in fails[:DECIDED_MOST]]
+    named = [f"{_where(f, lang)}: {kind_name(f.kind, lang)}" for f in fails[:DECIDED_MOST]]
     if len(fails) > DECIDED_MOST:
         named.append(t("decided_more", lang).format(n=len(fails) - DECIDED_MOST))
     return t("decided_by", lang).format(what="; ".join(named))
