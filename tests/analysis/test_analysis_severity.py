@@ -151,6 +151,7 @@ def test_the_default_profile_file_states_the_severity_policy_with_reasons_and_an
     head = text.split("name = ")[0]
     for level, what, why, anchor in SEVERITY_POLICY:
         assert f"# {level}: {what}" in head and f"#   why: {why}" in head
+        assert anchor == "-" or f"#   anchor: {anchor}" in head
     assert "SuperBench fails a node 5 %" in head and "MindCluster" in head and "75 %" in head
     p = Profile.default().peers
     assert (p.straggler_fail_frac, p.temp_fail_c, p.fail_min_s) == (0.10, 10.0, 3600.0)
