@@ -182,8 +182,16 @@ def _where(f: Finding) -> str:
     return device_key(f.node, "*" if f.device is None else f.device)
 
 
+def _covers(f: Finding) -> set[str]:
+    """The chips a finding is about: its own, or every chip of a fault they share (one
+    finding of the job or a node, ``soak.analysis.shared``)."""
+    if f.code.endswith(".shared"):
+        return {str(m) for m in f.details.get("members") or []}
+    return {_where(f)}
+
+
 def _on(f: Finding, fault: Fault) -> bool:
-    if fault.device in ("*", _where(f)):
+    if fault.device == "*" or fault.device in _covers(f):
         return True
     # a node-wide fault is found by the node's finding or by its chips' findings
     return f.node is not None and fault.device == device_key(f.node, "*")
@@ -228,7 +236,7 @@ def run_case(case: Case) -> dict[str, Any]:
         if fault.device.endswith("/*"):  # a slow node: named as a node
             detected.append(any(f.device is None and f"{f.node}/*" == fault.device for f in hits))
         else:
-            found_on = {_where(f) for f in hits}
+            found_on = {d for f in hits for d in _covers(f)}
             detected.append(all(d in found_on for d in devs))
         truth = _truth(fault, sc)
         for f in hits:
