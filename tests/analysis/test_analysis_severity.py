@@ -159,3 +159,27 @@ def test_the_default_profile_file_states_the_severity_policy_with_reasons_and_an
     # the file reads back as the same profile
     assert Profile.from_dict(tomllib.loads(text)) == Profile.default()
 
+
+
+def test_a_cluster_leader_names_a_fault_every_node_shares_once_for_the_job():
+    # each node agent merged its own chips' stall into one finding of its node; the leader
+    # merges the nodes' into one of the job (16 nodes x 8 chips), and keeps a lone node's
+    from soak.analysis import shared
+    from soak.analysis.model import Finding
+
+    def node_finding(node: str, start: float, chips: int = 8) -> Finding:
+        values = {"count": 12, "low_pct": 5.0, "periodic": True, "period_s": 600.0, "cv": 0.01,
+                  "mean_duration_s": 30.0, "idle_fraction": 0.05, "shared_fraction": 1.0,
+                  "shared_chips": chips, "shared_worst": [f"{node}/npu0-{i}" for i in range(3)], "shared_node": node}
+        code = "utilization_dropouts.global.shared"
+        return Finding(kind="utilization_dropouts", device=None, node=node, metric="util_pct", start=start,
+                       end=start + 7200.0, severity="fail", summary=say(code, values), code=code, values=values,
+                       details={"members": [f"{node}/npu0-{i}" for i in range(chips)]})
+
+    found = [node_finding(f"n{i:02d}", 1000.0 + i) for i in range(16)]
+    merged = shared.merge_nodes(found, 16, Profile.default())
+    [f] = merged
+    assert (f.node, f.device, f.values["shared_chips"], len(f.details["members"])) == (None, None, 128, 128)
+    assert f.summary.startswith("128 chips (the worst n00/npu0-0") and say(f.code, f.values) == f.summary
+    # on two nodes of sixteen it is theirs, not the job's
+    assert shared.merge_nodes(found[:2], 16, Profile.default()) == found[:2]
