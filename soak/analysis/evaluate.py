@@ -294,6 +294,9 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
             row["series_days"] = sd
             row["false_per_series_day"] = nf / sd if sd else None
             row["false_examples"] = [x for r in rs for x in r["false"]][:3]
+            if "fails_on_fault" in rs[0] and family.startswith("severity/"):
+                # the severity policy: the run fails, on the fault's own finding
+                row["fail_rate"] = float(np.mean([r["verdict"] == "fail" and r["fails_on_fault"] for r in rs]))
             rows[f"x{m:g}"] = row
         out[family] = rows
     return out
@@ -420,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         from soak.analysis import evaluate_halls as eh
 
         faults = [c for c in eh.hall_fault_cases(FLOORS) if not only or c.family in only]
-        results += [eh.run_hall_case(c) for c in eh.hall_healthy_cases(args.halls) + faults]
+        # the severity cases and the whole node 7 C hotter (each beside its hall healthy)
+        extra = [c for c in eh.severity_cases() + eh.node_temp_cases(args.halls)
+                 if not only or c.family in only or (c.family == "hall/healthy" and "hall/hot-node-7c" in only)]
+        results += [eh.run_hall_case(c) for c in eh.hall_healthy_cases(args.halls) + faults + extra]
         if args.time_to_detect:
             ttd = {"faults": [eh.time_to_detect(c) for c in faults],
                    "healthy_online": [eh.online_false(c) for c in eh.hall_healthy_cases(2)]}
@@ -456,7 +462,7 @@ def print_time_to_detect(ttd: dict[str, Any]) -> None:
 def check_targets(summary: dict[str, Any]) -> dict[str, bool]:
     """The harness targets: no false finding; >= 2x floor all found; errors in bounds."""
     ok = {"zero_false_findings": True, "detect_2x_floor": True, "slope_period_within_20pct": True,
-          "hang_onset_within_5min": True}
+          "hang_onset_within_5min": True, "severity_cases_fail": True}
     for family, rows in summary.items():
         if family in INFORMATIVE:
             continue
@@ -464,6 +470,8 @@ def check_targets(summary: dict[str, Any]) -> dict[str, bool]:
             if row["false_findings"]:
                 ok["zero_false_findings"] = False
             m = float(key[1:])
+            if row.get("fail_rate", 1.0) < 1.0 or (family.startswith("severity/") and row.get("detection_rate") != 1.0):
+                ok["severity_cases_fail"] = False
             if m >= 2 and row.get("detection_rate", 1.0) < 1.0:
                 ok["detect_2x_floor"] = False
             if m >= 2:
@@ -493,6 +501,7 @@ def print_table(summary: dict[str, Any], nab: dict[str, Any] | None, ok: dict[st
                 f"{f(r.get('max_abs_onset_s')):>11} {f(r.get('max_abs_change_rel'), True):>10} "
                 f"{f(r.get('max_abs_deviation_abs')):>7} "
                 f"{r['false_findings']:>5} {f(r['false_per_series_day']):>16}"
+                + (f"  run fails on it: {f(r['fail_rate'], True)}" if "fail_rate" in r else "")
             )
             for ex in r["false_examples"]:
                 print(f"    false: {ex[:140]}")

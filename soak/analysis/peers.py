@@ -42,6 +42,13 @@ named again against the cluster. ``warn``, ``fail`` from ``straggler_fail_frac``
 
 Nodes against nodes for the chip metrics too (``outlier.node.*``, from ``SMALL_GROUP`` nodes
 of a model): a fault every chip of a node shares leaves its chips in line with each other.
+A node's temperature is judged against the other nodes' spread (``node_k_sigma``, floor
+``node_temp_min_c``); nodes hot together are one finding of their group
+(``outlier.group.temp_c``: a facility cause).
+
+Severity (the profile's severity policy): a straggler ``straggler_fail_frac`` slower, or a
+chip, node or group ``temp_fail_c`` hotter at comparable power, fails once out of line for
+``fail_min_s``; any other outlier has ``outlier_severity`` (warn).
 
 Each series is judged by three rules in turn: out of line for long (above), out of line in
 short episodes that come back (``soak.analysis.recurring``, codes ``*.episodes.*``), or out
