@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from soak.device_names import device_key
 from soak.provenance import time_scaled
 from soak.report import numerics as nmr
 from soak.report import reliability_text as rt
@@ -28,7 +26,7 @@ from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
-from soak.report.model import Customer, FindingView, ReportData, fmt, fmt_bytes, fmt_duration
+from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
 from soak.report.names import kind_name, metric_name, severity_name
 from soak.report.pdf_style import Markup, Styles, table
 from soak.report.rows import (
@@ -40,7 +38,7 @@ from soak.report.rows import (
     nodes_figure,
     threshold_text,
 )
-from soak.report.sentences import criterion_cells, finding_text, reason_text
+from soak.report.sentences import criterion_cells, decided_by, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
 from soak.report.units import dur, run_zone, span, when, zone_label
 
@@ -126,28 +124,6 @@ def _cover_end():
             pass
 
     return CoverEnd()
-
-
-DECIDED_MOST = 3  # the failing findings the verdict line names; the rest are counted
-
-
-def decided_by(findings: Sequence[FindingView], lang: str = "en") -> str:
-    """What the verdict line says decided it: the failing findings (kind and where, the
-    first few of them), or that none failed and how many warned."""
-    fails = [f for f in findings if f.severity == "fail"]
-    if not fails:
-        warns = sum(1 for f in findings if f.severity == "warn")
-        return t("decided_warns", lang).format(n=warns) if warns else t("decided_none", lang)
-    named = [f"{_where(f, lang)}: {kind_name(f.kind, lang)}" for f in fails[:DECIDED_MOST]]
-    if len(fails) > DECIDED_MOST:
-        named.append(t("decided_more", lang).format(n=len(fails) - DECIDED_MOST))
-    return t("decided_by", lang).format(what="; ".join(named))
-
-
-def _where(f: FindingView, lang: str) -> str:
-    if f.device is None:
-        return t("where_job", lang) if f.node is None else f"{t('node', lang).lower()} {f.node}"
-    return device_key(f.node, f.device)
 
 
 def render_pdf(

@@ -29,7 +29,7 @@ from soak.report.cluster_text import (
 from soak.report.i18n import t, verdict_label
 from soak.report.model import ReportData
 from soak.report.pdf_style import Markup, Styles, table
-from soak.report.sentences import reason_text
+from soak.report.sentences import decided_by, reason_text
 from soak.report.units import pct
 
 MAX_REASONS = 12
@@ -45,8 +45,9 @@ def cluster_story(data: ReportData, st: Styles, lang: str, page_w: float, tz: An
     view: ClusterView = data.cluster
     out: list[Any] = [*st.heading(t("cluster_view", lang))]
     color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
+    decided = f" ({escape(decided_by(data.findings, lang))})" if data.verdict in ("pass", "fail") else ""
     out.append(st.p(f'{escape(t("cluster_verdict", lang))}: <font color="{color}"><b>'
-                    f"{escape(verdict_label(data.verdict, lang))}</b></font>", markup=True))
+                    f"{escape(verdict_label(data.verdict, lang))}</b></font>{decided}", markup=True))
     out.append(st.p(counts_line(view, lang)))
     for r in data.verdict_reasons[:MAX_REASONS]:
         out.append(st.p(f"• {reason_text(r, lang, tz)}", st.cell))

@@ -14,14 +14,16 @@ says it from the values recorded beside it (``soak.report.event_text``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, tzinfo
 from typing import Any
 
 from soak.analysis.messages import ENGLISH, Formats, hm, say
 from soak.analysis.messages import pct as share
+from soak.device_names import device_key
 from soak.report.event_text import event_code, recorded
 from soak.report.i18n import CHINESE, EVENT_CHINESE, t
+from soak.report.model import FindingView
 from soak.report.names import (
     CAUSE_NAMES,
     LINK_WHEN_NAMES,
@@ -114,3 +116,25 @@ def criterion_cells(c: Any, lang: str = "en") -> tuple[str, str, str, str]:
             message(c.required_code, values, lang, fallback=c.required),
             message(c.measured_code, values, lang, fallback=c.measured),
             met_word(c.met, lang))
+
+
+DECIDED_MOST = 3  # the failing findings the verdict line names; the rest are counted
+
+
+def decided_by(findings: Sequence[FindingView], lang: str = "en") -> str:
+    """What the verdict line says decided it: the failing findings (kind and where, the
+    first few of them), or that none failed and how many warned."""
+    fails = [f for f in findings if f.severity == "fail"]
+    if not fails:
+        warns = sum(1 for f in findings if f.severity == "warn")
+        return t("decided_warns", lang).format(n=warns) if warns else t("decided_none", lang)
+    named = [f"{_where(f, lang)}: {kind_name(f.kind, lang)}" for f in fails[:DECIDED_MOST]]
+    if len(fails) > DECIDED_MOST:
+        named.append(t("decided_more", lang).format(n=len(fails) - DECIDED_MOST))
+    return t("decided_by", lang).format(what="; ".join(named))
+
+
+def _where(f: FindingView, lang: str) -> str:
+    if f.device is None:
+        return t("where_job", lang) if f.node is None else f"{t('node', lang).lower()} {f.node}"
+    return device_key(f.node, f.device)

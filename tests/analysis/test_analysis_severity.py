@@ -16,7 +16,7 @@ from soak.analysis.synth import Fault, Scenario
 from soak.analysis.synth import generate as generate_scenario
 from soak.analysis.synth_hall import Hall, generate
 from soak.report.model import FindingView
-from soak.report.pdf import decided_by
+from soak.report.sentences import decided_by
 
 pytestmark = pytest.mark.compute  # pyproject.toml
 
