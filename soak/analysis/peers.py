@@ -526,6 +526,7 @@ def _node_compare(
     limit = max(floor, p.k_sigma * spread)
     t = grid.centres()
     out = []
+    judgements = {}
     for j, node in enumerate(names):
         if spec.node_floor is not None:
             # Temperature: healthy nodes differ by their racks and inlets, and with eight
@@ -546,10 +547,22 @@ def _node_compare(
             if not math.isfinite(spread):
                 continue
             limit = max(floor, p.k_sigma * spread)
-        members = [keys[i] for i in nodes[node]]
         judged = _judge(spec, t, dev[j], limit, p)
-        if judged is None:
-            continue
+        if judged is not None:
+            judgements[j] = (judged, spread, limit)
+    if spec.node_floor is not None and len(judgements) >= p.group_min_nodes:
+        # Several nodes hot together: leaving one out leaves its neighbours in the others,
+        # whose robust spread does not count them. A group is judged against the spread of
+        # every node of the model, itself included (robust while it is less than half of
+        # them): a rack a few degrees warmer than the rest is how halls are (a healthy
+        # hall's rack of three ran 3.5 to 6.8 C above the others), one well above is not.
+        spread = max(_spread_of(per_node), 0.0)
+        limit = max(floor, p.k_sigma * spread)
+        judgements = {j: (judged, spread, limit) for j in judgements
+                      if (judged := _judge(spec, t, dev[j], limit, p)) is not None}
+    for j, (judged, spread, limit) in sorted(judgements.items()):
+        node = names[j]
+        members = [keys[i] for i in nodes[node]]
         if isinstance(judged[-1], recurring.Episodes):
             ok, tv, sign, eps = judged
             sel = eps.selected
