@@ -13,10 +13,11 @@ import json
 import re
 import string
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from soak.analysis import KINDS, Finding, Trace, analyze
+from soak.analysis import KINDS, Finding, Trace, analyze, numerics
 from soak.analysis import compute as cp
 from soak.analysis import evaluate as ev
 from soak.analysis.messages import (
@@ -140,10 +141,29 @@ def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
             assert f["device"] is None or "/" not in f["device"], f  # node and device apart
         for r, t in zip(a.reasons, doc["reasons_typed"], strict=True):
             assert t["code"] in REASONS and say(t["code"], t["values"]) == r
+    # the numerical findings come from the workloads' events, never from a trace: one event of
+    # each kind and class, judged as a run's are, says its code here
+    seen |= _check(numerics.assess(_numeric_events()))
     kinds = {c.split(".")[0] for c in seen}
     # a chip's own fault report comes from the run's events, never from a trace: its codes are
     # said by tests/analysis/test_device_faults.py and the daemon's real runs
     assert kinds == set(KINDS) - {"device_fault"}, set(KINDS) - kinds
+
+
+def _numeric_events() -> list[SimpleNamespace]:
+    base = {"node": "n0", "workload": "lm", "message": None}
+    details = [
+        ("sdc", 1, {"check": "recompute", "error": 0.5, "tolerance": 1e-6, "suspect_rank": 1,
+                    "classification": "chip", "chip": "npu0-1", "serial": "SN-B"}),
+        ("sdc", 0, {"check": "replica", "error": None, "tolerance": None, "suspect_rank": 0,
+                    "classification": "transient", "chip": "npu0-0", "serial": "SN-A"}),
+        ("nonfinite", 1, {"what": "loss", "value": "nan", "suspect_rank": None,
+                          "classification": "everywhere"}),
+        ("loss_spike", 0, {"loss": 40.0, "median": 2.0, "multiple": 4.0, "suspect_rank": 0,
+                           "classification": "transient", "chip": "npu0-0", "serial": "SN-A"}),
+    ]
+    return [SimpleNamespace(kind=kind, ts=1_760_000_000.0 + i, rank=rank, detail={"step": 100 + i, **d}, **base)
+            for i, (kind, rank, d) in enumerate(details)]
 
 
 def test_one_duration_and_one_share_format_rounded_down() -> None:
