@@ -45,6 +45,9 @@ HEARTBEAT_KEYS = (
     "tokens_per_s", "tflops", "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes",
     "host_rss_bytes", "phase", "comm_timeouts", "collective", "sdc_mismatches", "message", "capture", "link_test",
     "seconds", "injected", "inject", "numeric_checks",
+    # numerical checks: lm's step lines, then the fields of sdc_mismatch, nonfinite, loss_spike, alignment
+    "grad_norm", "check", "error", "tolerance", "suspect_rank", "classification", "what",
+    "value", "median", "multiple", "steps", "max_rel_diff", "device_losses", "reference_losses",
 )  # fmt: skip
 
 
@@ -104,10 +107,13 @@ def positive(args: argparse.Namespace) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if args.link_test_every_s is not None and args.link_test_every_s < 0:
         raise UserError(f"--link-test-every-s must be >= 0, got {args.link_test_every_s}")
+    if getattr(args, "spike_multiple", 2.0) <= 1.0:
+        raise UserError(f"--spike-multiple must be > 1, got {args.spike_multiple}")
     if args.ckpt_every is not None and args.ckpt_every < 0:
         raise UserError(f"--ckpt-every must be >= 0, got {args.ckpt_every}")
-    for name in ("profile_steps", "profile_warmup", "profile_every_s", "profile_max_mb", "link_test_bytes"):
-        if getattr(args, name) < 0:
+    for name in ("profile_steps", "profile_warmup", "profile_every_s", "profile_max_mb", "link_test_bytes",
+                 "check_every", "align_steps"):  # the last two: lm's numerical checks
+        if (getattr(args, name, None) or 0) < 0:
             raise UserError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
 
 

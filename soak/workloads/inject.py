@@ -17,7 +17,11 @@ spec                      effect
 ``slow-rank:R,FACTOR,``   ... only for FOR seconds of every EVERY (from the start of
 ``EVERY,FOR``             training): a slowdown that comes and goes
 ``comm-delay:R,SECONDS``  rank R sleeps SECONDS before each collective
-``corrupt:AT``            gemm only: corrupt the device result at step AT (SDC check)
+``corrupt:AT[,RANK]``      gemm and lm: from step AT on, the rank's device computes a wrong
+                          result (a faulty chip): gemm's check product, lm's output logits
+``bitflip:AT[,RANK]``     lm: one bit of one parameter flipped once at step AT (a memory
+                          upset: the replicas diverge)
+``nan:AT[,RANK]``         lm: the rank's loss is NaN at step AT, once
 ``slow-data:every=N,``    slow data loader: every N-th step's batch takes S seconds longer
 ``delay=S[,rank=R]``      to load, inside the step's data phase (``soak.data``), so a
                           profiler capture names data loading as the cause
@@ -45,7 +49,10 @@ from soak.errors import InputError
 
 _SIZE = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _TIME = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt", "slow-data", "slow-link")
+KINDS = ("leak", "stall", "hang", "crash", "slow-rank", "comm-delay", "corrupt", "slow-data", "slow-link",
+         "bitflip", "nan")
+# the workloads each numerical fault applies to: the ones with a check that can see it
+NUMERIC_KINDS = {"corrupt": ("gemm", "lm"), "bitflip": ("lm",), "nan": ("lm",)}
 
 
 @dataclass(frozen=True)
@@ -126,12 +133,12 @@ def parse_inject(raw: str) -> InjectSpec:
             raise _bad(raw, "EVERY and FOR must be positive")
         rank = _int(raw, args[2], "RANK") if n == 3 else None
         return InjectSpec(kind, raw, every_s=every, for_s=for_s, rank=rank)
-    if kind in ("hang", "crash", "corrupt"):
+    if kind in ("hang", "crash", "corrupt", "bitflip", "nan"):
         always = kind == "crash" and n >= 2 and args[-1].lower() == "always"
         if always:
             args = args[:-1]
-        if len(args) not in (1, 2) or (kind == "corrupt" and len(args) != 1):
-            raise _bad(raw, f"expected {kind}:AT" + ("" if kind == "corrupt" else "[,RANK]"))
+        if len(args) not in (1, 2):
+            raise _bad(raw, f"expected {kind}:AT[,RANK]")
         at = _int(raw, args[0], "AT (a step)", 1)
         rank = _int(raw, args[1], "RANK") if len(args) == 2 else None
         return InjectSpec(kind, raw, at_step=at, rank=rank, always=always)
@@ -178,8 +185,9 @@ def _slow_data(raw: str, args: list[str]) -> InjectSpec:
 def parse_all(raws: Sequence[str], workload: str) -> tuple[InjectSpec, ...]:
     specs = tuple(parse_inject(r) for r in raws)
     for s in specs:
-        if s.kind == "corrupt" and workload != "gemm":
-            raise _bad(s.raw, "corrupt applies to the gemm workload only")
+        allowed = NUMERIC_KINDS.get(s.kind)
+        if allowed is not None and workload not in allowed:
+            raise _bad(s.raw, f"{s.kind} applies to the {' and '.join(allowed)} workload{'s' if len(allowed) > 1 else ''} only")
     return specs
 
 
@@ -211,6 +219,7 @@ class Injector:
         self._t0 = time.monotonic()
         self._next_stall: dict[str, float] = {}
         self._step_s = 0.0
+        self._done: set[str] = set()
 
     def of(self, kind: str) -> list[InjectSpec]:
         return [s for s in self.specs if s.kind == kind]
@@ -299,4 +308,16 @@ class Injector:
         return sum(took_s * float(s.factor or 0.0) / (1.0 - float(s.factor or 0.0)) for s in self.of("slow-link"))
 
     def corrupt_at(self, step: int) -> bool:
+        """The step a ``corrupt`` fault starts at (its ``inject`` event is written then)."""
         return any(s.at_step == step for s in self.of("corrupt"))
+
+    def corrupting(self, step: int) -> bool:
+        """This rank's device computes wrong results at ``step``: a faulty chip stays faulty."""
+        return any(step >= int(s.at_step or 0) for s in self.of("corrupt"))
+
+    def once_at(self, kind: str, step: int) -> list[InjectSpec]:
+        """The ``bitflip``/``nan`` specs that act at ``step``, each only the first time it is
+        asked (a replayed step does not repeat an upset)."""
+        due = [s for s in self.of(kind) if s.at_step == step and s.raw not in self._done]
+        self._done.update(s.raw for s in due)
+        return due
