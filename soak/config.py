@@ -392,6 +392,22 @@ class ReliabilitySection:
                                          raw=[64, 256])
 
 
+def _opt_count(value: Any, key: str) -> int | None:
+    return None if value in (None, "") else _number(0, integer=True)(value, key)
+
+
+@dataclass(frozen=True)
+class NumericsSection:
+    check_every: int = opt(100, "Every this many steps each rank of lm proves its chip computed right: a cross-chip "
+                           "recompute of the loss and a replica checksum (docs/workloads.md); 0: none.",
+                           _number(0, integer=True))
+    spike_multiple: float = opt(4.0, "A loss this many times the median of the rank's last 100 is a loss spike.",
+                                _number(1, strict=True))
+    align_steps: int | None = opt(None, "Precision alignment: the first N losses of lm against a CPU float64 "
+                                  "reference of the same seed; empty: 10 for tiny and small, 0 (none) for "
+                                  "medium and large.", _opt_count, raw="")
+
+
 # The keys that differ from node to node: the plan digest every node must agree on leaves them
 # out (the store URL too: a node may reach the one database through its own pgbouncer or name).
 NODE_LOCAL_KEYS = (("cluster", "node_rank"), ("cluster", "node_name"), ("cluster", "advertise"),
@@ -418,6 +434,7 @@ class Plan:
     capture: CaptureSection = field(default_factory=CaptureSection)
     cluster: ClusterSection = field(default_factory=ClusterSection)
     reliability: ReliabilitySection = field(default_factory=ReliabilitySection)
+    numerics: NumericsSection = field(default_factory=NumericsSection)
 
     def __post_init__(self) -> None:
         if self.run.time_scale != 1.0 and self.devices.backend != "sim":

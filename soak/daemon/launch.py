@@ -32,10 +32,15 @@ def default_argv(plan: Plan, rendezvous: Callable[[], Any] | None = None) -> Arg
         link_args = ("--link-test-every-s", f"{plan.cluster.link_test_every_s / scale:g}",
                      "--link-test-bytes", str(plan.cluster.link_test_bytes))
 
+    num = plan.numerics
+    numerics_args = ("--check-every", str(num.check_every), "--spike-multiple", f"{num.spike_multiple:g}",
+                     *(() if num.align_steps is None else ("--align-steps", str(num.align_steps))))
+
     def argv(w: WorkloadSpec, run_dir: Path, attempt: int, wall_left_s: float) -> list[str]:
+        own = numerics_args if w.name == "lm" else ()  # the workload that trains
         return build_command(w.name, run_dir, w.nproc, w.size, duration_s=max(1.0, wall_left_s + 30.0),
                              inject=plan.faults.inject,
-                             extra=("--device-backend", device, *profile_args, *link_args, *w.extra),
+                             extra=("--device-backend", device, *profile_args, *link_args, *own, *w.extra),
                              rendezvous=None if rendezvous is None else rendezvous())
 
     return argv

@@ -10,8 +10,9 @@ and a failed check is an ``sdc_mismatch`` heartbeat event (``soak.analysis.numer
 ``check`` the first comparison that failed (``gemm_cpu``, else ``gemm_first``), its error and
 tolerance, this rank as the suspect (the product ran on its own chip, against a reference that
 did not). The product is then computed once more: a wrong result again is this chip's
-(``classification`` ``chip``), a right one a transient. ``--inject corrupt:AT`` perturbs the
-result at step AT on purpose (its rerun too: a faulty chip), so the check can be seen to work.
+(``classification`` ``chip``), a right one a transient. ``--inject corrupt:AT[,RANK]`` perturbs
+the result from step AT on, on purpose (its rerun too: a faulty chip), so the check can be seen
+to work.
 Every check, passed or not, counts in the step lines' ``numeric_checks``.
 
 Run: ``soak workload gemm --nproc-per-node N --run-dir DIR`` (its torchrun: ``--print``).
@@ -89,9 +90,9 @@ class GemmWorkload:
 
     def _product(self, step: int, say: bool) -> Any:
         c = (self.ca @ self.cb).float().cpu().double()
-        if self.ctx.injector.corrupt_at(step):
+        if self.ctx.injector.corrupting(step):  # a faulty chip stays faulty from step AT on
             c[0, 0] += 1000.0  # what a flipped high-order bit looks like
-            if say:
+            if say and self.ctx.injector.corrupt_at(step):
                 self.ctx.hb.event("inject", step, "corrupt: perturbed the check result at [0, 0]",
                                   inject={"spec": "corrupt", "action": "corrupt"})
         return c

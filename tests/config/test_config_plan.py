@@ -225,7 +225,12 @@ def test_listen_without_port_names_the_default_port_as_example() -> None:
     [
         ({"faults": {"inject": ["bogus"]}}, "faults.inject 'bogus': expected KIND:ARGS"),
         ({"faults": {"inject": ["leak:5MBs"]}}, "faults.inject 'leak:5MBs': '5MBs' is not a rate"),
-        ({"faults": {"inject": ["corrupt:5"]}}, "faults.inject 'corrupt:5': corrupt applies to the gemm workload only"),
+        ({"workloads": [{"name": "collective"}], "faults": {"inject": ["corrupt:5"]}},
+         "faults.inject 'corrupt:5': corrupt applies to the gemm and lm workloads only"),
+        ({"workloads": [{"name": "gemm"}], "faults": {"inject": ["nan:5,1"]}},
+         "faults.inject 'nan:5,1': nan applies to the lm workload only"),
+        ({"numerics": {"check_every": -1}}, "numerics.check_every must be an integer >= 0, got -1"),
+        ({"numerics": {"spike_multiple": 0.5}}, "numerics.spike_multiple must be a number > 1, got 0.5"),
         ({"workloads": [{"name": "lm", "extra": ["--bogus"]}]},
          r"workloads\[0\].extra: workload lm: unrecognized arguments: --bogus"),
         ({"workloads": [{"name": "gemm"}, {"name": "lm", "extra": ["--steps", "x"]}]},

@@ -151,7 +151,11 @@ def test_sdc_check_reports_a_corrupted_result(launcher):
     for rank in (0, 1):
         lines = read_heartbeats(launcher.run_dir, "gemm", rank)
         bad = [r for r in lines if r["event"] == "sdc_mismatch"]
-        assert [r["step"] for r in bad] == [7]
+        # the faulty chip stays faulty: found where it starts and at every check after
+        assert [r["step"] for r in bad] == [7, 10]
         assert "vs CPU reference" in bad[0]["message"] and "[0, 0]" in bad[0]["message"]
         assert "vs first device result" in bad[0]["message"]
-        assert lines[-1]["sdc_mismatches"] == 1
+        assert bad[0]["check"] == "gemm_cpu" and bad[0]["error"] > bad[0]["tolerance"]
+        assert bad[0]["suspect_rank"] == rank and bad[0]["classification"] == "chip"  # wrong again on its rerun
+        assert lines[-1]["sdc_mismatches"] == 2
+        assert lines[-1]["numeric_checks"] == 5  # steps 5, 7 and 10, and the reruns at 7 and 10

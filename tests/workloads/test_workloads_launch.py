@@ -44,7 +44,8 @@ def test_cluster_host_node_gives_its_workers_the_rendezvous_host_not_its_hostnam
 @pytest.mark.parametrize("kw, words", [
     ({"workload": "bert"}, "workload 'bert'"),
     ({"nproc": 0}, "nproc 0"),
-    ({"inject": ("corrupt:3",)}, "gemm workload only"),
+    ({"inject": ("corrupt:3",), "workload": "collective"}, "gemm and lm workloads only"),
+    ({"inject": ("bitflip:3,1",), "workload": "gemm"}, "lm workload only"),
 ])
 def test_build_command_rejects_bad_input(tmp_path, kw, words):
     args = {"workload": "lm", "run_dir": tmp_path, "nproc": 2, **kw}
