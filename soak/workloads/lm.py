@@ -161,6 +161,7 @@ class LMWorkload:
         ctx.hb.numeric_checks = 0  # lm checks its numbers: its step lines state how many checks ran
         self.numerics = Numerics(ctx, self, Options(check_every=args.check_every, spike_multiple=args.spike_multiple))
         self.align_steps = ALIGN_STEPS[args.size] if args.align_steps is None else args.align_steps
+        self.numerics.gather_until = self.align_steps  # the job's mean loss of those steps
         self._aligned: list[float] | None = None  # mean loss of steps 1.. of a run begun at step 0
         self._corrupt = False  # this rank's device computes wrong results (--inject corrupt)
         self.model.head.register_forward_hook(lambda _m, _i, out: out * CORRUPT_SCALE if self._corrupt else None)

@@ -3,10 +3,13 @@
 A chip that computes wrong numbers crashes nothing; it passes every liveness and throughput
 check and poisons the training. ``Numerics`` watches a data-parallel training loop:
 
-* **every step**, for free: each rank's loss and the gradient norm (the value
-  ``clip_grad_norm_`` returns) are exchanged (one small all-gather). A non-finite loss or
-  gradient norm is a ``nonfinite`` event; a loss ``spike_multiple`` times the median of the
-  rank's last ``spike_window`` losses (after ``spike_warmup`` steps) is a ``loss_spike``.
+* **every step**, talking to no other rank: the rank's loss and the gradient norm (the value
+  ``clip_grad_norm_`` returns, over the all-reduced gradients). A non-finite loss anywhere
+  makes that norm non-finite on every rank alike, so every rank knows it at once; the losses
+  are then all-gathered and the NaN named as a ``nonfinite`` event. A loss ``spike_multiple``
+  times the median of the rank's last ``spike_window`` losses (after ``spike_warmup`` steps)
+  is a ``loss_spike``, classified by its own rank: recomputed on its chip from the same state
+  (gone: transient), then on the CPU in float64 (there too: everywhere; not: chip).
 * **every ``check_every`` steps** two checks (docs/workloads.md says what each sees):
 
   - *replica agreement* (``check = "replica"``): before the step's forward, i.e. after the
@@ -20,7 +23,7 @@ check and poisons the training. ``Numerics`` watches a data-parallel training lo
     forward on one chip; it cannot see a fault in the backward pass or the optimizer (the
     replica check sees the latter once the weights differ).
 
-**Classification** (the idea of Megatron-Core's rerun state machine): a NaN, a spike or a
+**Classification** (the idea of Megatron-Core's rerun state machine): a NaN or a
 recompute mismatch is recomputed from the same state (the weights before the optimizer step)
 on every chip; where the chips disagree with no majority, a CPU float64 recomputation
 decides which is right. A rank whose own recomputation is still wrong is ``"chip"`` (recurs
@@ -187,9 +190,10 @@ class Numerics:
         self.trainer = trainer
         self.opt = options
         self.rank, self.world = ctx.rank, ctx.world_size
-        self.spikes = SpikeWatch(self.world, options.spike_multiple, options.spike_window, options.spike_warmup)
+        self.spikes = SpikeWatch(1, options.spike_multiple, options.spike_window, options.spike_warmup)  # this rank's
+        self.gather_until = 0  # the losses of steps up to this one are all-gathered (alignment)
         self._snap: tuple[int, Any] | None = None  # (step, host state) of the last agreeing check
-        self._record: dict[int, tuple[list[float] | None, bool]] = {}  # step -> (losses, applied) since
+        self._record: dict[int, tuple[float | None, bool]] = {}  # step -> (own loss, applied) since
         self.last_losses: list[float] = []  # every rank's loss at the last step
 
     # -- collectives ------------------------------------------------------------------------
@@ -242,9 +246,9 @@ class Numerics:
         self.trainer.restore(snap)
         first = math.inf
         for s in range(since + 1, step):
-            losses, applied = record.get(s, (None, True))
+            recorded, applied = record.get(s, (None, True))
             mine = self.trainer.train(s, applied)
-            if losses is not None and first == math.inf and not agree(mine, losses[self.rank], CHIP_TOL):
+            if recorded is not None and first == math.inf and not agree(mine, recorded, CHIP_TOL):
                 first = float(s)
         after = fingerprint(self.trainer.parameters())
         rows = self.gather(step, [float(after), first], "numerics_replay")
@@ -283,52 +287,81 @@ class Numerics:
     # -- loss health and cross-chip recompute, after the backward -------------------------------
 
     def after_backward(self, step: int, loss: float, grad_norm: float) -> bool:
-        """Check this step; True when its gradients may be applied (no fault touched them)."""
+        """Check this step; True when its gradients may be applied (no fault touched them).
+
+        Most steps talk to no other rank: a non-finite loss anywhere makes the all-reduced
+        gradient norm non-finite on every rank alike, and a spike is classified by its own rank.
+        Only a check step, a non-finite norm or a step whose losses the job needs (precision
+        alignment) all-gathers the losses."""
         checking = self.due(step)
+        spike = self._spike(step, loss) if math.isfinite(grad_norm) else None
+        self.spikes.push(0, loss)
+        if not (checking or not math.isfinite(grad_norm) or step <= self.gather_until):
+            self._record[step] = (None if spike else loss, True)
+            return True
         recompute = math.nan
         if checking:
             self.ctx.hb.numeric_checks += 1
             recompute = self.trainer.device_loss(step, (self.rank + 1) % self.world)
-        rows = self.gather(step, [loss, grad_norm, recompute])
+        rows = self.gather(step, [loss, grad_norm, recompute, 1.0 if spike else 0.0])
         losses = [r[0] for r in rows]
         self.last_losses = losses
         norm = rows[0][1]  # the all-reduced gradients' norm: the same on every rank
-        apply = True
-        disputes: dict[int, tuple[str, dict[int, float], float | None]] = {}
+        apply = math.isfinite(norm)
+        disputes: dict[int, tuple[str, dict[int, float]]] = {}
         for k, v in enumerate(losses):
             if not math.isfinite(v):
-                disputes[k] = ("nonfinite", {k: v}, None)
-            elif (med := self.spikes.spiky(k, v)) is not None:
-                disputes[k] = ("loss_spike", {k: v}, med)
+                disputes[k] = ("nonfinite", {k: v})
         if checking:
             for k in range(self.world):
                 m = rows[(k - 1) % self.world][2]  # rank k-1 computed rank k's batch
-                if k not in disputes and not agree(losses[k], m, CHIP_TOL):
-                    disputes[k] = ("recompute", {k: losses[k], (k - 1) % self.world: m}, None)
-        if not math.isfinite(norm):
-            apply = False
-            if not any(kind == "nonfinite" for kind, _, _ in disputes.values()):
-                self._emit(None, "nonfinite", step, f"gradient norm {norm} at step {step}; every loss finite",
-                           what="grad_norm", value=_label(norm), classification=None)
+                # a spike its rank reported already: the same fault, not a second one
+                if k not in disputes and not rows[k][3] and not agree(losses[k], m, CHIP_TOL):
+                    disputes[k] = ("recompute", {k: losses[k], (k - 1) % self.world: m})
+        if not math.isfinite(norm) and not disputes:
+            self._emit(None, "nonfinite", step, f"gradient norm {_label(norm)} at step {step}; every loss finite",
+                       what="grad_norm", value=_label(norm), classification=None)
         found: dict[tuple[str, int | None, str], tuple[str, dict[str, Any]]] = {}
         for k in sorted(disputes):
-            kind, originals, med = disputes[k]
-            if not self._settle(step, k, kind, originals, med, found):
+            kind, originals = disputes[k]
+            if not self._settle(step, k, kind, originals, found):
                 apply = False
         for (kind, suspect, _), (message, fields) in found.items():
             self._emit(suspect, kind, step, message, **fields)
-        for k, v in enumerate(losses):
-            self.spikes.push(k, v)
         # what a replay compares with; a step a fault touched is not compared (already reported)
-        self._record[step] = (None if disputes or not math.isfinite(norm) else losses, apply)
+        self._record[step] = (None if disputes or spike or not math.isfinite(norm) else loss, apply)
         return apply
 
-    def _settle(self, step: int, k: int, kind: str, originals: dict[int, float], med: float | None,
+    def _spike(self, step: int, loss: float) -> str | None:
+        """This rank's loss against the median of its recent ones; a spike is recomputed from the
+        same state on this chip (gone: ``"transient"``), then on the CPU in float64 (there too:
+        ``"everywhere"``, the data's or the model's; not there: ``"chip"``). Its classification,
+        or None for no spike. Its update is still applied: every rank applies the same one, and
+        the gradient clipping bounds what one rank's batch adds to it."""
+        med = self.spikes.spiky(0, loss)
+        if med is None:
+            return None
+        multiple = self.spikes.multiple
+        again = self.trainer.device_loss(step, self.rank)
+        if not (math.isfinite(again) and again >= multiple * med):
+            cls = "transient"
+        else:
+            ref = self.trainer.reference_loss(step, self.rank)
+            cls = "everywhere" if ref >= multiple * med else "chip"
+        said = {"chip": "recurs on this chip, not on the CPU", "transient": "did not recur on a rerun",
+                "everywhere": "recurs on the CPU too"}[cls]
+        self.ctx.hb.event("loss_spike", step,
+                          f"loss {loss:.4g} on rank {self.rank} at step {step} is >= {multiple:g} x the median "
+                          f"{med:.4g} of its last {len(self.spikes.recent[0])} steps: {said}",
+                          loss=loss, median=med, multiple=multiple,
+                          suspect_rank=None if cls == "everywhere" else self.rank, classification=cls)
+        return cls
+
+    def _settle(self, step: int, k: int, kind: str, originals: dict[int, float],
                 found: dict[tuple[str, int | None, str], tuple[str, dict[str, Any]]]) -> bool:
         """Recompute rank k's batch on every chip, classify, and put what is found in ``found``
         (one event per kind, suspect and classification: with two ranks a faulty chip spoils
-        both recompute pairs); True when the step's gradients may still be applied (a spike
-        every chip reproduces is the data's)."""
+        both recompute pairs); True when the step's gradients may still be applied."""
         mine = self.trainer.device_loss(step, k)
         reruns = [r[0] for r in self.gather(step, [mine], "numerics_rerun")]
         ref_box: list[float] = []
@@ -342,11 +375,7 @@ class Numerics:
         right = settle(reruns, CHIP_TOL, reference)
 
         def bad(v: float) -> bool:
-            if kind == "nonfinite":
-                return not math.isfinite(v)
-            if kind == "loss_spike":
-                return med is not None and (not math.isfinite(v) or v >= self.spikes.multiple * med)
-            return False
+            return kind == "nonfinite" and not math.isfinite(v)
 
         verdicts = classify(originals, reruns, right, CHIP_TOL, bad)
         first = originals[k]
@@ -358,11 +387,6 @@ class Numerics:
             if kind == "nonfinite":
                 found.setdefault(key, (f"loss {_label(first)} on rank {k} at step {step}: {said}",
                                        {"what": "loss", "value": _label(first), "classification": cls}))
-            elif kind == "loss_spike":
-                found.setdefault(key, (
-                    f"loss {first:.4g} on rank {k} at step {step} is >= {self.spikes.multiple:g} x the "
-                    f"median {med:.4g} of its last {len(self.spikes.recent[k])} steps: {said}",
-                    {"loss": first, "median": med, "multiple": self.spikes.multiple, "classification": cls}))
             else:
                 bad_value = reruns[suspect] if suspect is not None and cls == "chip" else \
                     originals.get(suspect if suspect is not None else k, first)
@@ -372,6 +396,4 @@ class Numerics:
                 found[key] = (f"recompute check: rank {k}'s loss at step {step} computed on two chips differs; "
                               f"{where}: {error:.3g} (relative) from the settled value > {CHIP_TOL:.3g}, {said}",
                               {"check": "recompute", "error": error, "tolerance": CHIP_TOL, "classification": cls})
-        # nothing wrong after all (a chip that rounded differently), or a spike every chip
-        # reproduces: the data's, and its gradients are as right as any
-        return not verdicts or (kind == "loss_spike" and verdicts[0][1] == "everywhere")
+        return not verdicts  # nothing wrong after all: a chip that rounded differently
