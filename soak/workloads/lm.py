@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from soak.workloads.common import Context, run_cli
-from soak.workloads.numerics import DEFAULT_CHECK_EVERY, DEFAULT_SPIKE_MULTIPLE, Numerics, Options, alignment_tolerance
+from soak.workloads.numerics import (
+    DEFAULT_CHECK_EVERY,
+    DEFAULT_SPIKE_MULTIPLE,
+    Numerics,
+    Options,
+    alignment_tolerance,
+)
 
 
 @dataclass(frozen=True)

@@ -223,10 +223,16 @@ class Numerics:
 
     # -- replica agreement, before a check step's forward -------------------------------------
 
+    def replicas(self) -> bool:
+        """The replica check runs (and keeps its host copy and loss record) at all."""
+        return self.opt.check_every > 0 and self.world > 1
+
     def before_forward(self, step: int) -> None:
+        if not self.replicas():
+            return
         if self._snap is None:  # the state training starts (or resumes) from
             self._snapshot(step)
-        if not self.due(step) or self.world < 2:
+        if not self.due(step):
             return
         self.ctx.hb.numeric_checks += 1
         prints = [int(v[0]) for v in self.gather(step, [float(fingerprint(self.trainer.parameters()))])]
@@ -297,7 +303,7 @@ class Numerics:
         spike = self._spike(step, loss) if math.isfinite(grad_norm) else None
         self.spikes.push(0, loss)
         if not (checking or not math.isfinite(grad_norm) or step <= self.gather_until):
-            self._record[step] = (None if spike else loss, True)
+            self._keep(step, None if spike else loss, True)
             return True
         recompute = math.nan
         if checking:
@@ -329,8 +335,12 @@ class Numerics:
         for (kind, suspect, _), (message, fields) in found.items():
             self._emit(suspect, kind, step, message, **fields)
         # what a replay compares with; a step a fault touched is not compared (already reported)
-        self._record[step] = (None if disputes or spike or not math.isfinite(norm) else loss, apply)
+        self._keep(step, None if disputes or spike or not math.isfinite(norm) else loss, apply)
         return apply
+
+    def _keep(self, step: int, loss: float | None, applied: bool) -> None:
+        if self.replicas():
+            self._record[step] = (loss, applied)
 
     def _spike(self, step: int, loss: float) -> str | None:
         """This rank's loss against the median of its recent ones; a spike is recomputed from the
