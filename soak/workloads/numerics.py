@@ -282,8 +282,7 @@ class Numerics:
         self._emit(suspect, "sdc_mismatch", step,
                    f"replica check: weights after step {step - 1} differ across ranks ({len(set(prints))} "
                    f"distinct checksums; replayed steps {since + 1}-{step - 1}): {how}",
-                   check="replica", error=None, tolerance=0.0, classification=cls,
-                   first_step=int(earliest) if math.isfinite(earliest) else None)
+                   check="replica", error=None, tolerance=0.0, classification=cls)
         self._snapshot(step)
 
     def _snapshot(self, step: int) -> None:
