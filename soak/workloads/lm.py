@@ -28,6 +28,8 @@ from soak.workloads.numerics import (
     Numerics,
     Options,
     alignment_tolerance,
+    param_bits,
+    rel_diff,
 )
 
 
@@ -258,7 +260,7 @@ class LMWorkload:
                          "large from now on", inject={"spec": s.raw, "action": "corrupt_device"})
         for s in inj.once_at("bitflip", step):
             name, p = next(iter(self.model.named_parameters()))
-            bits = _flat_bits(p)
+            bits = param_bits(p)
             i, bit = bits.numel() // 2, p.element_size() * 8 - 10  # the mantissa's top bit
             with torch.no_grad():
                 before = float(p.reshape(-1)[i])
@@ -312,7 +314,7 @@ class LMWorkload:
             return
         ref = self.reference_losses(self.align_steps)
         dev = self._aligned
-        diff = max(_rel(a, b) for a, b in zip(dev, ref, strict=True))
+        diff = max(rel_diff(a, b) for a, b in zip(dev, ref, strict=True))
         tol = alignment_tolerance(self.amp or "float32")
         verdict = "within" if diff <= tol else "beyond"
         self.ctx.hb.event("alignment", step,
@@ -338,17 +340,6 @@ class LMWorkload:
             opt.zero_grad(set_to_none=True)
             out.append(float(loss.detach()))
         return out
-
-
-def _rel(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(b), 1e-30) if math.isfinite(a) else math.inf
-
-
-def _flat_bits(p: Any) -> Any:
-    import torch
-
-    view = {8: torch.int64, 4: torch.int32, 2: torch.int16}[p.element_size()]
-    return p.data.view(-1).view(view)
 
 
 def _to_cpu(obj: Any) -> Any:

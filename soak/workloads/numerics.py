@@ -120,7 +120,8 @@ def classify(originals: dict[int, float], reruns: Sequence[float], right: float,
     return out
 
 
-def _bits(p: Any) -> Any:
+def param_bits(p: Any) -> Any:
+    """A flat integer view of a parameter's storage (its bits, writable in place)."""
     import torch
 
     view = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[p.element_size()]
@@ -135,7 +136,7 @@ def fingerprint(params: Iterable[Any]) -> int:
 
     total = 0
     for i, p in enumerate(params):
-        total += (i + 1) * int(torch.sum(_bits(p), dtype=torch.int64))
+        total += (i + 1) * int(torch.sum(param_bits(p), dtype=torch.int64))
     return total % (1 << 52)
 
 
