@@ -182,8 +182,10 @@ class LMWorkload:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
-        # rank 0's counts: the checkpoint's writer (every rank counts alike, one check per period)
+        # rank 0's count of checks: the checkpoint's writer (every rank runs one of each per period)
         self.ctx.hb.numeric_checks = int(state.get("numeric_checks", 0))
+        if self.ctx.rank == 0:  # what it found is its own
+            self.ctx.hb.sdc_mismatches = int(state.get("sdc_mismatches", 0))
 
     # -- what the numerical checks need (soak.workloads.numerics.Trainer) --------------------
 
@@ -276,7 +278,8 @@ class LMWorkload:
         with ctx.data(step):
             x, y = self._batch(step, ctx.rank)
         self._inject(step)
-        self.numerics.before_forward(step)  # replica check (a check step only)
+        self.numerics.before_forward(step)  # replica check (a check step only; it may replay steps)
+        self._corrupt = ctx.injector.corrupting(step)
         t0 = time.perf_counter()
         with ctx.phase("forward"):
             loss = self._forward(self.ddp, x, y)

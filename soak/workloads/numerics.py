@@ -136,7 +136,11 @@ def fingerprint(params: Iterable[Any]) -> int:
 
     total = 0
     for i, p in enumerate(params):
-        total += (i + 1) * int(torch.sum(param_bits(p), dtype=torch.int64))
+        try:
+            s = torch.sum(param_bits(p), dtype=torch.int64)
+        except RuntimeError:  # a device without an integer reduction of that width: on the host
+            s = torch.sum(param_bits(p.detach().cpu()), dtype=torch.int64)
+        total += (i + 1) * int(s)
     return total % (1 << 52)
 
 
