@@ -306,6 +306,11 @@ class Numerics:
         checking = self.due(step)
         spike = self._spike(step, loss) if math.isfinite(grad_norm) else None
         self.spikes.push(0, loss)
+        if not math.isfinite(loss) and math.isfinite(grad_norm):  # never erased, even where no
+            # gradient carried it to the other ranks: this rank says so on its own, unclassified
+            self.ctx.hb.event("nonfinite", step, f"loss {_label(loss)} on rank {self.rank} at step {step} with a "
+                              "finite gradient norm", what="loss", value=_label(loss), suspect_rank=self.rank,
+                              classification=None)
         if not (checking or not math.isfinite(grad_norm) or step <= self.gather_until):
             self._keep(step, None if spike else loss, True)
             return True

@@ -133,3 +133,13 @@ def test_a_loss_spike_is_classified_by_its_rank(chip, cpu, classification, suspe
     assert (ev["event"], ev["step"], ev["loss"], ev["multiple"]) == ("loss_spike", 30, 9.0, 4.0)
     assert ev["median"] == pytest.approx(2.01)
     assert (ev["classification"], ev["suspect_rank"]) == (classification, suspect)
+
+
+def test_a_nan_loss_with_a_finite_gradient_norm_is_still_reported_by_its_rank():
+    from soak.workloads.numerics import Numerics, Options
+
+    ctx = _Ctx()
+    num = Numerics(ctx, _Trainer({}, {}), Options(check_every=0))
+    assert num.after_backward(3, NAN, 1.0)
+    (ev,) = ctx.hb.events
+    assert (ev["event"], ev["what"], ev["value"], ev["suspect_rank"]) == ("nonfinite", "loss", "nan", 0)
