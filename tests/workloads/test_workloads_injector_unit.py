@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import soak.workloads.inject as inj
@@ -125,3 +127,25 @@ def test_crash_marker_makes_it_once_per_run_folder(clock, tmp_path, monkeypatch)
     make(["crash:3,1"], 0, clock, tmp_path, events).before_step(3)  # other rank's crash
     assert exits == [1, 1]
     assert (tmp_path / "inject" / "lm-rank0-crash-at3").exists()
+
+
+def test_numerical_faults_act_on_their_rank_a_faulty_chip_stays_faulty_an_upset_acts_once(clock, tmp_path):
+    specs = ("corrupt:5,1", "bitflip:7,1", "nan:9")
+    on0, on1 = (make(specs, r, clock, tmp_path) for r in (0, 1))
+    assert [on1.corrupting(s) for s in (4, 5, 6, 500)] == [False, True, True, True]
+    assert not any(on0.corrupting(s) for s in (5, 6, 500))  # rank 1's chip only
+    assert on1.corrupt_at(5) and not on1.corrupt_at(6)
+    assert [s.raw for s in on1.once_at("bitflip", 7)] == ["bitflip:7,1"]
+    assert on1.once_at("bitflip", 7) == []  # a replayed step does not repeat the upset
+    assert on0.once_at("bitflip", 7) == []
+    assert [s.raw for s in on0.once_at("nan", 9)] == ["nan:9"] and [s.raw for s in on1.once_at("nan", 9)] == ["nan:9"]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("bitflip:0,1", "AT (a step) must be an integer >= 1"),
+    ("nan:3,1,2", "expected nan:AT[,RANK]"),
+    ("corrupt:3,x", "RANK must be an integer"),
+])
+def test_a_bad_numerical_fault_is_named(spec, words):
+    with pytest.raises(inj.InputError, match=re.escape(words)):
+        parse_inject(spec)
