@@ -251,7 +251,9 @@ class Numerics:
         they ran (a step whose update was withheld withheld again). Each rank compares every
         replayed loss with the one it recorded: a rank whose weights an upset changed computed
         its loss on other weights from that step on, and it is the first to differ (the
-        others differ only from the step after, once its gradients reached them)."""
+        others differ only from the step after, once its gradients reached them). An upset
+        after the last replayed forward changed no loss: then the one rank whose weights
+        differ from the replayed ones is it."""
         since, snap = self._snap or (step - 1, None)
         record = self._record
         self.trainer.restore(snap)
@@ -266,10 +268,13 @@ class Numerics:
         replayed = [int(r[0]) for r in rows]
         firsts = [r[1] for r in rows]
         earliest = min(firsts)
-        named = [k for k in range(self.world) if firsts[k] == earliest] if math.isfinite(earliest) else []
-        settled = len(named) == 1 and len(named) < self.world
         again = len(set(replayed)) > 1  # the replay diverged too: not a passing upset
-        suspect = named[0] if settled else None
+        # an upset after the last replayed forward: only its rank's weights differ from the replay
+        changed = [k for k in range(self.world) if replayed[k] != prints[k]]
+        named = [k for k in range(self.world) if firsts[k] == earliest] if math.isfinite(earliest) else []
+        if not math.isfinite(earliest) and not again and len(changed) == 1 < self.world:
+            named = changed
+        suspect = named[0] if len(named) == 1 < self.world else None
         cls = None if suspect is None else ("chip" if again else "transient")
         if again and self.ctx.distributed:  # go on from one state: a rank not named
             import torch
@@ -279,9 +284,12 @@ class Numerics:
             with self.ctx.watchdog.guard("numerics_resync", step), torch.no_grad():
                 for p in self.trainer.parameters():
                     dist.broadcast(p.data, src=src)
-        if suspect is not None:
+        if suspect is not None and math.isfinite(earliest):
             how = (f"rank {suspect}'s loss was the first to differ from the replay, at step {int(earliest)}; "
                    + ("the replay diverged again" if again else "the replayed weights agree"))
+        elif suspect is not None:
+            how = (f"every loss was reproduced and only rank {suspect}'s weights differ from the replayed ones "
+                   "(changed after its last forward); the replayed weights agree")
         else:
             how = "the replay did not settle which rank"
         self._emit(suspect, "sdc_mismatch", step,

@@ -72,15 +72,21 @@ def test_a_faulty_chip_is_named_and_classified_chip(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_flipped_bit_is_a_transient_replica_mismatch_and_the_replicas_agree_again(tmp_path_factory):
-    lines = _run(tmp_path_factory, (f"bitflip:{AT},1",))
+@pytest.mark.parametrize("at, found, how", [
+    # inside the window since the last check: rank 1's replayed loss is the first to differ
+    (AT, 20, f"first to differ from the replay, at step {AT}"),
+    # right before a check, after the last forward: only rank 1's weights differ from the replay
+    (20, 20, "only rank 1's weights differ from the replayed ones"),
+])
+def test_a_flipped_bit_is_a_transient_replica_mismatch_and_the_replicas_agree_again(tmp_path_factory, at, found, how):
+    lines = _run(tmp_path_factory, (f"bitflip:{at},1",))
     _finished(lines)
     (ev,) = _found(lines)  # the check at step 30 passes: training went on from agreeing weights
-    assert (ev["event"], ev["check"], ev["step"]) == ("sdc_mismatch", "replica", 20)
+    assert (ev["event"], ev["check"], ev["step"]) == ("sdc_mismatch", "replica", found)
     assert (ev["rank"], ev["suspect_rank"], ev["classification"]) == (1, 1, "transient")
-    assert f"first to differ from the replay, at step {AT}" in ev["message"]
+    assert how in ev["message"]
     flip = [r for r in lines[1] if r["event"] == "inject" and r["inject"]["action"] == "bitflip"]
-    assert [r["step"] for r in flip] == [AT]
+    assert [r["step"] for r in flip] == [at]
 
 
 @pytest.mark.slow
