@@ -170,7 +170,11 @@ class OnlineAnalysis:
             key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
             if key not in self._seen:
                 self._seen.add(key)
-                where = device_key(f.get("node"), str(f.get("device")))
+                # a finding that names no chip (a job-wide one, a dispute nobody settled) is said
+                # of its node or of the job, never of "None"
+                device = f.get("device")
+                where = (device_key(f.get("node"), str(device)) if device is not None
+                         else f.get("node") or "the job")
                 if f.get("severity") != "info":
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()

@@ -310,3 +310,25 @@ def test_the_served_link_test_is_this_nodes_pairs_in_the_last_one_and_criteria_o
     f = {"kind": "thermal", "severity": "warn", "device": "npu0-0", "metric": "temp_c", "code": "thermal.excursions"}
     # two findings of one name (two stretches of one chip) are one series
     assert len(open_findings([f, {**f, "start": 5.0}])) == 1
+
+
+def test_an_announced_finding_that_names_no_chip_is_said_of_its_node_or_the_job() -> None:
+    # a replica dispute nobody settled, a job-wide fault: the line once read "on None"
+    import io
+    from types import SimpleNamespace
+
+    from soak.daemon.online import OnlineAnalysis
+
+    out = io.StringIO()
+    events: list[dict] = []
+    spool = SimpleNamespace(event=lambda kind, **kw: events.append(kw))
+    run = SimpleNamespace(clock=SimpleNamespace(now=lambda: 1.0))
+    found = [{"kind": "sdc", "node": None, "device": None, "metric": "replica", "severity": "warn",
+              "summary": "wrong result"},
+             {"kind": "sdc", "node": "n1", "device": None, "metric": "gemm", "severity": "fail", "summary": "x"},
+             {"kind": "sdc", "node": "n1", "device": "npu0", "metric": "gemm", "severity": "fail", "summary": "y"}]
+    OnlineAnalysis(out).announce(run, found, spool, None)
+    assert out.getvalue().splitlines() == ["soak: finding [warn] sdc on the job: wrong result",
+                                           "soak: finding [fail] sdc on n1: x",
+                                           "soak: finding [fail] sdc on n1/npu0: y"]
+    assert len(events) == 3
