@@ -12,7 +12,7 @@ False, or an empty string or list), and ``[[!key|text]]`` when it is absent. A l
 is written as its items joined by ", " (``{x:semi}``: by "; ").
 
 Named formats say what a value is, so that each language writes it its own way:
-``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
+``{x:hm}`` a duration (``{x:hours}`` one given in hours), ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
 keys ``{x:metric}``, ``{x:kind}``, ``{x:scope}``, ``{x:event}``, ``{x:cause}``,
 ``{x:node_status}``, ``{x:severity}``, ``{x:preflight}``, ``{x:unit}`` (a list: each item). Here they are written as they are;
 the report passes its own (``say(..., formats=...)``).
@@ -94,9 +94,9 @@ _THROUGHPUT = ("step time up {change_pct:.1f}% (90% CI {change_low_pct:.1f}..{ch
 FINDINGS: dict[str, str] = {
     # memory.py
     "memory_creep.runs_out_within_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:.0f} h (within the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (within the required {required_h:g} h)"),
     "memory_creep.runs_out_beyond_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:.0f} h (beyond the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (beyond the required {required_h:g} h)"),
     "memory_creep.capacity_unknown": _MEMORY + "capacity unknown",
     # utilization.py
     "utilization_dropouts.global": _UTIL + "on all chips at once ({shared_fraction:.0%} shared): a global stall such as data loading",
@@ -537,7 +537,13 @@ NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_sta
                          "unit")
 """The named formats that write the name of a machine key (here: the key as it is)."""
 
-ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, **{n: str for n in NAMES}}
+def hours(h: float | None) -> str:
+    """A duration given in hours, written as ``hm`` writes one (rounded down: 3.52 h is
+    "3 h 31 min", never "4 h", which would say more time is left than there is)."""
+    return hm(None if h is None or isinstance(h, bool) else float(h) * 3600.0)
+
+
+ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, "hours": hours, **{n: str for n in NAMES}}
 """The named formats of ``say``'s English."""
 
 _JOINS = {"semi": "; "}

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, tzinfo
 from typing import Any
 
-from soak.analysis.messages import ENGLISH, Formats, hm, say
+from soak.analysis.messages import ENGLISH, Formats, hm, hours, say
 from soak.analysis.messages import pct as share
 from soak.device_names import device_key
 from soak.report.event_text import event_code, recorded
@@ -51,7 +51,7 @@ def formats(lang: str = "en", tz: tzinfo = UTC) -> Formats:
     """How the report writes a value of each named format in ``lang``: names of machine keys
     in the language, times in ``tz``."""
     return {
-        "hm": hm, "pct": share, "utc": lambda ts: when(ts, tz),
+        "hm": hm, "hours": hours, "pct": share, "utc": lambda ts: when(ts, tz),
         "metric": lambda m: metric_name(m, lang), "kind": lambda k: kind_name(k, lang),
         "scope": lambda s: pick(_SCOPE, s, lang), "event": lambda e: event_name(e, lang),
         "cause": lambda c: pick(CAUSE_NAMES, c, lang), "node_status": lambda s: node_status_name(s, lang),
