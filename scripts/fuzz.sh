@@ -41,6 +41,7 @@ for s in "${suites[@]}"; do
 done
 
 logs=${FUZZ_LOGS:-$(mktemp -d)}
+mkdir -p "$logs"
 failed=0
 for s in "${suites[@]}"; do
     part=${PART[$s]}
