@@ -355,7 +355,7 @@ RELIABILITY: dict[str, str] = {
     "reliability.overhead": ("the job was up {training_s:hm}, of which {overhead_s:hm} did not train: {overhead}; "
                              "productive {productive_s:hm}"),
     "reliability.mttf_lower": ("mean time to failure per node >= {node_mttf_h_lower90:.3g} h with 90% confidence "
-                               "(2T / chi2(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f})"),
+                               "(2T / χ²(0.90; {dof}) = {two_t:.3g} / {chi2:.3f}, T = {node_hours:.3g} node-hours)"),
     "reliability.projection": ("a job over {nodes} node(s)[[this_cluster| (this cluster)]]: mean time to failure "
                                ">= {mttf_h_lower90:.3g} h with 90% confidence"),
     "reliability.meaning": ("a lower bound, not a forecast: {node_hours:.3g} node-hours with {failures} failure(s) can "
@@ -459,6 +459,10 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "criterion.numerics.measured": lambda v, sub: {"per_chip": ", ".join(
         sub("part.chip_checks", {"chip": c, "checks": n})
         for c, n in zip(v.get("checked_chips") or [], v.get("chip_checks") or [], strict=True))},
+    # the bound's two numbers as its formula names them: 2T and the chi-square quantile
+    "reliability.mttf_lower": lambda v, sub: {
+        "two_t": None if v.get("node_hours") is None else 2.0 * float(v["node_hours"]),
+        "chi2": None if v.get("divisor") is None else 2.0 * float(v["divisor"])},
 }
 """Values made of parts, from the typed ones: code -> function(values, sub) -> values to add."""
 

@@ -672,7 +672,7 @@ CHINESE: dict[str, str] = {
                              "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}[[sdc|、芯片计算错误 {sdc}]]）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
     "reliability.overhead": "作业运行 {training_s:hm}，其中 {overhead_s:hm} 未在训练：{overhead}；有效训练 {productive_s:hm}",
     "reliability.mttf_lower": ("以 90% 置信度，每节点平均无故障时间 >= {node_mttf_h_lower90:.3g} 小时"
-                               "（2T / χ²(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f}）"),
+                               "（2T / χ²(0.90; {dof}) = {two_t:.3g} / {chi2:.3f}，T = {node_hours:.3g} 节点·小时）"),
     "reliability.projection": "{nodes} 个节点的作业[[this_cluster|（本集群）]]：以 90% 置信度，平均无故障时间 >= {mttf_h_lower90:.3g} 小时",
     "reliability.meaning": ("这是下限而非预测：{node_hours:.3g} 节点小时、{failures} 次故障，最多只能说明每节点平均无故障时间"
                             "高于 {node_mttf_h_lower90:.3g} 小时；要说明更多，只能运行更久或用更多节点"),
