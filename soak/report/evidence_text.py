@@ -183,7 +183,13 @@ def evidence_rows(f: FindingView, tz: tzinfo = UTC, lang: str = "en") -> list[tu
         lo, hi = ev.pop("slope_ci90")
         ev["slope"] = f"{num(ev.pop('slope_per_hour') / scale)} {unit} (90 % CI {num(lo / scale)}–{num(hi / scale)})"
     if ev.get("onset") is not None and ev.get("onset_method"):
-        ev["onset"] = f"{when(ev['onset'], tz)} ({_value('onset_method', ev.pop('onset_method'), f, tz, lang)})"
+        how = _value("onset_method", ev.pop("onset_method"), f, tz, lang)
+        ci = ev.pop("onset_ci90", None)
+        if isinstance(ci, Sequence) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+            # the change point's 90 % interval, as the rate's is written
+            how += f"，90% 置信区间 {span(ci[0], ci[1], tz)}" if lang == "zh" else f", 90 % CI {span(ci[0], ci[1], tz)}"
+        ev["onset"] = f"{when(ev['onset'], tz)} ({how})"
+    ev.pop("onset_ci90", None)  # said with the onset, or none (no change point)
     order = list(_EVIDENCE_LABELS)
     keys = sorted(ev, key=lambda k: (0 if k == "slope" else 1, order.index(k) if k in order else len(order), k))
     rows = []
