@@ -33,7 +33,7 @@ declare -A TEST=(
     [store]="tests/fuzz/test_fuzz_store.py::test_report_of_a_store_with_damaged_pages_is_a_report_or_one_line"
     [verify]="tests/fuzz/test_fuzz_verify.py::test_fuzzed_signed_reports_fail_or_are_refused_never_pass_nor_a_traceback"
 )
-declare -A PART=([csv]=1000 [plan]=1000 [store]=50 [verify]=500)
+declare -A PART=([csv]=1000 [plan]=1000 [store]=40 [verify]=500)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(csv plan store verify)
 for s in "${suites[@]}"; do
