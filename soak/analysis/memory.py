@@ -182,7 +182,14 @@ def _flat_before(x: np.ndarray, y: np.ndarray, c: float, per_hour: float) -> boo
     if before.sum() < 3:
         return True
     xb, yb = x[before] / 3600.0, y[before]
-    b = float(((xb - xb.mean()) * (yb - yb.mean())).sum() / max(((xb - xb.mean()) ** 2).sum(), 1e-300))
+    # the median of the pairwise slopes (Theil-Sen): a sawtooth that beats with the envelope's
+    # blocks (high and low blocks in turn) tilts a least-squares line over a few blocks, not it
+    i, j = np.triu_indices(xb.size, 1)
+    dx = xb[j] - xb[i]
+    ok = dx > 0
+    if not ok.any():
+        return True
+    b = float(np.median((yb[j] - yb[i])[ok] / dx[ok]))
     return b <= 0.5 * per_hour
 
 

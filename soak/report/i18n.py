@@ -328,6 +328,8 @@ STRINGS: dict[str, tuple[str, str]] = {
         "本次运行的时间（时段、问题、事件、图表）均在其缩放时间线上：自运行开始起，每 1 秒实际时间记为 "
         "{scale} 秒。生成时间为实际时间，因此可能早于运行结束时间。",
     ),
+    "finding_superseded": (" (online estimate while the run went on; the final analysis of the whole run revised it: "
+                           "see the finding)", "（运行中的在线估计；全程最终分析已修订：以该问题的最终结果为准）"),
 }
 
 
@@ -480,9 +482,9 @@ _COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以
 
 CHINESE: dict[str, str] = {
     "memory_creep.runs_out_within_required": _MEMORY_ZH + (
-        "按此速率约 {hours_to_exhaustion_h:hours} 后耗尽（在要求的 {required_h:g} 小时内）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（在要求的 {required_h:g} 小时内）"),
     "memory_creep.runs_out_beyond_required": _MEMORY_ZH + (
-        "按此速率约 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:g} 小时）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:g} 小时）"),
     "memory_creep.capacity_unknown": _MEMORY_ZH + "容量未知",
     "utilization_dropouts.global": _UTIL_ZH + "所有芯片同时发生（{shared_fraction:.0%} 重合）：全局停顿，如数据加载",
     "utilization_dropouts.device": _UTIL_ZH + "仅本芯片",

@@ -87,6 +87,8 @@ def event_text(e: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
         text = finding_text(e, lang, tz)
         if getattr(e, "withdrawn", False):
             text += t("finding_withdrawn", lang).format(when=when(e.withdrawn_ts, tz))
+        elif getattr(e, "superseded", False):
+            text += t("finding_superseded", lang)
         return text
     table = EVENT_TABLES.get(lang)
     said = None if table is None else event_code(e)

@@ -296,5 +296,5 @@ def test_each_figure_has_one_value_in_the_app(app, lang):
     if lang == "zh":
         app.sidebar.radio(key="lang").set_value("zh").run()
     (found,) = figures([app_text(app)])
-    assert {"duration", "chips"} <= set(found), found  # a recorded run without a plan: few figures
+    assert {"ran", "chips"} <= set(found), found  # a recorded run without a plan: few figures
     assert not conflicts([found])
