@@ -12,7 +12,7 @@ Method (calibration in docs/analysis.md):
    step-ups plateau early and otherwise bias the slope.
 4. Onset: a hinge (flat, then linear) fit on the envelope; when it explains the data much
    better than a straight line, the leak began mid-run and the fit starts at the hinge. The
-   onset said is the change point of the whole regime (``change_point``: flat, then the
+   onset said is the change point of the whole regime's readings (``change_point``: flat, then the
    creep) with its 90 % interval; without one, the line extended back.
 5. Theil-Sen slope with a 90 % CI on the fit window. A finding needs the CI's lower end
    above tau *and* a positive slope in each of the four quarters (a slow wave fails that
@@ -136,10 +136,10 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
     dx = float(np.median(np.diff(x))) if n > 1 else 0.0
     if dx <= 0:
         return None
-    step = step or dx / 4.0
     lo_c, hi_c = float(x[2]), float(x[n - min_pts // 2])  # three points at least before, six after
     if hi_c <= lo_c:
         return None
+    step = step or max(dx / 4.0, (hi_c - lo_c) / 400.0)  # at most ~400 candidates: bounded work
     cs = np.arange(lo_c, hi_c + step / 2, step)
     h = np.maximum(0.0, x[None, :] - cs[:, None])  # (candidates, n)
     ym = y.mean()
@@ -276,14 +276,17 @@ def analyse_series(
     # interval), else the fit window's own hinge, else the line extended back.
     onset_ci = None
     fit_at_hinge = onset is not None  # the sentence's "since": where the fit starts
-    upto = (te <= tf[-1]) & (te >= _warmed_up(te, ye))
-    # a block's minimum on a rising line is its first reading: the block's start, half a window early
+    warm = _warmed_up(te, ye)
+    upto = (te <= tf[-1]) & (te >= warm)
+    # fitted on the readings themselves, not the envelope: a sawtooth sampled every few minutes
+    # leaves a few block minima per hour, each a draw of the sawtooth; all the readings
+    # average it out (its mean is the same before and after the onset)
+    raw = (s.t >= max(warm, regime_start)) & (s.t <= tf[-1])
+    cp = change_point(s.t[raw], s.v[raw], p.min_fit_points, p.ci)
+    # flat before it: judged on the envelope (what is retained), a block's start for its time
     half = p.envelope_window_s / 2
-    cp = change_point(te[upto] - half, ye[upto], p.min_fit_points, p.ci)
     if cp is not None and _flat_before(te[upto] - half, ye[upto], cp[0], slope.per_hour):
-        # the envelope resolves no change finer than its block (and a block's minimum may fall
-        # anywhere in it where the sawtooth is low): the interval is a block wider on each side
-        onset, onset_ci = cp[0], [max(regime_start, cp[1] - 2 * half), cp[2] + 2 * half]
+        onset, onset_ci = cp[0], [max(regime_start, cp[1]), cp[2]]
     onset_method = "change point" if onset is not None else "line extended back"
     if onset is None:
         onset = _extend_back(te, ye, tf, yf, slope.per_hour, p.envelope_window_s)

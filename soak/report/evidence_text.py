@@ -12,7 +12,7 @@ from soak.report.names import pick
 from soak.report.units import dur, mb, num, pct, plain, span, when
 
 _EVIDENCE_LABELS = {
-    "onset": ("Onset", "开始时间"),
+    "onset": ("Onset", "出现时刻"),
     "slope_per_hour": ("Rate", "增长速率"),
     "slope_ci90": ("Rate, 90 % CI", "速率 90% 置信区间"),
     "tau_per_hour": ("Rate threshold", "速率阈值"),
@@ -25,7 +25,7 @@ _EVIDENCE_LABELS = {
     "hours_to_exhaustion": ("Time to exhaustion", "预计耗尽时间"),
     "exhausted_at": ("Full at", "预计耗尽时刻"),
     "required_runtime_h": ("Required runtime", "要求运行时长"),
-    "onset_method": ("Onset from", "开始时间依据"),
+    "onset_method": ("Onset from", "出现时刻依据"),
     "regime_start": ("Regime since", "当前阶段开始"),
     "method": ("Method", "方法"),
     "version": ("Detector version", "检测器版本"),

@@ -261,7 +261,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "clean_statement": ("Clean-run statement", "无异常声明"),
     "no_clean_statement": (
         "No clean-run statement: the run has findings or was not analysed.",
-        "无无异常声明：本次运行存在问题或未经分析。",
+        "不出具无异常声明：本次运行存在问题或未经分析。",
     ),
     "detectors": ("Detector versions and thresholds", "检测器版本与阈值"),
     "detector": ("Detector", "检测器"),
@@ -417,7 +417,7 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
         "CPU），且只计训练中并有读数的时间；没有读数的时间一律不计，因此该数字低估集群实际承载的负荷。",
     ),
     "cluster_no_statement": ("No clean-run statement: the cluster did not pass.",
-                             "无无故障运行声明：集群未通过验收。"),
+                             "不出具无故障运行声明：集群未通过验收。"),
     "chips_flagged": ("Chips with findings", "有问题的芯片"),
     "chips_flagged_none": ("Every chip passed.", "所有芯片均通过。"),
     "chips_csv_note": (

@@ -1,4 +1,4 @@
-"""The onset of a memory creep is where the creep begins: a change point of the envelope with
+"""The onset of a memory creep is where the creep begins: a change point of the readings with
 its 90 % interval, checked against leaks planted at known hours in the simulated fleet's own
 memory picture (the sawtooth of its allocator, read every few minutes as the demo reads it)."""
 
@@ -50,10 +50,12 @@ def test_the_onset_of_a_planted_leak_is_its_change_point(onset_h, rate, hours, r
         lo, hi = f.details["onset_ci90"]
         assert lo <= f.onset <= hi
         held += lo <= truth <= hi
-    # a 10-minute envelope block read every 1-4 minutes: the onset within about a block
+    # readings every 1-4 minutes of a sawtooth of ~1.5 GB: the onset within minutes, at worst
+    # within the sawtooth's own beat
     assert found >= 9, (found, errors_min)
-    assert float(np.median(np.abs(errors_min))) <= 10.0 and max(abs(e) for e in errors_min) <= 20.0, errors_min
-    assert held >= found - 1, (held, found, errors_min)  # a 90 % interval
+    assert float(np.median(np.abs(errors_min))) <= 5.0 and max(abs(e) for e in errors_min) <= 25.0, errors_min
+    # a 90 % interval: two misses in ten are within its chance (one in four runs of ten)
+    assert held >= found - 2, (held, found, errors_min)
 
 
 def test_a_leak_from_the_start_has_no_change_point() -> None:
