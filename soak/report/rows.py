@@ -20,7 +20,7 @@ from soak.report.i18n import t
 from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
 from soak.report.sentences import event_text
-from soak.report.units import dur, pct, plain, span, when
+from soak.report.units import dur, dur_share, pct, plain, span, when
 
 # -- the run's chips and nodes -----------------------------------------------------------------
 
@@ -136,7 +136,7 @@ def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tup
     rows = [
         (t("acc_planned", lang), dur(acc.get("planned_s"))),
         (t("acc_ran", lang), dur(None if acc.get("window_end") is None else acc["window_end"] - acc["window_start"])),
-        (t("acc_training", lang), f"{dur(acc.get('training_s'))} ({pct(acc.get('availability'))})"),
+        (t("acc_training", lang), dur_share(acc.get("training_s"), acc.get("planned_s"))),
         (t("acc_judged", lang), pct(acc.get("judged_availability"))),
         # no time down reads "none", not a "0 s" that looks like a figure measured as zero
         (t("acc_down", lang), t("none_word", lang) if acc.get("unexcused_down_s") == 0 else dur(acc.get("unexcused_down_s"))),
