@@ -94,9 +94,9 @@ _THROUGHPUT = ("step time up {change_pct:.1f}% (90% CI {change_low_pct:.1f}..{ch
 FINDINGS: dict[str, str] = {
     # memory.py
     "memory_creep.runs_out_within_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:hours} (within the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (within the required {required_h:hours})"),
     "memory_creep.runs_out_beyond_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:hours} (beyond the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (beyond the required {required_h:hours})"),
     "memory_creep.capacity_unknown": _MEMORY + "capacity unknown",
     # utilization.py
     "utilization_dropouts.global": _UTIL + "on all chips at once ({shared_fraction:.0%} shared): a global stall such as data loading",

@@ -482,9 +482,9 @@ _COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以
 
 CHINESE: dict[str, str] = {
     "memory_creep.runs_out_within_required": _MEMORY_ZH + (
-        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（在要求的 {required_h:g} 小时内）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（在要求的 {required_h:hours} 内）"),
     "memory_creep.runs_out_beyond_required": _MEMORY_ZH + (
-        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:g} 小时）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:hours}）"),
     "memory_creep.capacity_unknown": _MEMORY_ZH + "容量未知",
     "utilization_dropouts.global": _UTIL_ZH + "所有芯片同时发生（{shared_fraction:.0%} 重合）：全局停顿，如数据加载",
     "utilization_dropouts.device": _UTIL_ZH + "仅本芯片",
