@@ -514,6 +514,12 @@ def print_table(summary: dict[str, Any], nab: dict[str, Any] | None, ok: dict[st
             )
             for ex in r["false_examples"]:
                 print(f"    false: {ex[:140]}")
+    held = [(r["rate_ci_coverage"], r["rate_ci_n"]) for rows in summary.values() for r in rows.values()
+            if r.get("rate_ci_n")]
+    if held:  # the creep rate's 90 % interval over every planted leak it found
+        n = sum(k for _, k in held)
+        print(f"\nmemory creep rate, 90 % CI: holds the planted rate in {sum(c * k for c, k in held) / n:.0%} "
+              f"of {n} leaks found")
     if nab is not None:
         print(
             f"\nNAB machine metrics: {nab['files']} series, {nab['days']:.0f} days scored, "

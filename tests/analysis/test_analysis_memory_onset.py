@@ -78,3 +78,15 @@ def test_the_rates_90_percent_interval_holds_the_planted_rate_about_90_percent_o
         lo, hi = f.details["slope_ci90"]
         held += lo <= planted <= hi
     assert n >= 28 and held / n >= 0.8, (held, n)  # measured: 37 of 40 (92 %)
+
+
+@pytest.mark.compute  # pyproject.toml: about 20 s of analysis
+def test_the_evaluation_harness_measures_the_rates_interval_over_its_planted_leaks() -> None:
+    from soak.analysis.evaluate import fault_cases, run_case, summarise
+
+    cases = [c for c in fault_cases(multiples=(2.0, 4.0)) if c.family in ("memory_creep/hbm", "memory_creep/hbm-mid")]
+    summary = summarise([run_case(c) for c in cases])
+    rows = [r for fam in ("memory_creep/hbm", "memory_creep/hbm-mid") for r in summary[fam].values()]
+    n = sum(r["rate_ci_n"] for r in rows)
+    held = sum(r["rate_ci_coverage"] * r["rate_ci_n"] for r in rows)
+    assert n == len(cases) and held / n >= 0.75, (held, n)  # measured: 103 of 110 (94 %) over 10 reps
