@@ -42,4 +42,19 @@ print("cpu" if "+cpu" in meta["version"] or not cuda else "cuda")' || true)
   fi
 fi
 "${pip[@]}" install -q -e '.[dev]'
+
+# The Chinese report (soak demo --lang zh, soak report pdf --lang zh) needs a CJK font: none ships
+# with soak (5-20 MB). Installed as root where apt-get is; named where it cannot be.
+if "$VENV/bin/python" -c 'from soak.report.fonts import register_cjk_font; register_cjk_font()' 2>/dev/null; then
+  :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing fonts-wqy-microhei (a CJK font for the Chinese report)"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null; }; then
+    echo "setup: fonts-wqy-microhei could not be installed: the Chinese report needs a CJK font" >&2
+  fi
+else
+  echo "setup: no CJK font: the Chinese report (--lang zh) needs one; install it with:" \
+    "sudo apt-get install fonts-wqy-microhei (or dnf install wqy-microhei-fonts)" >&2
+fi
 echo "setup: ready ($VENV/bin/soak)"

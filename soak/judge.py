@@ -319,6 +319,21 @@ def withdrawn_findings(events: Iterable[Any], final: Iterable[Mapping[str, Any]]
             and finding_key(e.detail) not in kept]
 
 
+def superseded_findings(events: Iterable[Any], final: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """The ``finding`` events of findings the final analysis ``final`` keeps but says with other
+    figures (its ``code`` or ``values`` differ): what an online analysis estimated over part of
+    the run, which the final one, over the whole, supersedes."""
+    said = {finding_key(f): (f.get("code"), dict(f.get("values") or {})) for f in final}
+    out = []
+    for e in events:
+        if e.kind != "finding" or not isinstance(e.detail, Mapping):
+            continue
+        kept = said.get(finding_key(e.detail))
+        if kept is not None and (e.detail.get("code"), dict(e.detail.get("values") or {})) != kept:
+            out.append(e)
+    return out
+
+
 def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], accounting: ev.Accounting,
                    running: bool = False) -> rel.Reliability:
     """The run's reliability from its accounting: its nodes under test, each one's time away

@@ -104,3 +104,33 @@ def test_resuming_an_unknown_run_points_at_runs_list(tmp_path, capsys) -> None:
     err = _one_line_error(capsys, ["run", "--resume", "nope", "--data-dir", str(tmp_path)])
     assert err == (f"soak: error: run nope: no run folder with plan.toml under {tmp_path} "
                    f"(soak runs list --data-dir {tmp_path} lists the runs there)")
+
+
+@pytest.fixture
+def no_cjk_font(tmp_path, monkeypatch):
+    """A machine with no CJK font: only an empty folder searched, none named."""
+    from soak.report import fonts
+
+    empty = tmp_path / "no-fonts"
+    empty.mkdir()
+    monkeypatch.setenv(fonts.FONT_DIRS_ENV, str(empty))
+    monkeypatch.delenv("SOAK_REPORT_FONT", raising=False)
+    fonts.register_cjk_font.cache_clear()
+    yield
+    fonts.register_cjk_font.cache_clear()
+
+
+def test_the_chinese_demo_without_a_cjk_font_fails_before_it_runs(tmp_path, capsys, no_cjk_font) -> None:
+    data = tmp_path / "runs"
+    err = _one_line_error(capsys, ["demo", "--lang", "zh", "--data-dir", str(data)])
+    assert err.startswith("soak: error: no CJK font found for the Chinese report: install fonts-wqy-microhei"), err
+    assert not data.exists()  # no run folder, no key: nothing ran
+
+
+def test_a_chinese_pdf_without_a_cjk_font_fails_before_the_store_is_read(tmp_path, capsys, no_cjk_font) -> None:
+    db = _store_with_a_run(tmp_path)
+    err = _one_line_error(capsys, ["report", "pdf", "no-such-run", "--db", db, "--lang", "zh",
+                                   "-o", str(tmp_path / "r.pdf"), "--unsigned"])
+    # the font, not the unknown run: the one thing that would fail after the store is read
+    assert "no CJK font found for the Chinese report" in err and "fonts-wqy-microhei" in err, err
+    assert not (tmp_path / "r.pdf").exists()

@@ -230,6 +230,7 @@ def run_case(case: Case) -> dict[str, Any]:
     real = [f for f in res.findings if f.severity != "info"]
     detected = []
     errors: dict[str, list[float]] = defaultdict(list)
+    rate_ci_held: list[bool] = []  # whether each found creep's 90 % interval holds the planted rate
     for fault in faults:
         devs = sc.devices if fault.device == "*" else [fault.device]
         hits = [f for f in real if _matches(f, fault)]
@@ -242,6 +243,9 @@ def run_case(case: Case) -> dict[str, Any]:
         for f in hits:
             if "slope" in truth and f.slope_per_hour is not None:
                 errors["slope_rel"].append(f.slope_per_hour / truth["slope"] - 1)
+                ci = f.details.get("slope_ci90")
+                if fault.kind == "memory_creep" and fault.style != "steps" and isinstance(ci, list | tuple):
+                    rate_ci_held.append(bool(ci[0] <= truth["slope"] <= ci[1]))
             if "period" in truth:
                 errors["period_rel"].append(
                     float("inf") if f.period_s is None else f.period_s / truth["period"] - 1
@@ -267,6 +271,7 @@ def run_case(case: Case) -> dict[str, Any]:
         "false": [f"{f.kind}:{f.device}:{f.summary}" for f in false],
         "series_days": len(sc.devices) * N_METRICS * sc.hours / 24.0,
         "errors": dict(errors),
+        "rate_ci_held": rate_ci_held,
     }
 
 
@@ -283,6 +288,10 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
                 for k, v in r["errors"].items():
                     errs[k].extend(v)
             row: dict[str, Any] = {"n": len(rs)}
+            held = [h for r in rs for h in r.get("rate_ci_held", [])]
+            if held:  # the rate's 90 % interval: how often it holds the planted rate
+                row["rate_ci_coverage"] = float(np.mean(held))
+                row["rate_ci_n"] = len(held)
             if rs[0]["detected"] is not None:
                 row["detection_rate"] = float(np.mean([r["detected"] for r in rs]))
             for k, v in errs.items():
@@ -505,6 +514,12 @@ def print_table(summary: dict[str, Any], nab: dict[str, Any] | None, ok: dict[st
             )
             for ex in r["false_examples"]:
                 print(f"    false: {ex[:140]}")
+    held = [(r["rate_ci_coverage"], r["rate_ci_n"]) for rows in summary.values() for r in rows.values()
+            if r.get("rate_ci_n")]
+    if held:  # the creep rate's 90 % interval over every planted leak it found
+        n = sum(k for _, k in held)
+        print(f"\nmemory creep rate, 90 % CI: holds the planted rate in {sum(c * k for c, k in held) / n:.0%} "
+              f"of {n} leaks found")
     if nab is not None:
         print(
             f"\nNAB machine metrics: {nab['files']} series, {nab['days']:.0f} days scored, "

@@ -12,7 +12,8 @@ Two signatures, because a hung collective can look idle or busy:
 
 The threshold is at least three sampling intervals (heartbeat spacing for the busy
 signature), so a slowly sampled or time-accelerated run does not turn one missing sample
-into a hang. Onset is the first idle sample or the last heartbeat, so it is within one sampling interval
+into a hang. A rank's start-up (before it has stepped a few times, so its spacing is known)
+has its own bound: twice the threshold, and at least three of the chips' reading intervals. Onset is the first idle sample or the last heartbeat, so it is within one sampling interval
 of the true stop. A hang still going at ``now`` (the end of data unless given) is reported
 with ``details.ongoing``.
 """
@@ -30,6 +31,8 @@ from soak.analysis.utilization import explain_by_phase
 
 DETECTOR_VERSION = "hang/1.0"
 _ALIVE_BIN_S = 10.0
+_CADENCE_GAPS = 3  # step rows' gaps before their spacing sets the threshold
+STARTUP_FACTOR = 2.0  # the start-up's bound: this many thresholds before the rank's cadence is known
 
 
 def _alive_bins(trace: Trace, exclude: tuple[str, ...], device: str | None = None) -> np.ndarray:
@@ -112,8 +115,15 @@ def detect(
                     moved = np.concatenate(([True], np.diff(s.v) > 0))
                     t = t[moved]
                 gaps = np.diff(t)
-                # Heartbeats are irregular: judge gaps against their typical spacing.
-                thr = effective_threshold(p.threshold_s, float(np.median(gaps)) if gaps.size else 0.0)
+                # Heartbeats are irregular: judge gaps against their typical spacing. Until the
+                # rank has stepped a few times its spacing is not known (the first steps of a
+                # process are its slowest: allocation, compilation, the first collective): then
+                # the start-up is held to its own bound, twice the threshold and at least three
+                # of the chips' reading intervals (rows come no closer on an accelerated run).
+                if gaps.size >= _CADENCE_GAPS:
+                    thr = effective_threshold(p.threshold_s, float(np.median(gaps)))
+                else:
+                    thr = effective_threshold(STARTUP_FACTOR * p.threshold_s, _reading_interval_s(trace))
                 for i in np.flatnonzero(gaps >= thr):
                     a, b = float(t[i]), float(t[i + 1])
                     if _coverage(alive, a, b) >= 0.5 and not _in_phase((a, b), profile):
@@ -153,6 +163,15 @@ def detect(
                 )
             )
     return out
+
+
+_CHIP_METRICS = ("util_pct", "hbm_used_bytes", "temp_c", "power_w")
+
+
+def _reading_interval_s(trace: Trace) -> float:
+    """The chips' median spacing of readings (0 when no chip has two)."""
+    dts = sorted(d for m in _CHIP_METRICS for s in trace.series(m) if (d := s.median_dt_s()) is not None and d > 0)
+    return float(dts[len(dts) // 2]) if dts else 0.0
 
 
 def _in_phase(interval: tuple[float, float], profile: Profile) -> bool:

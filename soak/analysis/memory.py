@@ -11,7 +11,9 @@ Method (calibration in docs/analysis.md):
 3. Burn-in: the first max(1 h, 25 %) of the regime is skipped: warm-up and allocator
    step-ups plateau early and otherwise bias the slope.
 4. Onset: a hinge (flat, then linear) fit on the envelope; when it explains the data much
-   better than a straight line, the leak began mid-run and the fit starts at the hinge.
+   better than a straight line, the leak began mid-run and the fit starts at the hinge. The
+   onset said is the change point of the whole regime's readings (``change_point``: flat, then the
+   creep) with its 90 % interval; without one, the line extended back.
 5. Theil-Sen slope with a 90 % CI on the fit window. A finding needs the CI's lower end
    above tau *and* a positive slope in each of the four quarters (a slow wave fails that
    rule), *and* the CI's lower end still above tau with the window's largest level shift
@@ -117,6 +119,80 @@ def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, floa
     return int(cands[best]), float(sse[best]), sse_line
 
 
+def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
+                 step: float | None = None) -> tuple[float, float, float] | None:
+    """Where a flat series turns into a line: the hinge ``c`` of y = a + b * max(0, x - c)
+    fitted by least squares over a fine grid of ``c`` (``step``: a quarter of the median
+    spacing of ``x``), with its ``conf`` interval from the profile of the fit (the ``c`` whose
+    residual sum of squares stays within the F quantile of the best: Hudson's hinge,
+    Lerman 1980). None when the hinge does not explain the series better than a line (an F test
+    of the one parameter more at 1 - ``conf`` / 10) or than a flat line before it: a leak from
+    the start has no onset of its own. ``x`` in any unit; ``c`` and its bounds in the same."""
+    from scipy.stats import f as f_dist
+
+    n = x.size
+    if n <= 2 * min_pts or n < 8:
+        return None
+    dx = float(np.median(np.diff(x))) if n > 1 else 0.0
+    if dx <= 0:
+        return None
+    lo_c, hi_c = float(x[2]), float(x[n - min_pts // 2])  # three points at least before, six after
+    if hi_c <= lo_c:
+        return None
+    step = step or max(dx / 4.0, (hi_c - lo_c) / 400.0)  # at most ~400 candidates: bounded work
+    cs = np.arange(lo_c, hi_c + step / 2, step)
+    h = np.maximum(0.0, x[None, :] - cs[:, None])  # (candidates, n)
+    ym = y.mean()
+    hc = h - h.mean(axis=1, keepdims=True)
+    b = (hc * (y - ym)).sum(axis=1) / np.maximum((hc * hc).sum(axis=1), 1e-300)
+    resid = (y - ym)[None, :] - b[:, None] * hc
+    sse = (resid * resid).sum(axis=1)
+    best = int(np.argmin(sse))
+    sse_min = float(sse[best])
+    xm = x.mean()
+    bl = ((x - xm) * (y - ym)).sum() / max(((x - xm) ** 2).sum(), 1e-300)
+    sse_line = float((((y - ym) - bl * (x - xm)) ** 2).sum())
+    dof = n - 3
+    if sse_min <= 0 or b[best] <= 0:
+        return None
+    # the hinge must beat the straight line clearly (a leak since the start is a line)
+    if (sse_line - sse_min) / (sse_min / dof) < f_dist.ppf(conf, 1, dof):
+        return None
+    inside = cs[sse <= sse_min * (1 + f_dist.ppf(conf, 1, dof) / dof)]
+    return float(cs[best]), float(inside.min()), float(inside.max())
+
+
+def _warmed_up(te: np.ndarray, ye: np.ndarray) -> float:
+    """When the regime's warm-up ends: the first block of the envelope not far below the blocks
+    after it (a process allocates its working set in its first minutes, gigabytes at a time:
+    that rise is not the start of a leak, whose blocks differ by far less)."""
+    level = float(np.median(np.abs(ye))) or 1.0
+    noise = robust_sigma(np.diff(ye)) if ye.size > 2 else 0.0
+    jump = max(3.0 * noise, 0.02 * level)
+    for i in range(max(0, ye.size - 4)):
+        if ye[i] >= float(np.median(ye[i + 1:i + 4])) - jump:
+            return float(te[i])
+    return float(te[0])
+
+
+def _flat_before(x: np.ndarray, y: np.ndarray, c: float, per_hour: float) -> bool:
+    """Whether the series before ``c`` (x in seconds) rose at most half the creep's
+    rate: a warm-up that grows and then slows is not a flat start that turns into a leak."""
+    before = x < c
+    if before.sum() < 3:
+        return True
+    xb, yb = x[before] / 3600.0, y[before]
+    # the median of the pairwise slopes (Theil-Sen): a sawtooth that beats with the envelope's
+    # blocks (high and low blocks in turn) tilts a least-squares line over a few blocks, not it
+    i, j = np.triu_indices(xb.size, 1)
+    dx = xb[j] - xb[i]
+    ok = dx > 0
+    if not ok.any():
+        return True
+    b = float(np.median((yb[j] - yb[i])[ok] / dx[ok]))
+    return b <= 0.5 * per_hour
+
+
 def _extend_back(
     te: np.ndarray, ye: np.ndarray, tf: np.ndarray, yf: np.ndarray, per_hour: float, window_s: float
 ) -> float:
@@ -196,6 +272,21 @@ def analyse_series(
     unstepped = theil_sen(tf, _without_step(yf), p.ci)
     if unstepped is None or unstepped.low <= tau:
         return None
+    # The onset: where the whole regime turns from flat to the creep (a change point with its
+    # interval), else the fit window's own hinge, else the line extended back.
+    onset_ci = None
+    fit_at_hinge = onset is not None  # the sentence's "since": where the fit starts
+    warm = _warmed_up(te, ye)
+    upto = (te <= tf[-1]) & (te >= warm)
+    # fitted on the readings themselves, not the envelope: a sawtooth sampled every few minutes
+    # leaves a few block minima per hour, each a draw of the sawtooth; all the readings
+    # average it out (its mean is the same before and after the onset)
+    raw = (s.t >= max(warm, regime_start)) & (s.t <= tf[-1])
+    cp = change_point(s.t[raw], s.v[raw], p.min_fit_points, p.ci)
+    # flat before it: judged on the envelope (what is retained), a block's start for its time
+    half = p.envelope_window_s / 2
+    if cp is not None and _flat_before(te[upto] - half, ye[upto], cp[0], slope.per_hour):
+        onset, onset_ci = cp[0], [max(regime_start, cp[1]), cp[2]]
     onset_method = "change point" if onset is not None else "line extended back"
     if onset is None:
         onset = _extend_back(te, ye, tf, yf, slope.per_hour, p.envelope_window_s)
@@ -215,7 +306,7 @@ def analyse_series(
         else "memory_creep.runs_out_beyond_required")
     values = {
         "metric": s.metric, "slope_mb_per_h": slope.per_hour / scale, "slope_low_mb_per_h": slope.low / scale,
-        "slope_high_mb_per_h": slope.high / scale, "change_point": onset_method == "change point",
+        "slope_high_mb_per_h": slope.high / scale, "change_point": fit_at_hinge,
         "growth_mb": growth / scale, "hours_to_exhaustion_h": hte, "required_h": profile.required_runtime_h,
         "exhausted_at": exhausted_at,
     }
@@ -245,6 +336,7 @@ def analyse_series(
             "exhausted_at": exhausted_at,
             "required_runtime_h": profile.required_runtime_h,
             "onset_method": onset_method,
+            "onset_ci90": onset_ci,
             "regime_start": regime_start,
             "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",
             "version": DETECTOR_VERSION,

@@ -12,7 +12,7 @@ False, or an empty string or list), and ``[[!key|text]]`` when it is absent. A l
 is written as its items joined by ", " (``{x:semi}``: by "; ").
 
 Named formats say what a value is, so that each language writes it its own way:
-``{x:hm}`` a duration, ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
+``{x:hm}`` a duration (``{x:hours}`` one given in hours), ``{x:pct}`` a fraction, ``{x:utc}`` a time, and the names of machine
 keys ``{x:metric}``, ``{x:kind}``, ``{x:scope}``, ``{x:event}``, ``{x:cause}``,
 ``{x:node_status}``, ``{x:severity}``, ``{x:preflight}``, ``{x:unit}`` (a list: each item). Here they are written as they are;
 the report passes its own (``say(..., formats=...)``).
@@ -94,9 +94,9 @@ _THROUGHPUT = ("step time up {change_pct:.1f}% (90% CI {change_low_pct:.1f}..{ch
 FINDINGS: dict[str, str] = {
     # memory.py
     "memory_creep.runs_out_within_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:.0f} h (within the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (within the required {required_h:hours})"),
     "memory_creep.runs_out_beyond_required": _MEMORY + (
-        "at this rate it runs out in {hours_to_exhaustion_h:.0f} h (beyond the required {required_h:g} h)"),
+        "at this rate it runs out in {hours_to_exhaustion_h:hours} (beyond the required {required_h:hours})"),
     "memory_creep.capacity_unknown": _MEMORY + "capacity unknown",
     # utilization.py
     "utilization_dropouts.global": _UTIL + "on all chips at once ({shared_fraction:.0%} shared): a global stall such as data loading",
@@ -355,7 +355,7 @@ RELIABILITY: dict[str, str] = {
     "reliability.overhead": ("the job was up {training_s:hm}, of which {overhead_s:hm} did not train: {overhead}; "
                              "productive {productive_s:hm}"),
     "reliability.mttf_lower": ("mean time to failure per node >= {node_mttf_h_lower90:.3g} h with 90% confidence "
-                               "(2T / chi2(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f})"),
+                               "(2T / χ²(0.90; {dof}) = {two_t:.3g} / {chi2:.3f}, T = {node_hours:.3g} node-hours)"),
     "reliability.projection": ("a job over {nodes} node(s)[[this_cluster| (this cluster)]]: mean time to failure "
                                ">= {mttf_h_lower90:.3g} h with 90% confidence"),
     "reliability.meaning": ("a lower bound, not a forecast: {node_hours:.3g} node-hours with {failures} failure(s) can "
@@ -459,6 +459,10 @@ DERIVED: dict[str, Callable[[Mapping[str, Any], Sub], dict[str, Any]]] = {
     "criterion.numerics.measured": lambda v, sub: {"per_chip": ", ".join(
         sub("part.chip_checks", {"chip": c, "checks": n})
         for c, n in zip(v.get("checked_chips") or [], v.get("chip_checks") or [], strict=True))},
+    # the bound's two numbers as its formula names them: 2T and the chi-square quantile
+    "reliability.mttf_lower": lambda v, sub: {
+        "two_t": None if v.get("node_hours") is None else 2.0 * float(v["node_hours"]),
+        "chi2": None if v.get("divisor") is None else 2.0 * float(v["divisor"])},
 }
 """Values made of parts, from the typed ones: code -> function(values, sub) -> values to add."""
 
@@ -537,7 +541,13 @@ NAMES: tuple[str, ...] = ("metric", "kind", "scope", "event", "cause", "node_sta
                          "unit")
 """The named formats that write the name of a machine key (here: the key as it is)."""
 
-ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, **{n: str for n in NAMES}}
+def hours(h: float | None) -> str:
+    """A duration given in hours, written as ``hm`` writes one (rounded down: 3.52 h is
+    "3 h 31 min", never "4 h", which would say more time is left than there is)."""
+    return hm(None if h is None or isinstance(h, bool) else float(h) * 3600.0)
+
+
+ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, "hours": hours, **{n: str for n in NAMES}}
 """The named formats of ``say``'s English."""
 
 _JOINS = {"semi": "; "}

@@ -78,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--chips {args.chips}: must be between {LEAK_CHIP + 1} and 64")
     if not 0 < args.port < 65536:
         raise InputError(f"--port {args.port}: must be 1-65535")
+    if args.lang == "zh":
+        # the font the Chinese PDF needs, found before the soak: not a failure after minutes
+        from soak.report.fonts import register_cjk_font
+
+        register_cjk_font()
     from soak.config import plan_from_dict
     from soak.daemon.lifecycle import Daemon
 

@@ -208,6 +208,11 @@ def _pdf(args: argparse.Namespace) -> int:
     from soak.report.model import Customer
     from soak.store import Store
 
+    if args.lang == "zh":
+        # the font first: a machine without one is told so before the keys and the store are read
+        from soak.report.fonts import register_cjk_font
+
+        register_cjk_font(args.font)
     keys = resolve_keys(args)
     url = resolve_store_url(args.run_id, args.db, args.data_dir)
     customer = Customer(args.customer, args.site, args.cluster, args.node)

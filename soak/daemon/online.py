@@ -114,6 +114,8 @@ class OnlineAnalysis:
         self.out = out
         self.next_at = 0.0  # monotonic: no analysis before
         self._seen: set[tuple[str, str | None, str | None, str | None]] = set()
+        # the findings said on the terminal: (kind, where, severity) by key
+        self._said: dict[tuple[str, str | None, str | None, str | None], tuple[str, str, str]] = {}
         self._captures: CapturePlanner | None = None
         self._preloaded = False
 
@@ -164,8 +166,19 @@ class OnlineAnalysis:
 
     def announce(self, run: StartedRun, findings: list[dict[str, Any]], spool: StoreSpool,
                  node: str | None) -> None:
-        """A finding seen for the first time: a line on the terminal and an event."""
+        """A finding seen for the first time: a line on the terminal and an event. One said
+        that this analysis no longer holds (more data cleared it): a line saying so, and it is
+        said again if it comes back."""
         now = run.clock.now()
+        held = {(f["kind"], f.get("node"), f.get("device"), f.get("metric")) for f in findings}
+        for key in sorted(self._seen - held, key=lambda k: tuple(str(x) for x in k)):
+            self._seen.discard(key)
+            said = self._said.pop(key, None)
+            if said is not None:
+                kind, where, severity = said
+                self.out.write(f"soak: finding no longer held: [{severity}] {kind} on {where} "
+                               "(the analysis with more data does not find it)\n")
+                self.out.flush()
         for f in findings:
             key = (f["kind"], f.get("node"), f.get("device"), f.get("metric"))
             if key not in self._seen:
@@ -178,6 +191,7 @@ class OnlineAnalysis:
                 if f.get("severity") != "info":
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()
+                    self._said[key] = (str(f["kind"]), where, str(f.get("severity")))
                 spool.event("finding", ts=now, message=f.get("summary"), node=node,
                             detail={k: f.get(k) for k in ("kind", "node", "device", "metric", "severity",
                                                              "start", "end", "code", "values")})

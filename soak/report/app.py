@@ -29,7 +29,7 @@ from soak.report.device_faults import chip_columns, clean_line, fault_header, fa
 from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro
-from soak.report.model import fmt, fmt_bytes, fmt_duration
+from soak.report.model import fmt, fmt_bytes, fmt_duration, soak_window
 from soak.report.names import event_name, kind_name, metric_name, severity_name
 from soak.report.rows import (
     accounting_rows,
@@ -201,7 +201,8 @@ def page_overview(data: Any, lang: str, url: str | None = None, last_ts: float |
         section_cluster(data, lang, _tz(data),
                         lambda node, chip: _series(url, run.run_id, chip, run.started_at, end, last_ts, node))
     c = st.columns(4)
-    c[0].metric(t("duration", lang), fmt_duration(run.duration_s))
+    w_start, w_end = soak_window(data)  # one run duration, as the PDF states it
+    c[0].metric(t("duration", lang), fmt_duration(None if w_start is None or w_end is None else w_end - w_start))
     c[1].metric(t("chips", lang), chips_figure(data, lang))
     c[2].metric(t("restarts", lang), fmt(run.restarts))
     c[3].metric(t("findings", lang), len(data.findings))

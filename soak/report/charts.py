@@ -63,18 +63,19 @@ def metric_chart_png(
     with plt.rc_context({"font.family": matplotlib_font_family(font), "font.size": 7}):
         fig, ax = plt.subplots(figsize=(width_in, height_in), dpi=dpi)
         try:
-            cmap = plt.get_cmap("tab20")
             marked = [e for e in data.events if any(k in e.kind for k in _MARKED_EVENTS)]
             crashes = [e.ts for e in data.events if e.kind in _BREAKING_EVENTS]
             lines = chart_lines(series, flagged, metric, lang, crashes=crashes)
-            for i, line in enumerate(lines):
+            # the chips a finding names in colour and in the legend, every other one grey, as the
+            # legend's "other chips" says: a colour no legend names would say nothing
+            for line in lines:
                 hot = line.device in flagged
                 ax.plot(
                     [(x - t0) / 3600.0 for x in line.xs],
                     [y * scale for y in line.ys],
                     lw=1.6 if hot else 1.0 if line.label else 0.6,
-                    color="#d62728" if hot else "#1f4e79" if line.label else cmap(i % 20),
-                    alpha=1.0 if hot or line.label else 0.7,
+                    color="#d62728" if hot else "#1f4e79" if line.label else "#7f7f7f",
+                    alpha=1.0 if hot or line.label else 0.5,
                     label=line.label,
                     zorder=3 if hot or line.label else 2,
                 )

@@ -12,7 +12,7 @@ from soak.report.names import pick
 from soak.report.units import dur, mb, num, pct, plain, span, when
 
 _EVIDENCE_LABELS = {
-    "onset": ("Onset", "开始时间"),
+    "onset": ("Onset", "出现时刻"),
     "slope_per_hour": ("Rate", "增长速率"),
     "slope_ci90": ("Rate, 90 % CI", "速率 90% 置信区间"),
     "tau_per_hour": ("Rate threshold", "速率阈值"),
@@ -25,7 +25,7 @@ _EVIDENCE_LABELS = {
     "hours_to_exhaustion": ("Time to exhaustion", "预计耗尽时间"),
     "exhausted_at": ("Full at", "预计耗尽时刻"),
     "required_runtime_h": ("Required runtime", "要求运行时长"),
-    "onset_method": ("Onset from", "开始时间依据"),
+    "onset_method": ("Onset from", "出现时刻依据"),
     "regime_start": ("Regime since", "当前阶段开始"),
     "method": ("Method", "方法"),
     "version": ("Detector version", "检测器版本"),
@@ -183,7 +183,13 @@ def evidence_rows(f: FindingView, tz: tzinfo = UTC, lang: str = "en") -> list[tu
         lo, hi = ev.pop("slope_ci90")
         ev["slope"] = f"{num(ev.pop('slope_per_hour') / scale)} {unit} (90 % CI {num(lo / scale)}–{num(hi / scale)})"
     if ev.get("onset") is not None and ev.get("onset_method"):
-        ev["onset"] = f"{when(ev['onset'], tz)} ({_value('onset_method', ev.pop('onset_method'), f, tz, lang)})"
+        how = _value("onset_method", ev.pop("onset_method"), f, tz, lang)
+        ci = ev.pop("onset_ci90", None)
+        if isinstance(ci, Sequence) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+            # the change point's 90 % interval, as the rate's is written
+            how += f"，90% 置信区间 {span(ci[0], ci[1], tz)}" if lang == "zh" else f", 90 % CI {span(ci[0], ci[1], tz)}"
+        ev["onset"] = f"{when(ev['onset'], tz)} ({how})"
+    ev.pop("onset_ci90", None)  # said with the onset, or none (no change point)
     order = list(_EVIDENCE_LABELS)
     keys = sorted(ev, key=lambda k: (0 if k == "slope" else 1, order.index(k) if k in order else len(order), k))
     rows = []

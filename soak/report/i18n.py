@@ -261,7 +261,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "clean_statement": ("Clean-run statement", "无异常声明"),
     "no_clean_statement": (
         "No clean-run statement: the run has findings or was not analysed.",
-        "无无异常声明：本次运行存在问题或未经分析。",
+        "不出具无异常声明：本次运行存在问题或未经分析。",
     ),
     "detectors": ("Detector versions and thresholds", "检测器版本与阈值"),
     "detector": ("Detector", "检测器"),
@@ -328,6 +328,8 @@ STRINGS: dict[str, tuple[str, str]] = {
         "本次运行的时间（时段、问题、事件、图表）均在其缩放时间线上：自运行开始起，每 1 秒实际时间记为 "
         "{scale} 秒。生成时间为实际时间，因此可能早于运行结束时间。",
     ),
+    "finding_superseded": (" (online estimate while the run went on; the final analysis of the whole run revised it: "
+                           "see the finding)", "（运行中的在线估计；全程最终分析已修订：以该问题的最终结果为准）"),
 }
 
 
@@ -415,7 +417,7 @@ CLUSTER_STRINGS: dict[str, tuple[str, str]] = {
         "CPU），且只计训练中并有读数的时间；没有读数的时间一律不计，因此该数字低估集群实际承载的负荷。",
     ),
     "cluster_no_statement": ("No clean-run statement: the cluster did not pass.",
-                             "无无故障运行声明：集群未通过验收。"),
+                             "不出具无故障运行声明：集群未通过验收。"),
     "chips_flagged": ("Chips with findings", "有问题的芯片"),
     "chips_flagged_none": ("Every chip passed.", "所有芯片均通过。"),
     "chips_csv_note": (
@@ -480,9 +482,9 @@ _COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以
 
 CHINESE: dict[str, str] = {
     "memory_creep.runs_out_within_required": _MEMORY_ZH + (
-        "按此速率约 {hours_to_exhaustion_h:.0f} 小时后耗尽（在要求的 {required_h:g} 小时内）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（在要求的 {required_h:hours} 内）"),
     "memory_creep.runs_out_beyond_required": _MEMORY_ZH + (
-        "按此速率约 {hours_to_exhaustion_h:.0f} 小时后耗尽（超出要求的 {required_h:g} 小时）"),
+        "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:hours}）"),
     "memory_creep.capacity_unknown": _MEMORY_ZH + "容量未知",
     "utilization_dropouts.global": _UTIL_ZH + "所有芯片同时发生（{shared_fraction:.0%} 重合）：全局停顿，如数据加载",
     "utilization_dropouts.device": _UTIL_ZH + "仅本芯片",
@@ -672,7 +674,7 @@ CHINESE: dict[str, str] = {
                              "节点失联 {node_lost}[[link|、链路故障 {link}]]、芯片故障 {device_fault}[[sdc|、芯片计算错误 {sdc}]]）[[node_mttf_h|：每节点平均无故障时间 {node_mttf_h:.3g} 小时]]"),
     "reliability.overhead": "作业运行 {training_s:hm}，其中 {overhead_s:hm} 未在训练：{overhead}；有效训练 {productive_s:hm}",
     "reliability.mttf_lower": ("以 90% 置信度，每节点平均无故障时间 >= {node_mttf_h_lower90:.3g} 小时"
-                               "（2T / χ²(0.90; {dof}) = {node_hours:.3g} / {divisor:.3f}）"),
+                               "（2T / χ²(0.90; {dof}) = {two_t:.3g} / {chi2:.3f}，T = {node_hours:.3g} 节点·小时）"),
     "reliability.projection": "{nodes} 个节点的作业[[this_cluster|（本集群）]]：以 90% 置信度，平均无故障时间 >= {mttf_h_lower90:.3g} 小时",
     "reliability.meaning": ("这是下限而非预测：{node_hours:.3g} 节点小时、{failures} 次故障，最多只能说明每节点平均无故障时间"
                             "高于 {node_mttf_h_lower90:.3g} 小时；要说明更多，只能运行更久或用更多节点"),

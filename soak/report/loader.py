@@ -336,12 +336,17 @@ def load_report_data(
         else:
             series = tuple(device_series(store, run_id, bucket)) + tuple(step_series(store, run_id, bucket))
 
-    from soak.judge import withdrawn_findings
+    from soak.judge import superseded_findings, withdrawn_findings
 
     # an ended run's findings are the final analysis's: an online finding it does not keep is
     # withdrawn (while the run goes on, the stored findings are the online ones themselves)
     withdrawn = set() if running else {id(e) for e in withdrawn_findings(
         all_events, [{"kind": f.kind, "node": f.node, "device": f.device, "metric": f.metric} for f in findings])}
+    # an online finding the final analysis kept, but with other figures (a rate, a time to
+    # exhaustion measured over part of the run): an estimate the final one supersedes
+    superseded = set() if running else {id(e) for e in superseded_findings(all_events, [
+        {"kind": f.kind, "node": f.node, "device": f.device, "metric": f.metric, "code": f.code, "values": f.values}
+        for f in findings])}
     events = tuple(
         EventView(
             ts=e.ts,
@@ -356,6 +361,7 @@ def load_report_data(
             node=e.node,
             withdrawn=id(e) in withdrawn,
             withdrawn_ts=(rec.ended_ts or last_ts) if id(e) in withdrawn else None,
+            superseded=id(e) in superseded,
         )
         for e in all_events
     )

@@ -194,6 +194,8 @@ class EventView:
     # a finding event the final analysis did not keep: withdrawn at the run's end (``withdrawn_ts``)
     withdrawn: bool = False
     withdrawn_ts: float | None = None
+    # a finding event the final analysis kept with other figures: an online estimate, superseded
+    superseded: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,17 @@ def fmt_ts(ts: float | None) -> str:
         return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, ValueError, OSError):  # beyond the calendar
         return "N/A"
+
+
+def soak_window(data: ReportData) -> tuple[float | None, float | None]:
+    """The run's soak window, as every figure of its time states it: from its start to its end,
+    or to its planned end when it ran past it (the daemon's own shutdown after the planned end
+    is not run time). The run's own start and end where no accounting was judged."""
+    acc = data.accounting or {}
+    a, b = acc.get("window_start"), acc.get("window_end")
+    if isinstance(a, int | float) and isinstance(b, int | float) and data.run.ended_at is not None:
+        return float(a), float(b)
+    return data.run.started_at, data.run.ended_at
 
 
 def fmt_duration(seconds: float | None) -> str:

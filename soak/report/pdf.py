@@ -26,7 +26,7 @@ from soak.report.evidence_text import evidence_rows
 from soak.report.fonts import register_cjk_font, try_register_cjk_font
 from soak.report.i18n import simulation_label, t, verdict_label
 from soak.report.links import link_node_rows, link_pair_rows, links_intro, links_shown
-from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration
+from soak.report.model import Customer, ReportData, fmt, fmt_bytes, fmt_duration, soak_window
 from soak.report.names import kind_name, metric_name, severity_name
 from soak.report.pdf_style import Markup, Styles, table
 from soak.report.rows import (
@@ -170,9 +170,12 @@ def render_pdf(
     scaled = time_scaled(run.time_scale)
     scale = f"{run.time_scale:g}" if scaled else ""
     window_key = t("run_window_scaled", lang).format(scale=scale) if scaled else t("run_window", lang)
-    duration = fmt_duration(run.duration_s)
-    if scaled and run.duration_s is not None:
-        duration = t("duration_wall", lang).format(run=duration, wall=fmt_duration(run.wall_duration_s))
+    # one run duration on every page: the soak window's (the accounting's "ran")
+    w_start, w_end = soak_window(data)
+    ran_s = None if w_start is None or w_end is None else max(0.0, w_end - w_start)
+    duration = fmt_duration(ran_s)
+    if scaled and ran_s is not None:
+        duration = t("duration_wall", lang).format(run=duration, wall=fmt_duration(ran_s / run.time_scale))
     serials = _serials(data)
     color = {"pass": "#1a7f37", "fail": "#b22222"}.get(data.verdict or "", "#555555")
     vstyle = st.verdict.clone("vc", textColor=colors.HexColor(color))
@@ -204,7 +207,7 @@ def render_pdf(
     grid = [[*pairs[i], *(pairs[i + half] if i + half < len(pairs) else ("", ""))] for i in range(half)]
     kw = 26 * mm
     story.append(table(st, None, grid, [kw, page_w / 2 - kw, kw, page_w / 2 - kw], key_cols=(0, 2)))
-    story.append(table(st, None, [[window_key, span(run.started_at, run.ended_at, tz)], [t("duration", lang), duration],
+    story.append(table(st, None, [[window_key, span(w_start, w_end, tz)], [t("duration", lang), duration],
                                   [t("serials", lang), serials]], [2 * kw, page_w - 2 * kw], key_cols=(0,)))
     # when it was made goes with the run's window it speaks of: left to the cover's foot, a
     # cover one line too long leaves it alone on a page of its own
@@ -365,7 +368,7 @@ def render_pdf(
     story += st.heading(t("detectors", lang))
     det_rows = [
         [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_text(detector_thresholds(d.name, d.thresholds, lang), lang))
+         Markup("<br/>".join(escape(line) for line in threshold_text(detector_thresholds(d.name, d.thresholds, lang), lang, tz))
                 or "N/A")]
         for d in data.detectors
     ]

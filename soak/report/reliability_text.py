@@ -15,7 +15,7 @@ from typing import Any
 from soak.report.i18n import t
 from soak.report.names import CAUSE_NAMES, pick
 from soak.report.sentences import message
-from soak.report.units import dur, num, pct, when
+from soak.report.units import dur, num, pct, when, written_share
 
 PRODUCTIVE, INJECTED = "productive", "injected"
 COLORS = {
@@ -57,7 +57,9 @@ def _floored_pct(share: float | None) -> str:
 
 def part_rows(rel: Mapping[str, Any] | None, lang: str = "en") -> list[tuple[str, str, str]]:
     """(cause, how long, share of the planned time) per part."""
-    return [(p.name, dur(p.seconds), _floored_pct(p.share))
+    planned = (rel or {}).get("planned_s")
+    # the share of the duration as written (dur_share): the two read back to each other
+    return [(p.name, dur(p.seconds), written_share(p.seconds, planned))
             for p in parts(rel, lang)]
 
 

@@ -20,7 +20,7 @@ from soak.report.i18n import t
 from soak.report.model import EventView, ReportData
 from soak.report.names import CAUSE_NAMES, event_name, metric_name, pick
 from soak.report.sentences import event_text
-from soak.report.units import dur, pct, plain, span, when
+from soak.report.units import dur, dur_share, pct, plain, span, when
 
 # -- the run's chips and nodes -----------------------------------------------------------------
 
@@ -80,8 +80,10 @@ def event_rows(events: Sequence[EventView], tz: tzinfo = UTC, lang: str = "en") 
 # -- thresholds, phases ------------------------------------------------------------------------
 
 
-def phase_text(phases: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
-    """Declared phases summarised: count, cadence, duration of each named phase."""
+def phase_text(phases: Iterable[Mapping[str, Any]], lang: str = "en", tz: tzinfo = UTC) -> str:
+    """Declared phases summarised: count, cadence, duration of each named phase. One window
+    (a restart's) is said by its times: its length is not the interruption's downtime, which
+    the report states once, and a second duration beside it would read as another figure."""
     out = []
     for ph in phases:
         if not isinstance(ph, Mapping):
@@ -98,7 +100,10 @@ def phase_text(phases: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
             lengths = sorted(float(b) - float(a) for a, b in windows)
             gaps = sorted(b - a for a, b in zip(starts, starts[1:], strict=False))
             typical = lengths[len(lengths) // 2]
-            if lang == "zh":
+            if len(windows) == 1:
+                a, b = (float(x) for x in windows[0])
+                parts.append(f"1 个时段，{span(a, b, tz)}" if lang == "zh" else f"1 window, {span(a, b, tz)}")
+            elif lang == "zh":
                 parts.append(f"{len(windows)} 个时段，每段约 {dur(typical)}" + (f"，约每 {dur(gaps[len(gaps) // 2])} 一次" if gaps else ""))
             else:
                 parts.append(f"{len(windows)} window{'s' if len(windows) != 1 else ''} of about {dur(typical)}"
@@ -107,13 +112,13 @@ def phase_text(phases: Iterable[Mapping[str, Any]], lang: str = "en") -> str:
     return "; ".join(out) if lang != "zh" else "；".join(out)
 
 
-def threshold_text(thresholds: Mapping[str, Any], lang: str = "en") -> list[str]:
+def threshold_text(thresholds: Mapping[str, Any], lang: str = "en", tz: tzinfo = UTC) -> list[str]:
     """One "key = value" line per threshold; sections one line each; phases summarised."""
     lines = []
     for k in sorted(thresholds):
         v = thresholds[k]
         if k == "phases" and isinstance(v, Sequence):
-            lines.append(f"phases = {phase_text(v, lang) or 'N/A'}")
+            lines.append(f"phases = {phase_text(v, lang, tz) or 'N/A'}")
         elif isinstance(v, Mapping):
             lines.append(f"{k}: " + ", ".join(f"{sk} = {plain(sv)}" for sk, sv in sorted(v.items())))
         else:
@@ -131,7 +136,7 @@ def accounting_rows(acc: Mapping[str, Any] | None, lang: str = "en") -> list[tup
     rows = [
         (t("acc_planned", lang), dur(acc.get("planned_s"))),
         (t("acc_ran", lang), dur(None if acc.get("window_end") is None else acc["window_end"] - acc["window_start"])),
-        (t("acc_training", lang), f"{dur(acc.get('training_s'))} ({pct(acc.get('availability'))})"),
+        (t("acc_training", lang), dur_share(acc.get("training_s"), acc.get("planned_s"))),
         (t("acc_judged", lang), pct(acc.get("judged_availability"))),
         # no time down reads "none", not a "0 s" that looks like a figure measured as zero
         (t("acc_down", lang), t("none_word", lang) if acc.get("unexcused_down_s") == 0 else dur(acc.get("unexcused_down_s"))),

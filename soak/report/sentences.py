@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, tzinfo
 from typing import Any
 
-from soak.analysis.messages import ENGLISH, Formats, hm, say
+from soak.analysis.messages import ENGLISH, Formats, hm, hours, say
 from soak.analysis.messages import pct as share
 from soak.device_names import device_key
 from soak.report.event_text import event_code, recorded
@@ -51,7 +51,7 @@ def formats(lang: str = "en", tz: tzinfo = UTC) -> Formats:
     """How the report writes a value of each named format in ``lang``: names of machine keys
     in the language, times in ``tz``."""
     return {
-        "hm": hm, "pct": share, "utc": lambda ts: when(ts, tz),
+        "hm": hm, "hours": hours, "pct": share, "utc": lambda ts: when(ts, tz),
         "metric": lambda m: metric_name(m, lang), "kind": lambda k: kind_name(k, lang),
         "scope": lambda s: pick(_SCOPE, s, lang), "event": lambda e: event_name(e, lang),
         "cause": lambda c: pick(CAUSE_NAMES, c, lang), "node_status": lambda s: node_status_name(s, lang),
@@ -87,6 +87,8 @@ def event_text(e: Any, lang: str = "en", tz: tzinfo = UTC) -> str:
         text = finding_text(e, lang, tz)
         if getattr(e, "withdrawn", False):
             text += t("finding_withdrawn", lang).format(when=when(e.withdrawn_ts, tz))
+        elif getattr(e, "superseded", False):
+            text += t("finding_superseded", lang)
         return text
     table = EVENT_TABLES.get(lang)
     said = None if table is None else event_code(e)

@@ -21,14 +21,22 @@ import hashlib
 import io
 import os
 import stat
+import warnings
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cryptography.utils import CryptographyDeprecationWarning
+
 from soak.errors import InputError, KeyFileError
 from soak.runfolder import PRIVATE_FILE_MODE, RUN_DIR_MODE, data_dir_keys, keys_dir, run_folder_of
+
+# pyHanko imports cryptography's DSA key types to recognise them, and cryptography warns on that
+# import that DSA is deprecated: a line on every signing and verification that says nothing
+# about this report (soak signs with ECDSA or RSA keys and never makes a DSA one).
+warnings.filterwarnings("ignore", message="DSA is deprecated", category=CryptographyDeprecationWarning)
 
 KEY_FILE = "signing-key.pem"
 CERT_FILE = "signing-cert.pem"

@@ -68,6 +68,21 @@ def dur(seconds: float | None) -> str:
     return hm(seconds)
 
 
+def written_share(seconds: float | None, total_s: float | None) -> str:
+    """The share of ``total_s`` that a duration *as written* is (``dur``: whole minutes from a
+    minute on): 1 h 36 min 59 s of 8 h is "20.0 %", never "20.2 %", which a reader multiplies
+    back to 1 h 37 min."""
+    if seconds is None or not total_s or total_s <= 0 or not math.isfinite(float(seconds)):
+        return pct(None)
+    s = math.floor(float(seconds) + 1e-6)
+    return pct((s if s < 60 else s // 60 * 60) / total_s)
+
+
+def dur_share(seconds: float | None, total_s: float | None) -> str:
+    """A duration and its share of ``total_s``, the share of the duration as written."""
+    return f"{dur(seconds)} ({written_share(seconds, total_s)})"
+
+
 def num(x: float | None, digits: int = 3) -> str:
     """A number with ``digits`` significant digits, no exponent for everyday sizes."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

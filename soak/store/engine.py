@@ -82,10 +82,28 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cur = dbapi_connection.cursor()
     cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    cur.execute("PRAGMA journal_mode=WAL")
+    try:
+        cur.execute("PRAGMA journal_mode=WAL")  # the first statement that reads the schema
+    except UnicodeDecodeError as exc:
+        raise damaged_schema(exc) from None
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
     dbapi_connection.isolation_level = previous
+
+
+def damaged_schema(exc: UnicodeDecodeError) -> Exception:
+    """The database error that a damaged SQLite file raised as a ``UnicodeDecodeError``.
+
+    SQLite quotes the token it could not parse in its message ("malformed database schema
+    (runs) - unrecognized token: ..."); on a damaged schema page that token is bytes that are
+    not UTF-8, and Python's sqlite3 fails decoding the message instead of raising the error.
+    The message is kept, its bad bytes replaced, as the ``sqlite3.DatabaseError`` it was."""
+    import sqlite3
+
+    raw = exc.object if isinstance(exc.object, bytes | bytearray) else b""
+    said = bytes(raw).decode("utf-8", "replace").splitlines()[0] if raw else "undecodable error message"
+    said = "".join(c if c.isprintable() else "?" for c in said)  # one line, no control characters
+    return sqlite3.DatabaseError(f"the database file is damaged: {said}")
 
 
 # A store call over a network that went silent ends after this long instead of TCP's
@@ -212,6 +230,8 @@ class Database:
             attempt += 1
             try:
                 return call()
+            except UnicodeDecodeError as exc:  # SQLite's message on a damaged file (damaged_schema)
+                raise StoreError(f"store {self.url}: {what} failed: {describe(damaged_schema(exc))}") from None
             except errors as exc:
                 elapsed = time.monotonic() - t0
                 if isinstance(exc, OperationalError) and is_transient(exc) and attempt < WRITE_ATTEMPTS:

@@ -174,6 +174,34 @@ def test_ongoing_hang_measured_to_now():
     assert f.kind == "hang" and f.onset == pytest.approx(T0 + step_t[-1]) and f.details["ongoing"]
 
 
+def _startup_trace(first_steps_s: list[float], until_s: float, reading_s: float = 5.0):
+    """Chips read every ``reading_s`` until ``until_s``, a rank that stepped at ``first_steps_s`` only."""
+    t = np.arange(0, until_s + 1e-9, reading_s)
+    steps = np.array(first_steps_s)
+    return Trace.from_arrays({("npu0-0", "util_pct"): (T0 + t, np.full(t.size, 95.0)),
+                              ("lm-rank0", "step_time_s"): (T0 + steps, np.full(steps.size, 0.05)),
+                              ("lm-rank0", "step"): (T0 + steps, np.arange(1, steps.size + 1, dtype=float))})
+
+
+def _hangs(steps: list[float], until_s: float) -> list:
+    return [f for f in analyze(_startup_trace(steps, until_s), now=T0 + until_s).findings if f.kind == "hang"]
+
+
+def test_the_start_up_of_a_rank_is_not_a_hang():
+    # one step at 4 min, none since at 11 min: 7 min is over the 5 min threshold, but before
+    # its cadence is known a rank is in its start-up (its first steps are its slowest)
+    assert not _hangs([240.0], 660.0)
+    # the start-up has its own bound, twice the threshold: a rank that never steps again is a hang
+    (f,) = _hangs([240.0], 240.0 + 2 * 300.0 + 60.0)
+    assert f.device == "lm-rank0" and f.details["ongoing"] and f.onset == pytest.approx(T0 + 240.0)
+
+
+def test_once_its_cadence_is_known_a_rank_is_held_to_the_threshold():
+    # a step row a minute for 10 min, then none for 6 min: over the 5 min threshold, a hang
+    (f,) = _hangs([60.0 * i for i in range(1, 11)], 600.0 + 360.0)
+    assert f.details["ongoing"] and f.onset == pytest.approx(T0 + 600.0)
+
+
 def test_profile_phases_from_toml_explain_checkpoints(tmp_path):
     sc = Scenario("ck", hours=HOURS, n_devices=1, seed=6, checkpoint_every_s=1800, checkpoint_dur_s=40)
     tr, _ = generate(sc)

@@ -109,7 +109,7 @@ def test_the_statements_say_the_bound_as_t_over_its_divisor() -> None:
     acc = ev.account([_e(0, "start")], ["lm"], planned_start=0, planned_end=72 * 3600, ended=72 * 3600)
     r = rel.assess(acc, nodes=["n1"], project_nodes=[64])
     said = {s.code: s for s in r.statements()}
-    assert "(2T / chi2(0.90; 2) = 72 / 2.303)" in said["reliability.mttf_lower"]
+    assert "(2T / χ²(0.90; 2) = 144 / 4.605, T = 72 node-hours)" in said["reliability.mttf_lower"]
     assert said["reliability.mttf_lower"].startswith("mean time to failure per node >= 31.3 h")
     projections = [s for s in r.statements() if s.code == "reliability.projection"]
     assert projections == ["a job over 1 node(s) (this cluster): mean time to failure >= 31.3 h with 90% confidence",

@@ -174,8 +174,12 @@ def test_the_burn_in_clock_restarts_on_a_crash_and_moves_the_planned_end(tmp_pat
                 and d.started.clock.now() - (d.started.planned_end_ts - 12.0) >= 6.0, timeout_s=60)
     pid = d.supervisors[0].pid
     os.kill(pid, signal.SIGKILL)
-    assert tr.join(120) == 0
+    rc = tr.join(120)
     analysis = _analysis(tmp_path, "r1")
+    # what this test is about is the clock: on a loaded machine a criterion of the machine's own
+    # (the readings' coverage of a 20 s run) may fail the verdict, and the exit status says so;
+    # the clock's criteria are asserted below whatever the rest of the verdict
+    assert rc == (0 if analysis["verdict"] == "pass" else 1), (rc, analysis["verdict"])
     acc = analysis["accounting"]
     crash = next(i for i in acc["interruptions"] if i["cause"] == "crash")
     assert crash["injected"] is False and crash["start"] - acc["window_start"] >= 6.0

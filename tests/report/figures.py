@@ -31,8 +31,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         rf"计划时长 ({DUR})", rf"计划拷机时长 ({DUR})", rf"（计划 ({DUR})）", rf"计划 ({DUR}) 中训练",
         rf"计划 ({DUR})，有效训练", rf"≥ 计划的 ({DUR})",
     ),
-    "duration": (rf"\bDuration ({DUR})", rf"(?<!计划)(?<!运行)(?<!拷机)(?<!可见)时长 ({DUR})"),
-    "ran": (rf"\bran ({DUR}) of", rf"\bRan ({DUR})", rf"运行 ({DUR})（计划", rf"实际运行 ({DUR})"),
+    # one run duration: the cover's and the app's "Duration" is the accounting's "ran"
+    "ran": (rf"\bran ({DUR}) of", rf"\bRan ({DUR})", rf"运行 ({DUR})（计划", rf"实际运行 ({DUR})",
+            rf"\bDuration ({DUR})", rf"(?<!计划)(?<!运行)(?<!拷机)(?<!可见)时长 (?:运行时间线 )?({DUR})"),
     "training": (
         rf"(?<!productive )(?<!uninterrupted )training ({DUR})", rf"trained ({DUR}) of (?!the )", rf"Training \(share of planned\) ({DUR})",
         rf"中训练 ({DUR})", rf"训练时间（占计划） ({DUR})",
@@ -57,6 +58,18 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     ),
     "injected": (rf"less ({DUR}) of \d+ injected", rf"注入故障的 ({DUR})"),
     "chips": (r"\bChips (\d+)", r"(\d+) chips x", r"芯片数 (\d+)", r"(\d+) 颗芯片 ×"),
+    # a leak's time to exhaustion: the finding's sentence and its evidence table; an online
+    # estimate the final analysis revised is marked so and is not this figure
+    "time to exhaustion": (
+        rf"runs out in ({DUR}) \((?:within|beyond) the required [^)]*\)(?! \(online estimate)",
+        rf"Time to exhaustion ({DUR})",
+        rf"按此速率 ({DUR}) 后耗尽（[^）]*）(?!（运行中的在线估计)", rf"预计耗尽时间 ({DUR})",
+    ),
+    # the injected crash's downtime: the interruptions' table and every sentence about it
+    "crash downtime": (
+        rf"({DUR}) injected crash", rf"crash[^.;\n]{{0,40}}? for (?:about )?({DUR})",
+        rf"({DUR}) 注入的崩溃",
+    ),
 }
 
 # the least covered chip, on the criterion ("lowest 99.1 % (npu0-0 HBM in use)") and in the

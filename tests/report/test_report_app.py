@@ -281,10 +281,10 @@ def test_a_run_with_a_plan_shows_its_reliability_as_the_pdf_does(tmp_path, monke
     md = " ".join(m.value for m in at.markdown)
     assert "Reliability: effective training time and time to failure" in [h.value for h in at.subheader]
     # one node-hour with its crash (no inject event before it: not the plan's canary): the bound
-    # is 2T / chi2(0.90; 4), and a 64-node job's is 1/64 of it
+    # is 2T / χ²(0.90; 4), and a 64-node job's is 1/64 of it
     assert ("1 unexpected failure(s) of the machine in 1 node-hours (1 crash, 0 hang, 0 node lost, 0 link failure, "
             "0 device fault, 0 chip(s) computing wrong)") in md
-    assert "mean time to failure per node >= 0.257 h with 90% confidence (2T / chi2(0.90; 4) = 1 / 3.890)" in md
+    assert "mean time to failure per node >= 0.257 h with 90% confidence (2T / χ²(0.90; 4) = 2 / 7.779, T = 1 node-hours)" in md
     assert "a job over 64 node(s): mean time to failure >= 0.00402 h" in md
     assert "injected canary" not in md  # none was injected: nothing to keep apart
 
@@ -296,5 +296,5 @@ def test_each_figure_has_one_value_in_the_app(app, lang):
     if lang == "zh":
         app.sidebar.radio(key="lang").set_value("zh").run()
     (found,) = figures([app_text(app)])
-    assert {"duration", "chips"} <= set(found), found  # a recorded run without a plan: few figures
+    assert {"ran", "chips"} <= set(found), found  # a recorded run without a plan: few figures
     assert not conflicts([found])

@@ -156,7 +156,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
     reli = next(p for p in text.split("\f") if "(ETTR)" in p)
     ettr = math.floor(rel["ettr"] * 1000) / 10
     assert f"(ETTR) {ettr:.1f} %" in reli and "injected canaries" in reli, reli
-    assert f"(2T / chi2(0.90; 2) = {rel['node_hours']:.3g} / 2.303)" in " ".join(reli.split()), reli
+    assert f"(2T / χ²(0.90; 2) = {2 * rel['node_hours']:.3g} / 4.605, T = {rel['node_hours']:.3g} node-hours)" in " ".join(reli.split()), reli
     assert f">= {rel['node_mttf_h_lower90']:.3g} h with 90% confidence" in " ".join(reli.split())
     # the Chinese PDF of the same run says every sentence of the judgement in Chinese
     from soak.cli import main
@@ -184,7 +184,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
             found = figures([*pdf_text_pages(doc), app_text(app)])
             labels = set().union(*found)
             assert {"planned", "ran", "training", "judged availability", "longest uninterrupted", "chips",
-                    "injected", "ETTR"} <= labels, (lang, labels)
+                    "injected", "ETTR", "time to exhaustion", "crash downtime"} <= labels, (lang, labels)
             assert not conflicts(found), (lang, conflicts(found))
     finally:
         for k in ("SOAK_REPORT_DB", "SOAK_REPORT_DATA_DIR"):
@@ -223,6 +223,13 @@ def test_the_demo_run_resumes_from_its_checkpoint_and_measures_the_creep_on_its_
         assert [(f.device, f.severity) for f in creep] == [(f"npu{LEAK_CHIP}-0", "fail")]
         slope = creep[0].detail["slope_per_hour"]
         assert 0.6e9 < slope < 1.0e9  # 800 MB/h as simulated
+        # the leak planted one hour in: its onset is the change point, within 15 minutes of it
+        details = creep[0].detail.get("details") or creep[0].detail
+        assert details["onset_method"] == "change point", details
+        planted = run.started_ts + 3600.0
+        assert abs(creep[0].detail["onset"] - planted) <= 15 * 60, (creep[0].detail["onset"] - planted) / 60
+        lo, hi = details["onset_ci90"]
+        assert lo <= creep[0].detail["onset"] <= hi
         # the report's analysis is the daemon's final one: same verdict, same findings
         saved = json.loads((demo.run_dir / "report" / "analysis.json").read_text(encoding="utf-8"))
         assert saved["verdict"] == run.verdict == "fail"

@@ -190,7 +190,7 @@ def test_the_cover_has_one_training_share_and_the_reliability_follows_the_accoun
     zh = next(p.text for p in pdf_pages(pdfs["zh"]) if "计划时间的去向" in p.text)
     assert "Reliability: effective training time and time to failure" in en
     assert "(ETTR)" in en and "productive training" in en and "a lower bound, not a forecast" in en
-    assert "2T / chi2(0.90;" in " ".join(en.split())
+    assert "2T / χ²(0.90;" in " ".join(en.split())
     assert "有效训练时间比 (ETTR)" in zh and "这是下限而非预测" in zh
 
 

@@ -241,10 +241,10 @@ def test_reason_text_says_the_finding_in_chinese():
     assert str(reason).startswith("FAIL memory_creep on npu3-0 from 2026-11-29 10:48:09Z: hbm_used_bytes creeps")
     assert reason_text(_message(reason), "zh") == (
         "失败：npu3-0 的内存持续增长，自 2026-11-29 10:48 起：HBM 占用自老化期结束起每小时增长 843.8 MB"
-        "（90% 置信区间 798.0–858.9）；拟合期内共增长 4773 MB；按此速率约 4 小时后耗尽（在要求的 72 小时内）")
+        "（90% 置信区间 798.0–858.9）；拟合期内共增长 4773 MB；按此速率 4 h 12 min 后耗尽（在要求的 72 h 00 min 内）")
     assert reason_text(_message(reason), "en") == (
         "FAIL memory creep on npu3-0 from 2026-11-29 10:48: HBM in use creeps 843.8 MB/h (90% CI 798.0..858.9) "
-        "since burn-in; +4773 MB over the fit; at this rate it runs out in 4 h (within the required 72 h)")
+        "since burn-in; +4773 MB over the fit; at this rate it runs out in 4 h 12 min (within the required 72 h 00 min)")
     # a reason without a code (an analysis this version cannot judge again) is shown as written
     assert reason_text(Message("something an older soak said"), "zh") == "something an older soak said"
 

@@ -309,3 +309,15 @@ def test_truncated_pdf_still_fails_verification(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 1
     assert "FAILED" in out
+
+
+def test_soak_verify_says_nothing_of_third_party_deprecations(signed_pdf, keys) -> None:
+    # as a user runs it: a process of its own, Python's default warning filters (no pytest's)
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONDEVMODE")}
+    done = subprocess.run([sys.executable, "-m", "soak", "verify", str(signed_pdf.path), "--cert", str(keys.cert_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr and "deprecated" not in done.stderr, done.stderr
