@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from soak.analysis import links as lk
+from soak.analysis import numerics
 from soak.analysis.captures import CapturePlanner, wall_of
 from soak.daemon.membership import Membership
 from soak.daemon.spool import StoreSpool
@@ -188,7 +189,9 @@ class OnlineAnalysis:
                 device = f.get("device")
                 where = (device_key(f.get("node"), str(device)) if device is not None
                          else f.get("node") or "the job")
-                if f.get("severity") != "info":
+                # a numerical finding was said on the terminal when its event was stored
+                # (the daemon's heartbeat drain), one check period sooner: not twice
+                if f.get("severity") != "info" and f["kind"] not in numerics.KINDS:
                     self.out.write(f"soak: finding [{f.get('severity')}] {f['kind']} on {where}: {f.get('summary')}\n")
                     self.out.flush()
                     self._said[key] = (str(f["kind"]), where, str(f.get("severity")))

@@ -323,12 +323,14 @@ def test_an_announced_finding_that_names_no_chip_is_said_of_its_node_or_the_job(
     events: list[dict] = []
     spool = SimpleNamespace(event=lambda kind, **kw: events.append(kw))
     run = SimpleNamespace(clock=SimpleNamespace(now=lambda: 1.0))
-    found = [{"kind": "sdc", "node": None, "device": None, "metric": "replica", "severity": "warn",
-              "summary": "wrong result"},
-             {"kind": "sdc", "node": "n1", "device": None, "metric": "gemm", "severity": "fail", "summary": "x"},
-             {"kind": "sdc", "node": "n1", "device": "npu0", "metric": "gemm", "severity": "fail", "summary": "y"}]
+    found = [{"kind": "thermal", "node": None, "device": None, "metric": "temp_c", "severity": "warn",
+              "summary": "hot"},
+             {"kind": "thermal", "node": "n1", "device": None, "metric": "temp_c", "severity": "fail", "summary": "x"},
+             {"kind": "thermal", "node": "n1", "device": "npu0", "metric": "temp_c", "severity": "fail", "summary": "y"},
+             # said when its event was stored, not a second time
+             {"kind": "sdc", "node": "n1", "device": "npu0", "metric": "gemm", "severity": "fail", "summary": "z"}]
     OnlineAnalysis(out).announce(run, found, spool, None)
-    assert out.getvalue().splitlines() == ["soak: finding [warn] sdc on the job: wrong result",
-                                           "soak: finding [fail] sdc on n1: x",
-                                           "soak: finding [fail] sdc on n1/npu0: y"]
-    assert len(events) == 3
+    assert out.getvalue().splitlines() == ["soak: finding [warn] thermal on the job: hot",
+                                           "soak: finding [fail] thermal on n1: x",
+                                           "soak: finding [fail] thermal on n1/npu0: y"]
+    assert len(events) == 4
