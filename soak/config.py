@@ -244,6 +244,10 @@ class WorkloadSpec:
                                  _strings)
 
 
+DETAIL_RUN_S = 60.0
+"""The slow views' default interval on the run's time line (``SamplingSection.detail_wall_s``)."""
+
+
 @dataclass(frozen=True)
 class SamplingSection:
     interval_s: float = opt(DEFAULT_INTERVAL_S,
@@ -251,9 +255,20 @@ class SamplingSection:
                             _dur(), key="interval", raw=f"{DEFAULT_INTERVAL_S:g}s")
     flush_every_s: float = opt(5.0, "Commit buffered samples at least this often (wall); a crash loses at most this much.",
                                _dur(), key="flush_every", raw="5s")
-    detail_interval_s: float = opt(60.0, "How often each chip's slow views are read (wall): npu-smi -t health/ecc/usages "
-                                         "and hccn_tool; a fault the chip reports is seen within this.",
-                                   _dur(), key="detail_interval", raw="60s")
+    detail_interval_s: float | None = opt(None, "How often each chip's slow views are read (wall): npu-smi -t "
+                                                "health/ecc/usages and hccn_tool; a fault the chip reports is seen "
+                                                "within this. Empty: one minute of the run's time line (60 s / time "
+                                                "scale), never shorter than the tick.",
+                                          lambda v, k: None if v in (None, "") else parse_duration(v, k),
+                                          key="detail_interval", raw="")
+
+    def detail_wall_s(self, time_scale: float | None = None) -> float:
+        """The slow views' interval in wall seconds: the one given, else one minute of the run's
+        time line (an accelerated run reads them as often in run time as a real one), never
+        shorter than the tick."""
+        if self.detail_interval_s is not None:
+            return float(self.detail_interval_s)
+        return max(float(self.interval_s), DETAIL_RUN_S / float(time_scale or 1.0))
 
 
 @dataclass(frozen=True)

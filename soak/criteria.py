@@ -247,14 +247,20 @@ def compute_criterion(v: cp.ComputeVerdict, reasons: list[str]) -> dict[str, Any
 
 
 def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.Blind] = (),
-                  interval_s: float | None = None, profile: Any = None) -> list[dict[str, Any]]:
+                  interval_s: float | None = None, profile: Any = None,
+                  not_judged: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, Any]]:
     """One per finding kind: no finding of it fails (findings as objects or dicts).
 
     A kind in ``blind`` (``soak.analysis.sampling``) is not judged at the run's sampling: met
     None, with the interval it needs, unless one of its findings fails anyway (what was seen
     still counts). With the sampling ``interval_s`` known, a kind that sees only longer events
-    there than at a fine sampling states the shortest it sees (``shortest_s``)."""
+    there than at a fine sampling states the shortest it sees (``shortest_s``). ``not_judged``
+    (default: from the findings, ``soak.analysis.stale.not_judged``) names per kind the chips
+    whose readings of its metric were stale: the kind does not judge them, and says so."""
+    from soak.analysis.stale import not_judged as stale_chips
+
     out = []
+    excluded = stale_chips(findings) if not_judged is None else not_judged
     blind_of = {b.kind: b for b in blind}
     for kind in KINDS:
         if kind == "device_fault" or kind in nm.KINDS:  # judged with their evidence: device_faults_ and numerics_criterion
@@ -263,6 +269,8 @@ def kind_criteria(findings: Sequence[Any], *, judged: bool, blind: Sequence[sm.B
         sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
         worst = max((_SEVERITY_RANK.get(s, 1) for s in sev), default=-1)
         values: dict[str, Any] = {"kind": kind, "findings": len(mine), "found": bool(mine)}
+        if excluded.get(kind):
+            values["not_judged"] = list(excluded[kind])
         if mine:  # what the findings are, so a met criterion with findings says why they do not fail it
             values.update(fails=sev.count("fail"), warns=sev.count("warn"),
                           infos=sum(1 for s in sev if s not in ("fail", "warn")))
@@ -286,19 +294,36 @@ def blind_reasons(criteria: Sequence[Mapping[str, Any]]) -> list[Any]:
             for c in criteria if c.get("met") is None and (c.get("values") or {}).get("blind")]
 
 
-def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any) -> dict[str, Any]:
+def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any,
+                           read_interval_s: float | None = None) -> dict[str, Any]:
     """No chip reported a fault that fails it (``soak.analysis.device_faults``), judged on the
     chips whose fault views answered; a run where none answered is not judged on it (a clean
-    ECC record that was never read is claimed nowhere)."""
+    ECC record that was never read is claimed nowhere).
+
+    Like the detectors it declares the sampling it needs (``soak.analysis.sampling``): each
+    chip's fault views read at least ``params.min_reads`` times (a counter's rise shows between
+    two reads), once per ``params.max_read_interval_s`` of the run or more often
+    (``read_interval_s``: the detail interval times the time scale; a fault code or health word
+    between two reads is not seen). A chip read fewer times is not judged; a run read less often
+    is not judged at all, unless a fault it did see fails it."""
     mine = [f for f in findings if (f.kind if hasattr(f, "kind") else f.get("kind")) == "device_fault"]
     sev = [f.severity if hasattr(f, "severity") else f.get("severity") for f in mine]
     fails, warns = sev.count("fail"), sev.count("warn")
-    read, not_read = evidence.read(), evidence.not_read()
+    min_reads = max(1, int(params.min_reads))
+    read, not_read = evidence.read(min_reads), evidence.not_read(min_reads)
+    # every count is of reads: a view's values are stored only in the tick that read them
     readings = sum(evidence.chips[k][1] for k in read)
+    slow = read_interval_s is not None and read_interval_s > params.max_read_interval_s * (1 + 1e-9)
     values = {"chips": len(evidence.chips), "read": len(read), "readings": readings, "fails": fails, "warns": warns,
               "failing": fails > 0, "warning": warns > 0,
               "not_read": [device_key(n, d) for n, d in not_read],
-              "max_link_down_s": params.max_link_down_s, "max_link_flaps": params.max_link_flaps}
+              "max_link_down_s": params.max_link_down_s, "max_link_flaps": params.max_link_flaps,
+              "min_reads": min_reads, "max_read_interval_s": params.max_read_interval_s,
+              "read_interval_s": read_interval_s,
+              "most_reads": max((e[1] for e in evidence.chips.values()), default=0)}
+    if slow:
+        return _criterion(False if fails else None, code="criterion.device_faults", values=values,
+                          measured=".measured_cadence")
     if not read:
         # a fault the chip did report still fails the run: only a clean record needs readings
         return _criterion(False if fails else None, code="criterion.device_faults", values=values,

@@ -33,6 +33,7 @@ from soak.analysis import sampling as sm
 from soak.analysis.captures import Capture, attach, captures_from_events
 from soak.analysis.messages import said, typed
 from soak.analysis.profile import chip_of
+from soak.analysis.stale import without_stale
 from soak.analysis.verdict import CPU_HOURS, clean_statement, order
 from soak.clock import ScaledClock
 from soak.cluster import analysis as ca
@@ -159,7 +160,9 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
             trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
         trace = trace.placed(store.rank_places(run_id))
         result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
-        evidence = _TraceEvidence({(s.device, s.metric): s.t for s in trace.series()}, trace.place)
+        # stale readings are no evidence: the coverage counts them as missing
+        judged_trace = without_stale(trace, result.findings)
+        evidence = _TraceEvidence({(s.device, s.metric): s.t for s in judged_trace.series()}, trace.place)
         trace_interval, trace_steps = sm.trace_interval_s(trace), sm.trace_step_interval_s(trace)
 
     time_scale = float(rec.time_scale or 1.0)
@@ -219,7 +222,9 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         compute = cp.evaluate(rates, chip_of(rec.manifest, rec.backend), profile)
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
-    criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults))
+    # the fault views' reads on the run's time line (an imported run: unknown, judged on its reads)
+    read_interval = None if plan is None else plan.sampling.detail_wall_s(time_scale) * time_scale
+    criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults, read_interval))
     chips = sorted(evidence.placed_chips(), key=lambda k: (k[0] or "", k[1]))
     criteria.append(cr.numerics_criterion(result.findings, numeric_evidence(store, run_id, plan, chips), chips))
     # the run's sampling and its step rows' spacing in simulated seconds; an imported run (no
@@ -357,7 +362,7 @@ def reliability_of(store: Any, rec: Any, plan: Plan, events: Sequence[Any], acco
     return rel.assess(accounting, events=events, nodes=nodes, away=away, cluster_nodes=max(1, int(rec.nodes or 1)),
                       project_nodes=plan.reliability.project_nodes, running=running,
                       time_scale=float(rec.time_scale or 1.0),
-                      fault_lag_s=plan.sampling.detail_interval_s * float(rec.time_scale or 1.0))
+                      fault_lag_s=plan.sampling.detail_wall_s(rec.time_scale) * float(rec.time_scale or 1.0))
 
 
 def reliability_of_run(store: Any, run_id: str, now: float | None = None) -> rel.Reliability | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soak.analysis import comm, hang, links, memory, peers, shared, thermal, throughput, utilization
+from soak.analysis import comm, hang, links, memory, peers, shared, stale, thermal, throughput, utilization
 from soak.analysis.messages import said
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile
@@ -29,6 +29,7 @@ DETECTOR_VERSIONS: dict[str, str] = {
     "throughput_degradation": throughput.DETECTOR_VERSION,
     "peers": peers.DETECTOR_VERSION,
     "links": links.DETECTOR_VERSION,
+    "stale_telemetry": stale.DETECTOR_VERSION,
 }
 DETECTOR_VERSION = f"soak-analysis/{ANALYSIS_VERSION}"
 
@@ -86,7 +87,9 @@ def analyze(
         )
     t0, t1 = float(trace.start), float(trace.end)
     now = t1 if now is None else float(now)
-    findings: list[Finding] = []
+    # readings that stopped changing are a finding of their own and no evidence for the others
+    findings: list[Finding] = stale.detect(trace, profile, t0, t1)
+    trace = stale.without_stale(trace, findings)
     findings += hang.detect(trace, profile, t0, t1, now)
     findings += thermal.detect(trace, profile, t0, t1)
     findings += comm.detect(trace, profile, t0, t1)

@@ -281,13 +281,14 @@ class FaultEvidence:
 
     chips: Mapping[tuple[str | None, str], tuple[int, int, int]]  # (node, device) -> (health, ecc, link)
 
-    def read(self) -> list[tuple[str | None, str]]:
-        """The chips whose ECC view answered at least once (the health word alone is the
-        table's, read every tick; clean ECC is claimed only where ECC was read)."""
-        return sorted((k for k, (_, ecc, _l) in self.chips.items() if ecc > 0), key=str)
+    def read(self, min_reads: int = 1) -> list[tuple[str | None, str]]:
+        """The chips whose ECC view answered at least ``min_reads`` times (the health word
+        alone is the table's, read every tick; clean ECC is claimed only where ECC was read).
+        A count is of reads: the store holds a view's values only in the tick that read it."""
+        return sorted((k for k, (_, ecc, _l) in self.chips.items() if ecc >= max(1, min_reads)), key=str)
 
-    def not_read(self) -> list[tuple[str | None, str]]:
-        return sorted((k for k, (_, ecc, _l) in self.chips.items() if ecc == 0), key=str)
+    def not_read(self, min_reads: int = 1) -> list[tuple[str | None, str]]:
+        return sorted((k for k, (_, ecc, _l) in self.chips.items() if ecc < max(1, min_reads)), key=str)
 
 
 def changes_of(events: Iterable[Any]) -> list[tuple[str | None, FaultChange]]:

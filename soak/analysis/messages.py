@@ -174,6 +174,11 @@ FINDINGS: dict[str, str] = {
     "nonfinite.value": ("non-finite {what:metric} ({value})[[step| at step {step}]]; {count} time(s)" + _NUMERIC_CLASS),
     "loss_spike.spike": ("loss[[loss| {loss:.4g}]][[step| at step {step}]][[multiple|, over {multiple:g} x]]"
                          "[[median| its recent median {median:.4g}]]; {count} time(s)" + _NUMERIC_CLASS),
+    # stale.py: readings that stopped changing
+    "stale_telemetry.frozen": ("{metric:metric} read {value:g} unchanged for {unchanged_h:.1f} h from {since:utc}"
+                               "[[ongoing| (still)]] while {peers_moving} of its {peers} peers moved (their longest "
+                               "unchanged stretch: median {peer_median_h:.2f} h): a stuck reading, left out of the "
+                               "evidence"),
 }
 """Finding codes (the part before the dot is the finding's kind)."""
 
@@ -247,7 +252,9 @@ CRITERION_TEXTS: dict[str, str] = {
                                    "[[failing|; {failing}]]"),
     "criterion.device_faults.required": ("no chip-isolating fault code, uncorrectable ECC error, failed row remap or "
                                          "hardware Xid; each port down <= {max_link_down_s:g} s and <= "
-                                         "{max_link_flaps} flaps"),
+                                         "{max_link_flaps} flaps[[min_reads|; each chip's fault views read >= "
+                                         "{min_reads} times, once per {max_read_interval_s:hm} of the run or more "
+                                         "often]]"),
     "criterion.device_faults.measured": ("fault reports of {read} of {chips} chips read ({readings} readings): "
                                          "[[failing|{fails} failing]][[!failing|none failing]][[warning|, {warns} warning(s)]]"
                                          "[[not_read|; not read: {not_read}]]"),
@@ -261,9 +268,14 @@ CRITERION_TEXTS: dict[str, str] = {
                                     "[[not_checked|; not judged on {not_checked}: no check reached them]]"),
     "criterion.numerics.measured_none": ("no numerical check ran: not judged[[failing|; {fails} failing "
                                          "finding(s) seen]]"),
+    "criterion.device_faults.measured_cadence": ("not judged: fault views read once per {read_interval_s:hm} of the "
+                                                 "run ({most_reads} read(s) of a chip at most), needs once per "
+                                                 "{max_read_interval_s:hm} or less[[failing|; {fails} failing "
+                                                 "fault(s) seen]]"),
     "criterion.kind.required": "0 fail[[shortest_s| (seen from {shortest_s:hm} long at this sampling)]]",
     "criterion.kind.measured": ("[[found|{findings} finding(s)]][[fails|: {fails} failing, {warns} warning, "
-                                "{infos} explained or informational]][[!found|0]]"),
+                                "{infos} explained or informational]][[!found|0]]"
+                                "[[not_judged|; not judged on {not_judged} (stale readings)]]"),
     "criterion.kind.measured_blind": ("not judged: one [[steps|step row]][[!steps|reading]] per {interval_s:hm}, "
                                       "needs one per "
                                       "{max_interval_s:hm} or less[[found|; {findings} finding(s)]]"),

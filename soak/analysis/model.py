@@ -23,6 +23,7 @@ KINDS = (
     "sdc",
     "nonfinite",
     "loss_spike",
+    "stale_telemetry",  # readings that stopped changing while the peers' did (soak.analysis.stale)
 )
 SCHEMA_VERSION = 4
 """Of the analysis document (``to_dict``): 2 adds ``code`` and ``values`` to findings, criteria,

@@ -221,6 +221,23 @@ class FaultsParams:
     correctable_max_per_h: float = 10.0  # correctable ECC errors per hour above this warn
     correctable_peer_factor: float = 10.0  # ... as do more than this x the chips' median count
     correctable_peer_min: int = 20  # ... once the chip has at least this many
+    # the sampling the criterion needs: each chip's fault views read this many times at least
+    # (a counter's rise shows between two reads), once per this much of the run or more often
+    min_reads: int = 2
+    max_read_interval_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class StaleParams:
+    """Readings that stopped changing (``stale_telemetry``, soak.analysis.stale): a series whose
+    longest run of identical readings is this long and this many times the peers' median
+    longest run, while most of its peers moved, is not evidence."""
+
+    min_unchanged_s: float = 3600.0  # never stale below this (run time line)
+    peer_factor: float = 10.0  # ... nor below this x the peers' median longest unchanged run
+    min_readings: int = 10  # readings in the unchanged run
+    min_peers: int = 2  # peers of the same metric needed to judge at all
+    min_peers_moving_frac: float = 0.75  # share of the peers that changed while it held still
 
 
 @dataclass(frozen=True)
@@ -355,6 +372,7 @@ class Profile:
     compute: ComputeParams = ComputeParams()
     faults: FaultsParams = FaultsParams()
     chips: dict[str, ChipExpectation] = field(default_factory=lambda: dict(DEFAULT_CHIPS))
+    stale: StaleParams = StaleParams()
 
     @classmethod
     def default(cls) -> Profile:
@@ -453,6 +471,7 @@ _SECTIONS: dict[str, type] = {
     "links": LinksParams,
     "compute": ComputeParams,
     "faults": FaultsParams,
+    "stale": StaleParams,
 }
 
 

@@ -134,6 +134,23 @@ class Trace:
                 out[key] = Series(s.device, s.metric, s.t[:i], s.v[:i])
         return Trace(out, self.source, self._places)
 
+    def without(self, spans: dict[tuple[str, str], list[tuple[float, float]]]) -> Trace:
+        """This trace without the readings of ``{(device, metric): [(start, end), ...]}``
+        (inclusive): readings that are not evidence (``soak.analysis.stale``)."""
+        out = dict(self._series)
+        for key, cuts in spans.items():
+            s = out.get(key)
+            if s is None:
+                continue
+            keep = np.ones(s.t.size, dtype=bool)
+            for a, b in cuts:
+                keep &= (s.t < a) | (s.t > b)
+            if keep.any():
+                out[key] = Series(s.device, s.metric, s.t[keep], s.v[keep])
+            else:
+                del out[key]
+        return Trace(out, self.source, self._places)
+
     # -- builders -----------------------------------------------------------------------
     @classmethod
     def from_rows(

@@ -26,7 +26,8 @@ def chip_hours(trace: Trace) -> float:
 def order(findings: list[Finding]) -> list[Finding]:
     """Most severe first, then hardware/operational facts before statistics, then time."""
     rank = {"sdc": -2, "nonfinite": -2, "loss_spike": -2, "device_fault": -1, "hang": 0, "thermal": 1, "comm_timeouts": 2, "memory_creep": 3,
-            "throughput_degradation": 4, "straggler": 5, "utilization_dropouts": 6, "outlier": 7}
+            "throughput_degradation": 4, "straggler": 5, "utilization_dropouts": 6, "outlier": 7,
+            "stale_telemetry": 8}
     return sorted(
         findings,
         key=lambda f: (-SEVERITIES.index(f.severity), rank[f.kind], f.start, f.node or "", f.device or ""),

@@ -34,9 +34,9 @@ def make_backend(plan: Plan, run_dir: Path, clock: ScaledClock,
         )
         return make("sim", sim_config=config, clock=clock, host_reader=host_reader,
                     plog_dir=str(run_dir / PLOG), sim_dir=run_dir / SIM,
-                    detail_interval_s=plan.sampling.detail_interval_s, details_in_background=True)
+                    detail_interval_s=plan.sampling.detail_wall_s(clock.scale), details_in_background=True)
     return make(dev.backend, npu_smi=dev.npu_smi or "npu-smi", plog_dir=dev.plog_dir, clock=clock,
-                host_reader=host_reader, detail_interval_s=plan.sampling.detail_interval_s,
+                host_reader=host_reader, detail_interval_s=plan.sampling.detail_wall_s(clock.scale),
                 details_in_background=True)
 
 

@@ -550,6 +550,9 @@ CHINESE: dict[str, str] = {
     "nonfinite.value": "{what:metric}出现非有限值（{value}）[[step|，第 {step} 步]]；共 {count} 次" + _NUMERIC_CLASS_ZH,
     "loss_spike.spike": ("损失突增[[loss| {loss:.4g}]][[step|，第 {step} 步]][[multiple|，超过]][[median|近期中位数 {median:.4g} 的]]"
                          "[[multiple| {multiple:g} 倍]]；共 {count} 次" + _NUMERIC_CLASS_ZH),
+    "stale_telemetry.frozen": ("{metric:metric} 自 {since:utc} 起 {unchanged_h:.1f} 小时读数不变（{value:g}）"
+                               "[[ongoing|（仍未变化）]]，而其 {peers} 个同类中 {peers_moving} 个在变化（同类最长不变时段"
+                               "中位数 {peer_median_h:.2f} 小时）：读数卡住，不计为证据"),
     # criteria: names, then required and measured lines
     "criterion.runtime": "运行时长",
     "criterion.availability": "可用率",
@@ -601,16 +604,22 @@ CHINESE: dict[str, str] = {
     "criterion.compute.measured": ("{nodes} 个节点上 {ranks} 个 rank：中位数 {median_tflops:.3g} TFLOP/s，"
                                    "最低 {lowest_tflops:.3g}[[one_node|（单节点：没有可比较的其他节点）]][[failing|；{failing}]]"),
     "criterion.device_faults.required": ("无隔离芯片级故障码、不可纠正 ECC 错误、行重映射失败或硬件类 Xid；"
-                                         "每个网口断开 ≤ {max_link_down_s:g} 秒且闪断 ≤ {max_link_flaps} 次"),
+                                         "每个网口断开 ≤ {max_link_down_s:g} 秒且闪断 ≤ {max_link_flaps} 次"
+                                         "[[min_reads|；每个芯片的故障视图至少读取 {min_reads} 次，且按运行时间至少每 "
+                                         "{max_read_interval_s:hm} 读取一次]]"),
     "criterion.device_faults.measured": ("已读取 {chips} 个芯片中 {read} 个的故障报告（{readings} 次读数）："
                                          "[[failing|{fails} 个失败]][[!failing|无失败]][[warning|，{warns} 个告警]]"
                                          "[[not_read|；未读取：{not_read}]]"),
     "criterion.device_faults.measured_none": "未读取到任何芯片的故障报告（健康状态、ECC）：不作判定[[failing|；已见 {fails} 个失败级故障]]",
+    "criterion.device_faults.measured_cadence": ("不作判定：故障视图按运行时间每 {read_interval_s:hm} 读取一次（单个芯片最多 "
+                                                 "{most_reads} 次读数），需要至少每 {max_read_interval_s:hm} 一次"
+                                                 "[[failing|；已见 {fails} 个失败级故障]]"),
     "criterion.kind.required": "0 个失败级[[shortest_s|（此采样下可见时长 {shortest_s:hm} 及以上）]]",
     "criterion.kind.measured_blind": ("不作判定：每 {interval_s:hm} 一[[steps|条步骤记录]][[!steps|次读数]]，"
                                       "需要至少每 {max_interval_s:hm} 一次"
                                       "[[found|；{findings} 个问题]]"),
-    "criterion.kind.measured": "[[found|{findings} 个问题]][[fails|：失败级 {fails} 个，告警 {warns} 个，已解释或仅提示 {infos} 个]][[!found|无]]",
+    "criterion.kind.measured": ("[[found|{findings} 个问题]][[fails|：失败级 {fails} 个，告警 {warns} 个，已解释或仅提示 {infos} 个]][[!found|无]]"
+                                "[[not_judged|；未判定 {not_judged}（读数停滞）]]"),
     # parts of sentences
     "part.where_node": "节点 {node}",
     "part.where_node_device": "{node}/{device}",

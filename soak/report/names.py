@@ -20,6 +20,7 @@ KIND_NAMES = {
     "device_fault": ("device fault", "芯片故障"),
     "sdc": ("wrong result (silent data corruption)", "计算结果错误（静默数据损坏）"),
     "nonfinite": ("NaN/Inf", "非有限值"), "loss_spike": ("loss spike", "损失突增"),
+    "stale_telemetry": ("stale telemetry", "读数停滞"),
 }
 METRIC_NAMES = {
     "util_pct": ("utilization", "利用率"),

@@ -6,8 +6,11 @@ called with its own timeout, and a failing reader or chip becomes a marked gap
 ``Snapshot.readers``: ``read()`` never raises.
 
 The npu backend runs ``npu-smi info`` once per tick; the slower key/value queries
-(``-t usages/health/ecc``) and ``hccn_tool`` run on a slower cadence (``detail_interval_s``)
-and their last values are merged into each tick's samples. A chip that was seen before and is
+(``-t usages/health/ecc``) and ``hccn_tool`` run on a slower cadence (``detail_interval_s``),
+and what they read is in the samples of the next tick only: a value is stored once, at about
+the time it was read, never copied into the ticks between two reads (a copy would count as a
+reading of a view that was not read, and a counter stored as flat until the next read).
+Only the card's serial, which does not change, is in every sample. A chip that was seen before and is
 missing from this tick's table is reported ``up=False`` ("vanished"), not silently dropped.
 """
 
@@ -38,6 +41,8 @@ log = logging.getLogger("soak.telemetry")
 
 DEFAULT_TOOL_TIMEOUT_S = 10.0
 DEFAULT_DETAIL_INTERVAL_S = 60.0
+STICKY_DETAIL_FIELDS = ("serial",)
+"""Detail fields in every sample once read: they name the chip, they do not measure it."""
 
 
 class Backend(Protocol):
@@ -188,6 +193,7 @@ class NpuBackend(_HostPart):
         self.backend_label = backend_label
         self._known: dict[str, DeviceSample] = {}
         self._details: dict[tuple[int, int], dict[str, object]] = {}
+        self._fresh: dict[tuple[int, int], dict[str, object]] = {}  # read since the last tick
         self._detail_due: dict[tuple[int, int], float] = {}  # monotonic time of each chip's next turn
         self._detail_started = False
         # In the background (the daemon, the exporter) the slow views are read by a thread of
@@ -239,16 +245,19 @@ class NpuBackend(_HostPart):
                 else:
                     with self._detail_lock:
                         self._detail_pass(tick, chips, unwell)
-            # The table's Health is read every tick; the -t health view is up to a detail
-            # interval old, so it only fills in where the table printed no health word.
+            # The table's Health is read every tick; the -t health view only fills in where
+            # the table printed no health word. A detail value is taken once: by the first
+            # tick after its read.
             with self._state_lock:
-                details = {
-                    (c.npu_id, c.chip_id): {
-                        k: v for k, v in self._details.get((c.npu_id, c.chip_id), {}).items()
-                        if c.health is None or k not in ("health", "healthy")
-                    }
-                    for c in table.chips
-                }
+                fresh, self._fresh = self._fresh, {}
+                details = {}
+                for c in table.chips:
+                    key = (c.npu_id, c.chip_id)
+                    known = self._details.get(key, {})
+                    fields = {k: known[k] for k in STICKY_DETAIL_FIELDS if k in known}
+                    fields.update(fresh.get(key, {}))
+                    details[key] = {k: v for k, v in fields.items()
+                                    if c.health is None or k not in ("health", "healthy")}
             current = to_device_samples(table, details)
             if self.backend_label != "npu":
                 current = [replace(d, backend=self.backend_label) for d in current]
@@ -297,23 +306,24 @@ class NpuBackend(_HostPart):
                 continue
             self._detail_due[(npu_id, chip_id)] = now + interval
             with self._state_lock:
-                fields: dict[str, object] = dict(self._details.get((npu_id, chip_id), {}))
-            want_serial = "serial" not in fields
+                want_serial = "serial" not in self._details.get((npu_id, chip_id), {})
+            read: dict[str, object] = {}
             ok, value = tick.call("npu-smi-detail",
                                   lambda n=npu_id, c=chip_id, w=want_serial: read_chip_details(self.reader, n, c,
                                                                                                serial=w))
             if ok:
-                fields.update(value)
+                read.update(value)
             elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                 return
             if link is not None:
                 ok, value = tick.call("hccn_tool", lambda i=logic_id, f=link: f(self.hccn_tool, self.runner, i))
                 if ok:
-                    fields.update(value)
+                    read.update(value)
                 elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                     link = None
             with self._state_lock:
-                self._details[(npu_id, chip_id)] = fields
+                self._details.setdefault((npu_id, chip_id), {}).update(read)
+                self._fresh.setdefault((npu_id, chip_id), {}).update(read)
 
     def _start_detail_thread(self) -> None:
         if self._detail_thread is None and not self._detail_stop.is_set():
