@@ -238,6 +238,7 @@ class StaleParams:
     min_readings: int = 10  # readings in the unchanged run
     min_peers: int = 2  # peers of the same metric needed to judge at all
     min_peers_moving_frac: float = 0.75  # share of the peers that changed while it held still
+    counter_quiet_moves: float = 15.0  # a counter: as long as its peers take to move this many times
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ of identical consecutive readings when that run
 * lasts ``stale.min_unchanged_s`` or longer, and ``stale.peer_factor`` times the median of
   the peers' longest runs (what the metric's natural variation allows: chips under the same
   load move), and
+* (a counter, ``COUNTERS``) lasts as long as the peers' median rate of moving would take to
+  move ``stale.counter_quiet_moves`` times (a Poisson count that quiet by chance: e^-15);
 * while at least ``stale.min_peers_moving_frac`` of the peers (``stale.min_peers`` at least)
   changed in it.
 
@@ -34,6 +36,8 @@ from soak.analysis.trace import Series, Trace
 DETECTOR_VERSION = "stale/1.0"
 METRICS = ("temp_c", "power_w", "util_pct", "hbm_used_bytes", "comm_timeouts_total")
 """The readings watched: the chips' sensors and gauges, and their counters."""
+COUNTERS = ("comm_timeouts_total",)
+"""The counters among them: they move now and then, not with every reading."""
 KINDS_OF = {
     "temp_c": ("thermal", "outlier"),
     "power_w": ("outlier",),
@@ -71,13 +75,21 @@ def detect(trace: Trace, profile: Profile, t0: float, t1: float) -> list[Finding
             continue
         runs = [longest_run(s) for s in series]
         lengths = np.array([float(s.t[b] - s.t[a]) for s, (a, b) in zip(series, runs, strict=True)])
+        # each series' changes per hour (a counter's rate of moving)
+        moves = np.array([np.count_nonzero(s.v[1:] != s.v[:-1]) / max(1e-9, (s.end - s.start) / 3600.0)
+                          for s in series])
         for k, (s, (a, b)) in enumerate(zip(series, runs, strict=True)):
             length = lengths[k]
             if length < p.min_unchanged_s or b - a + 1 < p.min_readings:
                 continue
             peers = [x for j, x in enumerate(series) if j != k]
             natural = float(np.median(np.delete(lengths, k)))
-            allowed = max(p.min_unchanged_s, p.peer_factor * natural)
+            if metric in COUNTERS:
+                # a counter moves now and then: its peers' rate says how long a quiet one may be
+                rate = float(np.median(np.delete(moves, k)))
+                allowed = max(p.min_unchanged_s, p.counter_quiet_moves / rate * 3600.0) if rate > 0 else np.inf
+            else:
+                allowed = max(p.min_unchanged_s, p.peer_factor * natural)
             if length < allowed:
                 continue
             start, end = float(s.t[a]), float(s.t[b])

@@ -246,3 +246,30 @@ def test_in_the_background_a_tick_does_not_wait_for_the_slow_views(tmp_path: Pat
         go.set()
         backend.close()
     assert backend._detail_thread is None
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_detail_value_is_in_the_tick_after_its_read_only_and_the_serial_in_every_one(
+        tmp_path: Path, background: bool) -> None:
+    # one chip, its slow views read once an hour: the first tick after the read holds its ECC
+    # counts and port state, the ticks after it none (a copy would count as a read of a view
+    # that was not read); the serial, which names the chip, stays
+    script = install(tmp_path / "fleet", SimConfig.build(chips=1, scenario="healthy,ecc_errors:double_per_h=6"))
+    backend = NpuBackend(npu_smi=str(script), hccn_tool=str(script.parent / "hccn_tool"),
+                         timeout_s=20.0, detail_interval_s=3600.0, details_in_background=background)
+    try:
+        ticks = [backend.read()]
+        deadline = time.monotonic() + 60
+        while ticks[-1].device("npu0-0").ecc_double_bit_errors is None:  # in the background: the thread's read
+            assert time.monotonic() < deadline, "the chip's slow views were never read"
+            time.sleep(0.1)
+            ticks.append(backend.read())
+        ticks += [backend.read(), backend.read()]
+    finally:
+        backend.close()
+    read = [t.device("npu0-0") for t in ticks if t.device("npu0-0").ecc_double_bit_errors is not None]
+    assert len(read) == 1 and read[0].ecc_single_bit_errors is not None
+    after = [t.device("npu0-0") for t in ticks[-2:]]
+    assert all(d.ecc_double_bit_errors is None and d.ecc_single_bit_errors is None for d in after)
+    assert all(d.serial == read[0].serial and d.serial for d in after)
+    assert all(d.temp_c is not None for d in after)  # the table's readings are every tick's
