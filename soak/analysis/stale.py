@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from soak.analysis.evidence import is_host
 from soak.analysis.messages import say
 from soak.analysis.model import Finding
 from soak.analysis.profile import Profile
@@ -70,7 +71,8 @@ def detect(trace: Trace, profile: Profile, t0: float, t1: float) -> list[Finding
     p = profile.stale
     out: list[Finding] = []
     for metric in METRICS:
-        series = [s for s in trace.series(metric) if len(s) >= 2]
+        # the chips only: the host's own row is no chip's peer
+        series = [s for s in trace.series(metric) if len(s) >= 2 and not is_host(s.device)]
         if len(series) < p.min_peers + 1:
             continue
         runs = [longest_run(s) for s in series]
