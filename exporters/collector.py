@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -53,6 +54,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "soak_device_process_memory_bytes": ("gauge", "Device memory held by processes"),
     "soak_device_xid_errors": ("counter", "NVML Xid critical events seen"),
     "soak_device_info": ("gauge", "Device identity and health word (value 1)"),
+    "soak_device_reading_unchanged_seconds": ("gauge", "Seconds (run time line) the reading has held the same value"),
+    "soak_device_reading_stale": ("gauge", "1 when the reading held still far longer than its peers' (a stuck sensor or "
+                                           "counter): not evidence"),
     "soak_comm_timeouts": ("counter", "Communication timeouts seen, by source and kind"),
     "soak_host_memory_used_bytes": ("gauge", "Host memory in use (total - available)"),
     "soak_host_memory_total_bytes": ("gauge", "Host memory size"),
@@ -126,8 +130,12 @@ class SoakCollector(Collector):
         stale_after_s: float = 30.0,
         compat: Iterable[str] = (),
         extra_collectors: Iterable[Collector] = (),
+        tracker: Any = None,
     ) -> None:
         self.source = source
+        # exporters.readings.ReadingTracker, fed every tick: the slow views' last reads, and
+        # how long each reading has held still
+        self.tracker = tracker
         self.age_s = age_s
         self.clock = clock or time.time
         self.reader_totals = reader_totals
@@ -159,7 +167,11 @@ class SoakCollector(Collector):
 
         yield from self._self_metrics(snap, age, stale)
         if snap is not None and not stale:
+            if self.tracker is not None:
+                snap = replace(snap, devices=tuple(self.tracker.fill(d) for d in snap.devices))
             yield from self._device_metrics(snap)
+            if self.tracker is not None:
+                yield from self._reading_metrics()
             yield from self._host_metrics(snap)
             if "npu-exporter" in self.compat:
                 yield from self._npu_exporter_metrics(snap)
@@ -271,6 +283,16 @@ class SoakCollector(Collector):
             comm.add_metric([source, kind], count)
         if comm.samples:
             yield comm
+
+    def _reading_metrics(self) -> Iterator[Any]:
+        unchanged = _family("soak_device_reading_unchanged_seconds", ["device", "metric"])
+        stale = _family("soak_device_reading_stale", ["device", "metric"])
+        for device, metric, seconds, is_stale in self.tracker.unchanged():
+            unchanged.add_metric([device, metric], seconds)
+            stale.add_metric([device, metric], 1.0 if is_stale else 0.0)
+        for fam in (unchanged, stale):
+            if fam.samples:
+                yield fam
 
     def _host_metrics(self, snap: Snapshot) -> Iterator[Any]:
         h = snap.host_sample

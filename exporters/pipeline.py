@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from prometheus_client.registry import Collector
 
 from exporters.collector import SoakCollector, make_registry
+from exporters.readings import ReadingTracker
 from exporters.server import MetricsServer, serve
 from exporters.webconfig import WebConfig
 from soak.clock import ScaledClock
@@ -65,11 +66,12 @@ def start_pipeline(
     one-line InputError before anything is sampled. ``labels`` are added to every series
     (a cluster node's ``node`` and ``run_id``); ``web_config``: TLS and basic auth of /metrics.
     """
-    sampler = Sampler(backend, interval_s=interval_s, sinks=sinks, clock=clock)
+    tracker = ReadingTracker()  # every tick's slow reads and unchanged stretches, for /metrics
+    sampler = Sampler(backend, interval_s=interval_s, sinks=[*sinks, tracker] if listen else sinks, clock=clock)
     server = None
     if listen:
         collector = SoakCollector.for_sampler(sampler, tool_timeout_s=tool_timeout_s, compat=compat,
-                                              extra_collectors=extra_collectors)
+                                              extra_collectors=extra_collectors, tracker=tracker)
         server = serve(make_registry(collector, labels), listen, web_config=web_config, allowed_hosts=allowed_hosts)
     sampler.start()
     return Pipeline(sampler, server)

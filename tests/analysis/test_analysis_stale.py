@@ -24,7 +24,7 @@ def frozen_day():
     return trace, analyze(trace)
 
 
-@pytest.mark.slow
+@pytest.mark.compute
 def test_a_temperature_frozen_for_a_day_is_named_with_its_value_and_since_when(frozen_day) -> None:
     trace, result = frozen_day
     found = [f for f in result.findings if f.kind == "stale_telemetry"]
@@ -38,7 +38,7 @@ def test_a_temperature_frozen_for_a_day_is_named_with_its_value_and_since_when(f
     assert "unchanged for 24" in f.summary and f.severity == "warn"
 
 
-@pytest.mark.slow
+@pytest.mark.compute
 def test_the_thermal_criterion_does_not_judge_the_frozen_chip_and_the_coverage_says_so(frozen_day) -> None:
     trace, result = frozen_day
     crits = {c["values"]["kind"]: c for c in cr.kind_criteria(result.findings, judged=True)}
@@ -52,7 +52,7 @@ def test_the_thermal_criterion_does_not_judge_the_frozen_chip_and_the_coverage_s
     assert cov.ratios["n03/npu0-5"]["power_w"] > 0.99 and cov.ratios["n03/npu0-4"]["temp_c"] > 0.99
 
 
-@pytest.mark.slow
+@pytest.mark.compute
 def test_the_frozen_readings_are_no_evidence_for_the_thermal_detector() -> None:
     # the chip froze hot, above the excursion threshold: that is a stuck reading, not a hot chip
     case = StaleCase("stale/frozen-temp_c", 24.0, 9102, metric="temp_c", chip=(2, 1), onset_h=8.0, frozen_h=DAY_H)
