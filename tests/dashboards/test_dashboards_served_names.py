@@ -14,6 +14,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporters.collector import METRIC_NAMES, SoakCollector, make_registry
+from exporters.readings import ReadingTracker
 from exporters.server import serve
 from soak import dashboards as d
 from soak.analysis.numerics import NumericCounts
@@ -66,7 +67,10 @@ def served_samples(snapshot: Snapshot, run: RunStatus, **collector: object) -> l
 
 
 def _served_names() -> set[str]:
-    return {name for name, _, _ in served_samples(SNAPSHOT, RUN, reader_totals=lambda: {"npu-smi": _Totals()})}
+    tracker = ReadingTracker()  # as the pipeline wires it: fed every tick
+    tracker(SNAPSHOT)
+    return {name for name, _, _ in served_samples(SNAPSHOT, RUN, reader_totals=lambda: {"npu-smi": _Totals()},
+                                                  tracker=tracker)}
 
 
 def test_declared_names_are_the_names_served() -> None:
