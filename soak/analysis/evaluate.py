@@ -418,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --halls: how soon the online analysis names each hall fault")
     ap.add_argument("--hall-family", action="append", default=None, metavar="FAMILY",
                     help="with --halls: only these hall fault families (e.g. hall/stalls), and no other traces")
+    ap.add_argument("--stale", type=int, default=0,
+                    help="healthy halls of each stale-telemetry family, and the frozen sensor and counter families "
+                         "(default 0: none)")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
@@ -439,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.time_to_detect:
             ttd = {"faults": [eh.time_to_detect(c) for c in faults],
                    "healthy_online": [eh.online_false(c) for c in eh.hall_healthy_cases(2)]}
+    if args.stale:
+        from soak.analysis import evaluate_stale as es
+
+        results += [es.run_stale_case(c) for c in es.stale_cases(args.stale)]
     summary = summarise(results)
     nab_root = Path(args.nab) if args.nab else default_nab_root()
     nab = run_nab(nab_root) if nab_root.is_dir() and not only else None

@@ -12,9 +12,11 @@ MiB), so a healthy reading can repeat. The healthy families:
 
 The fault families freeze one chip's reading at its value from an onset for 6 to 30 h
 (``stale/frozen-temp_c``, ``-power_w``, ``-util_pct``) or stop one chip's counter while its
-peers go on (``stale/frozen-counter``). A fault is found when a ``stale_telemetry`` finding
+peers go on at 15 or 30 an hour (``stale/frozen-counter``: a counter's floor is the time its
+peers take to move ``stale.counter_quiet_moves`` times, an hour here; slower counters need
+longer). A fault is found when a ``stale_telemetry`` finding
 names its chip and metric; any other is false. The multiple is the frozen length in units
-of ``stale.min_unchanged_s``. One series-day is one chip's metric watched for a day.
+of the family's floor (``FLOOR_H``; at most 36 h of the 48). One series-day is one chip's metric watched for a day.
 """
 
 from __future__ import annotations
@@ -34,12 +36,18 @@ STEP = {"temp_c": 1.0, "power_w": 0.1, "util_pct": 1.0, "hbm_used_bytes": float(
 """What the tools print: whole degrees and per cent, tenths of a watt, MiB."""
 COUNTER = "comm_timeouts_total"
 FLOOR_S = Profile().stale.min_unchanged_s
+FLOOR_H = {"temp_c": 2.5, "power_w": FLOOR_S / 3600.0, "util_pct": FLOOR_S / 3600.0, COUNTER: FLOOR_S / 3600.0}
+"""Each family's floor in these halls, hours: ``stale.peer_factor`` (10) x the peers' median
+longest stretch where that is longer than ``stale.min_unchanged_s`` (whole-degree
+temperatures hold still for about 0.2 h at a time, up to 0.5 h: 2 to 2.5 h), else the
+minimum itself (tenths of a watt and whole per cent change within minutes; the counters count
+15 or 30 an hour, so 15 moves take an hour at most)."""
 
 
 @dataclass(frozen=True)
 class StaleCase:
     family: str
-    multiple: float  # frozen hours / the floor's; 0 for healthy
+    multiple: float  # frozen hours / the family's floor (FLOOR_H); 0 for healthy
     seed: int
     metric: str | None = None  # the frozen metric
     chip: tuple[int, int] = (5, 3)  # node index, chip index
@@ -69,15 +77,16 @@ def stale_cases(healthy: int = 2, multiples: tuple[float, ...] = (1.0, 2.0, 6.0,
         out.append(StaleCase("stale/healthy-counter", 0.0, seed0 + 100 + i, counter_per_h=1.0 + 19.0 * (i % 2)))
     seed = seed0 + 1000
     for m in multiples:
-        hours = m * FLOOR_S / 3600.0
         for r in range(reps):
             seed += 1
             chip = (seed % 16, seed % 8)
             for metric in ("temp_c", "power_w", "util_pct"):
                 out.append(StaleCase(f"stale/frozen-{metric}", m, seed, metric=metric, chip=chip,
-                                     onset_h=4.0 + 4.0 * r, frozen_h=hours))
+                                     onset_h=4.0 + 4.0 * r, frozen_h=min(36.0, m * FLOOR_H[metric])))
+            hours = m * FLOOR_H[COUNTER]
+            # the peers count 15 or 30 an hour: a quiet hour is 15 of their moves (the floor)
             out.append(StaleCase("stale/frozen-counter", m, seed, metric=COUNTER, chip=chip,
-                                 onset_h=4.0 + 4.0 * r, frozen_h=hours, counter_per_h=1.0 + 19.0 * r))
+                                 onset_h=4.0 + 4.0 * r, frozen_h=hours, counter_per_h=15.0 * (1 + r)))
     return out
 
 
