@@ -153,3 +153,27 @@ def test_events_round_trip_and_the_english_message_names_chip_serial_and_signal(
     (e,) = _events([c])
     assert df.FaultChange.of_event(e) == c
     assert e.message == "device fault on npu0-0 (serial SNnpu0-0): uncorrectable ECC errors 0 -> 6"
+
+
+def test_the_criterion_counts_reads_and_is_not_judged_below_the_cadence_it_needs():
+    from soak import criteria as cr
+
+    params = FaultsParams()
+    # (health, ecc, link) reads per chip, as Store.fault_evidence counts them
+    ev = df.FaultEvidence({(None, "npu0-0"): (60, 30, 30), (None, "npu1-0"): (60, 30, 30),
+                           (None, "npu2-0"): (60, 1, 1)})
+    # one read per minute of the run: judged, on the chips read twice or more
+    c = cr.device_faults_criterion([], ev, params, read_interval_s=60.0)
+    assert c["met"] is True and c["values"]["read"] == 2 and c["values"]["readings"] == 60
+    assert c["values"]["not_read"] == ["npu2-0"] and "not read: npu2-0" in c["measured"]
+    assert "read >= 2 times, once per 30 min of the run" in c["required"]
+    # the 60 s detail interval at x60: one read per hour of the run, a chip read once or twice
+    slow = df.FaultEvidence({(None, f"npu{i}-0"): (64, 1 + i % 2, 1) for i in range(4)})
+    c = cr.device_faults_criterion([], slow, params, read_interval_s=3600.0)
+    assert c["met"] is None and c["measured_code"] == "criterion.device_faults.measured_cadence"
+    assert c["measured"].startswith("not judged: fault views read once per 1 h 00 min of the run (2 read(s)")
+    # a fault it did see fails it all the same
+    failing = [{"kind": "device_fault", "severity": "fail"}]
+    assert cr.device_faults_criterion(failing, slow, params, read_interval_s=3600.0)["met"] is False
+    # an imported run (cadence unknown) is judged on its reads
+    assert cr.device_faults_criterion([], ev, params)["met"] is True
