@@ -223,7 +223,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         criteria.append(cr.compute_criterion(compute, reasons))
         extra["compute"] = compute.to_dict()
     # the fault views' reads on the run's time line (an imported run: unknown, judged on its reads)
-    read_interval = None if plan is None else plan.sampling.detail_wall_s(time_scale) * time_scale
+    read_interval = None if plan is None else fault_read_interval_s(plan, rec.backend, time_scale)
     criteria.append(cr.device_faults_criterion(result.findings, fault_evidence, profile.faults, read_interval))
     chips = sorted(evidence.placed_chips(), key=lambda k: (k[0] or "", k[1]))
     criteria.append(cr.numerics_criterion(result.findings, numeric_evidence(store, run_id, plan, chips), chips))
@@ -262,6 +262,18 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         captures=tuple(captures_from_events(events)), extra=extra,
         reliability=None if accounting is None else reliability_of(store, rec, plan, events, accounting, running),
     )
+
+
+def fault_read_interval_s(plan: Plan, backend: str | None, time_scale: float | None) -> float | None:
+    """How often a chip's fault views are read, seconds of the run: the slow views' detail
+    interval on an npu or sim backend, the tick where NVML reads them every tick; None where
+    no fault view is read (cpu)."""
+    scale = float(time_scale or 1.0)
+    if backend in ("npu", "sim"):
+        return plan.sampling.detail_wall_s(scale) * scale
+    if backend == "cuda":
+        return plan.sampling.interval_s * scale
+    return None
 
 
 def _with_device_faults(result: Analysis, events: Sequence[Any], profile: Profile, end: float | None,

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from soak import runfolder as layout
 from soak.analysis import numerics, sampling
 from soak.analysis.device_faults import FaultChange, FaultWatch
+from soak.analysis.messages import hm
 from soak.clock import ScaledClock
 from soak.config import Plan, WorkloadSpec, load_plan, plan_from_dict, recorded_plan
 from soak.daemon import burnin, runfolder, sdnotify
@@ -62,7 +63,7 @@ from soak.daemon.supervisor import DONE, GAVE_UP, RestartPolicy, Supervisor
 from soak.device_names import rank_device
 from soak.errors import StoreError, UnknownRun, UserError, redact
 from soak.faultcodes import load_table
-from soak.judge import withdrawn_findings
+from soak.judge import fault_read_interval_s, withdrawn_findings
 from soak.runplan import build_profile, plan_of
 from soak.store import Store
 from soak.telemetry.records import Snapshot
@@ -510,6 +511,17 @@ class Daemon:
         for b in sampling.blind(sampling.run_interval_s(tick, scale), run.profile, steps):
             msg, detail = sampling.run_note(b, tick, scale)
             self.spool.event("note", ts=run.clock.now(), message=msg, detail=detail, node=self.membership.node)
+            self.out.write(f"soak: {msg}\n")
+        faults = run.profile.faults
+        read_s = fault_read_interval_s(plan, getattr(self.backend, "name", None), scale)
+        if read_s is not None and read_s > faults.max_read_interval_s * (1 + 1e-9):
+            # the device-faults criterion will not be judged at this cadence (soak.criteria)
+            fix_s = faults.max_read_interval_s / float(scale or 1.0)
+            msg = (f"device faults cannot be judged at one read of the fault views per {hm(read_s)} of the run: "
+                   f"needs one per {hm(faults.max_read_interval_s)} or less; use --detail-interval {fix_s:g}s or less")
+            self.spool.event("note", ts=run.clock.now(), message=msg, node=self.membership.node,
+                             detail={"kind": "device_fault", "blind": True, "interval_s": read_s,
+                                     "max_interval_s": faults.max_read_interval_s, "fix_detail_interval_s": fix_s})
             self.out.write(f"soak: {msg}\n")
         self.out.flush()
 
