@@ -69,6 +69,14 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     saved = json.loads((_run_dir(tmp_path, "faulty") / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
     assert crit["met"] is False and crit["values"]["fails"] >= 3 and crit["values"]["read"] == 4
+    # the store holds each ECC read once, at its time: the chip's counter then (6 an hour from
+    # 0.3 h), at most one detail interval (3 s x 360 = 0.3 h) behind; never a copy
+    reads = _ecc_reads(tmp_path, "faulty", "npu1-0", run.started_ts)
+    assert len(reads) >= 2
+    for t_h, count in reads:
+        assert int(6 * max(0.0, t_h - 0.3 - 0.3)) <= count <= int(6 * max(0.0, t_h - 0.3)), (t_h, count)
+    ticks = _ticks(tmp_path, "faulty", "npu1-0")
+    assert len(ticks) > 2 * len(reads)  # a 0.5 s tick, a read every 3 s: most rows hold none
     reasons = " | ".join(saved["reasons"])
     for chip, words in (("npu1-0", "uncorrectable (double-bit) ECC errors"), ("npu2-0", "health Alarm"),
                         ("npu0-0", "network port down")):
@@ -87,6 +95,25 @@ def _fault_signals(tmp_path: Path, run_id: str) -> set[tuple[str, str]]:
     except StoreError:  # the daemon has not made the tables yet
         return set()
     return {(e.detail["device"], e.detail["signal"]) for e in events}
+
+
+def _ecc_reads(tmp_path: Path, run_id: str, device: str, origin: float) -> list[tuple[float, float]]:
+    """(hours since ``origin``, double-bit count) of every stored ECC read of ``device``."""
+    import sqlite3
+
+    with sqlite3.connect(_run_dir(tmp_path, run_id) / "soak.db") as db:
+        rows = db.execute("SELECT s.ts, s.ecc_double_bit_errors FROM samples s JOIN sample_series ss "
+                          "ON s.series_id = ss.id WHERE ss.device = ? AND s.ecc_double_bit_errors IS NOT NULL "
+                          "ORDER BY s.ts", (device,)).fetchall()
+    return [((ts - origin) / 3600.0, float(v)) for ts, v in rows]
+
+
+def _ticks(tmp_path: Path, run_id: str, device: str) -> list[float]:
+    import sqlite3
+
+    with sqlite3.connect(_run_dir(tmp_path, run_id) / "soak.db") as db:
+        return [r[0] for r in db.execute("SELECT s.ts FROM samples s JOIN sample_series ss ON s.series_id = ss.id "
+                                         "WHERE ss.device = ?", (device,))]
 
 
 def _ecc_read_twice(tmp_path: Path, run_id: str) -> bool:
