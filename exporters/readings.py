@@ -4,7 +4,7 @@
   fault codes only when that tick read them (``soak.telemetry.backends``); a scrape serves
   the last read of each, so a series does not come and go between reads, and a read that fell
   between two scrapes is still served.
-- **How long each reading has not changed** (``soak_device_reading_unchanged_seconds``) and
+- **How long each sensor reading has not changed** (``soak_device_reading_unchanged_seconds``) and
   whether that is stale (``soak_device_reading_stale``): the rule of
   ``soak.analysis.stale`` online, on what the chips' current stretches are. A chip's reading is
   stale when it has held still for ``stale.min_unchanged_s`` and ``stale.peer_factor`` times
@@ -29,8 +29,9 @@ DETAIL_FIELDS = (
     "aicpu_util_pct", "mem_bw_util_pct",
 )
 """The slow views' fields (``npu-smi info -t``, ``hccn_tool``): served from their last read."""
-WATCHED = ("temp_c", "power_w", "util_pct", "hbm_used_bytes")
-"""The readings whose unchanged stretch is served."""
+WATCHED = ("temp_c", "power_w")
+"""The readings whose unchanged stretch is served: the sensors (``soak.analysis.stale.METRICS``;
+utilization and HBM hold still for real reasons)."""
 
 
 class ReadingTracker:

@@ -7,11 +7,13 @@ MiB), so a healthy reading can repeat. The healthy families:
 - ``stale/healthy``: the hall as it runs;
 - ``stale/healthy-idle``: the whole hall idle for 6 to 12 h (utilization 0, power at its idle
   floor): every chip holds still together;
+- ``stale/healthy-hung``: one chip hung for 6 h (utilization 0, its HBM held, power at its
+  idle floor) while the others work: a real reading holding still, not a stuck one;
 - ``stale/healthy-counter``: a counter (``comm_timeouts_total``) every chip moves at the same
   rate, 1 to 20 an hour, each chip within 30 % of it (Poisson counts).
 
-The fault families freeze one chip's reading at its value from an onset for 6 to 30 h
-(``stale/frozen-temp_c``, ``-power_w``, ``-util_pct``) or stop one chip's counter while its
+The fault families freeze one chip's sensor at its value from an onset
+(``stale/frozen-temp_c``, ``-power_w``) or stop one chip's counter while its
 peers go on at 15 or 30 an hour (``stale/frozen-counter``: a counter's floor is the time its
 peers take to move ``stale.counter_quiet_moves`` times, an hour here; slower counters need
 longer). A fault is found when a ``stale_telemetry`` finding
@@ -36,11 +38,11 @@ STEP = {"temp_c": 1.0, "power_w": 0.1, "util_pct": 1.0, "hbm_used_bytes": float(
 """What the tools print: whole degrees and per cent, tenths of a watt, MiB."""
 COUNTER = "comm_timeouts_total"
 FLOOR_S = Profile().stale.min_unchanged_s
-FLOOR_H = {"temp_c": 2.5, "power_w": FLOOR_S / 3600.0, "util_pct": FLOOR_S / 3600.0, COUNTER: FLOOR_S / 3600.0}
+FLOOR_H = {"temp_c": 2.5, "power_w": FLOOR_S / 3600.0, COUNTER: FLOOR_S / 3600.0}
 """Each family's floor in these halls, hours: ``stale.peer_factor`` (10) x the peers' median
 longest stretch where that is longer than ``stale.min_unchanged_s`` (whole-degree
 temperatures hold still for about 0.2 h at a time, up to 0.5 h: 2 to 2.5 h), else the
-minimum itself (tenths of a watt and whole per cent change within minutes; the counters count
+minimum itself (tenths of a watt change within minutes; the counters count
 15 or 30 an hour, so 15 moves take an hour at most)."""
 
 
@@ -54,6 +56,7 @@ class StaleCase:
     onset_h: float = 8.0
     frozen_h: float = 0.0
     idle_h: float = 0.0
+    hung_h: float = 0.0
     counter_per_h: float = 0.0
     hours: float = 48.0
 
@@ -75,12 +78,13 @@ def stale_cases(healthy: int = 2, multiples: tuple[float, ...] = (1.0, 2.0, 6.0,
         out.append(StaleCase("stale/healthy", 0.0, seed0 + i))
         out.append(StaleCase("stale/healthy-idle", 0.0, seed0 + 50 + i, idle_h=6.0 + 6.0 * (i % 2)))
         out.append(StaleCase("stale/healthy-counter", 0.0, seed0 + 100 + i, counter_per_h=1.0 + 19.0 * (i % 2)))
+        out.append(StaleCase("stale/healthy-hung", 0.0, seed0 + 150 + i, chip=(i % 16, i % 8), hung_h=6.0))
     seed = seed0 + 1000
     for m in multiples:
         for r in range(reps):
             seed += 1
             chip = (seed % 16, seed % 8)
-            for metric in ("temp_c", "power_w", "util_pct"):
+            for metric in ("temp_c", "power_w"):
                 out.append(StaleCase(f"stale/frozen-{metric}", m, seed, metric=metric, chip=chip,
                                      onset_h=4.0 + 4.0 * r, frozen_h=min(36.0, m * FLOOR_H[metric])))
             hours = m * FLOOR_H[COUNTER]
@@ -105,6 +109,15 @@ def build(case: StaleCase) -> Trace:
             elif metric == "power_w":
                 idle = np.round((90.0 + rng.normal(0, 1.5, s.t.size)) / 0.1) * 0.1
                 series[(dev, metric)] = Series(dev, metric, s.t, np.where(on, idle, s.v))
+    if case.hung_h:
+        dev = device_key(f"n{case.chip[0]:02d}", f"npu0-{case.chip[1]}")
+        t0 = series[(dev, "util_pct")].t[0] + case.onset_h * 3600.0
+        for metric in ("util_pct", "power_w", "hbm_used_bytes"):
+            s = series[(dev, metric)]
+            on = (s.t >= t0) & (s.t < t0 + case.hung_h * 3600.0)
+            held = {"util_pct": np.zeros(s.t.size), "hbm_used_bytes": np.full(s.t.size, s.v[int(np.argmax(on))]),
+                    "power_w": np.round((90.0 + rng.normal(0, 1.5, s.t.size)) / 0.1) * 0.1}[metric]
+            series[(dev, metric)] = Series(dev, metric, s.t, np.where(on, held, s.v))
     if case.counter_per_h:
         for (dev, metric), s in list(series.items()):
             if metric != "util_pct":

@@ -35,15 +35,16 @@ from soak.analysis.profile import Profile
 from soak.analysis.trace import Series, Trace
 
 DETECTOR_VERSION = "stale/1.0"
-METRICS = ("temp_c", "power_w", "util_pct", "hbm_used_bytes", "comm_timeouts_total")
-"""The readings watched: the chips' sensors and gauges, and their counters."""
+METRICS = ("temp_c", "power_w", "comm_timeouts_total")
+"""The readings watched: the chips' sensors and their counters. Utilization and HBM in use
+hold still for real reasons (an idle or hung chip reads 0 with its memory held, a saturated
+one 100, an allocator keeps its pool): the hang, dropout and memory detectors judge those, and
+taking them out of the evidence would hide a hang."""
 COUNTERS = ("comm_timeouts_total",)
 """The counters among them: they move now and then, not with every reading."""
 KINDS_OF = {
     "temp_c": ("thermal", "outlier"),
     "power_w": ("outlier",),
-    "util_pct": ("utilization_dropouts", "hang", "outlier"),
-    "hbm_used_bytes": ("memory_creep", "outlier"),
     "comm_timeouts_total": ("comm_timeouts",),
 }
 """The finding kinds whose detectors read each metric: a chip stale on it is not judged there."""

@@ -1,7 +1,7 @@
-"""Stale telemetry: a reading frozen while its peers move is named, left out of the evidence
+"""Stale telemetry: a sensor frozen while its peers move is named, left out of the evidence
 (the coverage counts it missing, the kinds that read it do not judge that chip); healthy halls
-with readings rounded as the tools print them, a hall idle together and counters moving at
-their own pace stay quiet."""
+with readings rounded as the tools print them, a hall idle together, a hung chip (a real
+reading holding still) and counters moving at their own pace stay quiet."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def test_the_frozen_readings_are_no_evidence_for_the_thermal_detector() -> None:
     StaleCase("stale/healthy", 0.0, 9201),
     StaleCase("stale/healthy-idle", 0.0, 9202, idle_h=12.0),
     StaleCase("stale/healthy-counter", 0.0, 9203, counter_per_h=1.0),
+    StaleCase("stale/healthy-hung", 0.0, 9204, chip=(4, 4), hung_h=6.0),
 ], ids=lambda c: c.family)
 def test_healthy_halls_give_no_stale_finding(case) -> None:
     r = run_stale_case(case)
