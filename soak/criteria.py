@@ -322,6 +322,9 @@ def device_faults_criterion(findings: Sequence[Any], evidence: Any, params: Any,
               "read_interval_s": read_interval_s,
               "most_reads": max((e[1] for e in evidence.chips.values()), default=0)}
     if slow:
+        # blind like a detector at too coarse a sampling: a verdict does not claim it (reason.blind)
+        values.update(blind=True, kind="device_fault", interval_s=read_interval_s,
+                      max_interval_s=params.max_read_interval_s)
         return _criterion(False if fails else None, code="criterion.device_faults", values=values,
                           measured=".measured_cadence")
     if not read:

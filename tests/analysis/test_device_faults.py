@@ -172,6 +172,13 @@ def test_the_criterion_counts_reads_and_is_not_judged_below_the_cadence_it_needs
     c = cr.device_faults_criterion([], slow, params, read_interval_s=3600.0)
     assert c["met"] is None and c["measured_code"] == "criterion.device_faults.measured_cadence"
     assert c["measured"].startswith("not judged: fault views read once per 1 h 00 min of the run (2 read(s)")
+    # a run that would pass is not judged on it: the verdict does not claim what was not read
+    from soak.analysis.messages import say
+    from soak.judge import not_claimed
+
+    verdict, why = not_claimed("pass", [c], [])
+    assert verdict is None and [say(r.code, r.values) for r in why] == [
+        "device_fault cannot be judged at one reading per 1 h 00 min: needs one per 30 min or less"]
     # a fault it did see fails it all the same
     failing = [{"kind": "device_fault", "severity": "fail"}]
     assert cr.device_faults_criterion(failing, slow, params, read_interval_s=3600.0)["met"] is False
