@@ -421,10 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stale", type=int, default=0,
                     help="healthy halls of each stale-telemetry family, and the frozen sensor and counter families "
                          "(default 0: none)")
+    ap.add_argument("--stale-only", action="store_true", help="with --stale: only the stale-telemetry traces")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
-    only = args.hall_family if args.halls else None
+    only = args.hall_family if args.halls else (["stale"] if args.stale and args.stale_only else None)
     cases = [] if only else (healthy_cases(args.healthy) + fault_cases(reps=args.reps)
                              + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
     results = [run_case(c) for c in cases]

@@ -1,4 +1,4 @@
-"""Stale-telemetry traces for the evaluation harness (``soak analyze --evaluate --stale N``).
+"""Stale-telemetry traces for the evaluation harness (``benchmarks/eval_detectors.py --stale N``).
 
 Machine halls (``synth_hall``: 16 nodes x 8 chips, 48 h, a reading a minute) with their
 readings rounded as the tools print them (``quantized``: whole degrees and per cent, 0.1 W,
