@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soak.analysis import comm, hang, links, memory, peers, shared, stale, thermal, throughput, utilization
+from soak.analysis import (
+    comm,
+    hang,
+    links,
+    memory,
+    peers,
+    shared,
+    stale,
+    thermal,
+    throughput,
+    utilization,
+)
 from soak.analysis.messages import said
 from soak.analysis.model import KINDS, SEVERITIES, Analysis, Finding
 from soak.analysis.profile import Phase, Profile

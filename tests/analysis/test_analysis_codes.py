@@ -146,10 +146,9 @@ def test_every_fault_family_finding_has_a_code_and_says_its_summary() -> None:
     seen |= _check(numerics.assess(_numeric_events()))
     kinds = {c.split(".")[0] for c in seen}
     # a chip's own fault report comes from the run's events, never from a trace: its codes are
-    # said by tests/analysis/test_device_faults.py and the daemon's real runs, as the workloads'
-    # numerical checks are; stale readings are the stale halls' (tests/analysis/test_analysis_stale.py)
-    events_only = {"device_fault", "sdc", "nonfinite", "loss_spike"}
-    assert kinds == set(KINDS) - events_only - {"stale_telemetry"}, set(KINDS) - kinds
+    # said by tests/analysis/test_device_faults.py and the daemon's real runs; stale readings
+    # are the stale halls' (tests/analysis/test_analysis_stale.py)
+    assert kinds == set(KINDS) - {"device_fault", "stale_telemetry"}, set(KINDS) - kinds
 
 
 def _numeric_events() -> list[SimpleNamespace]:
