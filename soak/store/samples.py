@@ -21,6 +21,10 @@ from soak.telemetry.records import HEALTH_WORDS, Snapshot
 
 SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
 
+# The columns a COPY of sample rows fills: the series, then every column a row carries.
+_ROW_COLUMNS: tuple[str, ...] = tuple(c.name for c in S.samples.c if c.name != "series_id")
+_COPY_COLUMNS: tuple[str, ...] = ("series_id", *_ROW_COLUMNS)
+
 
 def _key(row: Mapping[str, Any]) -> SeriesKey:
     return (row["run_id"], row.get("node"), row["device"])
@@ -89,8 +93,13 @@ class SampleStore(Database):
         if not rows:
             return
 
-        def insert_rows(conn: Connection) -> dict[SeriesKey, int]:
+        def insert_rows(conn: Connection, by_copy: bool) -> dict[SeriesKey, int]:
             ids, new = self._series_ids(conn, {_key(r) for r in rows})
+            if by_copy:
+                self._copy(conn, S.samples, _COPY_COLUMNS,
+                           [(ids[(r["run_id"], r.get("node"), r["device"])], *[r.get(c) for c in _ROW_COLUMNS])
+                            for r in rows])
+                return new
             out = []
             for r in rows:
                 row = {k: v for k, v in r.items() if k not in ("run_id", "node", "device")}
@@ -100,7 +109,7 @@ class SampleStore(Database):
             return new
 
         # Cached only once committed: a rolled-back series id must not be reused.
-        self._series.update(self._retry(insert_rows))
+        self._series.update(self._retry_copy(insert_rows))
 
     def _series_ids(
         self, conn: Any, keys: set[SeriesKey]
