@@ -287,20 +287,33 @@ class Database:
 
         return self._attempts("write", once)
 
-    def _retry_copy(self, work: Callable[[Connection, bool], T]) -> T:
+    def _retry_copy(self, work: Callable[[Connection, bool], T], *, alone: bool = False) -> T:
         """``work(conn, by_copy)`` in one transaction as ``_retry`` runs it. On PostgreSQL it is
         first run with ``by_copy`` True (``work`` writes its rows with ``_copy``); when that
         fails for anything but a lost connection (a reading already stored, which COPY cannot
         skip as the INSERT's ON CONFLICT does; a value COPY takes in no other type, such as a
         float in an integer column, which the INSERT casts) the whole transaction is rolled
         back and the same rows are written again with ``by_copy`` False, in a new one. Either
-        way the batch is committed whole or not at all."""
+        way the batch is committed whole or not at all.
+
+        ``alone``: with ``by_copy`` the work is its one COPY and nothing else, so that COPY runs
+        as its own transaction (PostgreSQL commits one statement whole or not at all): no
+        BEGIN and no COMMIT, two round trips of the four a batch would take."""
         if self.engine.dialect.name != "postgresql":
             return self._retry(lambda conn: work(conn, False))
 
         def once() -> T:
             with self._lock:
                 try:
+                    if alone:
+                        with self.engine.connect() as conn:
+                            dbapi = conn.connection.driver_connection
+                            dbapi.autocommit = True
+                            try:
+                                return work(conn, True)
+                            finally:
+                                if not dbapi.closed:
+                                    dbapi.autocommit = False
                     with self.engine.begin() as conn:
                         return work(conn, True)
                 except _CopyRefused as exc:
@@ -313,7 +326,7 @@ class Database:
     @staticmethod
     def _copy(conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """``rows`` (tuples in ``columns`` order) into ``table`` by PostgreSQL's COPY, inside
-        ``conn``'s transaction (``_retry_copy``)."""
+        ``conn``'s transaction or as one of its own (``_retry_copy``)."""
         cols = ", ".join(f'"{c}"' for c in columns)
         binary = PG_COPY_FORMAT == "binary"
         sql = f'COPY "{table.name}" ({cols}) FROM STDIN' + (" (FORMAT BINARY)" if binary else "")

@@ -96,7 +96,7 @@ class RunStore(Database):
             else:
                 conn.execute(insert(S.steps), out)
 
-        self._retry_copy(write)
+        self._retry_copy(write, alone=True)
 
     def add_event(
         self,

@@ -9,6 +9,8 @@ statistics over the whole run, each with its node and device apart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from sqlalchemy import and_, case, func, insert, select
@@ -17,13 +19,30 @@ from sqlalchemy.engine import Connection, Engine
 from soak.store import schema as S
 from soak.store.engine import Database
 from soak.store.records import HOST_DEVICE
-from soak.telemetry.records import HEALTH_WORDS, Snapshot
+from soak.telemetry.records import HEALTH_WORDS, DeviceSample, Snapshot
 
 SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
 
 # The columns a COPY of sample rows fills: the series, then every column a row carries.
 _ROW_COLUMNS: tuple[str, ...] = tuple(c.name for c in S.samples.c if c.name != "series_id")
 _COPY_COLUMNS: tuple[str, ...] = ("series_id", *_ROW_COLUMNS)
+_row_values = itemgetter(*_ROW_COLUMNS)
+# A device's row is read off its record in one C call (a tick is written in a batch of
+# thousands of rows at a time: Python per column and row is most of a writer's CPU); the
+# columns a device record has no field for (the host's) are None.
+_DEVICE_FIELDS = {f.name for f in fields(DeviceSample)}
+_DEVICE_COLUMNS: tuple[str, ...] = tuple(
+    c for c in (*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS) if c in _DEVICE_FIELDS)
+_NOT_OF_A_DEVICE: dict[str, None] = dict.fromkeys(
+    c for c in (*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS) if c not in _DEVICE_FIELDS)
+_device_values = attrgetter(*_DEVICE_COLUMNS)
+
+
+def _copy_row(row: Mapping[str, Any], series_id: int) -> tuple[Any, ...]:
+    try:
+        return (series_id, *_row_values(row))
+    except KeyError:  # a row kept by an older writer may lack a newer column: None, as in an INSERT
+        return (series_id, *[row.get(c) for c in _ROW_COLUMNS])
 
 
 def _key(row: Mapping[str, Any]) -> SeriesKey:
@@ -48,18 +67,12 @@ class SampleStore(Database):
         host RSS or comm-timeout total: metrics a record lacks are None.
         """
         rows: list[dict[str, Any]] = []
+        ts = snapshot.ts
         for d in snapshot.devices:
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "ts": snapshot.ts,
-                    "node": node,
-                    "device": d.device,
-                    **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
-                    **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
-                    "up": bool(d.up),
-                }
-            )
+            row = {"run_id": run_id, "ts": ts, "node": node, "device": d.device,
+                   **dict(zip(_DEVICE_COLUMNS, _device_values(d))), **_NOT_OF_A_DEVICE}
+            row["up"] = bool(d.up)
+            rows.append(row)
         hs = snapshot.host_sample
         timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
         if hs is not None or timeouts is not None:
@@ -93,12 +106,13 @@ class SampleStore(Database):
         if not rows:
             return
 
+        keys = {(r["run_id"], r.get("node"), r["device"]) for r in rows}
+
         def insert_rows(conn: Connection, by_copy: bool) -> dict[SeriesKey, int]:
-            ids, new = self._series_ids(conn, {_key(r) for r in rows})
+            ids, new = self._series_ids(conn, keys)
             if by_copy:
                 self._copy(conn, S.samples, _COPY_COLUMNS,
-                           [(ids[(r["run_id"], r.get("node"), r["device"])], *[r.get(c) for c in _ROW_COLUMNS])
-                            for r in rows])
+                           [_copy_row(r, ids[(r["run_id"], r.get("node"), r["device"])]) for r in rows])
                 return new
             out = []
             for r in rows:
@@ -109,7 +123,8 @@ class SampleStore(Database):
             return new
 
         # Cached only once committed: a rolled-back series id must not be reused.
-        self._series.update(self._retry_copy(insert_rows))
+        # every series known: the COPY is all the batch writes, and its own transaction
+        self._series.update(self._retry_copy(insert_rows, alone=keys <= self._series.keys()))
 
     def _series_ids(
         self, conn: Any, keys: set[SeriesKey]
