@@ -26,7 +26,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import REAL, BigInteger, Boolean, Float, Integer, Table, cast, create_engine, event, func, insert, text
+from sqlalchemy import (
+    REAL,
+    BigInteger,
+    Boolean,
+    Float,
+    Integer,
+    Table,
+    cast,
+    create_engine,
+    event,
+    func,
+    insert,
+    text,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool

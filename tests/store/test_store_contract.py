@@ -419,6 +419,7 @@ def test_a_batch_repeating_a_stored_reading_writes_its_new_rows_and_keeps_the_fi
 
 def test_a_batch_with_a_bad_row_is_never_half_written_and_the_daemon_spools_it_whole(store: Store, tmp_path) -> None:
     from soak.daemon.spool import StoreSpool, replay_file
+    from soak.store.samples import sample_tuple
 
     _new_run(store)
     good = Store.snapshot_rows("r1", _snap(T0, 1.0, 1))
@@ -432,7 +433,7 @@ def test_a_batch_with_a_bad_row_is_never_half_written_and_the_daemon_spools_it_w
     spool = StoreSpool(store, "r1", tmp_path / "spool.jsonl", node=None, now=lambda: T0 + 2, outage_max_s=60)
     spool.enabled = True  # (a SQLite store never spools in a daemon; the path is the same)
     w = store.writer("r1", max_rows=6, max_delay_s=3600)
-    w.rows = lambda snap: bad if snap.ts == T0 + 1 else Store.snapshot_rows("r1", snap)
+    w.rows = lambda snap: [sample_tuple(r) for r in (bad if snap.ts == T0 + 1 else Store.snapshot_rows("r1", snap))]
     w.append(_snap(T0, 1.0, 1))
     w.append(_snap(T0 + 1, 2.0, 2))
     spool.samples(w, force=True)
