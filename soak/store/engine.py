@@ -18,6 +18,7 @@ INSERT of many rows costs both.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -236,6 +237,15 @@ def _copy_type(t: Any) -> str:
     return "text"
 
 
+@functools.cache
+def _copy_oids(table: Table, columns: tuple[str, ...]) -> list[int]:
+    """The type oids a binary COPY of ``columns`` of ``table`` sends (worked out once: looked
+    up by name for every batch, they cost a writer more than a row does)."""
+    from psycopg.postgres import types
+
+    return [types[_copy_type(table.c[c].type)].oid for c in columns]
+
+
 class Database:
     """The engine of one soak database and the one path its statements take (see above)."""
 
@@ -347,7 +357,7 @@ class Database:
         try:
             with raw.cursor() as cur, cur.copy(sql) as cp:
                 if binary:
-                    cp.set_types([_copy_type(table.c[c].type) for c in columns])
+                    cp.set_types(_copy_oids(table, tuple(columns)))
                 write = cp.write_row
                 for r in rows:
                     write(r)
