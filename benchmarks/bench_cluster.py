@@ -1,7 +1,8 @@
 """What a cluster soak asks of this machine: the shared store's ingest, the start-up, one agent.
 
     python benchmarks/bench_cluster.py [--pg URL] [--agents 64] [--chips 16] [--seconds 20]
-                                       [--nodes 2,4,8] [--agent-seconds 60] [--skip ingest,start,agent]
+                                       [--nodes 2,4,8] [--agent-seconds 60] [--copy-format binary|text]
+                                       [--skip ingest,paced,start,agent]
 
 Three parts, each against what a cluster needs:
 
@@ -325,12 +326,18 @@ def main() -> int:
     ap.add_argument("--nodes", default="2,4,8", help="node counts for the start-up part (default: 2,4,8)")
     ap.add_argument("--start-bound", type=float, default=240.0, help="give up a start-up after this (s)")
     ap.add_argument("--agent-seconds", type=float, default=60.0)
+    ap.add_argument("--copy-format", choices=("binary", "text"), default=None,
+                    help="how soak's writers COPY (default: as soak ships)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: ingest, paced, start, agent")
     a = ap.parse_args()
     if not a.pg:
         print("bench_cluster: a cluster store is PostgreSQL: give --pg or set SOAK_TEST_PG_URL", file=sys.stderr)
         return 2
     skip = set(filter(None, a.skip.split(",")))
+    if a.copy_format:
+        import soak.store.engine
+
+        soak.store.engine.PG_COPY_FORMAT = a.copy_format  # the forked agents inherit it
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     if "ingest" not in skip:
         need = a.agents * (a.chips + 1)

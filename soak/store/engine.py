@@ -65,8 +65,8 @@ RECONNECT_WAIT_MAX_S = 1.0
 T = TypeVar("T")
 
 # How rows go into PostgreSQL by COPY: "binary" (each value in the server's own binary form,
-# nothing for either side to print or parse) or "text". Binary costs the writers about a third
-# less CPU per row than text here (benchmarks/bench_cluster.py).
+# nothing for either side to print or parse) or "text", which costs the writers about a tenth
+# more CPU per row (benchmarks/bench_cluster.py --copy-format).
 PG_COPY_FORMAT = "binary"
 
 
