@@ -1,7 +1,8 @@
 """What a cluster soak asks of this machine: the shared store's ingest, the start-up, one agent.
 
     python benchmarks/bench_cluster.py [--pg URL] [--agents 64] [--chips 16] [--seconds 20]
-                                       [--nodes 2,4,8] [--agent-seconds 60] [--skip ingest,start,agent]
+                                       [--nodes 2,4,8] [--agent-seconds 60] [--copy-format binary|text]
+                                       [--skip ingest,paced,start,agent]
 
 Three parts, each against what a cluster needs:
 
@@ -11,7 +12,9 @@ Three parts, each against what a cluster needs:
   does: the real load, its p99 commit latency and PostgreSQL's CPU for it) and *flat out*
   (as fast as they can: the headroom). Need: agents x (chips + 1) rows/s. PostgreSQL's CPU
   is the user+system time of every ``postgres`` process on this machine over the window, as
-  % of one core (other clients of the same server count too: run it on a quiet server);
+  % of one core (other clients of the same server count too: run it on a quiet server). A
+  third load is the reference: the same rows by the same writers through psycopg's binary
+  ``COPY`` alone, flat out; soak's flat out is given as a ratio of it;
 * **start**: N real ``soak run`` agents (``--backend sim --sim-chips 2 --nproc 1
   --workload lm``, rendezvous on loopback) started together; from the first start to every
   node's ``start`` event (process group formed) and to every node's first step row in the
@@ -85,6 +88,67 @@ def snapshot(chips: int, ts: float, rnd: random.Random) -> Snapshot:
                     comm_timeouts={"hccl_plog": 0})
 
 
+# The reference: the same rows written by the same writers with nothing between them and the
+# server but psycopg's binary COPY (the series made beforehand, one transaction per batch).
+_REF_COLUMNS = ("series_id", "ts", "util_pct", "temp_c", "power_w", "hbm_used_bytes", "hbm_total_bytes",
+                "host_rss_bytes", "comm_timeouts_total", "ddr_used_bytes", "ddr_total_bytes",
+                "ecc_single_bit_errors", "ecc_double_bit_errors", "up", "healthy", "link_up", "health")
+_REF_TYPES = ("int4", "float8", "float4", "float4", "float4", "int8", "int8", "int8", "int8", "int8", "int8",
+              "int8", "int8", "bool", "bool", "bool", "text")
+
+
+def reference_rows(snap: Snapshot, ids: dict[str, int]) -> list[tuple[object, ...]]:
+    rows: list[tuple[object, ...]] = [
+        (ids[d.device], snap.ts, d.util_pct, d.temp_c, d.power_w, d.hbm_used_bytes, d.hbm_total_bytes, None, None,
+         None, None, d.ecc_single_bit_errors, d.ecc_double_bit_errors, d.up, d.healthy, d.link_up, d.health)
+        for d in snap.devices]
+    hs = snap.host_sample
+    assert hs is not None
+    rows.append((ids["host"], snap.ts, hs.cpu_pct, None, None, None, None, hs.workload_rss_bytes,
+                 sum(snap.comm_timeouts.values()), hs.mem_used_bytes, hs.mem_total_bytes, None, None, True, None,
+                 None, None))
+    return rows
+
+
+def reference_agent(url: str, run_id: str, node: int, chips: int, seconds: float,
+                    ready: mp.Barrier, go: mp.Barrier, read: mp.Event, out: mp.Queue) -> None:
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    rnd = random.Random(node)
+    store = Store.open(url, create=False)
+    w = store.writer(run_id, max_rows=1 << 30, max_delay_s=1e9, node=f"node-{node}")
+    ts = 1_764_000_000.0
+    w.add(snapshot(chips, ts, rnd))  # the series, made as the agents make them
+    w.flush()
+    ids = {dev: i for (_, _, dev), i in store._series.items()}
+    store.close()
+    u = make_url(url)
+    conn = psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database)
+    sql = f"COPY samples ({', '.join(_REF_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+    ready.wait()
+    go.wait()
+    latencies: list[float] = []
+    rows = 0
+    cpu0, t0 = time.process_time(), time.monotonic()
+    end = t0 + seconds
+    while time.monotonic() < end:
+        batch: list[tuple[object, ...]] = []
+        for _ in range(COMMIT_EVERY_TICKS):
+            ts += 1.0
+            batch.extend(reference_rows(snapshot(chips, ts, rnd), ids))
+        t = time.perf_counter()
+        with conn.transaction(), conn.cursor() as cur, cur.copy(sql) as cp:
+            cp.set_types(_REF_TYPES)
+            for r in batch:
+                cp.write_row(r)
+        rows += len(batch)
+        latencies.append(time.perf_counter() - t)
+    out.put((rows, time.monotonic() - t0, latencies, time.process_time() - cpu0, 0.0))
+    read.wait()
+    conn.close()
+
+
 def ingest_agent(url: str, run_id: str, node: int, chips: int, seconds: float, paced: bool,
                  ready: mp.Barrier, go: mp.Barrier, read: mp.Event, out: mp.Queue) -> None:
     rnd = random.Random(node)
@@ -118,13 +182,15 @@ def ingest_agent(url: str, run_id: str, node: int, chips: int, seconds: float, p
     store.close()
 
 
-def ingest(pg: str, agents: int, chips: int, seconds: float, paced: bool) -> dict[str, float]:
+def ingest(pg: str, agents: int, chips: int, seconds: float, paced: bool, reference: bool = False) -> dict[str, float]:
     ctx = mp.get_context("fork")  # the children inherit the imports: 64 starts stay cheap
     with database(pg) as url:
         with Store.open(url) as s:
             s.create_run("bench", host="node-0", plan={}, started_ts=1_764_000_000.0)
         ready, go, read, out = ctx.Barrier(agents + 1), ctx.Barrier(agents + 1), ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=ingest_agent, args=(url, "bench", i, chips, seconds, paced, ready, go, read, out))
+        procs = [ctx.Process(target=reference_agent, args=(url, "bench", i, chips, seconds, ready, go, read, out))
+                 if reference else
+                 ctx.Process(target=ingest_agent, args=(url, "bench", i, chips, seconds, paced, ready, go, read, out))
                  for i in range(agents)]
         for p in procs:
             p.start()
@@ -260,27 +326,42 @@ def main() -> int:
     ap.add_argument("--nodes", default="2,4,8", help="node counts for the start-up part (default: 2,4,8)")
     ap.add_argument("--start-bound", type=float, default=240.0, help="give up a start-up after this (s)")
     ap.add_argument("--agent-seconds", type=float, default=60.0)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: ingest, start, agent")
+    ap.add_argument("--copy-format", choices=("binary", "text"), default=None,
+                    help="how soak's writers COPY (default: as soak ships)")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: ingest, paced, start, agent")
     a = ap.parse_args()
     if not a.pg:
         print("bench_cluster: a cluster store is PostgreSQL: give --pg or set SOAK_TEST_PG_URL", file=sys.stderr)
         return 2
     skip = set(filter(None, a.skip.split(",")))
+    if a.copy_format:
+        import soak.store.engine
+
+        soak.store.engine.PG_COPY_FORMAT = a.copy_format  # the forked agents inherit it
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     if "ingest" not in skip:
         need = a.agents * (a.chips + 1)
         print(f"\ningest: {a.agents} agents x {a.chips} chips (+ host row), need {need} rows/s")
         print(f"{'load':<10}{'rows/s':>10}{'x need':>8}{'commits':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
               f"{'PG CPU %':>10}{'agents CPU %':>14}{'late s':>8}")
-        for paced in (True, False):
-            r = ingest(a.pg, a.agents, a.chips, a.seconds, paced)
+        loads = [(label, paced, ref) for label, paced, ref in
+                 (("paced 1 s", True, False), ("flat out", False, False), ("raw COPY", False, True))
+                 if not (paced and "paced" in skip)]
+        flat = copy = None
+        for label, paced, ref in loads:
+            r = ingest(a.pg, a.agents, a.chips, a.seconds, paced, reference=ref)
             late = f"{r['lag_s']:.2f}" if paced else "N/A"  # flat out has no schedule to be late for
-            print(f"{'paced 1 s' if paced else 'flat out':<10}{r['rows_per_s']:>10.0f}{r['rows_per_s'] / need:>8.1f}"
+            print(f"{label:<10}{r['rows_per_s']:>10.0f}{r['rows_per_s'] / need:>8.1f}"
                   f"{r['commits']:>9}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['max_ms']:>9.1f}"
-                  f"{r['pg_cpu_pct']:>10.1f}{r['agents_cpu_pct']:>14.1f}{late:>8}")
+                  f"{r['pg_cpu_pct']:>10.1f}{r['agents_cpu_pct']:>14.1f}{late:>8}"
+                  f"   agents {r['agents_cpu_pct'] * 10 / r['rows_per_s']:.3f} ms CPU/row")
+            flat, copy = (r, copy) if label == "flat out" else (flat, r if ref else copy)
+        if flat and copy:
+            print(f"flat out / raw COPY: {flat['rows_per_s'] / copy['rows_per_s']:.2f}x rows/s")
         print("(CPU % is of one core; paced = a tick a second and the daemon's commit every 5 ticks, its\n"
               " rows/s is the need when every agent keeps up: 'late s' is the worst lateness of a tick;\n"
-              " the agents' CPU is what 64 nodes' writers cost here on this machine's cores)")
+              " the agents' CPU is what 64 nodes' writers cost here on this machine's cores; raw COPY =\n"
+              " the same rows by the same writers through psycopg's binary COPY alone, the reference)")
     if "start" not in skip:
         print("\nstart-up: first agent started -> every node's workload start / first step row in the store")
         print(f"{'nodes':>5}{'start s':>10}{'step row s':>12}{'load before':>13}{'peak load':>11}")

@@ -10,11 +10,15 @@ and the one retry and error path. The parts run each statement through its ``_re
 ``_write``, ``_read`` or ``_read_tuples``: only transient errors are retried, each attempt
 logged ('locked/busy' a few times; a lost or refused connection for a few seconds, long enough
 for a pooled connection to be replaced, short enough that the daemon's loop, which watches its
-workloads for hangs, is not held), and anything else is one ``StoreError``.
+workloads for hangs, is not held), and anything else is one ``StoreError``. The bulk rows
+(samples, steps) go into PostgreSQL by ``COPY`` (``_retry_copy``, ``_copy``): the server
+parses no statement per row and the client formats no parameters, which is most of what an
+INSERT of many rows costs both.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -23,7 +27,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Integer, cast, create_engine, event, func, insert, text
+from sqlalchemy import (
+    REAL,
+    BigInteger,
+    Boolean,
+    Float,
+    Integer,
+    Table,
+    cast,
+    create_engine,
+    event,
+    func,
+    insert,
+    text,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -46,6 +63,11 @@ RECONNECT_WITHIN_S = 5.0
 RECONNECT_WAIT_MAX_S = 1.0
 
 T = TypeVar("T")
+
+# How rows go into PostgreSQL by COPY: "binary" (each value in the server's own binary form,
+# nothing for either side to print or parse) or "text", which costs the writers about a tenth
+# more CPU per row (benchmarks/bench_cluster.py --copy-format).
+PG_COPY_FORMAT = "binary"
 
 
 DB_PASSWORD_FILE_ENV = "SOAK_DB_PASSWORD_FILE"
@@ -196,6 +218,34 @@ def open_engine(norm: str, *, create: bool) -> Engine:
     return engine
 
 
+class _CopyRefused(Exception):
+    """COPY refused a batch for its rows (``Database._retry_copy`` inserts them instead)."""
+
+
+def _copy_type(t: Any) -> str:
+    """The PostgreSQL type a binary COPY sends a column of SQLAlchemy type ``t`` as."""
+    if isinstance(t, BigInteger):
+        return "int8"
+    if isinstance(t, Integer):
+        return "int4"
+    if isinstance(t, REAL):
+        return "float4"
+    if isinstance(t, Float):
+        return "float8"
+    if isinstance(t, Boolean):
+        return "bool"
+    return "text"
+
+
+@functools.cache
+def _copy_oids(table: Table, columns: tuple[str, ...]) -> list[int]:
+    """The type oids a binary COPY of ``columns`` of ``table`` sends (worked out once: looked
+    up by name for every batch, they cost a writer more than a row does)."""
+    from psycopg.postgres import types
+
+    return [types[_copy_type(table.c[c].type)].oid for c in columns]
+
+
 class Database:
     """The engine of one soak database and the one path its statements take (see above)."""
 
@@ -259,6 +309,62 @@ class Database:
                 return work(conn)
 
         return self._attempts("write", once)
+
+    def _retry_copy(self, work: Callable[[Connection, bool], T], *, alone: bool = False) -> T:
+        """``work(conn, by_copy)`` in one transaction as ``_retry`` runs it. On PostgreSQL it is
+        first run with ``by_copy`` True (``work`` writes its rows with ``_copy``); when that
+        fails for anything but a lost connection (a reading already stored, which COPY cannot
+        skip as the INSERT's ON CONFLICT does; a value COPY takes in no other type, such as a
+        float in an integer column, which the INSERT casts) the whole transaction is rolled
+        back and the same rows are written again with ``by_copy`` False, in a new one. Either
+        way the batch is committed whole or not at all.
+
+        ``alone``: with ``by_copy`` the work is its one COPY and nothing else, so that COPY runs
+        as its own transaction (PostgreSQL commits one statement whole or not at all): no
+        BEGIN and no COMMIT, two round trips of the four a batch would take."""
+        if self.engine.dialect.name != "postgresql":
+            return self._retry(lambda conn: work(conn, False))
+
+        def once() -> T:
+            with self._lock:
+                try:
+                    if alone:
+                        with self.engine.connect() as conn:
+                            dbapi = conn.connection.driver_connection
+                            dbapi.autocommit = True
+                            try:
+                                return work(conn, True)
+                            finally:
+                                if not dbapi.closed:
+                                    dbapi.autocommit = False
+                    with self.engine.begin() as conn:
+                        return work(conn, True)
+                except _CopyRefused as exc:
+                    log.info("store %s: COPY refused the batch (%s); inserting it instead", self.url, exc)
+                with self.engine.begin() as conn:
+                    return work(conn, False)
+
+        return self._attempts("write", once)
+
+    @staticmethod
+    def _copy(conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """``rows`` (tuples in ``columns`` order) into ``table`` by PostgreSQL's COPY, inside
+        ``conn``'s transaction or as one of its own (``_retry_copy``)."""
+        cols = ", ".join(f'"{c}"' for c in columns)
+        binary = PG_COPY_FORMAT == "binary"
+        sql = f'COPY "{table.name}" ({cols}) FROM STDIN' + (" (FORMAT BINARY)" if binary else "")
+        raw = conn.connection.driver_connection
+        try:
+            with raw.cursor() as cur, cur.copy(sql) as cp:
+                if binary:
+                    cp.set_types(_copy_oids(table, tuple(columns)))
+                write = cp.write_row
+                for r in rows:
+                    write(r)
+        except Exception as exc:  # noqa: BLE001 (what COPY refused, the INSERT says again or takes)
+            if is_disconnect(exc) or is_transient(exc):
+                raise
+            raise _CopyRefused(describe(exc)) from exc
 
     def reachable(self) -> bool:
         """One try, no retry: whether the database answers a trivial query now (a caller that

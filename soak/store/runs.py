@@ -85,9 +85,18 @@ class RunStore(Database):
 
     def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]], node: str | None = None) -> None:
         """Aggregated step rows (keys as the ``steps`` table; run_id and node are filled in)."""
-        cols = set(S.steps.c.keys()) - {"id"}
+        cols = [c for c in S.steps.c.keys() if c != "id"]
         out = [{**{k: r.get(k) for k in cols}, "run_id": run_id, "node": r.get("node") or node} for r in rows]
-        self._write(insert(S.steps), out)
+        if not out:
+            return
+
+        def write(conn: Connection, by_copy: bool) -> None:
+            if by_copy:
+                self._copy(conn, S.steps, cols, [tuple(r[c] for c in cols) for r in out])
+            else:
+                conn.execute(insert(S.steps), out)
+
+        self._retry_copy(write, alone=True)
 
     def add_event(
         self,

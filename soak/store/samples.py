@@ -9,6 +9,7 @@ statistics over the whole run, each with its node and device apart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import and_, case, func, insert, select
@@ -17,13 +18,52 @@ from sqlalchemy.engine import Connection, Engine
 from soak.store import schema as S
 from soak.store.engine import Database
 from soak.store.records import HOST_DEVICE
-from soak.telemetry.records import HEALTH_WORDS, Snapshot
+from soak.telemetry.records import HEALTH_WORDS, DeviceSample, HostSample, Snapshot
 
 SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
 
+# A sample row as a tuple, the form the daemon's writer buffers and COPY sends: its series
+# (run, node, device), then ``ROW_COLUMNS``, every column of ``samples`` but the series id. A
+# tick is thousands of rows written in a batch, and Python per column and row (a dict of each)
+# was most of a writer's CPU: ``_device_tuple`` reads a device's row off its record in one
+# expression (named attributes are read faster than through ``operator.attrgetter``).
+ROW_COLUMNS: tuple[str, ...] = (
+    "ts", "util_pct", "temp_c", "power_w", "hbm_used_bytes", "hbm_total_bytes", "host_rss_bytes",
+    "comm_timeouts_total", "ddr_used_bytes", "ddr_total_bytes", "ecc_single_bit_errors", "ecc_double_bit_errors",
+    "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count", "up",
+    "healthy", "link_up", "health", "error")
+if sorted(ROW_COLUMNS) != sorted(c.name for c in S.samples.c if c.name != "series_id"):
+    raise AssertionError("ROW_COLUMNS (and _device_tuple, _host_tuple) must name every column of samples")
+SAMPLE_TUPLE_KEYS: tuple[str, ...] = ("run_id", "node", "device", *ROW_COLUMNS)
+_COPY_COLUMNS: tuple[str, ...] = ("series_id", *ROW_COLUMNS)
+_tuple_values = itemgetter(*SAMPLE_TUPLE_KEYS)
 
-def _key(row: Mapping[str, Any]) -> SeriesKey:
-    return (row["run_id"], row.get("node"), row["device"])
+
+def _device_tuple(run_id: str, node: str | None, ts: float, d: DeviceSample) -> tuple[Any, ...]:
+    """A device's row (``SAMPLE_TUPLE_KEYS``): its record's fields; no host RSS or comm-timeout total."""
+    return (run_id, node, d.device, ts, d.util_pct, d.temp_c, d.power_w, d.hbm_used_bytes, d.hbm_total_bytes,
+            None, None, d.ddr_used_bytes, d.ddr_total_bytes, d.ecc_single_bit_errors, d.ecc_double_bit_errors,
+            d.ecc_single_bit_isolated_pages, d.ecc_double_bit_isolated_pages, d.xid_errors, d.link_up_count,
+            bool(d.up), d.healthy, d.link_up, d.health, d.error)
+
+
+def _host_tuple(run_id: str, node: str | None, ts: float, hs: HostSample | None,
+                timeouts: int | None) -> tuple[Any, ...]:
+    """The host's row (``SAMPLE_TUPLE_KEYS``): its readings go in the device columns that mean
+    the same thing (CPU in util_pct, memory in the ddr columns)."""
+    if hs is None:
+        return (run_id, node, HOST_DEVICE, ts, None, None, None, None, None, None, timeouts,
+                None, None, None, None, None, None, None, None, False, None, None, None, None)
+    return (run_id, node, HOST_DEVICE, ts, hs.cpu_pct, None, None, None, None, hs.workload_rss_bytes, timeouts,
+            hs.mem_used_bytes, hs.mem_total_bytes, None, None, None, None, None, None, True, None, None, None, None)
+
+
+def sample_tuple(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A sample row (a mapping, as ``snapshot_rows`` makes it) as a tuple of ``SAMPLE_TUPLE_KEYS``."""
+    try:
+        return _tuple_values(row)
+    except KeyError:  # a row kept by an older writer may lack a newer column: None, as in an INSERT
+        return tuple(row.get(c) for c in SAMPLE_TUPLE_KEYS)
 
 
 class SampleStore(Database):
@@ -43,33 +83,17 @@ class SampleStore(Database):
         Every row has every column, so one executemany takes them all. A device has no
         host RSS or comm-timeout total: metrics a record lacks are None.
         """
-        rows: list[dict[str, Any]] = []
-        for d in snapshot.devices:
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "ts": snapshot.ts,
-                    "node": node,
-                    "device": d.device,
-                    **{c: getattr(d, c) for c in S.SAMPLE_STATE_COLUMNS},
-                    **{m: getattr(d, m, None) for m in S.SAMPLE_METRIC_COLUMNS},
-                    "up": bool(d.up),
-                }
-            )
+        return [dict(zip(SAMPLE_TUPLE_KEYS, t, strict=True)) for t in SampleStore.snapshot_tuples(run_id, snapshot, node)]
+
+    @staticmethod
+    def snapshot_tuples(run_id: str, snapshot: Snapshot, node: str | None = None) -> list[tuple[Any, ...]]:
+        """``snapshot_rows`` as tuples of ``SAMPLE_TUPLE_KEYS`` (``sample_tuple``)."""
+        ts = snapshot.ts
+        rows = [_device_tuple(run_id, node, ts, d) for d in snapshot.devices]
         hs = snapshot.host_sample
         timeouts = sum(snapshot.comm_timeouts.values()) if snapshot.comm_timeouts else None
         if hs is not None or timeouts is not None:
-            host = dict.fromkeys((*S.SAMPLE_STATE_COLUMNS, *S.SAMPLE_METRIC_COLUMNS))
-            host.update(up=hs is not None, comm_timeouts_total=timeouts)
-            if hs is not None:
-                # The host's readings go in the device columns that mean the same thing.
-                host.update(
-                    util_pct=hs.cpu_pct,
-                    host_rss_bytes=hs.workload_rss_bytes,
-                    ddr_used_bytes=hs.mem_used_bytes,
-                    ddr_total_bytes=hs.mem_total_bytes,
-                )
-            rows.append({"run_id": run_id, "ts": snapshot.ts, "node": node, "device": HOST_DEVICE, **host})
+            rows.append(_host_tuple(run_id, node, ts, hs, timeouts))
         return rows
 
     def add_snapshot(self, run_id: str, snapshot: Snapshot) -> int:
@@ -78,9 +102,10 @@ class SampleStore(Database):
         self.add_sample_rows(rows)
         return len(rows)
 
-    def add_sample_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def add_sample_rows(self, rows: Sequence[Mapping[str, Any]] | Sequence[tuple[Any, ...]]) -> None:
         """Sample rows as ``snapshot_rows`` makes them (with ``run_id``, ``device`` and, in a
-        cluster run, ``node``).
+        cluster run, ``node``), or all as tuples of ``SAMPLE_TUPLE_KEYS`` (``snapshot_tuples``,
+        the daemon's writer).
 
         The (run, node, device) series ids are looked up or created in the same transaction
         as the rows, so a failed write leaves no series behind. A second row of a device at
@@ -88,19 +113,21 @@ class SampleStore(Database):
         """
         if not rows:
             return
+        tuples: Sequence[tuple[Any, ...]] = rows if isinstance(rows[0], tuple) else [sample_tuple(r) for r in rows]
+        keys = {t[:3] for t in tuples}
 
-        def insert_rows(conn: Connection) -> dict[SeriesKey, int]:
-            ids, new = self._series_ids(conn, {_key(r) for r in rows})
-            out = []
-            for r in rows:
-                row = {k: v for k, v in r.items() if k not in ("run_id", "node", "device")}
-                row["series_id"] = ids[_key(r)]
-                out.append(row)
+        def insert_rows(conn: Connection, by_copy: bool) -> dict[SeriesKey, int]:
+            ids, new = self._series_ids(conn, keys)
+            if by_copy:
+                self._copy(conn, S.samples, _COPY_COLUMNS, [(ids[t[:3]],) + t[3:] for t in tuples])
+                return new
+            out = [{"series_id": ids[t[:3]], **dict(zip(ROW_COLUMNS, t[3:], strict=True))} for t in tuples]
             conn.execute(self._insert_ignoring_duplicates(S.samples), out)
             return new
 
-        # Cached only once committed: a rolled-back series id must not be reused.
-        self._series.update(self._retry(insert_rows))
+        # Cached only once committed: a rolled-back series id must not be reused. Every
+        # series known: the COPY is all the batch writes, and its own transaction.
+        self._series.update(self._retry_copy(insert_rows, alone=keys <= self._series.keys()))
 
     def _series_ids(
         self, conn: Any, keys: set[SeriesKey]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from soak.errors import StoreError
-from soak.store.samples import SampleStore
+from soak.store.samples import SAMPLE_TUPLE_KEYS, SampleStore
 from soak.telemetry.records import Snapshot
 
 # Rows a writer holds at most while its writes fail, as a multiple of its batch: with the
@@ -34,16 +34,17 @@ class BatchWriter:
         self.max_rows = max_rows
         self.max_delay_s = max_delay_s
         self.max_buffered = max_buffered if max_buffered is not None else max_rows * BUFFER_BATCHES
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[tuple[Any, ...]] = []  # as SampleStore.snapshot_tuples makes them
         self._first_at: float | None = None
         self._lock = threading.Lock()  # the buffer; never held over a write
         self._flushing = threading.Lock()  # one write at a time
         self.rows_written = 0
         self.ticks = 0
 
-    def rows(self, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The sample rows of one tick as this writer stores them (with its node)."""
-        return SampleStore.snapshot_rows(self.run_id, snapshot, node=self.node)
+    def rows(self, snapshot: Snapshot) -> list[tuple[Any, ...]]:
+        """The sample rows of one tick as this writer buffers and stores them (with its node):
+        tuples of ``SAMPLE_TUPLE_KEYS``, which COPY sends as they are."""
+        return SampleStore.snapshot_tuples(self.run_id, snapshot, node=self.node)
 
     def append(self, snapshot: Snapshot) -> None:
         """Buffer one tick without writing (``due`` says when a flush is); ``StoreError`` when
@@ -90,10 +91,11 @@ class BatchWriter:
             return len(rows)
 
     def take(self) -> list[dict[str, Any]]:
-        """Every buffered row, oldest first, out of the buffer (the caller keeps them now)."""
+        """Every buffered row, oldest first, out of the buffer (the caller keeps them now), as
+        ``snapshot_rows`` makes them."""
         with self._flushing, self._lock:
             rows, self._rows, self._first_at = self._rows, [], None
-            return rows
+        return [dict(zip(SAMPLE_TUPLE_KEYS, r, strict=True)) for r in rows]
 
     def pending(self) -> int:
         return len(self._rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import replace
 
 import pytest
@@ -399,6 +400,64 @@ def test_a_repeated_reading_is_kept_once_and_series_are_per_run(store: Store) ->
     rows = store.load_samples("r1", device="npu0-0")
     assert [(r["util_pct"], r["hbm_used_bytes"]) for r in rows] == [(1.0, 1)]
     assert [r["util_pct"] for r in store.load_samples("r2", device="npu0-0")] == [3.0]
+
+
+def test_a_batch_repeating_a_stored_reading_writes_its_new_rows_and_keeps_the_first(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    _new_run(store)
+    with caplog.at_level("INFO", logger="soak.store"):
+        store.add_snapshot("r1", _snap(T0, 1.0, 1))
+        assert not [r for r in caplog.records if "COPY refused" in r.getMessage()]  # the plain batch: one COPY
+        # a write repeated after its commit was lost, with the next tick behind it
+        store.add_sample_rows(Store.snapshot_rows("r1", _snap(T0, 9.0, 9)) + Store.snapshot_rows("r1", _snap(T0 + 1, 2.0, 2)))
+    assert [(r["ts"], r["util_pct"]) for r in store.load_samples("r1", device="npu0-0")] == [(T0, 1.0), (T0 + 1, 2.0)]
+    assert store.count_samples("r1") == 6
+    refused = [r.getMessage() for r in caplog.records if "COPY refused" in r.getMessage()]
+    assert len(refused) == (1 if store.engine.dialect.name == "postgresql" else 0), refused
+
+
+def test_a_batch_with_a_bad_row_is_never_half_written_and_the_daemon_spools_it_whole(store: Store, tmp_path) -> None:
+    from soak.daemon.spool import StoreSpool, replay_file
+    from soak.store.samples import sample_tuple
+
+    _new_run(store)
+    good = Store.snapshot_rows("r1", _snap(T0, 1.0, 1))
+    bad = Store.snapshot_rows("r1", _snap(T0 + 1, 2.0, 2))
+    bad[1] = {**bad[1], "up": None}  # a row the table refuses (up is NOT NULL), amid good ones
+    with pytest.raises(StoreError, match=r"write failed: .*up"):
+        store.add_sample_rows(good + bad)
+    assert store.count_samples("r1") == 0 and store.devices("r1") == []  # not one row, not one series
+
+    # the daemon's path: the writer's batch fails, and goes to the spool whole
+    spool = StoreSpool(store, "r1", tmp_path / "spool.jsonl", node=None, now=lambda: T0 + 2, outage_max_s=60)
+    spool.enabled = True  # (a SQLite store never spools in a daemon; the path is the same)
+    w = store.writer("r1", max_rows=6, max_delay_s=3600)
+    w.rows = lambda snap: [sample_tuple(r) for r in (bad if snap.ts == T0 + 1 else Store.snapshot_rows("r1", snap))]
+    w.append(_snap(T0, 1.0, 1))
+    w.append(_snap(T0 + 1, 2.0, 2))
+    spool.samples(w, force=True)
+    assert spool.down and w.pending() == 0 and store.count_samples("r1") == 0
+    kept = [json.loads(line) for line in (tmp_path / "spool.jsonl").read_text().splitlines()]
+    assert [(r["ts"], r["device"], r["up"]) for k in kept for r in k["rows"]] == \
+        [(r["ts"], r["device"], r["up"]) for r in good + bad]
+    with pytest.raises(StoreError):  # replayed, it is refused again, and stays kept
+        replay_file(store, "r1", tmp_path / "spool.jsonl")
+    assert store.count_samples("r1") == 0 and len((tmp_path / "spool.jsonl").read_text().splitlines()) == 1
+
+    # the same batch without the bad row is committed whole
+    store.add_sample_rows(good + [r for r in bad if r["up"] is not None])
+    assert store.count_samples("r1") == 5
+
+
+def test_steps_with_a_float_in_an_integer_column_are_written_as_before(store: Store) -> None:
+    _new_run(store)
+    store.add_steps("r1", [{"ts": T0, "workload": "lm", "rank": 0, "step": 5, "mem_peak_bytes": 1.5e9,
+                            "numeric_checks": 3, "loss": 2.5},
+                           {"ts": T0 + 10, "workload": "lm", "rank": 0, "step": 6, "numeric_checks": 4}], node="n1")
+    rows = store.load_steps("r1")
+    assert [(r["step"], r["mem_peak_bytes"], r["numeric_checks"], r["loss"], r["node"]) for r in rows] == \
+        [(5, 1_500_000_000, 3, 2.5, "n1"), (6, None, 4, None, "n1")]
 
 
 def test_printed_floats_keep_their_digits_and_bytes_and_times_stay_exact(store: Store) -> None:
