@@ -47,7 +47,10 @@ KNOWN_METRICS = DEVICE_METRICS | RUN_METRICS | PROMETHEUS_METRICS
 # Served only while a chip reports a fault: its fault codes now, and the run's device_fault
 # findings (soak.analysis.device_faults). A healthy fleet serves neither.
 FAULT_ONLY_METRICS = frozenset({"soak_device_fault_code"})
-_DEVICE_FAULT_MATCHER = re.compile(r'\bkind\s*=~?\s*"device_fault"')
+# The finding kinds only a fault produces: a chip's own fault report, and a chip computing wrong
+# numbers (a healthy fleet has none of either, so a query of only these is empty there).
+FAULT_ONLY_KINDS = frozenset({"device_fault", "sdc", "nonfinite", "loss_spike"})
+_KIND_MATCHER = re.compile(r'\bkind\s*=(~?)\s*"([^"]*)"')
 
 # What Grafana would put in place of each template variable, for running a panel's query
 # outside Grafana: every node, chip and run; a rate window that spans a few scrapes.
@@ -341,11 +344,18 @@ def selectors(expr: str) -> list[str]:
 
 def fault_only(selector: str) -> bool:
     """Whether ``selector`` can match only while a chip reports a fault: its fault codes, or
-    the run's ``device_fault`` findings (``soak_finding_active{kind="device_fault", ...}``)."""
+    findings of kinds only a fault produces (``soak_finding_active{kind="device_fault", ...}``,
+    a chip computing wrong numbers: ``FAULT_ONLY_KINDS``)."""
     names = metric_names(selector)
     if names & FAULT_ONLY_METRICS:
         return True
-    return "soak_finding_active" in names and bool(_DEVICE_FAULT_MATCHER.search(selector))
+    if "soak_finding_active" not in names:
+        return False
+    m = _KIND_MATCHER.search(selector)
+    if m is None:
+        return False
+    kinds = set(m.group(2).split("|")) if m.group(1) else {m.group(2)}
+    return kinds <= FAULT_ONLY_KINDS
 
 
 def all_queries(directory: Path) -> list[Query]:

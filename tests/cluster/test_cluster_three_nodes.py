@@ -493,7 +493,7 @@ def test_three_nodes_one_sigkilled_mid_run_the_pdf_states_one_chip_count_and_fai
     assert figures == {"cover": 9, "criterion": 9, "cluster": 9}, figures
     # the reliability (with the time accounting it comes from) says the loss as the JSON does
     flat = " ".join(text.split())
-    assert re.search(r"\d+ crash, \d+ hang, 1 node lost, \d+ link failure, 0 device fault\)", flat), flat
+    assert re.search(r"\d+ crash, \d+ hang, 1 node lost, \d+ link failure, 0 device fault, 0 chip\(s\) computing wrong\)", flat), flat
     assert f"in {rel['node_hours']:.3g} node-hours" in flat, flat
     assert "3 nodes: node-0, node-1, node-2" in text.split("criteria at a glance")[0]
     matrix = text[text.index("Every chip of every node"):].split("Verdict per node")[0]

@@ -133,7 +133,8 @@ def test_every_panel_and_alert_query_returns_series(stack):
     # the simulated chips report no fault: what only a chip's fault serves is reported, not failed
     # (tests/dashboards/test_dashboards_files.py runs the alerts on faults with promtool)
     assert sorted(r.where for r in results if r.fault_only) == [
-        "alert SoakDeviceFaultCode", "alert SoakFindingOpen", "alert SoakGpuXid", "alert SoakUncorrectableEcc",
+        "alert SoakDeviceFaultCode", "alert SoakFindingOpen", "alert SoakGpuXid", "alert SoakSilentDataCorruption",
+        "alert SoakUncorrectableEcc",
         "soak-chip-detail / Fault codes now / A", "soak-chip-detail / Open device-fault findings / A",
         "soak-fleet-overview / Device faults per chip / G", "soak-fleet-overview / Device faults per chip / H",
         "soak-fleet-overview / Fault codes now / A", "soak-fleet-overview / Open device-fault findings / A"]
@@ -178,7 +179,7 @@ def test_prometheus_evaluates_every_alert_rule_without_error(stack):
 
     procs.wait_until(every_rule_evaluated, stack["procs"], 20, retry_on=(OSError,), interval_s=1.0,
                      context=lambda: f"rules: {[(r['name'], r.get('lastEvaluation')) for r in flat]}")
-    assert len(flat) == 26
+    assert len(flat) == 28
     assert [(r["name"], r["health"], r.get("lastError", "")) for r in flat
             if r["health"] != "ok"] == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import urllib.request
@@ -37,3 +38,13 @@ def start_server(data_dir: Path, log_path: Path, timeout_s: float = 60) -> tuple
         server.close()
         raise
     return server, port, open(log_path, encoding="utf-8", errors="replace")
+
+
+def session_url(log_path: Path, port: int) -> str:
+    """The address ``soak report serve`` printed to open the app's session: with its token,
+    without which the app shows nothing but how to open it."""
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = re.search(rf"(http://127\.0\.0\.1:{port}/\?token=[\w-]+)", line)
+        if m:
+            return m.group(1)
+    raise AssertionError(f"soak report serve printed no address with a token: {log_path.read_text()!r}")

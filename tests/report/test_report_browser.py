@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
-from tests.report.serve_helpers import start_server
+from tests.report.serve_helpers import session_url, start_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -49,7 +49,7 @@ def test_every_app_page_reads_in_a_browser(recorded, tmp_path):
     save = os.environ.get("SOAK_SAVE_SCREENSHOTS")
     try:
         browser = Browser(tmp_path / "profile")
-        browser.goto(f"http://127.0.0.1:{port}/")
+        browser.goto(session_url(tmp_path / "serve.log", port))
         browser.wait_text(r"Verdict: FAIL")
         browser.wait_quiet()
         png = tmp_path / "app.png"
