@@ -89,6 +89,10 @@ _MEMORY_RESTARTS = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {s
                     "{slope_high_mb_per_h:.1f}) in each of {segments} runs between restarts ({rising} rising on their "
                     "own), each {growth_min_mb:.0f} to {growth_max_mb:.0f} MB up in {hours_min_h:.1f} to "
                     "{hours_max_h:.1f} h before a restart freed it; ")
+_CREEP_PEERS = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h in each of {segments} runs between restarts, "
+                "{deviation_mb_per_h:+.1f} MB/h off its {scope:scope} peers' {baseline_mb_per_h:.1f} MB/h (limit "
+                "{limit_mb_per_h:.1f}); each run {growth_min_mb:.0f} to {growth_max_mb:.0f} MB up before a restart "
+                "freed it")
 _UTIL = ("{count} utilization drops below {low_pct:g}% [[periodic|every {period_s:.0f} s (CV {cv:.2f})]]"
          "[[!periodic|not periodic]], mean {mean_duration_s:.0f} s, idle {idle_fraction:.1%}, ")
 _HANG = "no progress for {duration_min:.0f} min[[ongoing| (ongoing)]]: "
@@ -137,6 +141,9 @@ FINDINGS: dict[str, str] = {
     "outlier.group.temp_c": ("nodes {members} ({nodes} nodes) together {deviation_c:+.1f} C off the other nodes' "
                              "{baseline_c:.1f} C at comparable power for {duration_h:.1f} h (the worst "
                              "{worst_c:+.1f} C): a facility cause, the cooling of their rack or row"),
+    # creep_peers.py: HBM climbing faster than the peers' in every run between restarts
+    "outlier.restarts.hbm_used_bytes": _CREEP_PEERS,
+    "outlier.node.restarts.hbm_used_bytes": _NODE_CHIPS + _CREEP_PEERS,
     # recurring.py: out of line in episodes that come back
     **{f"{'outlier' if m in _OUTLIER_KIND else 'straggler'}.episodes.{m}": _EPISODES.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION.items()},

@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from soak.analysis import recurring, tails
+from soak.analysis import creep_peers, recurring, tails
 from soak.analysis._stats import index_runs, medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
@@ -145,6 +145,8 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
         for keys, cap in _groups(src, list(rows), spec):
             found.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
         out.extend(_grouped(found, p) if spec.metric == "temp_c" else found)
+    # HBM that every run between restarts grows faster than the peers' (a restart resets growth)
+    out += creep_peers.compare(src, profile, run_start, skip)
     return out + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
 
 

@@ -473,6 +473,9 @@ _MEMORY_RESTARTS_ZH = ("{metric:metric}在两次重启之间的 {segments} 段�
                        "（90% 置信区间 {slope_low_mb_per_h:.1f}–{slope_high_mb_per_h:.1f}，其中 {rising} 段各自上升），"
                        "每段在 {hours_min_h:.1f}–{hours_max_h:.1f} 小时内增长 {growth_min_mb:.0f}–{growth_max_mb:.0f} MB，"
                        "直到重启释放；")
+_CREEP_PEERS_ZH = ("{metric:metric}在两次重启之间的 {segments} 段运行中每小时均增长 {slope_mb_per_h:.1f} MB，"
+                   "比{scope:scope}同类的 {baseline_mb_per_h:.1f} MB/h 高 {deviation_mb_per_h:+.1f} MB/h"
+                   "（限值 {limit_mb_per_h:.1f}）；每段在重启释放前增长 {growth_min_mb:.0f}–{growth_max_mb:.0f} MB")
 _UTIL_ZH = ("利用率 {count} 次跌至 {low_pct:g}% 以下，[[periodic|每 {period_s:.0f} 秒一次（CV {cv:.2f}）]][[!periodic|无周期]]，"
             "平均每次 {mean_duration_s:.0f} 秒，空闲占 {idle_fraction:.1%}，")
 _HANG_ZH = "{duration_min:.0f} 分钟没有进展[[ongoing|（仍在持续）]]："
@@ -523,6 +526,8 @@ CHINESE: dict[str, str] = {
     "outlier.group.temp_c": ("节点 {members}（{nodes} 个节点）在功耗相当时一同偏离其他节点的 {baseline_c:.1f} °C "
                              "{deviation_c:+.1f} °C，持续 {duration_h:.1f} 小时（最高 {worst_c:+.1f} °C）："
                              "机房原因，其机柜或机柜列的散热"),
+    "outlier.restarts.hbm_used_bytes": _CREEP_PEERS_ZH,
+    "outlier.node.restarts.hbm_used_bytes": _NODE_CHIPS_ZH + _CREEP_PEERS_ZH,
     **{f"{'outlier' if m in _OUTLIER_ZH else 'straggler'}.episodes.{m}": _EPISODES_ZH.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION_ZH.items()},
     **{f"outlier.node.episodes.{m}": _NODE_CHIPS_ZH + _EPISODES_ZH.replace("{deviation}", d)
