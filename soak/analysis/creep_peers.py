@@ -16,6 +16,9 @@ among chips of one model:
 - **a chip** (on a node not named) above its node siblings' median slope by the same rule
   (the spread: of every chip's deviation from its siblings): ``outlier.restarts.hbm_used_bytes``.
 
+Those chips are then left out of the growth rule: growth since the burn-in across restarts
+is each start's own allocation, not a leak.
+
 tau is the memory detector's smallest slope worth a finding (``memory.tau_for``). Nothing is
 compared where fewer than ``memory.segments_min`` runs are seen.
 """
@@ -73,12 +76,14 @@ def _chip_slope(t: np.ndarray, y: np.ndarray, cuts: list[tuple[float, float]], s
             "start": float(runs[0][2][0]), "end": float(runs[-1][2][-1])}
 
 
-def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) -> list[Finding]:
+def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) -> tuple[list[Finding], set[str]]:
+    """(findings, the chips restarted into ``memory.segments_min`` runs or more: judged here,
+    not by their growth since the burn-in)."""
     p, m = profile.peers, profile.memory
     grid = src.grid
     rows = src.matrix(METRIC, skip)
     if not rows:
-        return []
+        return [], set()
     t = grid.centres()
     end = float(grid.origin + grid.n * grid.width)
     events = memory.restart_windows(profile)
@@ -91,7 +96,7 @@ def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) 
         if s is not None:
             slopes[key] = s
     if not slopes:
-        return []
+        return [], set()
     out: list[Finding] = []
     by_model: dict[float | None, list[str]] = defaultdict(list)
     for k in slopes:
@@ -135,7 +140,7 @@ def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) 
                 continue
             out.append(_finding(src, profile, None, k, [k], slopes, base, slopes[k]["slope"], spread, limit, cap,
                                 "node"))
-    return out
+    return out, set(slopes)
 
 
 def _finding(src: Buckets, profile: Profile, node: str | None, key: str | None, members: list[str], slopes: dict[str, Any],

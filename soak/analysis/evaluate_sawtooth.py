@@ -6,7 +6,9 @@ intervals drawn from a range; one node's chips leak at a rate from each restart 
 ranges give 3 to about 20 runs between restarts. Half the halls carry the run's restart
 events, half leave the analysis to find the restarts in the memory itself. A leak is found
 when every chip of the leaking node has a ``memory_creep`` finding; every other finding (a
-chip off that node, or another kind) is false. The healthy halls restart as often, with
+chip off that node, or another kind) is false, except, in a hall without the run's events,
+the utilization drops every chip shows at once at each restart (``restarts_named``: the
+restarts themselves, which the run's events would explain). The healthy halls restart as often, with
 the allocator's per-start differences, early step-ups, and on some a slow memory wave.
 """
 
@@ -76,7 +78,10 @@ def run_case(case: SawtoothCase) -> dict[str, Any]:
     # a leaking chip's growth out of line with its peers names the same fault
     related = [f for f in found if f.kind == "outlier" and f.metric == "hbm_used_bytes"
                and h.leak_node is not None and f.node == h.leak_node]
-    false = [f for f in found if f not in leak and f not in related]
+    # without the run's events, a job restarted every few hours idles every chip at once at
+    # each restart: the utilization detector names those drops (the restarts, not a leak)
+    restarts = [f for f in found if not h.events and f.code == "utilization_dropouts.global"]
+    false = [f for f in found if f not in leak and f not in related and f not in restarts]
     chips = {f.device for f in leak}
     slopes = [f.slope_per_hour / (case.rate_mb_per_h * 1e6) - 1.0 for f in leak if f.slope_per_hour]
     return {
@@ -86,6 +91,7 @@ def run_case(case: SawtoothCase) -> dict[str, Any]:
         "chips_named": len(chips),
         "across_restarts": sum(1 for f in leak if f.code.startswith("memory_creep.restarts.")),
         "slope_rel": slopes,
+        "restarts_named": len(restarts),
         "false": [f"{f.kind}:{device_key(f.node, str(f.device))}:{f.summary}" for f in false],
         "hbm_series_days": h.nodes * h.chips * h.hours / 24.0,
         "series_days": h.nodes * h.chips * N_METRICS * h.hours / 24.0,
@@ -98,7 +104,8 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
         key = f"{r['family']} {r['rate_mb_per_h']:g}"
         row = rows.setdefault(key, {"family": r["family"], "rate_mb_per_h": r["rate_mb_per_h"], "n": 0,
                                     "found": 0, "segments": [], "slope_rel": [], "false": [],
-                                    "hbm_series_days": 0.0, "series_days": 0.0, "events": 0})
+                                    "hbm_series_days": 0.0, "series_days": 0.0, "events": 0,
+                                    "restarts_named": 0})
         row["n"] += 1
         row["found"] += bool(r["detected"])
         row["segments"].append(r["segments"])
@@ -107,6 +114,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
         row["hbm_series_days"] += r["hbm_series_days"]
         row["series_days"] += r["series_days"]
         row["events"] += bool(r["events"])
+        row["restarts_named"] += r["restarts_named"]
     return rows
 
 

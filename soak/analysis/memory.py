@@ -18,7 +18,8 @@ Method (calibration in docs/analysis.md):
    above tau *and* a positive slope in each of the four quarters (a slow wave fails that
    rule), *and* the CI's lower end still above tau with the window's largest level shift
    taken out (a late one-off allocation is a step, not a creep).
-6. Across restarts (when the last regime gives nothing): a leak that each restart resets
+6. Across restarts (a job restarted into ``segments_min`` runs or more: then its runs are
+   judged together, not the last regime, a few hours of warm-up): a leak that each restart resets
    is a sawtooth whose every tooth climbs at the same rate. The memory is cut into runs at
    the restarts (the run's ``restart`` phase windows where it has any, else the envelope
    blocks that fall below ``restart_drop_frac`` of their neighbours: a restart frees the
@@ -34,6 +35,8 @@ Method (calibration in docs/analysis.md):
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +60,13 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
                 tot = trace.get(s.device, "hbm_total_bytes")
                 if tot is not None and tot.v.size:
                     capacity = float(np.median(tot.v))
-            f = analyse_series(s, profile, run_start, run_end, capacity)
-            if f is None:
-                # the last regime shows nothing: a leak each restart resets may still climb in
-                # every run between restarts
-                f = across_restarts(s, profile, run_start, capacity, restarts)
+            # a job restarted again and again: its runs between restarts are judged together
+            # (the last regime alone is a few hours of a warm-up); else the last regime
+            runs = restart_runs(s, profile.memory, run_start, restarts)
+            if runs is not None:
+                f = across_restarts(s, profile, run_start, capacity, restarts, runs)
+            else:
+                f = analyse_series(s, profile, run_start, run_end, capacity)
             if f is not None:
                 out.append(f)
     return out
@@ -434,18 +439,28 @@ def _runs(te: np.ndarray, ye: np.ndarray, cuts: list[tuple[float, float]], start
     return out
 
 
-def across_restarts(s: Series, profile: Profile, run_start: float, capacity: float | None,
-                    restarts: list[tuple[float, float]]) -> Finding | None:
-    """A creep every run between restarts shares (see the module's method, step 6)."""
-    p = profile.memory
+def restart_runs(s: Series, p: MemoryParams, run_start: float, restarts: list[tuple[float, float]]
+                 ) -> tuple[list[tuple[float, float]], list[tuple[float, float, np.ndarray, np.ndarray]]] | None:
+    """(restarts, runs between them with enough envelope after their burn-in) of a series
+    restarted into ``segments_min`` runs or more; None otherwise."""
     cuts = [(a, b) for a, b in restarts if b > s.start and a < s.end] or _trace_restarts(s, p, run_start)
     if len(cuts) + 1 < p.segments_min:
         return None
     te, ye = envelope(s, p, run_start)
     runs = [r for r in _runs(te, ye, cuts, max(run_start, s.start), s.end + 1.0, p)
             if r[2].size >= p.segment_min_points]
-    if len(runs) < p.segments_min:
+    return (cuts, runs) if len(runs) >= p.segments_min else None
+
+
+def across_restarts(s: Series, profile: Profile, run_start: float, capacity: float | None,
+                    restarts: list[tuple[float, float]],
+                    seen: tuple[list[tuple[float, float]], list[Any]] | None = None) -> Finding | None:
+    """A creep every run between restarts shares (see the module's method, step 6)."""
+    p = profile.memory
+    seen = seen or restart_runs(s, p, run_start, restarts)
+    if seen is None:
         return None
+    cuts, runs = seen
     parts = [(t, y) for _, _, t, y in runs]
     pooled = _pooled_sen(parts, p.ci)
     tau = tau_for(s.metric, capacity, p)

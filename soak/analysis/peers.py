@@ -131,9 +131,14 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     # job's, and where it differs between ranks it is where each one's step rows fell against
     # the others' slow steps (a node named by its step time in "episodes" of another node's)
     computed = {k for k, row in src.matrix("compute_s", skip).items() if np.isfinite(row).any()}
+    # HBM of a job restarted again and again: its growth since the burn-in spans restarts that
+    # reset it; each run's slope against the peers' instead (creep_peers)
+    creep, restarted = creep_peers.compare(src, profile, run_start, skip)
     out: list[Finding] = []
     for spec in SPECS:
         rows = src.matrix(spec.metric, skip)
+        if spec.metric == "hbm_used_bytes" and restarted:
+            rows = {k: v for k, v in rows.items() if k not in restarted}
         if spec.metric == "step_time_s":
             rows = {k: v for k, v in rows.items() if k not in computed}
         for k in rows:
@@ -145,9 +150,7 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
         for keys, cap in _groups(src, list(rows), spec):
             found.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
         out.extend(_grouped(found, p) if spec.metric == "temp_c" else found)
-    # HBM that every run between restarts grows faster than the peers' (a restart resets growth)
-    out += creep_peers.compare(src, profile, run_start, skip)
-    return out + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
+    return out + creep + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
 
 
 def _grouped(found: list[Finding], p: PeersParams) -> list[Finding]:
