@@ -62,14 +62,23 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
                     capacity = float(np.median(tot.v))
             # a job restarted again and again: its runs between restarts are judged together
             # (the last regime alone is a few hours of a warm-up); else the last regime
-            runs = restart_runs(s, profile.memory, run_start, restarts)
+            blocks = blocks_of(s, profile.memory, run_start)  # reduced once for both
+            runs = restart_runs(s, profile.memory, run_start, restarts, blocks)
             if runs is not None:
                 f = across_restarts(s, profile, run_start, capacity, restarts, runs)
             else:
-                f = analyse_series(s, profile, run_start, run_end, capacity)
+                f = analyse_series(s, profile, run_start, run_end, capacity, blocks)
             if f is not None:
                 out.append(f)
     return out
+
+
+Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]  # block centres, minima, readings per block
+
+
+def blocks_of(s: Series, p: MemoryParams, origin: float) -> Blocks:
+    """The series' minimum per ``envelope_window_s`` block."""
+    return block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
 
 
 def tau_for(metric: str, capacity: float | None, p: MemoryParams) -> float:
@@ -80,8 +89,11 @@ def tau_for(metric: str, capacity: float | None, p: MemoryParams) -> float:
     return p.rss_min_slope_bytes_per_h
 
 
-def envelope(s: Series, p: MemoryParams, origin: float) -> tuple[np.ndarray, np.ndarray]:
-    te, ye, n = block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
+def envelope(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The retained level: block minima without gaps and single low blocks. ``blocks``: the
+    series' block minima when already reduced (``blocks_of``)."""
+    te, ye, n = blocks if blocks is not None else blocks_of(s, p, origin)
     if te.size == 0:
         return te, ye
     full = np.median(n)
@@ -254,10 +266,11 @@ def _without_step(y: np.ndarray) -> np.ndarray:
 
 
 def analyse_series(
-    s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None
+    s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None,
+    blocks: Blocks | None = None,
 ) -> Finding | None:
     p = profile.memory
-    te, ye = envelope(s, p, run_start)
+    te, ye = envelope(s, p, run_start, blocks)
     if te.size < p.min_fit_points:
         return None
     r0 = _last_regime_start(te, ye)
@@ -372,12 +385,13 @@ def restart_windows(profile: Profile) -> list[tuple[float, float]]:
     return sorted((float(a), float(b)) for ph in profile.phases if ph.name == "restart" for a, b in ph.windows)
 
 
-def _trace_restarts(s: Series, p: MemoryParams, origin: float) -> list[tuple[float, float]]:
+def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
+                    ) -> list[tuple[float, float]]:
     """Restarts seen in the memory itself: blocks whose minimum falls below
     ``restart_drop_frac`` of the blocks around them (the process freed its memory)."""
     from scipy.ndimage import median_filter
 
-    te, ye, _ = block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
+    te, ye, _ = blocks if blocks is not None else blocks_of(s, p, origin)
     if ye.size < 7:
         return []
     level = median_filter(ye, size=13, mode="nearest")
@@ -439,14 +453,16 @@ def _runs(te: np.ndarray, ye: np.ndarray, cuts: list[tuple[float, float]], start
     return out
 
 
-def restart_runs(s: Series, p: MemoryParams, run_start: float, restarts: list[tuple[float, float]]
+def restart_runs(s: Series, p: MemoryParams, run_start: float, restarts: list[tuple[float, float]],
+                 blocks: Blocks | None = None,
                  ) -> tuple[list[tuple[float, float]], list[tuple[float, float, np.ndarray, np.ndarray]]] | None:
     """(restarts, runs between them with enough envelope after their burn-in) of a series
     restarted into ``segments_min`` runs or more; None otherwise."""
-    cuts = [(a, b) for a, b in restarts if b > s.start and a < s.end] or _trace_restarts(s, p, run_start)
+    blocks = blocks if blocks is not None else blocks_of(s, p, run_start)
+    cuts = [(a, b) for a, b in restarts if b > s.start and a < s.end] or _trace_restarts(s, p, run_start, blocks)
     if len(cuts) + 1 < p.segments_min:
         return None
-    te, ye = envelope(s, p, run_start)
+    te, ye = envelope(s, p, run_start, blocks)
     runs = [r for r in _runs(te, ye, cuts, max(run_start, s.start), s.end + 1.0, p)
             if r[2].size >= p.segment_min_points]
     return (cuts, runs) if len(runs) >= p.segments_min else None
