@@ -5,7 +5,8 @@ Each hall (``synth_sawtooth``: 16 nodes x 8 chips, 72 h at 30 s) restarts its jo
 intervals drawn from a range; one node's chips leak at a rate from each restart on. The
 ranges give 3 to about 20 runs between restarts. Half the halls carry the run's restart
 events, half leave the analysis to find the restarts in the memory itself. A leak is found
-when every chip of the leaking node has a ``memory_creep`` finding; every other finding (a
+when every chip of the leaking node has a ``memory_creep`` finding (``node``: the node is also
+named against the other nodes, ``outlier.node.restarts.hbm_used_bytes``); every other finding (a
 chip off that node, or another kind) is false, except, in a hall without the run's events,
 the utilization drops every chip shows at once at each restart (``restarts_named``: the
 restarts themselves, which the run's events would explain). The healthy halls restart as often, with
@@ -97,6 +98,8 @@ def run_case(case: SawtoothCase) -> dict[str, Any]:
         "segments": h.segments, "events": h.events,
         "detected": len(chips) == h.chips if h.leak_node else None,
         "chips_named": len(chips),
+        # the node named as a node, against the other nodes (creep_peers)
+        "node_named": any(f.code == "outlier.node.restarts.hbm_used_bytes" for f in related),
         "across_restarts": sum(1 for f in leak if f.code.startswith("memory_creep.restarts.")),
         "slope_rel": slopes,
         "restarts_named": len(restarts),
@@ -116,6 +119,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
                                     "restarts_named": 0})
         row["n"] += 1
         row["found"] += bool(r["detected"])
+        row["node_named"] = row.get("node_named", 0) + bool(r["node_named"])
         row["segments"].append(r["segments"])
         row["slope_rel"] += r["slope_rel"]
         row["false"] += r["false"]
@@ -140,13 +144,14 @@ def targets(rows: dict[str, Any], min_rate_mb_per_h: float = 20.0) -> dict[str, 
 
 
 def print_rows(rows: dict[str, Any], ok: dict[str, bool]) -> None:
-    print(f"\n{'sawtooth family':<24} {'MB/h':>5} {'n':>2} {'runs':>7} {'found':>6} {'slope err':>9} "
+    print(f"\n{'sawtooth family':<24} {'MB/h':>5} {'n':>2} {'runs':>7} {'found':>6} {'node':>5} {'slope err':>9} "
           f"{'false':>5} {'HBM series-days':>15} {'series-days':>11}")
     for row in rows.values():
         segs = f"{min(row['segments'])}-{max(row['segments'])}"
         err = max((abs(x) for x in row["slope_rel"]), default=None)
         found = "" if row["rate_mb_per_h"] == 0 else f"{row['found']}/{row['n']}"
-        print(f"{row['family']:<24} {row['rate_mb_per_h']:>5g} {row['n']:>2} {segs:>7} {found:>6} "
+        node = "" if row["rate_mb_per_h"] == 0 else f"{row['node_named']}/{row['n']}"
+        print(f"{row['family']:<24} {row['rate_mb_per_h']:>5g} {row['n']:>2} {segs:>7} {found:>6} {node:>5} "
               f"{'' if err is None else f'{err:.1%}':>9} {len(row['false']):>5} {row['hbm_series_days']:>15.0f} "
               f"{row['series_days']:>11.0f}")
         for ex in row["false"][:3]:
