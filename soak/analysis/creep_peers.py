@@ -123,7 +123,7 @@ def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) 
                 out.append(_finding(src, profile, node, None, ks, slopes, base, v, spread, limit, cap, "cluster"))
         # a chip against its siblings on its node
         devs: dict[str, tuple[float, float]] = {}
-        for node, ks in nodes.items():
+        for ks in nodes.values():
             if len(ks) - 1 < p.min_peers:
                 continue
             for k in ks:

@@ -14,6 +14,8 @@ from soak.analysis.synth import T0
 from soak.analysis.synth_sawtooth import SawtoothHall, generate
 from soak.analysis.trace import Series
 
+pytestmark = pytest.mark.compute  # pyproject.toml
+
 # 8 nodes (two chip models, four nodes each) x 4 chips, 72 h at 60 s: small enough to test
 SMALL = {"nodes": 8, "chips": 4, "dt_s": 60.0}
 
@@ -23,6 +25,7 @@ def _found(h: SawtoothHall):
     return [f for f in analyze(trace, phases=h.phases).findings if f.severity != "info"]
 
 
+@pytest.mark.slow  # a 32-chip hall of 72 h analysed: seconds each
 @pytest.mark.parametrize("events", [True, False])
 def test_a_leak_each_restart_resets_is_named_on_its_node_with_rate_runs_and_growth(events):
     h = SawtoothHall("leak", seed=7, every_h=(3.0, 12.0), leak_node="n01", leak_mb_per_h=20.0, events=events,
@@ -54,6 +57,7 @@ def test_a_leak_each_restart_resets_is_named_on_its_node_with_rate_runs_and_grow
     assert node[0].values["deviation_mb_per_h"] == pytest.approx(20.0, rel=0.10)
 
 
+@pytest.mark.slow  # a 32-chip hall of 72 h analysed: seconds each
 @pytest.mark.parametrize("every_h,wave,events", [((3.0, 4.0), True, False), ((3.0, 12.0), False, True),
                                                  ((24.0, 30.0), True, True)])
 def test_a_healthy_job_restarted_as_often_stays_quiet(every_h, wave, events):
