@@ -5,7 +5,8 @@ Each hall (``synth_sawtooth``: 16 nodes x 8 chips, 72 h at 30 s) restarts its jo
 intervals drawn from a range; one node's chips leak at a rate from each restart on. The
 ranges give 3 to about 20 runs between restarts. Half the halls carry the run's restart
 events, half leave the analysis to find the restarts in the memory itself. A leak is found
-when every chip of the leaking node has a ``memory_creep`` finding (``node``: the node is also
+when every chip of the leaking node has a ``memory_creep`` finding (one of the node, naming
+them, where they all share it; ``node``: the node is also
 named against the other nodes, ``outlier.node.restarts.hbm_used_bytes``); every other finding (a
 chip off that node, or another kind) is false, except, in a hall without the run's events,
 the utilization drops every chip shows at once at each restart (``restarts_named``: the
@@ -89,9 +90,10 @@ def run_case(case: SawtoothCase) -> dict[str, Any]:
                and h.leak_node is not None and f.node == h.leak_node]
     # without the run's events, a job restarted every few hours idles every chip at once at
     # each restart: the utilization detector names those drops (the restarts, not a leak)
-    restarts = [f for f in found if not h.events and f.code == "utilization_dropouts.global"]
+    restarts = [f for f in found if not h.events and f.code.startswith("utilization_dropouts.global")]
     false = [f for f in found if f not in leak and f not in related and f not in restarts]
-    chips = {f.device for f in leak}
+    # a leak every chip of the node shares is one finding of the node naming its chips
+    chips = {m for f in leak for m in (f.details.get("members") or [device_key(f.node, str(f.device))])}
     slopes = [f.slope_per_hour / (case.rate_mb_per_h * 1e6) - 1.0 for f in leak if f.slope_per_hour]
     return {
         "family": case.family, "rate_mb_per_h": case.rate_mb_per_h, "scenario": h.name,
@@ -100,7 +102,8 @@ def run_case(case: SawtoothCase) -> dict[str, Any]:
         "chips_named": len(chips),
         # the node named as a node, against the other nodes (creep_peers)
         "node_named": any(f.code == "outlier.node.restarts.hbm_used_bytes" for f in related),
-        "across_restarts": sum(1 for f in leak if f.code.startswith("memory_creep.restarts.")),
+        "across_restarts": sum(int(f.details.get("shared_by") or 1) for f in leak
+                               if f.code.startswith("memory_creep.restarts.")),
         "slope_rel": slopes,
         "restarts_named": len(restarts),
         "false": [f"{f.kind}:{device_key(f.node, str(f.device))}:{f.summary}" for f in false],

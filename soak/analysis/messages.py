@@ -205,6 +205,8 @@ SHARED_CODES = (
     "memory_creep.runs_out_within_required", "memory_creep.runs_out_beyond_required",
     "memory_creep.capacity_unknown", "hang.idle_hbm_held", "hang.heartbeats_stopped", "hang.no_progress",
     "comm_timeouts.rising", "comm_timeouts.fatal",
+    "memory_creep.restarts.runs_out_within_required", "memory_creep.restarts.runs_out_beyond_required",
+    "memory_creep.restarts.capacity_unknown",
 )
 """The codes a fault every chip of the job or of a node shares can give (``soak.analysis.shared``):
 each has a ``CODE.shared`` sentence, the worst chip's with how many chips share it."""

@@ -33,17 +33,18 @@ def test_a_leak_each_restart_resets_is_named_on_its_node_with_rate_runs_and_grow
     found = _found(h)
     creep = [f for f in found if f.kind == "memory_creep"]
     assert {f.node for f in found} == {"n01"}, [f.summary for f in found]
-    assert {f.device for f in creep} == {f"npu0-{c}" for c in range(4)}
-    restarted = [f for f in creep if f.code.startswith("memory_creep.restarts.")]
-    assert restarted, [f.summary for f in creep]
-    for f in restarted:
+    # every chip of the node leaks alike: one finding of the node, naming its chips
+    assert len(creep) == 1 and creep[0].device is None and creep[0].code.startswith("memory_creep.restarts.")
+    assert creep[0].code.endswith(".shared") and creep[0].values["shared_chips"] == 4
+    assert set(creep[0].details["members"]) == {f"n01/npu0-{c}" for c in range(4)}
+    for f in creep:
         assert f.values["slope_mb_per_h"] == pytest.approx(20.0, rel=0.10)
         assert f.values["slope_low_mb_per_h"] > 6.9  # tau on a 64 GiB chip
         # every run the trace has is one of the finding's (the short last one may lack points)
         assert h.segments - 1 <= f.values["segments"] <= h.segments
         assert f.details["restarts_from"] == ("events" if events else "trace")
         # how far each run got, read back from the trace: its level before the restart
-        s = generate(h)[0].get(f"n01/{f.device}", "hbm_used_bytes")
+        s = generate(h)[0].get(f.details["worst_details_of"], "hbm_used_bytes")
         for seg in f.details["segments"]:
             inside = (s.t >= seg["start"] + 1800.0) & (s.t < seg["end"])
             env_first = np.min(s.v[inside][:20])
@@ -69,7 +70,7 @@ def test_a_healthy_job_restarted_as_often_stays_quiet(every_h, wave, events):
     else:
         # without the run's events the restarts' idle minutes, on every chip at once, are
         # named as what they are; the memory is not
-        assert {f.code for f in found} <= {"utilization_dropouts.global"}, [f.summary for f in found]
+        assert all(f.code.startswith("utilization_dropouts.global") for f in found), [f.summary for f in found]
 
 
 def test_a_warm_up_that_levels_off_in_every_run_is_no_leak():
