@@ -6,7 +6,8 @@ the Numenta Anomaly Benchmark (NAB), and prints per detector: detection rate by 
 onset, and false findings per healthy series-day. ``python benchmarks/eval_detectors.py``
 or ``soak analyze --evaluate``; ``--halls N`` adds 16-node machine halls (``evaluate_halls``:
 node-wide, recurring and link faults, N healthy halls) and ``--time-to-detect`` how soon the
-online analysis names each of those faults.
+online analysis names each of those faults; ``--sawtooth N`` adds halls whose job restarts every
+few hours (``evaluate_sawtooth``: a leak each restart resets, N healthy halls).
 """
 
 from __future__ import annotations
@@ -422,9 +423,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="healthy halls of each stale-telemetry family, and the frozen sensor and counter families "
                          "(default 0: none)")
     ap.add_argument("--stale-only", action="store_true", help="with --stale: only the stale-telemetry traces")
+    ap.add_argument("--sawtooth", type=int, default=0, metavar="N",
+                    help="N healthy 72 h halls whose job restarts every few hours, and the sawtooth leak "
+                         "families beside them (default 0: none)")
+    ap.add_argument("--only-sawtooth", action="store_true", help="with --sawtooth: no other traces")
     ap.add_argument("--nab", default=None, help="NAB folder (default: tests/fixtures/nab)")
     ap.add_argument("--format", choices=("table", "json"), default="table")
     args = ap.parse_args(argv)
+    if args.only_sawtooth and not args.sawtooth:
+        ap.error("--only-sawtooth needs --sawtooth N")
+    if args.only_sawtooth:
+        return _sawtooth_only(args.sawtooth, args.format)
     only = args.hall_family if args.halls else (["stale"] if args.stale and args.stale_only else None)
     cases = [] if only else (healthy_cases(args.healthy) + fault_cases(reps=args.reps)
                              + cluster_healthy_cases(args.clusters) + cluster_fault_cases())
@@ -451,14 +460,39 @@ def main(argv: list[str] | None = None) -> int:
     nab_root = Path(args.nab) if args.nab else default_nab_root()
     nab = run_nab(nab_root) if nab_root.is_dir() and not only else None
     ok = check_targets(summary)
+    saw = saw_ok = None
+    if args.sawtooth:
+        from soak.analysis import evaluate_sawtooth as es
+
+        saw = es.summarise([es.run_case(c) for c in es.healthy_cases(args.sawtooth) + es.fault_cases()])
+        saw_ok = es.targets(saw)
+        ok = {**ok, **{f"sawtooth_{k}": v for k, v in saw_ok.items()}}
     if args.format == "json":
-        json.dump({"synthetic": summary, "nab": nab, "time_to_detect": ttd, "targets_met": ok}, sys.stdout,
-                  indent=1, default=str)
+        out = {"synthetic": summary, "nab": nab, "time_to_detect": ttd, "targets_met": ok}
+        if saw is not None:
+            out["sawtooth"] = saw
+        json.dump(out, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
         print_table(summary, nab, ok)
         if ttd is not None:
             print_time_to_detect(ttd)
+        if saw is not None:
+            es.print_rows(saw, saw_ok)  # type: ignore[arg-type]
+    return 0 if all(ok.values()) else 1
+
+
+def _sawtooth_only(n: int, fmt: str) -> int:
+    """The sawtooth halls alone: ``n`` healthy ones and the leak families."""
+    from soak.analysis import evaluate_sawtooth as es
+
+    rows = es.summarise([es.run_case(c) for c in es.healthy_cases(n) + es.fault_cases()])
+    ok = es.targets(rows)
+    if fmt == "json":
+        json.dump({"sawtooth": rows, "targets_met": ok}, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        es.print_rows(rows, ok)
     return 0 if all(ok.values()) else 1
 
 

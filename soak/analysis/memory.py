@@ -18,12 +18,25 @@ Method (calibration in docs/analysis.md):
    above tau *and* a positive slope in each of the four quarters (a slow wave fails that
    rule), *and* the CI's lower end still above tau with the window's largest level shift
    taken out (a late one-off allocation is a step, not a creep).
-6. Projection and severity: at this slope, memory runs out in ``hours_to_exhaustion``
+6. Across restarts (a job restarted into ``segments_min`` runs or more: then its runs are
+   judged together, not the last regime, a few hours of warm-up): a leak that each restart resets
+   is a sawtooth whose every tooth climbs at the same rate. The memory is cut into runs at
+   the restarts (the run's ``restart`` phase windows where it has any, else the envelope
+   blocks that fall below ``restart_drop_frac`` of their neighbours: a restart frees the
+   memory), each run gets its own burn-in, and the runs' slopes are pooled: the Theil-Sen
+   slope over the pairs *within* each run (Sen's stratified estimator, as the seasonal
+   Kendall test pools seasons) with its CI from the summed Kendall variances. A finding
+   needs ``segments_min`` runs, the pooled CI's lower end above tau, ``segments_rising_share``
+   of the runs rising on their own, and both the first and second halves of the runs
+   rising (a warm-up that levels off within each run is no leak).
+7. Projection and severity: at this slope, memory runs out in ``hours_to_exhaustion``
    (``exhausted_at``); ``fail`` when that is within the profile's required runtime (or
    capacity is unknown), ``warn`` otherwise: a slow leak is still a defect to report.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -33,12 +46,13 @@ from soak.analysis.model import Finding
 from soak.analysis.profile import MemoryParams, Profile
 from soak.analysis.trace import Series, Trace
 
-DETECTOR_VERSION = "memory_creep/1.0"
+DETECTOR_VERSION = "memory_creep/1.1"
 METRICS = ("hbm_used_bytes", "host_rss_bytes")
 
 
 def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
     out: list[Finding] = []
+    restarts = restart_windows(profile)
     for metric in METRICS:
         for s in trace.series(metric):
             capacity = None
@@ -46,10 +60,25 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
                 tot = trace.get(s.device, "hbm_total_bytes")
                 if tot is not None and tot.v.size:
                     capacity = float(np.median(tot.v))
-            f = analyse_series(s, profile, run_start, run_end, capacity)
+            # a job restarted again and again: its runs between restarts are judged together
+            # (the last regime alone is a few hours of a warm-up); else the last regime
+            blocks = blocks_of(s, profile.memory, run_start)  # reduced once for both
+            runs = restart_runs(s, profile.memory, run_start, restarts, blocks)
+            if runs is not None:
+                f = across_restarts(s, profile, run_start, capacity, restarts, runs)
+            else:
+                f = analyse_series(s, profile, run_start, run_end, capacity, blocks)
             if f is not None:
                 out.append(f)
     return out
+
+
+Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]  # block centres, minima, readings per block
+
+
+def blocks_of(s: Series, p: MemoryParams, origin: float) -> Blocks:
+    """The series' minimum per ``envelope_window_s`` block."""
+    return block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
 
 
 def tau_for(metric: str, capacity: float | None, p: MemoryParams) -> float:
@@ -60,8 +89,11 @@ def tau_for(metric: str, capacity: float | None, p: MemoryParams) -> float:
     return p.rss_min_slope_bytes_per_h
 
 
-def envelope(s: Series, p: MemoryParams, origin: float) -> tuple[np.ndarray, np.ndarray]:
-    te, ye, n = block_reduce(s.t, s.v, p.envelope_window_s, "min", origin=origin)
+def envelope(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The retained level: block minima without gaps and single low blocks. ``blocks``: the
+    series' block minima when already reduced (``blocks_of``)."""
+    te, ye, n = blocks if blocks is not None else blocks_of(s, p, origin)
     if te.size == 0:
         return te, ye
     full = np.median(n)
@@ -234,10 +266,11 @@ def _without_step(y: np.ndarray) -> np.ndarray:
 
 
 def analyse_series(
-    s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None
+    s: Series, profile: Profile, run_start: float, run_end: float, capacity: float | None,
+    blocks: Blocks | None = None,
 ) -> Finding | None:
     p = profile.memory
-    te, ye = envelope(s, p, run_start)
+    te, ye = envelope(s, p, run_start, blocks)
     if te.size < p.min_fit_points:
         return None
     r0 = _last_regime_start(te, ye)
@@ -339,6 +372,181 @@ def analyse_series(
             "onset_ci90": onset_ci,
             "regime_start": regime_start,
             "method": "Theil-Sen on block-minimum envelope, burn-in, quarter rule",
+            "version": DETECTOR_VERSION,
+        },
+    )
+
+
+# --------------------------------------------------------------------------- across restarts
+
+
+def restart_windows(profile: Profile) -> list[tuple[float, float]]:
+    """The run's restarts as the events gave them (phase windows named ``restart``)."""
+    return sorted((float(a), float(b)) for ph in profile.phases if ph.name == "restart" for a, b in ph.windows)
+
+
+def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
+                    ) -> list[tuple[float, float]]:
+    """Restarts seen in the memory itself: blocks whose minimum falls below
+    ``restart_drop_frac`` of the blocks around them (the process freed its memory)."""
+    from scipy.ndimage import median_filter
+
+    te, ye, _ = blocks if blocks is not None else blocks_of(s, p, origin)
+    if ye.size < 7:
+        return []
+    level = median_filter(ye, size=13, mode="nearest")
+    low = ye < p.restart_drop_frac * level
+    half = p.envelope_window_s / 2
+    out: list[tuple[float, float]] = []
+    for i in np.flatnonzero(low):
+        a, b = float(te[i]) - half, float(te[i]) + half
+        if out and a <= out[-1][1] + 1e-6:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[float, float, float] | None:
+    """Sen's slope (per hour) over the pairs within each part, and its CI from the summed
+    Kendall variances (no ties correction: envelope minima of real memory rarely tie)."""
+    from scipy.stats import norm
+
+    slopes = []
+    var = 0.0
+    for t, y in parts:
+        n = t.size
+        if n < 2:
+            continue
+        x = t / 3600.0
+        i, j = np.triu_indices(n, 1)
+        dx = x[j] - x[i]
+        ok = dx > 0
+        slopes.append((y[j] - y[i])[ok] / dx[ok])
+        var += n * (n - 1) * (2 * n + 5) / 18.0
+    if not slopes:
+        return None
+    allp = np.sort(np.concatenate(slopes))
+    m = allp.size
+    if m < 3:
+        return None
+    c = norm.ppf(0.5 + ci / 2) * np.sqrt(var)
+    lo = int(np.clip(np.floor((m - c) / 2.0), 0, m - 1))
+    hi = int(np.clip(np.ceil((m + c) / 2.0), 0, m - 1))
+    return float(np.median(allp)), float(allp[lo]), float(allp[hi])
+
+
+def _runs(te: np.ndarray, ye: np.ndarray, cuts: list[tuple[float, float]], start: float, end: float,
+          p: MemoryParams) -> list[tuple[float, float, np.ndarray, np.ndarray]]:
+    """(run start, run end, envelope after the run's burn-in) of each run between restarts."""
+    edges = [start]
+    for a, b in cuts:
+        edges += [a, b]
+    edges.append(end)
+    out = []
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        if b <= a:
+            continue
+        burn = max(p.burn_in_h * 3600.0, p.burn_in_frac * (b - a))
+        sel = (te >= a + burn) & (te < b)
+        out.append((a, b, te[sel], ye[sel]))
+    return out
+
+
+def restart_runs(s: Series, p: MemoryParams, run_start: float, restarts: list[tuple[float, float]],
+                 blocks: Blocks | None = None,
+                 ) -> tuple[list[tuple[float, float]], list[tuple[float, float, np.ndarray, np.ndarray]]] | None:
+    """(restarts, runs between them with enough envelope after their burn-in) of a series
+    restarted into ``segments_min`` runs or more; None otherwise."""
+    blocks = blocks if blocks is not None else blocks_of(s, p, run_start)
+    cuts = [(a, b) for a, b in restarts if b > s.start and a < s.end] or _trace_restarts(s, p, run_start, blocks)
+    if len(cuts) + 1 < p.segments_min:
+        return None
+    te, ye = envelope(s, p, run_start, blocks)
+    runs = [r for r in _runs(te, ye, cuts, max(run_start, s.start), s.end + 1.0, p)
+            if r[2].size >= p.segment_min_points]
+    return (cuts, runs) if len(runs) >= p.segments_min else None
+
+
+def across_restarts(s: Series, profile: Profile, run_start: float, capacity: float | None,
+                    restarts: list[tuple[float, float]],
+                    seen: tuple[list[tuple[float, float]], list[Any]] | None = None) -> Finding | None:
+    """A creep every run between restarts shares (see the module's method, step 6)."""
+    p = profile.memory
+    seen = seen or restart_runs(s, p, run_start, restarts)
+    if seen is None:
+        return None
+    cuts, runs = seen
+    parts = [(t, y) for _, _, t, y in runs]
+    pooled = _pooled_sen(parts, p.ci)
+    tau = tau_for(s.metric, capacity, p)
+    if pooled is None or pooled[1] <= tau:
+        return None
+    own = [theil_sen(t, y, p.ci) for t, y in parts]
+    rising = sum(1 for o in own if o is not None and o.per_hour > 0)
+    if rising < p.segments_rising_share * len(runs):
+        return None
+    # both halves of the runs climb: a warm-up that levels off within each run is no leak
+    halves = [_pooled_sen([(t[:k], y[:k]) for t, y in parts if (k := t.size // 2) >= 2], p.ci),
+              _pooled_sen([(t[t.size // 2:], y[t.size // 2:]) for t, y in parts], p.ci)]
+    if any(h is None or h[0] <= tau for h in halves):
+        return None
+    slope, low, high = pooled
+    # how far each run got: its level at the end above its level at the start, both from the
+    # line through its own envelope at the pooled slope
+    grown, hours, bases = [], [], []
+    for a, b, t, y in runs:
+        base = float(np.median(y - slope * (t - a) / 3600.0))
+        top = float(np.median(y[-3:]))
+        bases.append(base)
+        grown.append(top - base)
+        hours.append((min(b, s.end) - a) / 3600.0)
+    base = float(np.median(bases))
+    hte = (capacity - base) / slope if capacity and capacity > base else (0.0 if capacity else None)
+    severity = "fail"
+    if hte is not None and hte >= profile.required_runtime_h:
+        severity = "warn"
+    severity = profile.cap("memory_creep", severity)
+    code = "memory_creep.restarts.capacity_unknown" if hte is None else (
+        "memory_creep.restarts.runs_out_within_required" if hte < profile.required_runtime_h
+        else "memory_creep.restarts.runs_out_beyond_required")
+    scale = 1e6
+    values = {
+        "metric": s.metric, "slope_mb_per_h": slope / scale, "slope_low_mb_per_h": low / scale,
+        "slope_high_mb_per_h": high / scale, "segments": len(runs), "rising": rising,
+        "growth_min_mb": min(grown) / scale, "growth_max_mb": max(grown) / scale,
+        "hours_min_h": min(hours), "hours_max_h": max(hours),
+        "hours_to_exhaustion_h": hte, "required_h": profile.required_runtime_h,
+    }
+    first = float(runs[0][2][0])
+    return Finding(
+        kind="memory_creep",
+        device=s.device,
+        metric=s.metric,
+        start=first,
+        end=float(s.end),
+        severity=severity,
+        summary=say(code, values),
+        code=code,
+        values=values,
+        onset=float(runs[0][0]),
+        slope_per_hour=slope,
+        details={
+            "slope_ci90": [low, high],
+            "tau_per_hour": tau,
+            "segments": [{"start": a, "end": min(b, s.end), "hours": h, "growth": g,
+                          "slope_per_hour": None if o is None else o.per_hour}
+                         for (a, b, _, _), h, g, o in zip(runs, hours, grown, own, strict=True)],
+            "half_slopes_per_hour": [halves[0][0], halves[1][0]],  # type: ignore[index]
+            "restarts_from": "events" if any(b > s.start and a < s.end for a, b in restarts) else "trace",
+            "restarts": [list(c) for c in cuts],
+            "envelope_window_s": p.envelope_window_s,
+            "capacity": capacity,
+            "baseline": base,
+            "hours_to_exhaustion": hte,
+            "required_runtime_h": profile.required_runtime_h,
+            "onset_method": "first run between restarts",
+            "method": "Sen's slope pooled over the runs between restarts, burn-in per run, halves rule",
             "version": DETECTOR_VERSION,
         },
     )

@@ -85,6 +85,14 @@ _NUMERIC_CLASS = ("[[class_chip|; confirmed on rank {rank}'s chip]][[serial| (se
 _LINK_PAIR = "link {node} - {other}: all-reduce busbw {busbw_gbps:.3g} GB/s (median of {tests} test(s))"
 _MEMORY = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {slope_low_mb_per_h:.1f}..{slope_high_mb_per_h:.1f}) "
            "since [[change_point|onset (change point)]][[!change_point|burn-in]]; +{growth_mb:.0f} MB over the fit; ")
+_MEMORY_RESTARTS = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h (90% CI {slope_low_mb_per_h:.1f}.."
+                    "{slope_high_mb_per_h:.1f}) in each of {segments} runs between restarts ({rising} rising on their "
+                    "own), each {growth_min_mb:.0f} to {growth_max_mb:.0f} MB up in {hours_min_h:.1f} to "
+                    "{hours_max_h:.1f} h before a restart freed it; ")
+_CREEP_PEERS = ("{metric:metric} creeps {slope_mb_per_h:.1f} MB/h in each of {segments} runs between restarts, "
+                "{deviation_mb_per_h:+.1f} MB/h off its {scope:scope} peers' {baseline_mb_per_h:.1f} MB/h (limit "
+                "{limit_mb_per_h:.1f}); each run {growth_min_mb:.0f} to {growth_max_mb:.0f} MB up before a restart "
+                "freed it")
 _UTIL = ("{count} utilization drops below {low_pct:g}% [[periodic|every {period_s:.0f} s (CV {cv:.2f})]]"
          "[[!periodic|not periodic]], mean {mean_duration_s:.0f} s, idle {idle_fraction:.1%}, ")
 _HANG = "no progress for {duration_min:.0f} min[[ongoing| (ongoing)]]: "
@@ -98,6 +106,12 @@ FINDINGS: dict[str, str] = {
     "memory_creep.runs_out_beyond_required": _MEMORY + (
         "at this rate it runs out in {hours_to_exhaustion_h:hours} (beyond the required {required_h:hours})"),
     "memory_creep.capacity_unknown": _MEMORY + "capacity unknown",
+    # memory.py, a creep each restart resets (a sawtooth)
+    "memory_creep.restarts.runs_out_within_required": _MEMORY_RESTARTS + (
+        "at this rate it runs out {hours_to_exhaustion_h:.0f} h after a restart (within the required {required_h:g} h)"),
+    "memory_creep.restarts.runs_out_beyond_required": _MEMORY_RESTARTS + (
+        "at this rate it runs out {hours_to_exhaustion_h:.0f} h after a restart (beyond the required {required_h:g} h)"),
+    "memory_creep.restarts.capacity_unknown": _MEMORY_RESTARTS + "capacity unknown",
     # utilization.py
     "utilization_dropouts.global": _UTIL + "on all chips at once ({shared_fraction:.0%} shared): a global stall such as data loading",
     "utilization_dropouts.device": _UTIL + "on this chip",
@@ -127,6 +141,9 @@ FINDINGS: dict[str, str] = {
     "outlier.group.temp_c": ("nodes {members} ({nodes} nodes) together {deviation_c:+.1f} C off the other nodes' "
                              "{baseline_c:.1f} C at comparable power for {duration_h:.1f} h (the worst "
                              "{worst_c:+.1f} C): a facility cause, the cooling of their rack or row"),
+    # creep_peers.py: HBM climbing faster than the peers' in every run between restarts
+    "outlier.restarts.hbm_used_bytes": _CREEP_PEERS,
+    "outlier.node.restarts.hbm_used_bytes": _NODE_CHIPS + _CREEP_PEERS,
     # recurring.py: out of line in episodes that come back
     **{f"{'outlier' if m in _OUTLIER_KIND else 'straggler'}.episodes.{m}": _EPISODES.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION.items()},
@@ -188,6 +205,8 @@ SHARED_CODES = (
     "memory_creep.runs_out_within_required", "memory_creep.runs_out_beyond_required",
     "memory_creep.capacity_unknown", "hang.idle_hbm_held", "hang.heartbeats_stopped", "hang.no_progress",
     "comm_timeouts.rising", "comm_timeouts.fatal",
+    "memory_creep.restarts.runs_out_within_required", "memory_creep.restarts.runs_out_beyond_required",
+    "memory_creep.restarts.capacity_unknown",
 )
 """The codes a fault every chip of the job or of a node shares can give (``soak.analysis.shared``):
 each has a ``CODE.shared`` sentence, the worst chip's with how many chips share it."""

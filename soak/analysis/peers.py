@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from soak.analysis import recurring, tails
+from soak.analysis import creep_peers, recurring, tails
 from soak.analysis._stats import index_runs, medians_of_others, nanmedian_rows, valid_count
 from soak.analysis.buckets import Buckets, Grid, TraceBuckets, grid_for
 from soak.analysis.messages import say
@@ -131,9 +131,14 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
     # job's, and where it differs between ranks it is where each one's step rows fell against
     # the others' slow steps (a node named by its step time in "episodes" of another node's)
     computed = {k for k, row in src.matrix("compute_s", skip).items() if np.isfinite(row).any()}
+    # HBM of a job restarted again and again: its growth since the burn-in spans restarts that
+    # reset it; each run's slope against the peers' instead (creep_peers)
+    creep, restarted = creep_peers.compare(src, profile, run_start, skip)
     out: list[Finding] = []
     for spec in SPECS:
         rows = src.matrix(spec.metric, skip)
+        if spec.metric == "hbm_used_bytes" and restarted:
+            rows = {k: v for k, v in rows.items() if k not in restarted}
         if spec.metric == "step_time_s":
             rows = {k: v for k, v in rows.items() if k not in computed}
         for k in rows:
@@ -145,7 +150,7 @@ def compare(src: Buckets, profile: Profile, run_start: float) -> list[Finding]:
         for keys, cap in _groups(src, list(rows), spec):
             found.extend(_compare(src, grid, spec, {k: rows[k] for k in keys}, cap, profile, run_start, job_step))
         out.extend(_grouped(found, p) if spec.metric == "temp_c" else found)
-    return out + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
+    return out + creep + tails.compare(src, profile, run_start, skip, job_step, _TAIL_RULE)
 
 
 def _grouped(found: list[Finding], p: PeersParams) -> list[Finding]:

@@ -67,6 +67,13 @@ class MemoryParams:
     hbm_min_slope_frac_per_h: float = 0.0001  # 6.9 MB/h on 64 GiB: a 12 MB/h leak is found in 24 h
     min_fit_points: int = 12
     onset_min_gain: float = 0.5  # hinge fit must cut the residual spread by this share
+    # Creep across restarts (a sawtooth): a restart frees the memory, so each run between
+    # restarts is fitted on its own and their slopes are pooled. A block whose minimum falls
+    # below this share of its neighbours' is a restart where the run's events name none.
+    restart_drop_frac: float = 0.5
+    segments_min: int = 3  # fewer runs between restarts: the last regime alone is judged
+    segment_min_points: int = 6  # envelope blocks after a run's burn-in for it to count
+    segments_rising_share: float = 0.8  # share of the runs whose own slope is positive
 
 
 @dataclass(frozen=True)

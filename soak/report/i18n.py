@@ -469,6 +469,13 @@ _LINK_NODE_ZH = "节点 {node}：其链路的 all-reduce 总线带宽 {busbw_gbp
 _LINK_PAIR_ZH = "链路 {node} – {other}：all-reduce 总线带宽 {busbw_gbps:.3g} GB/s（{tests} 次测试的中位数）"
 _MEMORY_ZH = ("{metric:metric}自[[change_point|变化点]][[!change_point|老化期结束]]起每小时增长 {slope_mb_per_h:.1f} MB"
               "（90% 置信区间 {slope_low_mb_per_h:.1f}–{slope_high_mb_per_h:.1f}）；拟合期内共增长 {growth_mb:.0f} MB；")
+_MEMORY_RESTARTS_ZH = ("{metric:metric}在两次重启之间的 {segments} 段运行中每小时均增长 {slope_mb_per_h:.1f} MB"
+                       "（90% 置信区间 {slope_low_mb_per_h:.1f}–{slope_high_mb_per_h:.1f}，其中 {rising} 段各自上升），"
+                       "每段在 {hours_min_h:.1f}–{hours_max_h:.1f} 小时内增长 {growth_min_mb:.0f}–{growth_max_mb:.0f} MB，"
+                       "直到重启释放；")
+_CREEP_PEERS_ZH = ("{metric:metric}在两次重启之间的 {segments} 段运行中每小时均增长 {slope_mb_per_h:.1f} MB，"
+                   "比{scope:scope}同类的 {baseline_mb_per_h:.1f} MB/h 高 {deviation_mb_per_h:+.1f} MB/h"
+                   "（限值 {limit_mb_per_h:.1f}）；每段在重启释放前增长 {growth_min_mb:.0f}–{growth_max_mb:.0f} MB")
 _UTIL_ZH = ("利用率 {count} 次跌至 {low_pct:g}% 以下，[[periodic|每 {period_s:.0f} 秒一次（CV {cv:.2f}）]][[!periodic|无周期]]，"
             "平均每次 {mean_duration_s:.0f} 秒，空闲占 {idle_fraction:.1%}，")
 _HANG_ZH = "{duration_min:.0f} 分钟没有进展[[ongoing|（仍在持续）]]："
@@ -486,6 +493,11 @@ CHINESE: dict[str, str] = {
     "memory_creep.runs_out_beyond_required": _MEMORY_ZH + (
         "按此速率 {hours_to_exhaustion_h:hours} 后耗尽（超出要求的 {required_h:hours}）"),
     "memory_creep.capacity_unknown": _MEMORY_ZH + "容量未知",
+    "memory_creep.restarts.runs_out_within_required": _MEMORY_RESTARTS_ZH + (
+        "按此速率重启后约 {hours_to_exhaustion_h:.0f} 小时耗尽（在要求的 {required_h:g} 小时内）"),
+    "memory_creep.restarts.runs_out_beyond_required": _MEMORY_RESTARTS_ZH + (
+        "按此速率重启后约 {hours_to_exhaustion_h:.0f} 小时耗尽（超出要求的 {required_h:g} 小时）"),
+    "memory_creep.restarts.capacity_unknown": _MEMORY_RESTARTS_ZH + "容量未知",
     "utilization_dropouts.global": _UTIL_ZH + "所有芯片同时发生（{shared_fraction:.0%} 重合）：全局停顿，如数据加载",
     "utilization_dropouts.device": _UTIL_ZH + "仅本芯片",
     "utilization_dropouts.explained": "{count} 次利用率跌落均发生在声明的{phase:event}阶段内（预期内）",
@@ -514,6 +526,8 @@ CHINESE: dict[str, str] = {
     "outlier.group.temp_c": ("节点 {members}（{nodes} 个节点）在功耗相当时一同偏离其他节点的 {baseline_c:.1f} °C "
                              "{deviation_c:+.1f} °C，持续 {duration_h:.1f} 小时（最高 {worst_c:+.1f} °C）："
                              "机房原因，其机柜或机柜列的散热"),
+    "outlier.restarts.hbm_used_bytes": _CREEP_PEERS_ZH,
+    "outlier.node.restarts.hbm_used_bytes": _NODE_CHIPS_ZH + _CREEP_PEERS_ZH,
     **{f"{'outlier' if m in _OUTLIER_ZH else 'straggler'}.episodes.{m}": _EPISODES_ZH.replace("{deviation}", d)
        for m, d in _EPISODE_DEVIATION_ZH.items()},
     **{f"outlier.node.episodes.{m}": _NODE_CHIPS_ZH + _EPISODES_ZH.replace("{deviation}", d)
