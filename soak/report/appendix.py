@@ -219,6 +219,9 @@ PROFILE_SECTIONS: dict[str, tuple[str, str]] = {
     "chips": ("chip figures", "芯片参数"), "compute": ("compute", "算力"), "evidence": ("evidence", "证据"),
     "faults": ("device faults", "芯片故障"), "links": ("links between nodes", "节点间链路"),
     "peers": ("comparison among peers", "同类比较"), "severity": ("severity by kind", "各类问题的严重级别"),
+    "memory": ("memory creep", "内存缓慢增长"), "utilization": ("utilization dropouts", "利用率掉零"),
+    "hang": ("hang", "挂起"), "comm": ("communication timeouts", "通信超时"), "thermal": ("temperature", "温度"),
+    "throughput": ("throughput", "吞吐量"), "stale": ("stale telemetry", "读数卡住"),
 }
 
 
@@ -260,3 +263,203 @@ def appendix_tables(manifest: Mapping[str, Any], run_id: str, lang: str = "en") 
     where = {"home": os.path.expanduser("~"),
              "run_dir": os.path.join(data_dir, run_id) if isinstance(data_dir, str) else None}
     return environment_tables(manifest.get("environment"), lang, **where), plan_tables(plan, lang, **where)
+
+
+# -- thresholds in words -----------------------------------------------------------------------
+#
+# A threshold is read by a customer, not looked up in the profile file: each one the detectors
+# decide by has a sentence in both languages, its value written with its unit; any other figure
+# of the profile is a labelled row whose label is its name in words and whose value carries the
+# unit its name ends with (``_bytes_per_h``, ``_s``, ``_pct`` ...). The raw profile file stays
+# attached to the PDF for whoever wants the keys.
+
+# (detector or profile section, key) -> (en, zh), "{v}" the value with its unit
+THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("memory_creep", "hbm_min_slope_bytes_per_h"): (
+        "memory creep (HBM): a slope of at least {v} sustained past the burn-in",
+        "显存缓慢增长（HBM）：老化期后持续增长至少 {v}"),
+    ("memory_creep", "hbm_min_slope_frac_per_h"): (
+        "memory creep (HBM), on a large card: at least {v} of its capacity",
+        "显存缓慢增长（HBM），大容量卡：至少为容量的 {v}"),
+    ("memory_creep", "rss_min_slope_bytes_per_h"): (
+        "memory creep (host memory of a process): a slope of at least {v} sustained past the burn-in",
+        "内存缓慢增长（进程主机内存）：老化期后持续增长至少 {v}"),
+    ("memory_creep", "burn_in_h"): ("burn-in left out of the fit: at least {v}", "拟合不计老化期：至少 {v}"),
+    ("memory_creep", "burn_in_frac"): ("burn-in: at least this share of the run: {v}", "老化期至少占运行时长的 {v}"),
+    ("memory_creep", "ci"): ("confidence of the slope's interval: {v}", "增长率置信区间的置信度：{v}"),
+    ("utilization_dropouts", "low_pct"): ("utilization dropout: below {v}", "利用率掉零：低于 {v}"),
+    ("utilization_dropouts", "min_duration_s"): ("a dropout lasts at least {v}", "一次掉零至少持续 {v}"),
+    ("utilization_dropouts", "max_idle_fraction"): (
+        "irregular dropouts fail above {v} of the time", "不规则掉零超过时长的 {v} 判为失败"),
+    ("hang", "threshold_s"): ("hang: no training progress for {v}", "挂起：训练 {v} 没有进展"),
+    ("comm_timeouts", "min_ratio"): (
+        "communication timeouts: a rate at least {v} times the run's baseline", "通信超时：速率至少为基线的 {v} 倍"),
+    ("comm_timeouts", "min_count"): ("and at least {v} timeouts", "且至少 {v} 次超时"),
+    ("comm_timeouts", "bucket_s"): ("counted in windows of {v}", "按 {v} 的时间窗计数"),
+    ("thermal", "threshold_c"): ("overheating: above {v}", "过热：高于 {v}"),
+    ("thermal", "min_duration_s"): ("for at least {v}", "持续至少 {v}"),
+    ("thermal", "drift_min_c_per_h"): (
+        "temperature drift: a rise of at least {v} over two days or more", "温度漂移：两天及以上的运行中每小时至少上升 {v}"),
+    ("throughput_degradation", "delta_pct"): (
+        "slowdown: step time at least {v} above its baseline", "变慢：步时比基线至少高 {v}"),
+    ("throughput_degradation", "fail_pct"): ("a slowdown of {v} or more fails", "变慢 {v} 及以上判为失败"),
+    ("throughput_degradation", "confirm_s"): ("confirmed over {v}", "持续 {v} 以确认"),
+    ("throughput_degradation", "gradual_min_pct_per_h"): (
+        "gradual slowdown: at least {v}", "逐渐变慢：至少 {v}"),
+    ("profile", "required_runtime_h"): (
+        "required runtime: memory that runs out sooner than {v} fails", "要求的运行时长：内存在 {v} 内耗尽判为失败"),
+}
+
+# a word of a threshold's name -> (en, zh); a name's words joined make its label
+_WORDS: dict[str, tuple[str, str]] = {
+    "min": ("minimum", "最小"), "max": ("maximum", "最大"), "frac": ("share", "比例"), "share": ("share", "比例"),
+    "duration": ("duration", "时长"), "window": ("window", "时间窗"), "bucket": ("window", "时间窗"),
+    "count": ("count", "次数"), "ratio": ("ratio", "倍数"), "alpha": ("significance", "显著性水平"),
+    "threshold": ("threshold", "阈值"), "hysteresis": ("hysteresis", "回差"), "drift": ("drift", "漂移"),
+    "temp": ("temperature", "温度"), "power": ("power", "功耗"), "util": ("utilization", "利用率"),
+    "hbm": ("HBM", "HBM"), "rss": ("host memory", "主机内存"), "slope": ("slope", "斜率"),
+    "step": ("step time", "步时"), "bw": ("bandwidth", "带宽"), "peers": ("peers", "同类"),
+    "node": ("node", "节点"), "k": ("", ""), "sigma": ("spread multiple", "离散倍数"), "fail": ("fail at", "失败线"),
+    "confidence": ("confidence", "置信度"), "ci": ("confidence", "置信度"), "idle": ("idle", "空闲"),
+    "growth": ("growth", "增长"), "straggler": ("straggler", "掉队"), "outlier": ("outlier", "离群"),
+    "severity": ("severity", "严重级别"), "large": ("large", "大"), "factor": ("factor", "倍数"),
+    "episodes": ("episodes", "发作"), "many": ("many", "多次"), "tail": ("tail", "尾部"), "cost": ("cost", "代价"),
+    "group": ("group", "组"), "nodes": ("nodes", "节点数"), "expected": ("expected", "预期"),
+    "baseline": ("baseline", "基线"), "start": ("start", "开始"), "len": ("length", "长度"),
+    "confirm": ("confirmation", "确认"), "gradual": ("gradual", "逐渐"), "block": ("block", "分块"),
+    "cusum": ("CUSUM alarm level", "CUSUM 报警线"), "bootstrap": ("bootstrap resamples", "自助重采样次数"),
+    "burn": ("burn", "老化"), "in": ("in", "期"), "envelope": ("envelope", "包络"), "fit": ("fit", "拟合"),
+    "points": ("points", "点数"), "onset": ("onset", "起点"), "gain": ("gain", "增益"),
+    "events": ("events", "事件数"), "cv": ("variation", "变异系数"), "tol": ("tolerance", "容差"),
+    "p": ("p-value", "p 值"), "global": ("global", "全局"), "held": ("held", "占用"), "throttle": ("throttle", "降频"),
+    "mask": ("mask", "掩码"), "hours": ("hours", "小时数"), "short": ("short runs", "短运行"),
+    "low": ("low", "低"), "merge": ("merge", "合并"), "gap": ("gap", "间隔"), "rate": ("rate", "速率"),
+    "counters": ("counters", "计数器"), "fatal": ("fatal", "致命"), "delta": ("change", "变化"),
+    "per": ("per", "每"), "sample": ("sample", "采样"), "interval": ("interval", "间隔"),
+    "coverage": ("coverage", "覆盖率"), "ecc": ("ECC", "ECC"), "correctable": ("correctable", "可纠正"),
+    "uncorrectable": ("uncorrectable", "不可纠正"), "required": ("required", "要求的"), "runtime": ("runtime", "运行时长"),
+    "below": ("below", "低于"), "median": ("median", "中位数"), "uninjected": ("uninjected", "非注入"),
+    "restarts": ("restarts", "重启次数"), "availability": ("availability", "可用率"),
+    "uninterrupted": ("uninterrupted", "不间断时长"), "restart": ("restart", "重启"), "clock": ("clock", "计时"),
+    "on": ("on", ""), "failure": ("failure", "失败时"), "link": ("link", "链路"), "down": ("down", "中断"),
+    "flaps": ("flaps", "抖动次数"), "read": ("read", "读取"), "reads": ("reads", "读取次数"),
+    "peer": ("peer", "同类"), "pair": ("pair", "点对点"), "busbw": ("bus bandwidth", "总线带宽"),
+    "tflops": ("TFLOPS", "TFLOPS"), "16bit": ("16-bit", "16 位"), "counter": ("counter", "计数器"),
+    "quiet": ("quiet", "静止"), "moves": ("moves", "变化次数"), "moving": ("moving", "变化中"),
+    "readings": ("readings", "读数"), "unchanged": ("unchanged", "不变"), "name": ("name", "名称"),
+}
+
+# a name's unit suffix -> how its value is written
+_SUFFIXES = ("_bytes_per_h", "_frac_per_h", "_pct_per_h", "_c_per_h", "_per_h", "_bytes", "_frac", "_pct",
+             "_share", "_s", "_h", "_c", "_w", "_gbps", "_hours")
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def threshold_value(key: str, value: Any, lang: str = "en") -> str:
+    """A threshold's value with the unit its name ends with."""
+    from soak.report.names import kind_name, severity_name
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, str) and value in ("fail", "warn", "info"):
+            return severity_name(value, lang)
+        if isinstance(value, list | tuple) and all(isinstance(x, str) for x in value):
+            return ", ".join(kind_name(x, lang) for x in value)
+        return plain(value) if lang == "en" else plain(value).replace("yes", "是").replace("no", "否")
+    v = float(value)
+    per_h = "/h" if lang == "en" else "/小时"
+    if key.endswith("_bytes_per_h"):
+        return _si(v, "B") + per_h
+    if key.endswith(("_frac_per_h", "_pct_per_h")):
+        return f"{v * 100 if key.endswith('_frac_per_h') else v:.3g} %{per_h}"
+    if key.endswith("_c_per_h"):
+        return f"{v:.3g} °C{per_h}"
+    if key.endswith("_per_h"):
+        return f"{v:.3g}{per_h}"
+    if key.endswith("_bytes"):
+        return fmt_bytes(v)
+    if key == "cusum_h":  # in units of the smallest slowdown, not hours
+        return f"{v:.3g}"
+    if key.endswith(("_frac", "_share")) or key in ("ci", "min_share", "min_confidence", "max_idle_fraction",
+                                                      "min_coverage", "min_availability"):
+        return f"{v * 100:.3g} %"
+    if key.endswith("_pct"):
+        return f"{v:.3g} %"
+    if key.endswith("_s"):
+        return dur(v)
+    if key.endswith(("_h", "_hours")):
+        return dur(v * 3600)
+    if key.endswith("_c"):
+        return f"{v:.3g} °C"
+    if key.endswith("_w"):
+        return f"{v:.3g} W"
+    if key.endswith("_gbps"):
+        return f"{v:.3g} GB/s"
+    return plain(value)
+
+
+def threshold_label(key: str, lang: str = "en") -> str:
+    """A threshold's name in words, without its unit suffix."""
+    from soak.report.names import KIND_NAMES, kind_name
+
+    if key in KIND_NAMES:
+        return kind_name(key, lang)
+    stem = key
+    for suffix in _SUFFIXES:
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    words = [_WORDS.get(w, (w, w))[1 if lang == "zh" else 0] for w in stem.split("_")]
+    words = [w for w in words if w]
+    if lang == "zh":
+        return "".join(words) or key
+    text = " ".join(words) or key
+    return text[:1].upper() + text[1:]
+
+
+def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
+                   tz: Any = None) -> list[tuple[str, str]]:
+    """A detector's thresholds as (what, value) rows in words: a sentence where the threshold
+    has one (the value inside it, the second cell empty), else its name in words and its value
+    with its unit; a section of the profile as one row per figure under the section's name."""
+    from soak.report.names import pick
+
+    out: list[tuple[str, str]] = []
+    source = _without_notes(thresholds) if name == "profile" else thresholds
+    for key in sorted(source):
+        value = source[key]
+        if key == "phases" and isinstance(value, Sequence):
+            from soak.report.rows import phase_text
+
+            text = phase_text(value, lang, tz) if tz is not None else phase_text(value, lang)
+            out.append(("declared phases" if lang == "en" else "声明的阶段", text or "N/A"))
+        elif isinstance(value, Mapping):
+            section = pick(PROFILE_SECTIONS, key, lang) if key in PROFILE_SECTIONS else threshold_label(key, lang)
+            for sk in sorted(value):
+                sub = value[sk]
+                if isinstance(sub, Mapping):  # a chip model's figures: one row, figures joined
+                    text = ("；" if lang == "zh" else "; ").join(
+                        f"{threshold_label(k, lang)} {threshold_value(k, x, lang)}" for k, x in sorted(sub.items()))
+                    out.append((f"{section}: {sk}" if lang == "en" else f"{section}：{sk}", text))
+                else:
+                    sep = ": " if lang == "en" else "："
+                    out.append((f"{section}{sep}{threshold_label(sk, lang)}", threshold_value(sk, sub, lang)))
+        else:
+            words = THRESHOLD_WORDS.get((name, key))
+            v = threshold_value(key, value, lang)
+            if words is not None:
+                out.append((words[1 if lang == "zh" else 0].format(v=v), ""))
+            else:
+                out.append((threshold_label(key, lang), v))
+    return out
+
+
+def threshold_lines(name: str, thresholds: Mapping[str, Any], lang: str = "en", tz: Any = None) -> list[str]:
+    """The rows of ``threshold_rows`` as lines of one table cell."""
+    sep = ": " if lang == "en" else "："
+    return [label if not value else f"{label}{sep}{value}" for label, value in threshold_rows(name, thresholds, lang, tz)]

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape
 from soak.provenance import time_scaled
 from soak.report import numerics as nmr
 from soak.report import reliability_text as rt
-from soak.report.appendix import appendix_tables, detector_name, detector_thresholds
+from soak.report.appendix import appendix_tables, detector_name, threshold_lines
 from soak.report.charts import CHART_ASPECT, all_chart_pngs
 from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
@@ -36,7 +36,6 @@ from soak.report.rows import (
     event_rows,
     interruption_rows,
     nodes_figure,
-    threshold_text,
 )
 from soak.report.sentences import criterion_cells, decided_by, finding_text, reason_text
 from soak.report.timewent import sections as time_went_sections
@@ -368,7 +367,7 @@ def render_pdf(
     story += st.heading(t("detectors", lang))
     det_rows = [
         [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_text(detector_thresholds(d.name, d.thresholds, lang), lang, tz))
+         Markup("<br/>".join(escape(line) for line in threshold_lines(d.name, d.thresholds, lang, tz))
                 or "N/A")]
         for d in data.detectors
     ]
