@@ -219,9 +219,9 @@ PROFILE_SECTIONS: dict[str, tuple[str, str]] = {
     "chips": ("chip figures", "芯片参数"), "compute": ("compute", "算力"), "evidence": ("evidence", "证据"),
     "faults": ("device faults", "芯片故障"), "links": ("links between nodes", "节点间链路"),
     "peers": ("comparison among peers", "同类比较"), "severity": ("severity by kind", "各类问题的严重级别"),
-    "memory": ("memory creep", "内存缓慢增长"), "utilization": ("utilization dropouts", "利用率掉零"),
-    "hang": ("hang", "挂起"), "comm": ("communication timeouts", "通信超时"), "thermal": ("temperature", "温度"),
-    "throughput": ("throughput", "吞吐量"), "stale": ("stale telemetry", "读数卡住"),
+    "memory": ("memory creep", "内存持续增长"), "utilization": ("utilization dropouts", "利用率跌落"),
+    "hang": ("hang", "挂起"), "comm": ("communication timeouts", "通信超时"), "thermal": ("thermal", "温度异常"),
+    "throughput": ("throughput degradation", "吞吐下降"), "stale": ("stale telemetry", "读数停滞"),
 }
 
 
@@ -277,20 +277,20 @@ def appendix_tables(manifest: Mapping[str, Any], run_id: str, lang: str = "en") 
 THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
     ("memory_creep", "hbm_min_slope_bytes_per_h"): (
         "memory creep (HBM): a slope of at least {v} sustained past the burn-in",
-        "显存缓慢增长（HBM）：老化期后持续增长至少 {v}"),
+        "内存持续增长（HBM）：老化期后持续增长至少 {v}"),
     ("memory_creep", "hbm_min_slope_frac_per_h"): (
         "memory creep (HBM), on a large card: at least {v} of its capacity",
-        "显存缓慢增长（HBM），大容量卡：至少为容量的 {v}"),
+        "内存持续增长（HBM），大容量卡：至少为容量的 {v}"),
     ("memory_creep", "rss_min_slope_bytes_per_h"): (
         "memory creep (host memory of a process): a slope of at least {v} sustained past the burn-in",
-        "内存缓慢增长（进程主机内存）：老化期后持续增长至少 {v}"),
+        "内存持续增长（进程主机内存）：老化期后持续增长至少 {v}"),
     ("memory_creep", "burn_in_h"): ("burn-in left out of the fit: at least {v}", "拟合不计老化期：至少 {v}"),
     ("memory_creep", "burn_in_frac"): ("burn-in: at least this share of the run: {v}", "老化期至少占运行时长的 {v}"),
     ("memory_creep", "ci"): ("confidence of the slope's interval: {v}", "增长率置信区间的置信度：{v}"),
-    ("utilization_dropouts", "low_pct"): ("utilization dropout: below {v}", "利用率掉零：低于 {v}"),
-    ("utilization_dropouts", "min_duration_s"): ("a dropout lasts at least {v}", "一次掉零至少持续 {v}"),
+    ("utilization_dropouts", "low_pct"): ("utilization dropout: below {v}", "利用率跌落：低于 {v}"),
+    ("utilization_dropouts", "min_duration_s"): ("a dropout lasts at least {v}", "一次跌落至少持续 {v}"),
     ("utilization_dropouts", "max_idle_fraction"): (
-        "irregular dropouts fail above {v} of the time", "不规则掉零超过时长的 {v} 判为失败"),
+        "irregular dropouts fail above {v} of the time", "不规则跌落超过时长的 {v} 判为失败"),
     ("hang", "threshold_s"): ("hang: no training progress for {v}", "挂起：训练 {v} 没有进展"),
     ("comm_timeouts", "min_ratio"): (
         "communication timeouts: a rate at least {v} times the run's baseline", "通信超时：速率至少为基线的 {v} 倍"),
@@ -301,7 +301,7 @@ THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
     ("thermal", "drift_min_c_per_h"): (
         "temperature drift: a rise of at least {v} over two days or more", "温度漂移：两天及以上的运行中每小时至少上升 {v}"),
     ("throughput_degradation", "delta_pct"): (
-        "slowdown: step time at least {v} above its baseline", "变慢：步时比基线至少高 {v}"),
+        "slowdown: step time at least {v} above its baseline", "吞吐下降：步时比基线至少高 {v}"),
     ("throughput_degradation", "fail_pct"): ("a slowdown of {v} or more fails", "变慢 {v} 及以上判为失败"),
     ("throughput_degradation", "confirm_s"): ("confirmed over {v}", "持续 {v} 以确认"),
     ("throughput_degradation", "gradual_min_pct_per_h"): (
@@ -363,13 +363,13 @@ def _si(value: float, unit: str) -> str:
 
 def threshold_value(key: str, value: Any, lang: str = "en") -> str:
     """A threshold's value with the unit its name ends with."""
-    from soak.report.names import kind_name, severity_name
+    from soak.report.names import METRIC_NAMES, kind_name, metric_name, severity_name
 
     if isinstance(value, bool) or not isinstance(value, int | float):
         if isinstance(value, str) and value in ("fail", "warn", "info"):
             return severity_name(value, lang)
         if isinstance(value, list | tuple) and all(isinstance(x, str) for x in value):
-            return ", ".join(kind_name(x, lang) for x in value)
+            return ", ".join(metric_name(x, lang) if x in METRIC_NAMES else kind_name(x, lang) for x in value)
         return plain(value) if lang == "en" else plain(value).replace("yes", "是").replace("no", "否")
     v = float(value)
     per_h = "/h" if lang == "en" else "/小时"

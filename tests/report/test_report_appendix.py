@@ -5,6 +5,7 @@ no profile notes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,12 @@ from soak.analysis.profile import Profile
 from soak.report.appendix import (
     appendix_tables,
     detector_name,
-    detector_thresholds,
     environment_tables,
     local_path,
     plan_tables,
+    threshold_lines,
+    threshold_value,
 )
-from soak.report.rows import threshold_text
 
 MANIFEST = json.loads((Path(__file__).parents[1] / "fixtures" / "report" / "demo-manifest.json").read_text())
 HOME = "/home/delivery"
@@ -95,11 +96,12 @@ def test_a_path_under_the_run_folder_or_the_home_is_shown_relative() -> None:
 def test_the_profile_is_listed_without_its_notes_and_its_sections_named(lang: str) -> None:
     profile = Profile.default().to_dict()
     assert any(str(k).endswith("_source") for chip in profile["chips"].values() for k in chip)  # notes to leave out
-    lines = threshold_text(detector_thresholds("profile", profile, lang), lang)
+    lines = threshold_lines("profile", profile, lang)
     text = "\n".join(lines)
     assert "_source" not in text and "Huawei" not in text and "datasheet" not in text
     links, peers = ("节点间链路", "同类比较") if lang == "zh" else ("links between nodes", "comparison among peers")
-    assert any(line.startswith(f"{links}: ") for line in lines) and any(line.startswith(f"{peers}: ") for line in lines)
+    sep = "：" if lang == "zh" else ": "
+    assert any(line.startswith(f"{links}{sep}") for line in lines) and any(line.startswith(f"{peers}{sep}") for line in lines)
     assert not any(line.startswith(("links:", "peers:")) for line in lines)
 
 
@@ -110,3 +112,22 @@ def test_every_detector_has_a_name_in_both_languages() -> None:
         en, zh = detector_name(name, "en"), detector_name(name, "zh")
         assert en != name or name in ("hang", "thermal"), name  # a kind's English name may be its key
         assert zh != en and not zh.isascii(), (name, zh)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_thresholds_are_sentences_or_labelled_values_with_units(lang: str) -> None:
+    profile = Profile.default().to_dict()
+    memory = threshold_lines("memory_creep", profile["memory"], lang)
+    hbm = ("memory creep (HBM): a slope of at least 5 MB/h" if lang == "en"
+           else "内存持续增长（HBM）：老化期后持续增长至少 5 MB/小时")
+    assert any(line.startswith(hbm) for line in memory), memory
+    everything = [*memory, *threshold_lines("profile", profile, lang)]
+    for line in everything:
+        # no key of the profile file, no "=": a name in words and its value
+        assert " = " not in line and not re.search(r"[a-z]+_[a-z0-9_]+", line.split("：")[-1] if lang == "zh"
+                                                     else line), line
+    # each figure's unit follows from its name
+    assert threshold_value("max_read_interval_s", 1800.0, lang) == "30 min"
+    assert threshold_value("min_coverage", 0.95, lang) == "95 %"
+    assert threshold_value("correctable_max_per_h", 10.0, "en") == "10/h"
+    assert threshold_value("temp_min_c", 4.5, lang) == "4.5 °C"

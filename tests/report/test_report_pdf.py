@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 
@@ -269,3 +270,24 @@ def test_zh_pdf_of_a_clean_run(tmp_path):
                           check=True, timeout=60).stdout
     assert "无失败级或告警级问题" in text
     assert "no failing or warning findings" not in text
+
+
+@poppler
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_thresholds_are_in_words_not_raw_keys(built, lang):
+    # the detectors' thresholds and the profile are read by a customer: a sentence or a
+    # labelled value with its unit, never a profile key "= value"
+    text = " ".join(pdf_text(built[lang].path).split())
+    raw = re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+ = \S+", text)
+    assert raw == [], raw[:5]
+    assert "severity by kind: comm_timeouts" not in text and "hbm_min_slope" not in text
+    if lang == "en":
+        wanted = ("memory creep (HBM): a slope of at least 5 MB/h sustained past the burn-in",
+                  "hang: no training progress for 5 min", "overheating: above 85 °C",
+                  "severity by kind: communication timeouts: fail")
+    else:
+        wanted = ("内存持续增长（HBM）：老化期后持续增长至少 5 MB/小时", "挂起：训练 5 min 没有进展", "过热：高于 85 °C",
+                  "各类问题的严重级别：通信超时：失败")
+    squashed = text.replace(" ", "")  # a cell's line breaks fall anywhere in a sentence
+    for needle in wanted:
+        assert needle.replace(" ", "") in squashed, needle
