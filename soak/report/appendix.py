@@ -350,8 +350,8 @@ _WORDS: dict[str, tuple[str, str]] = {
 }
 
 # a name's unit suffix -> how its value is written
-_SUFFIXES = ("_bytes_per_h", "_frac_per_h", "_pct_per_h", "_c_per_h", "_per_h", "_bytes", "_frac", "_pct",
-             "_share", "_s", "_h", "_c", "_w", "_gbps", "_hours")
+_SUFFIXES = ("_bytes_per_h", "_frac_per_h", "_pct_per_h", "_c_per_h", "_per_h", "_bytes", "_pct",
+             "_s", "_h", "_c", "_w", "_gbps", "_hours")
 
 
 def _si(value: float, unit: str) -> str:
@@ -429,6 +429,7 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
     with its unit; a section of the profile as one row per figure under the section's name."""
     from soak.report.names import pick
 
+    said: list[tuple[str, str]] = []  # the sentences: what a finding is decided by, first
     out: list[tuple[str, str]] = []
     source = _without_notes(thresholds) if name == "profile" else thresholds
     for key in sorted(source):
@@ -453,10 +454,10 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
             words = THRESHOLD_WORDS.get((name, key))
             v = threshold_value(key, value, lang)
             if words is not None:
-                out.append((words[1 if lang == "zh" else 0].format(v=v), ""))
+                said.append((words[1 if lang == "zh" else 0].format(v=v), ""))
             else:
                 out.append((threshold_label(key, lang), v))
-    return out
+    return said + out
 
 
 def threshold_lines(name: str, thresholds: Mapping[str, Any], lang: str = "en", tz: Any = None) -> list[str]:

@@ -13,7 +13,7 @@ import io
 import time
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from soak.provenance import time_scaled
@@ -367,7 +367,7 @@ def render_pdf(
     story += st.heading(t("detectors", lang))
     det_rows = [
         [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_lines(d.name, d.thresholds, lang, tz))
+         Markup("<br/>".join(escape(line) for line in threshold_lines(d.name, _own(d, data.detectors), lang, tz))
                 or "N/A")]
         for d in data.detectors
     ]
@@ -527,6 +527,15 @@ def _links_section(st: Styles, data: ReportData, lang: str, page_w: float) -> li
                           t("link_vs_expected", lang), t("status", lang)],
                      [list(r) for r in link_node_rows(data.links, lang)], [40 * mm, w, w, w, w, w]))
     return out
+
+
+def _own(detector: Any, detectors: Any) -> dict:
+    """A detector's thresholds; the profile's without the sections a detector of its own
+    lists (each threshold said once)."""
+    if detector.name != "profile":
+        return dict(detector.thresholds)
+    others = {d.name for d in detectors if d.name != "profile"}
+    return {k: v for k, v in detector.thresholds.items() if k not in others}
 
 
 def _appendix(st: Styles, data: ReportData, lang: str, page_w: float) -> list:
