@@ -75,6 +75,21 @@ def _offset_after(path: Path, cut: float, to_ts: Callable[[float], float]) -> in
     return lo
 
 
+def _rank_settings(message: Any) -> dict[str, Any]:
+    """A rank's start line writes its settings as a JSON record in its message (model size,
+    ranks, the faults it plans to inject): kept as values, so a report says them in words in
+    every language instead of showing the record."""
+    try:
+        rec = json.loads(message) if isinstance(message, str) else None
+    except ValueError:
+        return {}
+    if not isinstance(rec, dict) or not isinstance(rec.get("size"), str) or not isinstance(rec.get("world_size"), int):
+        return {}
+    inject = rec.get("inject")
+    planned = [str(x) for x in inject] if isinstance(inject, list) else []
+    return {"model_size": rec["size"], "world_size": rec["world_size"], "inject_planned": planned}
+
+
 class HeartbeatFollower:
     """Reads new complete lines from ``heartbeats/*.jsonl``; offsets survive between polls."""
 
@@ -269,6 +284,8 @@ class StepAggregator:
                     detail.update(rec["link_test"])  # the pairs (soak.analysis.links)
                 if isinstance(rec.get("inject"), dict):
                     detail["inject"] = rec["inject"]  # the plan's fault and what it did (its message's values)
+                if ev == "start":
+                    detail.update(_rank_settings(rec.get("message")))
                 if ev in nm.HEARTBEAT_EVENTS:
                     detail.update({k: rec.get(k) for k in NUMERIC_FIELDS if rec.get(k) is not None or k in _SAID_NULL})
                     detail.update(self._numeric_place(workload, rank, detail))

@@ -270,8 +270,13 @@ def _device_fault(e: Any, d: Mapping[str, Any]) -> Said | None:
 
 def _start(e: Any, d: Mapping[str, Any]) -> Said | None:
     procs = d.get("workloads")
+    if isinstance(d.get("model_size"), str) and isinstance(d.get("world_size"), int):
+        # a rank's start line: its settings, read from its record when the daemon stored it
+        planned = d.get("inject_planned")
+        inject = ", ".join(str(x) for x in planned) if isinstance(planned, list) and planned else None
+        return "event.start.rank", {"model_size": d["model_size"], "world_size": d["world_size"], "inject": inject}
     if not isinstance(procs, list) or not procs or not _has(d, "duration_s"):
-        return None  # a rank's start line is its settings, written as they are
+        return None  # a rank's start line of an earlier run: its settings, written as they are
     return "event.start", {"workloads": [{"name": str(w["name"]), "nproc": int(w["nproc"])} for w in procs],
                            "duration_s": d["duration_s"]}
 
@@ -289,7 +294,7 @@ language: ``comm_timeout`` (the collective library's error), ``phase`` (no produ
 
 
 CODES: tuple[str, ...] = (
-    "event.start", "event.stop.gave_up.hung", "event.stop.gave_up.signal", "event.stop.gave_up.exit",
+    "event.start", "event.start.rank", "event.stop.gave_up.hung", "event.stop.gave_up.signal", "event.stop.gave_up.exit",
     "event.stop.signal", "event.stop.store", "event.stop.disk", "event.stop.join_timeout", "event.restart",
     "event.restart.uncounted", "event.crash.signal", "event.crash.exit", "event.hang", "event.exit.finished",
     "event.checkpoint", "event.resume.daemon", "event.resume.step", "event.gap", "event.note.burn_in", "event.note.blind",

@@ -720,6 +720,7 @@ _FAILED_ZH = {"signal": "{workload}：崩溃（信号 {signal}）", "exit": "{wo
 _CLUSTER_NOTE_ZH = {"run_ending": "（运行结束时：另一节点已先停止）", "failed_elsewhere": "（集群作业已在另一节点失败）"}
 EVENT_CHINESE: dict[str, str] = {
     "event.start": "运行开始：{workloads:procs}，计划时长 {duration_s:dur}",
+    "event.start.rank": "进程启动：模型规模 {model_size}，共 {world_size} 个进程[[inject|，计划注入故障 {inject}]]",
     "event.stop.gave_up.hung": _GAVE_UP_ZH + "挂起）",
     "event.stop.gave_up.signal": _GAVE_UP_ZH + "崩溃，信号 {signal}）",
     "event.stop.gave_up.exit": _GAVE_UP_ZH + "崩溃，退出码 {exit_code}）",

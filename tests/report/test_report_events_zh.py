@@ -32,6 +32,7 @@ TS = 1_796_177_260.0
 ZH = {
     "start": "运行开始：lm（1 个进程），计划时长 30 s",
     "start_scaled": "运行开始：lm（1 个进程），计划时长 8 h 00 min",
+    "rank_start_settings": "进程启动：模型规模 tiny，共 1 个进程，计划注入故障 crash:300",
     "gap": "守护进程停止 4 s（运行时间线）",
     "resume_daemon": "由进程 18477 恢复运行",
     "resume_step": "从第 80 步的检查点恢复",
