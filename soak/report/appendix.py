@@ -299,7 +299,7 @@ THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
     ("thermal", "threshold_c"): ("overheating: above {v}", "过热：高于 {v}"),
     ("thermal", "min_duration_s"): ("for at least {v}", "持续至少 {v}"),
     ("thermal", "drift_min_c_per_h"): (
-        "temperature drift: a rise of at least {v} over two days or more", "温度漂移：两天及以上的运行中每小时至少上升 {v}"),
+        "temperature drift: a rise of at least {v} over two days or more", "温度漂移：两天及以上的运行中至少上升 {v}"),
     ("throughput_degradation", "delta_pct"): (
         "slowdown: step time at least {v} above its baseline", "吞吐下降：步时比基线至少高 {v}"),
     ("throughput_degradation", "fail_pct"): ("a slowdown of {v} or more fails", "变慢 {v} 及以上判为失败"),
@@ -372,7 +372,7 @@ def threshold_value(key: str, value: Any, lang: str = "en") -> str:
             return ", ".join(metric_name(x, lang) if x in METRIC_NAMES else kind_name(x, lang) for x in value)
         return plain(value) if lang == "en" else plain(value).replace("yes", "是").replace("no", "否")
     v = float(value)
-    per_h = "/h" if lang == "en" else "/小时"
+    per_h = "/h"  # the unit style of the figures in both languages (soak.report.pdf_style.zh_durations)
     if key.endswith("_bytes_per_h"):
         return _si(v, "B") + per_h
     if key.endswith(("_frac_per_h", "_pct_per_h")):

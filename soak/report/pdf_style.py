@@ -39,6 +39,20 @@ def whole_figures(text: str) -> str:
     return _PAIR.sub("\\1\xa0/\xa0", text)
 
 
+# A duration in Chinese text: the figures of the report (``soak.report.units.dur``) write
+# "8 h 00 min", "5 min", "42 s" in both languages, and most durations a Chinese page shows are
+# those; a sentence's "1.5 小时", "20 分钟", "60 秒" beside them read as another figure style. The
+# Chinese PDF writes every duration the figures' way. "每小时" (per hour) and "节点小时" (a
+# node-hour, a quantity) have no number right before the unit and stay words.
+_ZH_DURATION = re.compile(r"(\d)\s?(小时|分钟|秒)(?!数)")
+_ZH_UNIT = {"小时": "h", "分钟": "min", "秒": "s"}
+
+
+def zh_durations(text: str) -> str:
+    """``text`` with each number-and-unit duration in the figures' style ("1.5 h", "20 min")."""
+    return _ZH_DURATION.sub(lambda m: f"{m.group(1)} {_ZH_UNIT[m.group(2)]}", text)
+
+
 class Styles:
     """The report's paragraph styles in its language; ``p`` makes a paragraph. Both languages
     set their Latin text in Helvetica, each run of another script in the font that has it
@@ -49,6 +63,7 @@ class Styles:
         from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 
         self.cjk = cjk
+        self.lang = lang
         self.fonts = FontSet(cjk)
         self.drawn = drawn
         self._longest: dict[tuple[str, float, bool], float] = {}
@@ -73,7 +88,8 @@ class Styles:
         from reportlab.platypus import Paragraph
 
         style = style or self.body
-        s = whole_figures(str(text) if markup else escape("N/A" if text is None else str(text)))
+        s = str(text) if markup else escape("N/A" if text is None else str(text))
+        s = whole_figures(zh_durations(s) if self.lang == "zh" else s)
         if self.drawn is not None:
             self.drawn.append(plain_text(s))
         return Paragraph(self.fonts.mark(s, bold=style.fontName == LATIN_BOLD), style)

@@ -119,7 +119,7 @@ def test_thresholds_are_sentences_or_labelled_values_with_units(lang: str) -> No
     profile = Profile.default().to_dict()
     memory = threshold_lines("memory_creep", profile["memory"], lang)
     hbm = ("memory creep (HBM): a slope of at least 5 MB/h" if lang == "en"
-           else "内存持续增长（HBM）：老化期后持续增长至少 5 MB/小时")
+           else "内存持续增长（HBM）：老化期后持续增长至少 5 MB/h")
     assert any(line.startswith(hbm) for line in memory), memory
     everything = [*memory, *threshold_lines("profile", profile, lang)]
     for line in everything:
