@@ -310,6 +310,8 @@ THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
         "required runtime: memory that runs out sooner than {v} fails", "要求的运行时长：内存在 {v} 内耗尽判为失败"),
 }
 
+_WORDS_ORDER = list(THRESHOLD_WORDS)
+
 # a word of a threshold's name -> (en, zh); a name's words joined make its label
 _WORDS: dict[str, tuple[str, str]] = {
     "min": ("minimum", "最小"), "max": ("maximum", "最大"), "frac": ("share", "比例"), "share": ("share", "比例"),
@@ -430,6 +432,7 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
     from soak.report.names import pick
 
     said: list[tuple[str, str]] = []  # the sentences: what a finding is decided by, first
+    order: list[int] = []  # ... in the order they read (the threshold, then its conditions)
     out: list[tuple[str, str]] = []
     source = _without_notes(thresholds) if name == "profile" else thresholds
     for key in sorted(source):
@@ -439,6 +442,16 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
 
             text = phase_text(value, lang, tz) if tz is not None else phase_text(value, lang)
             out.append(("declared phases" if lang == "en" else "声明的阶段", text or "N/A"))
+        elif key == "severity" and isinstance(value, Mapping) and all(isinstance(x, str) for x in value.values()):
+            # the highest severity each kind may reach: one row per level, its kinds named
+            from soak.report.names import kind_name, severity_name
+
+            section = pick(PROFILE_SECTIONS, key, lang)
+            sep, comma = (": ", ", ") if lang == "en" else ("：", "、")
+            for level in sorted(set(value.values()), key=lambda x: ("fail", "warn", "info").index(x)
+                                if x in ("fail", "warn", "info") else 3):
+                kinds = comma.join(kind_name(k, lang) for k in sorted(value) if value[k] == level)
+                out.append((f"{section}{sep}{severity_name(level, lang)}", kinds))
         elif isinstance(value, Mapping):
             section = pick(PROFILE_SECTIONS, key, lang) if key in PROFILE_SECTIONS else threshold_label(key, lang)
             for sk in sorted(value):
@@ -455,9 +468,10 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
             v = threshold_value(key, value, lang)
             if words is not None:
                 said.append((words[1 if lang == "zh" else 0].format(v=v), ""))
+                order.append(_WORDS_ORDER.index((name, key)))
             else:
                 out.append((threshold_label(key, lang), v))
-    return said + out
+    return [row for _, row in sorted(zip(order, said, strict=True))] + out
 
 
 def threshold_lines(name: str, thresholds: Mapping[str, Any], lang: str = "en", tz: Any = None) -> list[str]:
