@@ -44,13 +44,13 @@ def whole_figures(text: str) -> str:
 # those; a sentence's "1.5 小时", "20 分钟", "60 秒" beside them read as another figure style. The
 # Chinese PDF writes every duration the figures' way. "每小时" (per hour) and "节点小时" (a
 # node-hour, a quantity) have no number right before the unit and stay words.
-_ZH_DURATION = re.compile(r"(\d)\s?(小时|分钟|秒)(?!数)")
+_ZH_DURATION = re.compile(r"(\d)\s?(小时|分钟|秒)(?!数)(?=([\u4e00-\u9fff])?)")
 _ZH_UNIT = {"小时": "h", "分钟": "min", "秒": "s"}
 
 
 def zh_durations(text: str) -> str:
     """``text`` with each number-and-unit duration in the figures' style ("1.5 h", "20 min")."""
-    return _ZH_DURATION.sub(lambda m: f"{m.group(1)} {_ZH_UNIT[m.group(2)]}", text)
+    return _ZH_DURATION.sub(lambda m: f"{m.group(1)} {_ZH_UNIT[m.group(2)]}{' ' if m.group(3) else ''}", text)
 
 
 class Styles:

@@ -22,3 +22,13 @@ def test_the_reliability_parts_say_shares_of_their_written_durations() -> None:
     rows = {name: (d, share) for name, d, share in part_rows(rel)}
     assert rows["injected canaries"] == ("1 h 36 min", "20.0 %")
     assert rows["start-up"] == ("59 min", "12.2 %")  # 59 of 480 min, not the 12.4 % of 3599 s
+
+
+def test_the_chinese_pdf_writes_durations_as_its_figures_do() -> None:
+    from soak.report.pdf_style import zh_durations
+
+    # a sentence's number-and-unit durations take the figures' units; "per hour" and a
+    # node-hour count are words, not durations
+    assert zh_durations("持续 1.5 小时，断开 ≤ 60 秒，每 20 分钟一次") == "持续 1.5 h，断开 ≤ 60 s，每 20 min 一次"
+    assert zh_durations("每小时增长 417.7 MB；12 节点小时；自开始起的小时数") == "每小时增长 417.7 MB；12 节点小时；自开始起的小时数"
+    assert zh_durations("8 h 00 min") == "8 h 00 min"
