@@ -181,7 +181,9 @@ def plan_tables(plan: Mapping[str, Any] | None, lang: str = "en", *, home: str |
             rows = []
             for key, value in facts:
                 unit = units.get(f"{section}[].{key}" if isinstance(body, list) else f"{section}.{key}")
-                if unit == "s" and isinstance(value, int | float) and not isinstance(value, bool):
+                if key.startswith("thresholds."):  # an override of the profile: with the threshold's unit
+                    text = threshold_value(key.rsplit(".", 1)[-1], value, lang)
+                elif unit == "s" and isinstance(value, int | float) and not isinstance(value, bool):
                     text = dur(value)
                 elif unit == "bytes" and isinstance(value, int | float) and not isinstance(value, bool):
                     text = fmt_bytes(value)
@@ -189,7 +191,7 @@ def plan_tables(plan: Mapping[str, Any] | None, lang: str = "en", *, home: str |
                     text = local_path(value, home=home, run_dir=run_dir)
                 else:
                     text = plain(value)
-                rows.append((key, text))
+                rows.append((plan_label(section, key, lang), text))
             if rows:
                 title = _section_title(section, lang)
                 out.append(Table(f"{title} {i + 1}" if len(items) > 1 else title, tuple(rows)))
@@ -478,3 +480,60 @@ def threshold_lines(name: str, thresholds: Mapping[str, Any], lang: str = "en", 
     """The rows of ``threshold_rows`` as lines of one table cell."""
     sep = ": " if lang == "en" else "："
     return [label if not value else f"{label}{sep}{value}" for label, value in threshold_rows(name, thresholds, lang, tz)]
+
+
+# label of each plan key, by its dotted key in plan.toml (``workloads`` for a workload's keys):
+# (en, zh); a key not named here (a newer plan's) is shown as written in plan.toml
+PLAN_LABELS: dict[str, tuple[str, str]] = {
+    "run.duration": ("Planned duration", "计划时长"), "run.data_dir": ("Run folder", "运行目录"),
+    "run.db": ("Store", "数据库"), "run.time_scale": ("Time scale (recorded s per wall s)", "时间缩放（每秒实际时间记录的秒数）"),
+    "run.preflight": ("Environment self-check first", "先做环境自检"), "run.id": ("Run id", "运行编号"),
+    "devices.backend": ("Telemetry backend", "遥测后端"), "devices.npu_smi": ("npu-smi", "npu-smi"),
+    "devices.plog_dir": ("HCCL log folder", "HCCL 日志目录"), "devices.expect_chips": ("Chips expected", "预期芯片数"),
+    "sampling.interval": ("Sampling interval", "采样间隔"), "sampling.flush_every": ("Written to the store every", "写入数据库间隔"),
+    "sampling.detail_interval": ("Health and ECC read every", "健康与 ECC 读取间隔"),
+    "faults.inject": ("Faults injected", "注入的故障"), "faults.codes_file": ("Site fault-code table", "现场故障码表"),
+    "acceptance.profile": ("Acceptance profile", "验收配置"), "acceptance.thresholds": ("Profile overrides", "配置覆盖值"),
+    "phases.checkpoint_every": ("Checkpoint every", "检查点间隔"),
+    "phases.checkpoint_duration": ("Checkpoint may idle the chips for", "检查点允许芯片空闲时长"),
+    "sim.family": ("Simulated chip family", "模拟芯片系列"), "sim.chips": ("Simulated chips", "模拟芯片数"),
+    "sim.scenario": ("Scenario", "场景"), "sim.fault": ("Tool fault", "工具故障"), "sim.seed": ("Random seed", "随机种子"),
+    "sim.driver_version": ("Simulated driver version", "模拟驱动版本"),
+    "exporter.listen": ("Metrics address", "指标地址"), "exporter.web_config": ("Metrics TLS and auth", "指标 TLS 与认证"),
+    "restart.max_restarts": ("Restarts before giving up", "放弃前的重启次数"),
+    "restart.backoff_initial": ("First restart delay", "首次重启延迟"), "restart.backoff_max": ("Longest restart delay", "最长重启延迟"),
+    "restart.hang_timeout": ("Hung after no step for", "无进展判为挂起的时长"),
+    "restart.stop_grace": ("Grace before a forced stop", "强制停止前的等待"),
+    "jobs.analysis_every": ("Online analysis every", "在线分析间隔"),
+    "jobs.wal_checkpoint_every": ("Store log compacted every", "数据库日志整理间隔"),
+    "jobs.disk_check_every": ("Free disk checked every", "磁盘空间检查间隔"),
+    "jobs.min_free": ("Stop below free disk", "磁盘剩余低于此值时停止"),
+    "capture.steps": ("Steps per profiler capture", "每次性能采集的步数"), "capture.every": ("Capture every", "采集间隔"),
+    "capture.max_per_hour": ("Captures per hour at most", "每小时最多采集次数"),
+    "capture.max_trace": ("Largest trace kept", "保留的最大追踪文件"),
+    "cluster.nodes": ("Nodes", "节点数"), "cluster.node_rank": ("This node's rank", "本节点序号"),
+    "cluster.node_name": ("This node's name", "本节点名称"), "cluster.rendezvous": ("Rendezvous address", "汇合地址"),
+    "cluster.advertise": ("Address advertised", "对外地址"), "cluster.join_timeout": ("Nodes wait to join for", "节点加入等待时长"),
+    "cluster.node_silence": ("Node lost after silence of", "节点失联判定时长"),
+    "cluster.link_test_every": ("Link test every", "链路测试间隔"), "cluster.link_test_bytes": ("Link test size", "链路测试数据量"),
+    "cluster.store_outage_max": ("Store outage ridden out for", "数据库中断容忍时长"),
+    "cluster.max_clock_offset": ("Largest clock offset", "最大时钟偏差"),
+    "cluster.on_node_lost": ("When a node is lost", "节点失联时"),
+    "reliability.project_nodes": ("MTTF projected to job sizes (nodes)", "平均无故障时间推算的作业规模（节点）"),
+    "numerics.check_every": ("Numerical check every (steps)", "数值校验间隔（步）"),
+    "numerics.spike_multiple": ("Loss spike at (times the median)", "损失突增判定（中位数倍数）"),
+    "numerics.align_steps": ("Precision alignment steps", "精度对齐步数"),
+    "workloads.name": ("Workload", "负载"), "workloads.size": ("Model size", "模型规模"),
+    "workloads.nproc": ("Ranks on this node", "本节点进程数"), "workloads.extra": ("Extra arguments", "额外参数"),
+}
+
+
+def plan_label(section: str, key: str, lang: str = "en") -> str:
+    """A plan key as the appendix names it: in words, or as written where it has no name;
+    an override of the profile (``thresholds.x``) by the threshold's name."""
+    pair = PLAN_LABELS.get(f"{section}.{key}" if section else key)
+    if pair is not None:
+        return pair[1] if lang == "zh" else pair[0]
+    if key.startswith("thresholds."):
+        return threshold_label(key.rsplit(".", 1)[-1], lang)
+    return key

@@ -55,13 +55,17 @@ def test_the_demo_plan_is_one_table_per_section_without_empty_keys() -> None:
     titles = [tb.title for tb in plan]
     assert titles[:4] == ["Run", "Devices", "Workload", "Sampling"]
     run = dict(plan[0].rows)
-    assert run == {"duration": "8 h 00 min", "data_dir": "~/soak-runs", "time_scale": "240", "preflight": "no",
-                   "id": "demo-20261203-100046"}  # db unset: left out
-    assert dict(plan[titles.index("Sampling")].rows)["interval"] == "1 s"
-    assert dict(plan[titles.index("Background jobs")].rows)["min_free"] == "1.0 GiB"
-    assert dict(plan[titles.index("Acceptance")].rows)["thresholds.required_runtime_h"] == "8.00"
+    # each key labelled in words, its value with its unit
+    assert run == {"Planned duration": "8 h 00 min", "Run folder": "~/soak-runs",
+                   "Time scale (recorded s per wall s)": "240", "Environment self-check first": "no",
+                   "Run id": "demo-20261203-100046"}  # db unset: left out
+    assert dict(plan[titles.index("Sampling")].rows)["Sampling interval"] == "1 s"
+    assert dict(plan[titles.index("Background jobs")].rows)["Stop below free disk"] == "1.0 GiB"
+    assert dict(plan[titles.index("Acceptance")].rows)["Required runtime"] == "8 h 00 min"
     # sim.fault is "" and exporter has nothing set: neither is a row, the exporter no table
-    assert "fault" not in dict(plan[titles.index("Simulated fleet")].rows)
+    assert "Tool fault" not in dict(plan[titles.index("Simulated fleet")].rows)
+    labels = [row[0] for tb in plan for row in tb.rows]
+    assert not [w for w in labels if "_" in w], labels  # no key as written in plan.toml
     assert "Metrics exporter" not in titles
     assert "N/A" not in _cells(plan) and "" not in _cells(plan)
 
@@ -71,8 +75,8 @@ def test_a_plan_stored_flat_keeps_every_key_in_a_table_of_its_own() -> None:
     # dropped for want of a section, and sections beside them still get their own tables
     plan = plan_tables({"workload": "lm", "duration_h": 4.0, "run": {"id": "r1"}}, "en")
     assert [tb.title for tb in plan] == ["Run plan", "Run"]
-    assert dict(plan[0].rows) == {"workload": "lm", "duration_h": "4.00"}
-    assert dict(plan[1].rows) == {"id": "r1"}
+    assert dict(plan[0].rows) == {"workload": "lm", "duration_h": "4.00"}  # no names for another tool's keys
+    assert dict(plan[1].rows) == {"Run id": "r1"}
 
 
 def test_the_chinese_appendix_has_chinese_headings_and_labels() -> None:
@@ -80,6 +84,7 @@ def test_the_chinese_appendix_has_chinese_headings_and_labels() -> None:
     assert [tb.title for tb in env] == ["主机", "软件", "加速卡"]
     assert [tb.title for tb in plan][:4] == ["运行", "设备", "负载", "采样"]
     assert dict(env[0].rows)["操作系统"] == "Debian GNU/Linux 12 (bookworm)"
+    assert dict(plan[0].rows)["计划时长"] == "8 h 00 min" and dict(plan[2].rows)["模型规模"] == "tiny"
     assert env[2].header == ("NPU", "型号", "芯片数", "序列号", "固件", "PCIe 总线")
 
 
