@@ -181,7 +181,7 @@ def plan_tables(plan: Mapping[str, Any] | None, lang: str = "en", *, home: str |
             rows = []
             for key, value in facts:
                 unit = units.get(f"{section}[].{key}" if isinstance(body, list) else f"{section}.{key}")
-                if key.startswith("thresholds."):  # an override of the profile: with the threshold's unit
+                if key.startswith("thresholds.") or not section:  # a unit in the name: a profile override, a flat plan
                     text = threshold_value(key.rsplit(".", 1)[-1], value, lang)
                 elif unit == "s" and isinstance(value, int | float) and not isinstance(value, bool):
                     text = dur(value)
@@ -351,6 +351,7 @@ _WORDS: dict[str, tuple[str, str]] = {
     "tflops": ("TFLOPS", "TFLOPS"), "16bit": ("16-bit", "16 位"), "counter": ("counter", "计数器"),
     "quiet": ("quiet", "静止"), "moves": ("moves", "变化次数"), "moving": ("moving", "变化中"),
     "readings": ("readings", "读数"), "unchanged": ("unchanged", "不变"), "name": ("name", "名称"),
+    "workload": ("workload", "负载"), "id": ("id", "编号"), "run": ("run", "运行"),
 }
 
 # a name's unit suffix -> how its value is written
@@ -534,6 +535,6 @@ def plan_label(section: str, key: str, lang: str = "en") -> str:
     pair = PLAN_LABELS.get(f"{section}.{key}" if section else key)
     if pair is not None:
         return pair[1] if lang == "zh" else pair[0]
-    if key.startswith("thresholds."):
+    if key.startswith("thresholds.") or not section:  # an override; a flat plan's key (unit in its name)
         return threshold_label(key.rsplit(".", 1)[-1], lang)
     return key

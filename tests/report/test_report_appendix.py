@@ -75,7 +75,7 @@ def test_a_plan_stored_flat_keeps_every_key_in_a_table_of_its_own() -> None:
     # dropped for want of a section, and sections beside them still get their own tables
     plan = plan_tables({"workload": "lm", "duration_h": 4.0, "run": {"id": "r1"}}, "en")
     assert [tb.title for tb in plan] == ["Run plan", "Run"]
-    assert dict(plan[0].rows) == {"workload": "lm", "duration_h": "4.00"}  # no names for another tool's keys
+    assert dict(plan[0].rows) == {"Workload": "lm", "Duration": "4 h 00 min"}  # the unit from the key's name
     assert dict(plan[1].rows) == {"Run id": "r1"}
 
 
