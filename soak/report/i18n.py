@@ -226,8 +226,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     # the appendix (soak.report.appendix): the manifest and the plan as labelled tables
     "appendix": ("Appendix: environment manifest and run plan", "附录：环境清单与运行计划"),
     "appendix_intro": ("What the node ran on and how the run was set up, as recorded when it started. Keys left "
-                       "unset are left out; plan keys are as written in the run's plan file (plan.toml).",
-                       "运行开始时记录的节点环境与运行设置。未设置的项不列出；计划项的键名与运行计划文件（plan.toml）一致。"),
+                       "unset are left out; each plan setting is named in words, in the order of the run's plan file (plan.toml).",
+                       "运行开始时记录的节点环境与运行设置。未设置的项不列出；计划的各项设置以文字命名，顺序与运行计划文件（plan.toml）一致。"),
     "app_host": ("Host", "主机"),
     "app_software": ("Software", "软件"),
     "app_other": ("Other recorded facts", "其他记录"),
