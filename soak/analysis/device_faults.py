@@ -188,7 +188,8 @@ class FaultWatch:
             if not d.up:
                 continue
             seen = self._seen.setdefault(d.device, _Seen())
-            out += self._changes(snapshot.ts, d, seen)
+            # a change seen in the slow views happened by the time they were read, not by the tick
+            out += self._changes(snapshot.ts if d.detail_ts is None else d.detail_ts, d, seen)
         self._note(out)
         return out
 

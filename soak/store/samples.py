@@ -30,7 +30,7 @@ SeriesKey = tuple[str, str | None, str]  # (run_id, node, device)
 ROW_COLUMNS: tuple[str, ...] = (
     "ts", "util_pct", "temp_c", "power_w", "hbm_used_bytes", "hbm_total_bytes", "host_rss_bytes",
     "comm_timeouts_total", "ddr_used_bytes", "ddr_total_bytes", "ecc_single_bit_errors", "ecc_double_bit_errors",
-    "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count", "up",
+    "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count", "detail_ts", "up",
     "healthy", "link_up", "health", "error")
 if sorted(ROW_COLUMNS) != sorted(c.name for c in S.samples.c if c.name != "series_id"):
     raise AssertionError("ROW_COLUMNS (and _device_tuple, _host_tuple) must name every column of samples")
@@ -44,7 +44,7 @@ def _device_tuple(run_id: str, node: str | None, ts: float, d: DeviceSample) -> 
     return (run_id, node, d.device, ts, d.util_pct, d.temp_c, d.power_w, d.hbm_used_bytes, d.hbm_total_bytes,
             None, None, d.ddr_used_bytes, d.ddr_total_bytes, d.ecc_single_bit_errors, d.ecc_double_bit_errors,
             d.ecc_single_bit_isolated_pages, d.ecc_double_bit_isolated_pages, d.xid_errors, d.link_up_count,
-            bool(d.up), d.healthy, d.link_up, d.health, d.error)
+            d.detail_ts, bool(d.up), d.healthy, d.link_up, d.health, d.error)
 
 
 def _host_tuple(run_id: str, node: str | None, ts: float, hs: HostSample | None,
@@ -53,9 +53,10 @@ def _host_tuple(run_id: str, node: str | None, ts: float, hs: HostSample | None,
     the same thing (CPU in util_pct, memory in the ddr columns)."""
     if hs is None:
         return (run_id, node, HOST_DEVICE, ts, None, None, None, None, None, None, timeouts,
-                None, None, None, None, None, None, None, None, False, None, None, None, None)
+                None, None, None, None, None, None, None, None, None, False, None, None, None, None)
     return (run_id, node, HOST_DEVICE, ts, hs.cpu_pct, None, None, None, None, hs.workload_rss_bytes, timeouts,
-            hs.mem_used_bytes, hs.mem_total_bytes, None, None, None, None, None, None, True, None, None, None, None)
+            hs.mem_used_bytes, hs.mem_total_bytes, None, None, None, None, None, None, None, True, None, None, None,
+            None)
 
 
 def sample_tuple(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -52,7 +52,9 @@ from soak.telemetry.records import METRICS
 #    (a version-7 database gains the columns in place).
 # 9: steps gain ``numeric_checks``, the numerical checks a rank has run so far (the evidence of
 #    the "numerical correctness" criterion; a version-8 database gains the column in place).
-SCHEMA_VERSION = 9
+# 10: samples gain ``detail_ts``, when a chip's slow views (health view, ECC, port) in the row
+#    were read, where not at the row's tick (a version-9 database gains the column in place).
+SCHEMA_VERSION = 10
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT for long runs.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -158,6 +160,7 @@ samples = Table(
     Column("ecc_double_bit_isolated_pages", BigInteger),
     Column("xid_errors", BigInteger),
     Column("link_up_count", BigInteger),
+    Column("detail_ts", Float),  # when the row's health view, ECC and port were read (None: at ts)
     Column("up", Boolean, nullable=False),
     Column("healthy", Boolean),
     Column("link_up", Boolean),
@@ -339,6 +342,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     7: tuple(f"ALTER TABLE samples ADD COLUMN {c} BIGINT" for c in (
         "ecc_single_bit_isolated_pages", "ecc_double_bit_isolated_pages", "xid_errors", "link_up_count")),
     8: ("ALTER TABLE steps ADD COLUMN numeric_checks BIGINT",),
+    9: ("ALTER TABLE samples ADD COLUMN detail_ts FLOAT",),
 }
 
 # A cluster run's per-chip summaries, written by each node agent for its own chips and ranks

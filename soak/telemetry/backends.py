@@ -7,9 +7,10 @@ called with its own timeout, and a failing reader or chip becomes a marked gap
 
 The npu backend runs ``npu-smi info`` once per tick; the slower key/value queries
 (``-t usages/health/ecc``) and ``hccn_tool`` run on a slower cadence (``detail_interval_s``),
-and what they read is in the samples of the next tick only: a value is stored once, at about
-the time it was read, never copied into the ticks between two reads (a copy would count as a
-reading of a view that was not read, and a counter stored as flat until the next read).
+and what they read is in the samples of the next tick only, with the time it was read
+(``DeviceSample.detail_ts``): a value is stored once, never copied into the ticks between two
+reads (a copy would count as a reading of a view that was not read, and a counter stored as
+flat until the next read).
 Only the card's serial, which does not change, is in every sample. A chip that was seen before and is
 missing from this tick's table is reported ``up=False`` ("vanished"), not silently dropped.
 """
@@ -321,6 +322,10 @@ class NpuBackend(_HostPart):
                     read.update(value)
                 elif isinstance(value, ToolError) and value.kind in ("timeout", "missing"):
                     link = None
+            if not read:
+                continue
+            # stamped when the chip's turn ended: no value in it is newer than that
+            read["detail_ts"] = self.clock.now()
             with self._state_lock:
                 self._details.setdefault((npu_id, chip_id), {}).update(read)
                 self._fresh.setdefault((npu_id, chip_id), {}).update(read)

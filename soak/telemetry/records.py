@@ -81,6 +81,11 @@ class DeviceSample:
     row_remap_pending: bool | None = None  # NVML: a row remap waits for a reset
     row_remap_failed: bool | None = None  # NVML: a row could not be remapped
     retired_pages_pending: bool | None = None  # NVML: a retired page waits for a reset
+    # When this sample's slow views (the health view, ECC, the port) were read, on the run's
+    # time line, where that is not the tick's own time: they are read on a cadence of their
+    # own and taken into the next tick, so a count stored at the tick would look up to a tick
+    # newer than it is. None where the sample holds none of them, or they were read at the tick.
+    detail_ts: float | None = None
 
     def metric(self, name: str) -> float | None:
         """The value of a canonical metric name, or None."""

@@ -69,8 +69,9 @@ def test_ecc_alarm_and_port_down_fail_the_run_naming_chip_and_signal(tmp_path, r
     saved = json.loads((_run_dir(tmp_path, "faulty") / "report" / "analysis.json").read_text(encoding="utf-8"))
     crit = next(c for c in saved["criteria"] if c["code"] == "criterion.device_faults")
     assert crit["met"] is False and crit["values"]["fails"] >= 3 and crit["values"]["read"] == 4
-    # the store holds each ECC read once, at its time: the chip's counter then (6 an hour from
-    # 0.3 h), at most one detail interval (3 s x 360 = 0.3 h) behind; never a copy
+    # the store holds each ECC read once, with the time it was read: the chip's counter then (6
+    # an hour from 0.3 h), never ahead of it and at most one detail interval (3 s x 360 = 0.3 h)
+    # behind; never a copy
     reads = _ecc_reads(tmp_path, "faulty", "npu1-0", run.started_ts)
     assert len(reads) >= 2
     for t_h, count in reads:
@@ -98,11 +99,13 @@ def _fault_signals(tmp_path: Path, run_id: str) -> set[tuple[str, str]]:
 
 
 def _ecc_reads(tmp_path: Path, run_id: str, device: str, origin: float) -> list[tuple[float, float]]:
-    """(hours since ``origin``, double-bit count) of every stored ECC read of ``device``."""
+    """(hours since ``origin``, double-bit count) of every stored ECC read of ``device``, at
+    the time it was read."""
     import sqlite3
 
     with sqlite3.connect(_run_dir(tmp_path, run_id) / "soak.db") as db:
-        rows = db.execute("SELECT s.ts, s.ecc_double_bit_errors FROM samples s JOIN sample_series ss "
+        rows = db.execute("SELECT coalesce(s.detail_ts, s.ts), s.ecc_double_bit_errors FROM samples s "
+                          "JOIN sample_series ss "
                           "ON s.series_id = ss.id WHERE ss.device = ? AND s.ecc_double_bit_errors IS NOT NULL "
                           "ORDER BY s.ts", (device,)).fetchall()
     return [((ts - origin) / 3600.0, float(v)) for ts, v in rows]

@@ -269,7 +269,13 @@ def test_a_detail_value_is_in_the_tick_after_its_read_only_and_the_serial_in_eve
         backend.close()
     read = [t.device("npu0-0") for t in ticks if t.device("npu0-0").ecc_double_bit_errors is not None]
     assert len(read) == 1 and read[0].ecc_single_bit_errors is not None
+    # with the time it was read: after the tick before the one that holds it (during that one,
+    # in the foreground; in the background, between the two or while it ran), before the next
+    at = next(k for k, t in enumerate(ticks) if t.device("npu0-0").ecc_double_bit_errors is not None)
+    assert read[0].detail_ts is not None and read[0].detail_ts < ticks[at + 1].ts
+    assert read[0].detail_ts > (ticks[at].ts if not background else ticks[at - 1].ts if at else 0.0)
     after = [t.device("npu0-0") for t in ticks[-2:]]
     assert all(d.ecc_double_bit_errors is None and d.ecc_single_bit_errors is None for d in after)
+    assert all(d.detail_ts is None for d in after)
     assert all(d.serial == read[0].serial and d.serial for d in after)
     assert all(d.temp_c is not None for d in after)  # the table's readings are every tick's
