@@ -20,6 +20,7 @@ from typing import Any
 from soak.config import plan_units
 from soak.report.i18n import t
 from soak.report.model import fmt_bytes
+from soak.report.names import pick
 from soak.report.units import dur, plain
 
 
@@ -106,9 +107,8 @@ def local_path(value: str, *, home: str | None = None, run_dir: str | None = Non
 
 
 def _label(key: str, lang: str) -> str:
-    pair = ENV_LABELS.get(key)
-    if pair is not None:
-        return pair[1] if lang == "zh" else pair[0]
+    if key in ENV_LABELS:
+        return pick(ENV_LABELS, key, lang)
     if key.startswith("packages."):
         return key.split(".", 1)[1]
     return key
@@ -532,9 +532,9 @@ PLAN_LABELS: dict[str, tuple[str, str]] = {
 def plan_label(section: str, key: str, lang: str = "en") -> str:
     """A plan key as the appendix names it: in words, or as written where it has no name;
     an override of the profile (``thresholds.x``) by the threshold's name."""
-    pair = PLAN_LABELS.get(f"{section}.{key}" if section else key)
-    if pair is not None:
-        return pair[1] if lang == "zh" else pair[0]
+    full = f"{section}.{key}" if section else key
+    if full in PLAN_LABELS:
+        return pick(PLAN_LABELS, full, lang)
     if key.startswith("thresholds.") or not section:  # an override; a flat plan's key (unit in its name)
         return threshold_label(key.rsplit(".", 1)[-1], lang)
     return key
