@@ -40,34 +40,15 @@ DETECTOR_VERSION = "creep_peers/1.0"
 METRIC = "hbm_used_bytes"
 
 
-def _cuts(t: np.ndarray, y: np.ndarray, width: float, frac: float) -> list[tuple[float, float]]:
-    """Buckets whose minimum falls below ``frac`` of the buckets around them: restarts."""
-    from scipy.ndimage import median_filter
-
-    ok = np.isfinite(y)
-    tv, yv = t[ok], y[ok]
-    if yv.size < 7:
-        return []
-    low = yv < frac * median_filter(yv, size=13, mode="nearest")
-    out: list[tuple[float, float]] = []
-    for i in np.flatnonzero(low):
-        a, b = float(tv[i]) - width / 2, float(tv[i]) + width / 2
-        if out and a <= out[-1][1] + 1e-6:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
 def _chip_slope(t: np.ndarray, y: np.ndarray, cuts: list[tuple[float, float]], start: float, end: float,
                 profile: Profile) -> dict[str, Any] | None:
     """The pooled slope of one chip's runs between restarts (per hour), its CI and runs."""
     p = profile.memory
     ok = np.isfinite(y)
-    runs = [r for r in memory._runs(t[ok], y[ok], cuts, start, end, p) if r[2].size >= p.segment_min_points]
+    runs = [r for r in memory.runs_between(t[ok], y[ok], cuts, start, end, p) if r[2].size >= p.segment_min_points]
     if len(runs) < p.segments_min:
         return None
-    pooled = memory._pooled_sen([(rt, ry) for _, _, rt, ry in runs], p.ci)
+    pooled = memory.pooled_sen([(rt, ry) for _, _, rt, ry in runs], p.ci)
     if pooled is None:
         return None
     slope = pooled[0]
@@ -89,7 +70,7 @@ def compare(src: Buckets, profile: Profile, run_start: float, skip: np.ndarray) 
     events = memory.restart_windows(profile)
     slopes: dict[str, dict[str, Any]] = {}
     for key, y in rows.items():
-        cuts = events or _cuts(t, y, grid.width, m.restart_drop_frac)
+        cuts = events or memory.drops(t, y, grid.width, m.restart_drop_frac)
         if len(cuts) + 1 < m.segments_min:
             continue
         s = _chip_slope(t, y, cuts, run_start, end, profile)

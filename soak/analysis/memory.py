@@ -385,21 +385,20 @@ def restart_windows(profile: Profile) -> list[tuple[float, float]]:
     return sorted((float(a), float(b)) for ph in profile.phases if ph.name == "restart" for a, b in ph.windows)
 
 
-def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
-                    ) -> list[tuple[float, float]]:
-    """Restarts seen in the memory itself: blocks whose minimum falls below
-    ``restart_drop_frac`` of the blocks around them (the process freed its memory)."""
+def drops(t: np.ndarray, y: np.ndarray, width: float, frac: float) -> list[tuple[float, float]]:
+    """Restarts seen in the memory itself: the windows (``width`` wide, around ``t``) whose
+    minimum ``y`` falls below ``frac`` of the windows around them (the process freed its
+    memory), those that touch merged. Gaps (NaN) are left out."""
     from scipy.ndimage import median_filter
 
-    te, ye, _ = blocks if blocks is not None else blocks_of(s, p, origin)
-    if ye.size < 7:
+    ok = np.isfinite(y)
+    tv, yv = t[ok], y[ok]
+    if yv.size < 7:
         return []
-    level = median_filter(ye, size=13, mode="nearest")
-    low = ye < p.restart_drop_frac * level
-    half = p.envelope_window_s / 2
+    low = yv < frac * median_filter(yv, size=13, mode="nearest")
     out: list[tuple[float, float]] = []
     for i in np.flatnonzero(low):
-        a, b = float(te[i]) - half, float(te[i]) + half
+        a, b = float(tv[i]) - width / 2, float(tv[i]) + width / 2
         if out and a <= out[-1][1] + 1e-6:
             out[-1] = (out[-1][0], b)
         else:
@@ -407,7 +406,14 @@ def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | 
     return out
 
 
-def _pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[float, float, float] | None:
+def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | None = None
+                    ) -> list[tuple[float, float]]:
+    """Restarts seen in one series' block minima (``drops``)."""
+    te, ye, _ = blocks if blocks is not None else blocks_of(s, p, origin)
+    return drops(te, ye, p.envelope_window_s, p.restart_drop_frac)
+
+
+def pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[float, float, float] | None:
     """Sen's slope (per hour) over the pairs within each part, and its CI from the summed
     Kendall variances (no ties correction: envelope minima of real memory rarely tie)."""
     from scipy.stats import norm
@@ -436,7 +442,7 @@ def _pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[
     return float(np.median(allp)), float(allp[lo]), float(allp[hi])
 
 
-def _runs(te: np.ndarray, ye: np.ndarray, cuts: list[tuple[float, float]], start: float, end: float,
+def runs_between(te: np.ndarray, ye: np.ndarray, cuts: list[tuple[float, float]], start: float, end: float,
           p: MemoryParams) -> list[tuple[float, float, np.ndarray, np.ndarray]]:
     """(run start, run end, envelope after the run's burn-in) of each run between restarts."""
     edges = [start]
@@ -463,7 +469,7 @@ def restart_runs(s: Series, p: MemoryParams, run_start: float, restarts: list[tu
     if len(cuts) + 1 < p.segments_min:
         return None
     te, ye = envelope(s, p, run_start, blocks)
-    runs = [r for r in _runs(te, ye, cuts, max(run_start, s.start), s.end + 1.0, p)
+    runs = [r for r in runs_between(te, ye, cuts, max(run_start, s.start), s.end + 1.0, p)
             if r[2].size >= p.segment_min_points]
     return (cuts, runs) if len(runs) >= p.segments_min else None
 
@@ -478,7 +484,7 @@ def across_restarts(s: Series, profile: Profile, run_start: float, capacity: flo
         return None
     cuts, runs = seen
     parts = [(t, y) for _, _, t, y in runs]
-    pooled = _pooled_sen(parts, p.ci)
+    pooled = pooled_sen(parts, p.ci)
     tau = tau_for(s.metric, capacity, p)
     if pooled is None or pooled[1] <= tau:
         return None
@@ -487,8 +493,8 @@ def across_restarts(s: Series, profile: Profile, run_start: float, capacity: flo
     if rising < p.segments_rising_share * len(runs):
         return None
     # both halves of the runs climb: a warm-up that levels off within each run is no leak
-    halves = [_pooled_sen([(t[:k], y[:k]) for t, y in parts if (k := t.size // 2) >= 2], p.ci),
-              _pooled_sen([(t[t.size // 2:], y[t.size // 2:]) for t, y in parts], p.ci)]
+    halves = [pooled_sen([(t[:k], y[:k]) for t, y in parts if (k := t.size // 2) >= 2], p.ci),
+              pooled_sen([(t[t.size // 2:], y[t.size // 2:]) for t, y in parts], p.ci)]
     if any(h is None or h[0] <= tau for h in halves):
         return None
     slope, low, high = pooled

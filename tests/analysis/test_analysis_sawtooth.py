@@ -108,11 +108,11 @@ def test_pooled_sen_is_theil_sen_on_one_run_and_pools_within_runs_only():
     rng = np.random.default_rng(5)
     t = np.arange(0.0, 40 * 600.0, 600.0)
     y = 3.0 * t / 3600.0 + rng.normal(0, 1.0, t.size)
-    slope, lo, hi = memory._pooled_sen([(t, y)], 0.90)
+    slope, lo, hi = memory.pooled_sen([(t, y)], 0.90)
     ref = theilslopes(y, t / 3600.0, alpha=0.90)
     assert slope == pytest.approx(ref[0]) and lo == pytest.approx(ref[2], rel=0.02) and hi == pytest.approx(
         ref[3], rel=0.02)
     # runs at other levels: the pairs across them (a restart's drop) are not slopes
     parts = [(t, 3.0 * t / 3600.0 + 100.0 * k + rng.normal(0, 1.0, t.size)) for k in range(4)]
-    slope4, lo4, hi4 = memory._pooled_sen(parts, 0.90)
+    slope4, lo4, hi4 = memory.pooled_sen(parts, 0.90)
     assert slope4 == pytest.approx(3.0, rel=0.05) and lo4 < 3.0 < hi4 and hi4 - lo4 < hi - lo
