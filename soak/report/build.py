@@ -20,6 +20,7 @@ from soak.report.signing import Attachment, KeyPair, check_attachment, finalize_
 from soak.report.verify import FINDINGS_NAME, PROFILE_NAME, RAW_NAME
 
 if TYPE_CHECKING:
+    from soak.report.signing import Signer
     from soak.store import Store
 
 
@@ -112,6 +113,35 @@ def _check_output(out: Path) -> None:
         raise InputError(f"-o {out}: cannot create its folder {out.parent} ({exc.strerror or exc})") from None
 
 
+def _stamp(lang: str, run_id: str, verdict: str | None, sha: str, font: str | None,
+           signer: Signer | None) -> dict[str, Any]:
+    """The signature stamp's lines in the report's language, and the font that draws them
+    (``finalize_pdf``'s ``stamp_lines``, ``stamp_font``). pyhanko's own font draws ASCII only:
+    Chinese lines, or a signer named in another script, are drawn in the CJK font (else in
+    DejaVu Sans) where it has every character; the lines fall back to English otherwise, and a
+    signer's name no font draws whole to the certificate's fingerprint, never to mojibake."""
+    from soak.report.fonts import register_symbol_fonts, stamp_face, try_register_cjk_font
+    from soak.report.i18n import t, verdict_label
+
+    def lines(lg: str) -> tuple[str, ...]:
+        return (t("stamp_signer", lg), t("stamp_time", lg), t("stamp_run", lg).format(run=run_id),
+                t("stamp_verdict", lg).format(verdict=verdict_label(verdict, lg)),
+                t("stamp_data", lg).format(sha=sha[:16]))
+
+    name = "" if signer is None else signer.name
+    for lg in dict.fromkeys((lang, "en")):
+        text = "".join(lines(lg)) + name
+        if text.isascii():
+            return {"stamp_lines": lines(lg), "stamp_font": None}
+        for choice in (try_register_cjk_font(font), register_symbol_fonts()):
+            face = None if choice is None else stamp_face(choice, text)
+            if face is not None:
+                return {"stamp_lines": lines(lg), "stamp_font": face}
+    fingerprint = "" if signer is None else signer.fingerprint_sha256[:23]
+    return {"stamp_lines": (t("stamp_signer_fp", "en").format(fingerprint=fingerprint), *lines("en")[1:]),
+            "stamp_font": None}
+
+
 def build_pdf(
     store: Store,
     run_id: str,
@@ -165,7 +195,7 @@ def build_pdf(
         slot_box=slot.box,
         tsa_url=tsa_url,
         location=(customer.site if customer else None),
-        stamp_lines=(f"Run: {run_id}", f"Verdict: {(data.verdict or 'N/A').upper()}", f"Data SHA-256: {sha[:16]}..."),
+        **_stamp(lang, run_id, data.verdict, sha, font, None if keys is None else keys.signer),
     )
     tmp_out = out.with_name(f".{out.name}.tmp")
     try:

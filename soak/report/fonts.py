@@ -330,6 +330,17 @@ def try_register_cjk_font(explicit: str | None = None) -> FontChoice | None:
         return None
 
 
+def stamp_face(choice: FontChoice, text: str) -> tuple[Path, int] | None:
+    """(file, face) of ``choice`` for the signature's stamp, which pyhanko draws in one font:
+    None when the font lacks a character of ``text`` or of printed ASCII (a CJK-only font, such
+    as Droid Sans Fallback, has no Latin letter: the stamp stays in English then)."""
+    cmap = _cmap(choice.font_name)
+    needed = {ord(c) for c in text if not c.isspace()} | set(range(0x21, 0x7F))
+    if any(not cmap.get(cp) for cp in needed):
+        return None
+    return choice.path, choice.subfont_index
+
+
 def _char(c: str) -> str:
     return f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})"
 

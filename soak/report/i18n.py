@@ -289,6 +289,14 @@ STRINGS: dict[str, tuple[str, str]] = {
     "finding_withdrawn": (" (withdrawn at the run's end {when}: the final analysis of the whole run does not keep it)",
                           "（已撤回：运行结束时 {when} 的全程最终分析未保留此问题）"),
     "signed_by": ("Signed by: {name} (certificate SHA-256 {fingerprint})", "签名者：{name}（证书 SHA-256 {fingerprint}）"),
+    # the visible signature's stamp; pyhanko fills in %(signer)s (the certificate's common
+    # name) and %(ts)s (the signing time)
+    "stamp_signer": ("Signed by: %(signer)s", "签名者：%(signer)s"),
+    "stamp_signer_fp": ("Signed by: certificate SHA-256 {fingerprint}...", "签名者：证书 SHA-256 {fingerprint}..."),
+    "stamp_time": ("Time: %(ts)s", "签名时间：%(ts)s"),
+    "stamp_run": ("Run: {run}", "运行 ID：{run}"),
+    "stamp_verdict": ("Verdict: {verdict}", "结论：{verdict}"),
+    "stamp_data": ("Data SHA-256: {sha}...", "原始数据 SHA-256：{sha}..."),
     "demo_key": ("Signed with the soak demo's key: not an acceptance signature",
                  "使用 soak 演示密钥签名：不构成验收签名"),
     "generated": ("Generated", "生成时间"),

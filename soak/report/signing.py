@@ -21,6 +21,7 @@ import hashlib
 import io
 import os
 import stat
+import tempfile
 import warnings
 import zlib
 from collections.abc import Mapping
@@ -369,8 +370,14 @@ def finalize_pdf(
     reason: str = "Soak test acceptance report",
     location: str | None = None,
     stamp_lines: tuple[str, ...] = (),
+    stamp_font: tuple[Path, int] | None = None,
 ) -> bytes:
-    """Embed ``attachments`` and (with ``keys``) sign. Returns the final PDF bytes."""
+    """Embed ``attachments`` and (with ``keys``) sign. Returns the final PDF bytes.
+
+    The visible signature's stamp says ``stamp_lines`` (pyhanko fills in ``%(signer)s``, the
+    certificate's common name, and ``%(ts)s``, the signing time); by default "Signed by" and
+    "Time" in English, ASCII only (pyhanko's own font). ``stamp_font`` (a font file and its face) draws them where the standard
+    Latin font cannot: the Chinese report's stamp."""
     from pyhanko.pdf_utils import embed, generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
@@ -414,16 +421,50 @@ def finalize_pdf(
         reason=reason,
         location=location,
     )
-    text = "\n".join(("Signed by: %(signer)s", "Time: %(ts)s", *stamp_lines))
-    style = stamp.TextStampStyle(stamp_text=text, border_width=1)
+    stamp_lines = stamp_lines or ("Signed by: %(signer)s", "Time: %(ts)s")
+    text = "\n".join(stamp_lines)
     out = io.BytesIO()
-    try:
-        signers.PdfSigner(meta, signer=signer, timestamper=timestamper, stamp_style=style).sign_pdf(
-            w, output=out
-        )
-    except OSError as exc:  # the TSA is unreachable or answered garbage
-        raise InputError(f"--tsa-url {tsa_url}: timestamp request failed: {exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="soak-stamp-") as tmp:
+        style = stamp.TextStampStyle(stamp_text=text, border_width=1)
+        if stamp_font is not None:
+            from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
+            from pyhanko.pdf_utils.text import TextBoxStyle
+
+            # every character the stamp can draw: its text, the signer's name, the time's digits
+            chars = text + keys.signer.name + "".join(map(chr, range(0x20, 0x7F)))
+            face = stamp_font_file(stamp_font[0], stamp_font[1], chars, Path(tmp) / "stamp.ttf")
+            style = stamp.TextStampStyle(stamp_text=text, border_width=1,
+                                         text_box_style=TextBoxStyle(font=GlyphAccumulatorFactory(str(face))))
+        try:
+            signers.PdfSigner(meta, signer=signer, timestamper=timestamper, stamp_style=style).sign_pdf(
+                w, output=out
+            )
+        except OSError as exc:  # the TSA is unreachable or answered garbage
+            raise InputError(f"--tsa-url {tsa_url}: timestamp request failed: {exc}") from exc
     return out.getvalue()
+
+
+def stamp_font_file(path: Path, index: int, chars: str, out: Path) -> Path:
+    """Face ``index`` of the font ``path`` cut to ``chars``, written to ``out``: pyhanko's
+    OpenType engine reads a single-face file (a CJK font is often a collection, .ttc), and a
+    5-20 MB face cut to the stamp's characters is read in a moment. Scaled to 1000 units per
+    em: pyhanko writes HarfBuzz's advances, in font units, as PDF glyph space (thousandths of
+    an em), and a TrueType font of 2048 units drew the stamp twice as wide."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+    from fontTools.ttLib.scaleUpem import scale_upem
+
+    font = TTFont(str(path), fontNumber=index)
+    options = subset.Options()
+    options.layout_features = ["*"]
+    options.drop_tables += ["FFTM"]
+    cut = subset.Subsetter(options)
+    cut.populate(text=chars)
+    cut.subset(font)
+    if font["head"].unitsPerEm != 1000:
+        scale_upem(font, 1000)
+    font.save(str(out))
+    return out
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
