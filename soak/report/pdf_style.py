@@ -117,14 +117,20 @@ class Styles:
 
     def width(self, text: str, size: float, *, bold: bool = False) -> float:
         """The width of ``text`` drawn at ``size``, each run in its font."""
-        from reportlab.pdfbase.pdfmetrics import stringWidth
+        from reportlab.pdfbase.pdfmetrics import getRegisteredFontNames, standardFonts, stringWidth
 
         total = 0.0
+        known = None
         for font, part in self.fonts.runs(text, LATIN_BOLD if bold else LATIN_FONT):
-            try:
-                total += stringWidth(part, font, size)
-            except KeyError:  # a CFF CJK font is registered as the report is built: its glyphs are an em
-                total += size * len(part)
+            if font not in standardFonts:
+                known = known if known is not None else set(getRegisteredFontNames())
+                if font not in known:
+                    # a CFF CJK font is registered as the report is built: its glyphs are an em.
+                    # Never asked of reportlab: it searches every AFM file on the disk for a font
+                    # it does not know, on each call (minutes for a table of thresholds)
+                    total += size * len(part)
+                    continue
+            total += stringWidth(part, font, size)
         return total
 
     def longest_word(self, shown: str, size: float, *, bold: bool = False) -> float:
