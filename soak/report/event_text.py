@@ -281,12 +281,48 @@ def _start(e: Any, d: Mapping[str, Any]) -> Said | None:
                            "duration_s": d["duration_s"]}
 
 
+def _numeric_class(d: Mapping[str, Any]) -> dict[str, Any]:
+    """How a numerical fault was settled (``soak.workloads.numerics``), as the template's flags."""
+    cls, rank = d.get("classification"), d.get("suspect_rank")
+    return {"chip_rank": rank if cls == "chip" else None, "class_chip_only": cls == "chip" and rank is None,
+            "class_transient": cls == "transient", "class_everywhere": cls == "everywhere"}
+
+
+def _alignment(e: Any, d: Mapping[str, Any]) -> Said | None:
+    if not _has(d, "steps", "max_rel_diff", "tolerance"):
+        return None
+    within = float(d["max_rel_diff"]) <= float(d["tolerance"])
+    return f"event.alignment.{'within' if within else 'beyond'}", {
+        "steps": d["steps"], "max_rel_diff": float(d["max_rel_diff"]), "tolerance": float(d["tolerance"])}
+
+
+def _sdc(e: Any, d: Mapping[str, Any]) -> Said | None:
+    if not _has(d, "check"):
+        return None
+    return "event.sdc", {"check": d["check"], "step": d.get("step"), "error": d.get("error"),
+                         "tolerance": d.get("tolerance") or None, **_numeric_class(d)}
+
+
+def _nonfinite(e: Any, d: Mapping[str, Any]) -> Said | None:
+    if not _has(d, "what", "value"):
+        return None
+    return "event.nonfinite", {"what": d["what"], "value": str(d["value"]), "step": d.get("step"), **_numeric_class(d)}
+
+
+def _loss_spike(e: Any, d: Mapping[str, Any]) -> Said | None:
+    if not _has(d, "loss", "median", "multiple"):
+        return None
+    return "event.loss_spike", {"loss": float(d["loss"]), "median": float(d["median"]), "multiple": float(d["multiple"]),
+                                "step": d.get("step"), **_numeric_class(d)}
+
+
 _READERS: dict[str, Callable[[Any, Mapping[str, Any]], Said | None]] = {
     "start": _start, "stop": _stop, "restart": _restart, "checkpoint": _checkpoint, "crash": _crash,
     "hang": _hang, "exit": _exit, "resume": _resume, "gap": _gap, "note": _note, "preflight": _preflight,
     "outage": _outage, "data_stall": _data_stall, "store_outage": _store_outage, "node_joined": _node_joined,
     "node_lost": _node_lost, "cluster_restart": _cluster_restart, "capture": _capture, "link_test": _link_test,
     "clock_drift": _clock_drift, "disk": _disk, "inject": _inject, "device_fault": _device_fault,
+    "alignment": _alignment, "sdc": _sdc, "nonfinite": _nonfinite, "loss_spike": _loss_spike,
 }
 """The kinds whose message is made from their detail. Left out, shown as written in every
 language: ``comm_timeout`` (the collective library's error), ``phase`` (no producer),
@@ -307,7 +343,8 @@ CODES: tuple[str, ...] = (
     "event.cluster_restart.signal", "event.cluster_restart.exit", "event.cluster_restart.hang", "event.capture",
     "event.capture.failed", "event.link_test", "event.clock_drift.off", "event.clock_drift.back", "event.disk",
     *(f"event.device_fault.{s}" for s in _FAULT_SIGNALS), "event.device_fault.fault_code.cleared",
-    "event.device_fault.health.cleared",
+    "event.device_fault.health.cleared", "event.alignment.within", "event.alignment.beyond", "event.sdc",
+    "event.nonfinite", "event.loss_spike",
 )
 """Every code ``event_code`` gives: each language's table has a template for each."""
 

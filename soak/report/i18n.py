@@ -224,10 +224,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "message": ("Message", "说明"),
     "manifest": ("Environment manifest", "环境清单"),
     # the appendix (soak.report.appendix): the manifest and the plan as labelled tables
-    "appendix": ("Appendix: environment manifest and run plan", "附录：环境清单与运行计划"),
-    "appendix_intro": ("What the node ran on and how the run was set up, as recorded when it started. Keys left "
+    "appendix": ("Appendix: thresholds, environment manifest and run plan", "附录：阈值、环境清单与运行计划"),
+    "appendix_intro": ("The thresholds the detectors judged by, in words (the acceptance profile itself is attached); "
+                       "what the node ran on and how the run was set up, as recorded when it started. Keys left "
                        "unset are left out; each plan setting is named in words, in the order of the run's plan file (plan.toml).",
-                       "运行开始时记录的节点环境与运行设置。未设置的项不列出；计划的各项设置以文字命名，顺序与运行计划文件（plan.toml）一致。"),
+                       "各检测器判定所依据的阈值（以文字说明，验收配置文件本身已作为附件）；运行开始时记录的节点环境与运行设置。"
+                       "未设置的项不列出；计划的各项设置以文字命名，顺序与运行计划文件（plan.toml）一致。"),
     "app_host": ("Host", "主机"),
     "app_software": ("Software", "软件"),
     "app_other": ("Other recorded facts", "其他记录"),
@@ -492,6 +494,9 @@ _THROUGHPUT_ZH = ("步时增加 {change_pct:.1f}%（90% 置信区间 {change_low
 _NUMERIC_CLASS_ZH = ("[[class_chip|；已确认为 rank {rank} 的芯片]][[serial|（序列号 {serial}）]]"
                      "[[class_transient|；重算后未复现（瞬时）]][[transients|；该芯片已有 {transients} 次瞬时错误]]"
                      "[[class_everywhere|；所有芯片均复现：模型自身的数值问题，非芯片]][[unsettled|；未能确定是哪个 rank]]")
+# how a numerical fault of the event timeline was settled: on which chip, or not again
+_EVENT_CLASS_ZH = ("[[chip_rank|：仅在 rank {chip_rank} 的芯片上复现]][[class_chip_only|：在该芯片上复现，CPU 上未复现]]"
+                   "[[class_transient|：重算后未复现（瞬时）]][[class_everywhere|：在 CPU 上同样复现（数据或模型本身）]]")
 _LINK_RULE_ZH = "没有节点或节点对低于其他的 {max_below_median_pct:g}% 以上"
 _COMPUTE_RULE_ZH = "没有节点低于其他节点 {max_below_median_pct:g}% 以上"
 
@@ -760,6 +765,16 @@ EVENT_CHINESE: dict[str, str] = {
     "event.outage.reader": "读取器 {reader} 无读数：{error}[[chips|（{chips} 颗芯片）]]",
     "event.outage.devices": "芯片无读数：{error}[[chips|（{chips} 颗芯片）]]",
     "event.data_stall": "第 {step} 步等待数据 {seconds:secs}",
+    # the numerical checks inside training (soak.workloads.numerics)
+    "event.alignment.within": ("精度对齐：前 {steps} 步的损失与 CPU float64 参考对比，最大相对误差 {max_rel_diff:.3g}，"
+                               "在容差 {tolerance:.3g} 以内"),
+    "event.alignment.beyond": ("精度对齐：前 {steps} 步的损失与 CPU float64 参考对比，最大相对误差 {max_rel_diff:.3g}，"
+                               "超出容差 {tolerance:.3g}"),
+    "event.sdc": ("{check:metric}校验结果错误[[step|（第 {step} 步）]][[error|：相对误差 {error:.3g}]]"
+                  "[[tolerance|，容差 {tolerance:.3g}]]" + _EVENT_CLASS_ZH),
+    "event.nonfinite": "{what:metric}出现非有限值（{value}）[[step|，第 {step} 步]]" + _EVENT_CLASS_ZH,
+    "event.loss_spike": ("损失 {loss:.4g}[[step|（第 {step} 步）]]达到近期中位数 {median:.4g} 的 {multiple:g} 倍以上"
+                         + _EVENT_CLASS_ZH),
     "event.data_stall.planned": "{spec}：等待数据 {seconds:secs}",
     "event.inject.armed": "已布设注入故障 {spec}",
     "event.inject.exit": "{spec}：以状态 {exit_code} 退出",

@@ -58,6 +58,11 @@ ZH = {
     "join_timeout": "10 min 内只有 2 / 3 个节点加入（缺少 rank 2；已加入：node-0, node-1）",
     "data_stall": "第 40 步等待数据 1.23 s",
     "store_outage": "数据库 1 min 未响应（节点 node-1）；已写入 42 条暂存记录",
+    "numeric_alignment": "精度对齐：前 10 步的损失与 CPU float64 参考对比，最大相对误差 9.22e-08，在容差 0.000244 以内",
+    "numeric_alignment_beyond": "精度对齐：前 10 步的损失与 CPU float64 参考对比，最大相对误差 0.00312，超出容差 0.000244",
+    "numeric_nonfinite": "损失出现非有限值（nan），第 150 步：重算后未复现（瞬时）",
+    "numeric_sdc": "跨芯片重算校验结果错误（第 400 步）：相对误差 0.0103，容差 9.54e-07：仅在 rank 1 的芯片上复现",
+    "numeric_loss_spike": "损失 9.812（第 512 步）达到近期中位数 2.316 的 4 倍以上：仅在 rank 0 的芯片上复现",
     "node_joined": "节点 node-1（rank 1）从 10.0.0.12 加入",
     "node_lost": "节点 node-2（rank 2）失联：30 s 未见（上限 30 s）",
     "node_lost_judge": "节点 node-3（rank 3）失联：30 min 未见（上限 30 s），由 ops-laptop 发现",
@@ -114,7 +119,8 @@ AS_WRITTEN = ("start_older", "burn_in_older", "node_lost_older", "demo_crash_no_
               "stop_node_lost", "preflight_drift")
 # words the Chinese report shares with the English: units (dur's "min"), vendor and config terms,
 # the tool's name (every page's footer), the flags of ``soak run`` (--interval, --time-scale)
-SHARED = {"interval", "time", "scale", "rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak", "ecc", "xid"}
+SHARED = {"interval", "time", "scale", "rank", "rendezvous", "all", "reduce", "mib", "gb", "cluster", "max_clock_offset", "min", "soak", "ecc", "xid",
+          "cpu", "float"}  # "CPU float64": the reference the precision alignment compares with
 
 
 def view(e: dict) -> EventView:
