@@ -9,12 +9,12 @@ from typing import Any
 
 from soak.report.model import FindingView, fmt_bytes
 from soak.report.names import pick
-from soak.report.units import dur, mb, num, pct, plain, span, when
+from soak.report.units import dur, num, pct, plain, span, when
 
 _EVIDENCE_LABELS = {
     "onset": ("Onset", "出现时刻"),
     "slope_per_hour": ("Rate", "增长速率"),
-    "slope_ci90": ("Rate, 90 % CI", "速率 90% 置信区间"),
+    "slope_ci90": ("Rate, 90% CI", "速率 90% 置信区间"),
     "tau_per_hour": ("Rate threshold", "速率阈值"),
     "quarter_slopes_per_hour": ("Rate in each quarter", "各四分之一时段速率"),
     "fit_window": ("Fitted over", "拟合时段"),
@@ -57,18 +57,18 @@ _EVIDENCE_LABELS = {
     "threshold_c": ("Threshold", "阈值"),
     "hysteresis_c": ("Hysteresis", "回差"),
     "drift_c_per_h": ("Drift", "漂移"),
-    "ci90": ("90 % CI", "90% 置信区间"),
+    "ci90": ("90% CI", "90% 置信区间"),
     "quarter_slopes": ("Drift in each quarter", "各四分之一时段漂移"),
     "reason_bits": ("Reason bits", "原因位"),
     "reasons": ("Reasons", "原因"),
     "mode": ("Mode", "方式"),
     "change_pct": ("Change", "变化"),
-    "change_ci90_pct": ("Change, 90 % CI", "变化 90% 置信区间"),
+    "change_ci90_pct": ("Change, 90% CI", "变化 90% 置信区间"),
     "baseline_ms": ("Baseline step time", "基线步时"),
     "final_ms": ("Final step time", "最终步时"),
     "baseline_window": ("Baseline window", "基线时段"),
     "slope_pct_per_h": ("Trend", "趋势"),
-    "slope_ci90_pct_per_h": ("Trend, 90 % CI", "趋势 90% 置信区间"),
+    "slope_ci90_pct_per_h": ("Trend, 90% CI", "趋势 90% 置信区间"),
     "cusum_delta_log": ("CUSUM step (log)", "CUSUM 步长（对数）"),
     "coincides_with": ("Coincides with", "同时发生"),
 }
@@ -105,6 +105,15 @@ def _rate_unit(metric: str | None) -> tuple[float, str]:
     return 1.0, "/h"
 
 
+def _rate_text(metric: str | None) -> Any:
+    """How a rate is written: a memory rate in MB/h with one decimal, as the finding's own
+    sentence writes it (``soak.analysis.messages``: "creeps 839.9 MB/h"), so the table and the
+    sentence beside it say one figure; any other to three significant digits."""
+    if metric and metric.endswith("_bytes"):
+        return lambda x: f"{x:.1f}"
+    return num
+
+
 def _value(key: str, v: Any, f: FindingView, tz: tzinfo, lang: str) -> str | None:
     """One evidence value as text, or None to leave it out."""
     zh = lang == "zh"
@@ -119,19 +128,20 @@ def _value(key: str, v: Any, f: FindingView, tz: tzinfo, lang: str) -> str | Non
         return dur(v)
     if key in _SHARE_KEYS and isinstance(v, int | float):
         return pct(v)
-    if key in ("slope_per_hour", "tau_per_hour") and isinstance(v, int | float):
+    if key == "slope_per_hour" and isinstance(v, int | float):
+        return f"{_rate_text(f.metric)(v / scale)} {unit}"
+    if key == "tau_per_hour" and isinstance(v, int | float):
         return f"{num(v / scale)} {unit}"
     if key in ("slope_ci90", "quarter_slopes_per_hour") and isinstance(v, Sequence):
         sep = "–" if key == "slope_ci90" else ", "
         return sep.join(num(x / scale) for x in v) + f" {unit}"
     if key in ("burn_in_h", "required_runtime_h") and isinstance(v, int | float):
-        return dur(v * 3600) if key == "required_runtime_h" else f"{v:.1f} h"
-    if key == "burn_in_h":
-        return f"{v:.1f} h"
+        return dur(v * 3600)
     if key == "hours_to_exhaustion":
         return dur(v * 3600)
     if key in ("growth", "capacity") and isinstance(v, int | float):
-        return mb(v) if key == "growth" and (f.metric or "").endswith("_bytes") else (
+        # the growth in whole MB, as the finding's sentence writes it ("+4899 MB over the fit")
+        return f"{v / 1e6:.0f} MB" if key == "growth" and (f.metric or "").endswith("_bytes") else (
             fmt_bytes(v) if (f.metric or "").endswith("_bytes") else num(v))
     if key in ("first_rate_per_h", "last_rate_per_h"):
         return f"{num(v)} /h"
@@ -181,14 +191,18 @@ def evidence_rows(f: FindingView, tz: tzinfo = UTC, lang: str = "en") -> list[tu
     if "slope_ci90" in ev and ev.get("slope_per_hour") is not None:
         scale, unit = _rate_unit(f.metric)
         lo, hi = ev.pop("slope_ci90")
-        ev["slope"] = f"{num(ev.pop('slope_per_hour') / scale)} {unit} (90 % CI {num(lo / scale)}–{num(hi / scale)})"
+        rate = _rate_text(f.metric)
+        ci = "90% 置信区间" if lang == "zh" else "90% CI"
+        left, right = ("（", "）") if lang == "zh" else (" (", ")")
+        ev["slope"] = (f"{rate(ev.pop('slope_per_hour') / scale)} {unit}"
+                       f"{left}{ci} {rate(lo / scale)}–{rate(hi / scale)}{right}")
     if ev.get("onset") is not None and ev.get("onset_method"):
         how = _value("onset_method", ev.pop("onset_method"), f, tz, lang)
         ci = ev.pop("onset_ci90", None)
         if isinstance(ci, Sequence) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
             # the change point's 90 % interval, as the rate's is written
-            how += f"，90% 置信区间 {span(ci[0], ci[1], tz)}" if lang == "zh" else f", 90 % CI {span(ci[0], ci[1], tz)}"
-        ev["onset"] = f"{when(ev['onset'], tz)} ({how})"
+            how += f"，90% 置信区间 {span(ci[0], ci[1], tz)}" if lang == "zh" else f", 90% CI {span(ci[0], ci[1], tz)}"
+        ev["onset"] = f"{when(ev['onset'], tz)}（{how}）" if lang == "zh" else f"{when(ev['onset'], tz)} ({how})"
     ev.pop("onset_ci90", None)  # said with the onset, or none (no change point)
     order = list(_EVIDENCE_LABELS)
     keys = sorted(ev, key=lambda k: (0 if k == "slope" else 1, order.index(k) if k in order else len(order), k))

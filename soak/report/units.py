@@ -107,10 +107,6 @@ def pct(share: float | None) -> str:
     return share_text(share)
 
 
-def mb(nbytes: float | None) -> str:
-    return "N/A" if nbytes is None else f"{nbytes / 1e6:.1f} MB"
-
-
 
 def plain(v: Any) -> str:
     """Any value without JSON or Python syntax: lists joined, records as "key value" pairs."""

@@ -163,7 +163,7 @@ def test_findings_evidence_reads_without_json(app):
     assert leak.proto.icon == ":material/error:"  # an emoji icon is an empty box without an emoji font
     evidence = app.table[0].value
     rows = dict(zip(evidence.index, evidence["Value"], strict=True))
-    assert rows["Rate"].endswith("MB/h") or "MB/h (90 % CI" in rows["Rate"], rows
+    assert rows["Rate"].endswith("MB/h") or "MB/h (90% CI" in rows["Rate"], rows
     assert rows["Onset"].startswith("2026-09-21 "), rows  # a date, not 1.79e+09
 
 
