@@ -314,6 +314,126 @@ THRESHOLD_WORDS: dict[tuple[str, str], tuple[str, str]] = {
 
 _WORDS_ORDER = list(THRESHOLD_WORDS)
 
+# (detector or profile section, key) -> (en, zh): the label of every other figure of the default
+# profile, in words; its value follows it with its unit. A key not named here (a newer
+# profile's) is named from the words of its key (``_WORDS``), which tests keep from the
+# default profile.
+THRESHOLD_LABELS: dict[tuple[str, str], tuple[str, str]] = {
+    ("comm_timeouts", "alpha"): ("significance level of the rate test (split across the counters)",
+                                 "速率检验的显著性水平（各计数器分摊）"),
+    ("comm_timeouts", "rate_counters"): ("counters whose rate is tested", "检验速率的计数器"),
+    ("comm_timeouts", "fatal_counters"): ("counters of which every count is a finding", "每次计数即为问题的计数器"),
+    ("hang", "hbm_held_frac"): ("a stopped rank still holding this share of its busy HBM is hung",
+                                "停止的进程仍占用繁忙时 HBM 的此比例即判为挂起"),
+    ("links", "min_expected_frac"): ("a pair below this share of its chip model's bandwidth fails",
+                                     "链路对低于芯片型号带宽的此比例判为失败"),
+    ("links", "max_below_median_frac"): ("a node or pair this far below the others' median fails",
+                                         "节点或链路对低于其他中位数此比例判为失败"),
+    ("memory_creep", "envelope_window_s"): ("memory taken at its minimum per window of", "内存按此时间窗取最小值"),
+    ("memory_creep", "min_fit_points"): ("fewest points a fit takes", "拟合所需最少点数"),
+    ("memory_creep", "onset_min_gain"): ("an onset is stated when the bend cuts the fit's spread by",
+                                         "拐点使拟合离散度减少此比例时才给出起点"),
+    ("memory_creep", "restart_drop_frac"): ("a restart: memory falls below this share of its level around it",
+                                            "判为重启：内存降至前后水平的此比例以下"),
+    ("memory_creep", "segments_min"): ("restarts: the runs between them judged together from",
+                                       "多次重启：运行段达到此数时合并判断"),
+    ("memory_creep", "segment_min_points"): ("a run between restarts counts with at least this many points",
+                                             "两次重启间的运行段至少有此数量的点才计入"),
+    ("memory_creep", "segments_rising_share"): ("share of those runs that climb on their own, at least",
+                                                "其中自身上升的运行段比例至少"),
+    ("peers", "bucket_s"): ("compared per window of (each chip's median)", "比较时间窗（取每颗芯片的中位数）"),
+    ("peers", "min_peers"): ("fewest peers to compare with", "比较所需最少同类数"),
+    ("peers", "k_sigma"): ("out of line: beyond this many times the peers' natural spread",
+                           "偏离：超过同类自然离散度的倍数"),
+    ("peers", "min_duration_s"): ("out of line for at least", "偏离至少持续"),
+    ("peers", "min_share"): ("in at least this share of that stretch's windows", "且占该时段时间窗的比例至少"),
+    ("peers", "min_confidence"): ("confidence that it is no passing cycle (sign test)", "不是周期波动的置信度（符号检验）"),
+    ("peers", "idle_util_pct"): ("a chip below this utilization is idle, not compared", "利用率低于此值的芯片视为空闲，不比较"),
+    ("peers", "power_tol_frac"): ("temperature compared while power is this close to the peers'",
+                                  "功耗与同类相差不超过此比例时才比较温度"),
+    ("peers", "temp_min_c"): ("a chip hotter than its peers by at least", "芯片比同类至少高出"),
+    ("peers", "node_temp_min_c"): ("a whole node hotter than the other nodes by at least", "整节点比其他节点至少高出"),
+    ("peers", "node_k_sigma"): ("a whole node: beyond this many times the other nodes' spread",
+                                "整节点：超过其他节点离散度的倍数"),
+    ("peers", "group_min_nodes"): ("nodes out of line together are one group's finding from",
+                                   "同时偏离的节点达到此数即作为一组报告"),
+    ("peers", "power_min_frac"): ("power out of line by at least", "功耗偏离至少"),
+    ("peers", "util_min_pct"): ("utilization out of line by at least", "利用率偏离至少"),
+    ("peers", "hbm_growth_min_frac"): ("HBM growth beyond the peers' (share of capacity), at least",
+                                       "HBM 增长超出同类（占容量比例）至少"),
+    ("peers", "step_min_frac"): ("straggler: step time above its peers' by at least", "掉队：步时比同类至少高"),
+    ("peers", "bw_min_frac"): ("straggler: collective bandwidth below its peers' by at least",
+                               "掉队：集合通信带宽比同类至少低"),
+    ("peers", "straggler_fail_frac"): ("a straggler slower than its peers by this much fails", "比同类慢此比例的掉队判为失败"),
+    ("peers", "temp_fail_c"): ("a chip, node or group of nodes this much hotter than its peers fails",
+                               "比同类高出此温度的芯片、节点或节点组判为失败"),
+    ("peers", "fail_min_s"): ("a straggler or a hot chip fails when it lasts", "掉队或过热持续此时长才判为失败"),
+    ("peers", "outlier_severity"): ("severity of any other outlier", "其他离群的严重级别"),
+    ("peers", "large_factor"): ("a short stretch is named when beyond the limit by this factor",
+                                "短时偏离超过界限的此倍数时即报告"),
+    ("peers", "large_min_s"): ("a short stretch lasts at least", "短时偏离至少持续"),
+    ("peers", "episodes_min_count"): ("recurring episodes: at least", "反复发作：至少次数"),
+    ("peers", "episodes_many"): ("recurring episodes: named at this many", "反复发作：达到此次数即报告"),
+    ("peers", "episodes_min_share"): ("or covering this share of the compared windows", "或占比较时间窗的比例"),
+    ("peers", "tail_min_share"): ("slow steps beyond its peers' share by at least", "慢步比例比同类至少多"),
+    ("peers", "tail_window_s"): ("slow steps counted over the last", "慢步按最近此时长统计"),
+    ("peers", "tail_fail_cost_frac"): ("stalls that cost the job this share of its time fail", "使作业损失此比例时间的停顿判为失败"),
+    ("stale_telemetry", "min_unchanged_s"): ("a reading unchanged for at least", "读数不变至少"),
+    ("stale_telemetry", "peer_factor"): ("and this many times its peers' longest unchanged stretch",
+                                         "且为同类最长不变时长的倍数"),
+    ("stale_telemetry", "min_readings"): ("over at least this many readings", "且至少有此数量的读数"),
+    ("stale_telemetry", "min_peers"): ("fewest peers to judge by", "判断所需最少同类数"),
+    ("stale_telemetry", "min_peers_moving_frac"): ("share of its peers that changed meanwhile, at least",
+                                                   "期间读数变化的同类比例至少"),
+    ("stale_telemetry", "counter_quiet_moves"): ("a counter: still for as long as its peers take to move this many times",
+                                                 "计数器：静止时长达到同类变化此次数所需的时长"),
+    ("thermal", "hysteresis_c"): ("overheating ends this far below the limit", "回落至界限以下此温度才算结束"),
+    ("thermal", "drift_fail_c"): ("a drift this far beyond its peers' own rise fails", "漂移超出同类升温此温度判为失败"),
+    ("thermal", "drift_max_power_pct_per_h"): ("a drift counts while power rises by at most", "功耗上升不超过此速率时才计漂移"),
+    ("thermal", "drift_min_hours"): ("drift judged on a 24 h moving average in runs of", "运行达到此时长时按 24 小时滑动平均判断漂移"),
+    ("thermal", "drift_short_min_c_per_h"): ("shorter runs: a rise of at least", "较短运行：至少上升"),
+    ("thermal", "drift_short_min_hours"): ("shorter runs judged from", "较短运行至少此时长才判断漂移"),
+    ("thermal", "throttle_mask"): ("clock-throttle reasons counted (NVML bit mask)", "计入的降频原因（NVML 位掩码）"),
+    ("thermal", "throttle_min_s"): ("throttled for at least", "降频至少持续"),
+    ("throughput_degradation", "baseline_len_h"): ("baseline length", "基线长度"),
+    ("throughput_degradation", "baseline_start_h"): ("baseline begins after", "基线开始于"),
+    ("throughput_degradation", "block_s"): ("step time averaged per block of", "步时按此时长分块平均"),
+    ("throughput_degradation", "bootstrap"): ("bootstrap resamples of its interval", "区间的自助重采样次数"),
+    ("throughput_degradation", "cusum_h"): ("CUSUM alarm level (in smallest slowdowns)", "CUSUM 报警线（以最小变慢量计）"),
+    ("utilization_dropouts", "global_min_share"): ("the job's stall: at least this share of the chips at once",
+                                                   "作业级停顿：至少此比例的芯片同时跌落"),
+    ("utilization_dropouts", "max_cv"): ("periodic: variation of the intervals at most", "周期性：间隔的变异系数至多"),
+    ("utilization_dropouts", "max_p"): ("periodic: chance that random dips look so, at most", "周期性：随机跌落呈现同样规律的概率至多"),
+    ("utilization_dropouts", "merge_gap_s"): ("dips closer than this are one", "间隔小于此值的跌落合并为一次"),
+    ("utilization_dropouts", "min_events"): ("periodic: at least this many dips", "周期性：至少跌落次数"),
+    ("utilization_dropouts", "min_share"): ("periodic: share of the intervals on the period, at least",
+                                            "周期性：符合周期的间隔比例至少"),
+    ("utilization_dropouts", "share_tol"): ("an interval on the period within", "间隔与周期相差不超过"),
+    ("compute", "min_expected_frac"): ("a rank below this share of its chip's 16-bit peak fails",
+                                       "低于芯片 16 位峰值算力此比例的进程判为失败"),
+    ("compute", "max_below_median_frac"): ("a node this far below the other nodes' median fails",
+                                           "低于其他节点中位数此比例的节点判为失败"),
+    ("evidence", "min_coverage"): ("share of the soak each chip's metrics were read, at least",
+                                   "每颗芯片各指标的读数覆盖率至少"),
+    ("evidence", "min_availability"): ("share of the run spent training, at least", "训练时间占运行的比例至少"),
+    ("evidence", "max_uninjected_restarts"): ("crashes and hangs not injected, at most", "非注入的崩溃与挂起至多"),
+    ("evidence", "min_uninterrupted_h"): ("longest uninterrupted training required (0: reported only)",
+                                          "要求的最长不间断训练（0：仅报告）"),
+    ("evidence", "restart_clock_on_failure"): ("the burn-in clock restarts at a failure", "故障后老化计时重新开始"),
+    ("evidence", "max_duration_h"): ("longest run the restarted clock may make (0: the plan's duration)",
+                                     "重新计时后运行最长时长（0：计划时长）"),
+    ("faults", "correctable_max_per_h"): ("correctable ECC errors warn above", "可纠正 ECC 错误超过此速率告警"),
+    ("faults", "correctable_peer_factor"): ("or above this many times the chips' median", "或超过芯片中位数的此倍数"),
+    ("faults", "correctable_peer_min"): ("once a chip has at least", "且芯片至少已有"),
+    ("faults", "max_link_down_s"): ("a network port down longer than this fails", "网口中断超过此时长判为失败"),
+    ("faults", "max_link_flaps"): ("more port flaps than this fail", "网口抖动超过此次数判为失败"),
+    ("faults", "max_read_interval_s"): ("fault views read at least once per", "故障视图至少每隔此时长读取一次"),
+    ("faults", "min_reads"): ("fault views read at least", "故障视图至少读取次数"),
+    ("chips", "pair_busbw_gbps"): ("pair bus bandwidth", "点对点总线带宽"),
+    ("chips", "tflops_16bit"): ("16-bit TFLOPS", "16 位 TFLOPS"),
+    ("profile", "name"): ("profile", "配置名称"),
+}
+
 # a word of a threshold's name -> (en, zh); a name's words joined make its label
 _WORDS: dict[str, tuple[str, str]] = {
     "min": ("minimum", "最小"), "max": ("maximum", "最大"), "frac": ("share", "比例"), "share": ("share", "比例"),
@@ -391,7 +511,8 @@ def threshold_value(key: str, value: Any, lang: str = "en") -> str:
     if key == "cusum_h":  # in units of the smallest slowdown, not hours
         return f"{v:.3g}"
     if key.endswith(("_frac", "_share")) or key in ("ci", "min_share", "min_confidence", "max_idle_fraction",
-                                                      "min_coverage", "min_availability"):
+                                                      "min_coverage", "min_availability", "onset_min_gain",
+                                                      "share_tol"):
         return f"{v * 100:.3g} %"
     if key.endswith("_pct"):
         return f"{v:.3g} %"
@@ -408,10 +529,22 @@ def threshold_value(key: str, value: Any, lang: str = "en") -> str:
     return plain(value)
 
 
-def threshold_label(key: str, lang: str = "en") -> str:
-    """A threshold's name in words, without its unit suffix."""
+_LABELS_ORDER = {k: i for i, k in enumerate(THRESHOLD_LABELS)}
+
+
+def _label_rank(section: str, key: str) -> tuple[int, str]:
+    """Where a figure's row goes: in the label table's order (a condition after what it
+    qualifies), keys without a label after them, by name."""
+    return _LABELS_ORDER.get((section, key), len(_LABELS_ORDER)), key
+
+
+def threshold_label(key: str, lang: str = "en", section: str | None = None) -> str:
+    """A threshold's name in words, without its unit suffix: its label in ``section`` (a
+    detector or a section of the profile), else made of the words of its key."""
     from soak.report.names import KIND_NAMES, kind_name
 
+    if (section, key) in THRESHOLD_LABELS:
+        return pick(THRESHOLD_LABELS, (section, key), lang)  # type: ignore[arg-type]
     if key in KIND_NAMES:
         return kind_name(key, lang)
     stem = key
@@ -438,7 +571,7 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
     order: list[int] = []  # ... in the order they read (the threshold, then its conditions)
     out: list[tuple[str, str]] = []
     source = _without_notes(thresholds) if name == "profile" else thresholds
-    for key in sorted(source):
+    for key in sorted(source, key=lambda k: _label_rank(name, k)):
         value = source[key]
         if key == "phases" and isinstance(value, Sequence):
             from soak.report.rows import phase_text
@@ -457,15 +590,15 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
                 out.append((f"{section}{sep}{severity_name(level, lang)}", kinds))
         elif isinstance(value, Mapping):
             section = pick(PROFILE_SECTIONS, key, lang) if key in PROFILE_SECTIONS else threshold_label(key, lang)
-            for sk in sorted(value):
+            for sk in sorted(value, key=lambda k: _label_rank(key, k)):
                 sub = value[sk]
                 if isinstance(sub, Mapping):  # a chip model's figures: one row, figures joined
                     text = ("；" if lang == "zh" else "; ").join(
-                        f"{threshold_label(k, lang)} {threshold_value(k, x, lang)}" for k, x in sorted(sub.items()))
+                        f"{threshold_label(k, lang, key)} {threshold_value(k, x, lang)}" for k, x in sorted(sub.items()))
                     out.append((f"{section}: {sk}" if lang == "en" else f"{section}：{sk}", text))
                 else:
                     sep = ": " if lang == "en" else "："
-                    out.append((f"{section}{sep}{threshold_label(sk, lang)}", threshold_value(sk, sub, lang)))
+                    out.append((f"{section}{sep}{threshold_label(sk, lang, key)}", threshold_value(sk, sub, lang)))
         else:
             words = THRESHOLD_WORDS.get((name, key))
             v = threshold_value(key, value, lang)
@@ -473,7 +606,8 @@ def threshold_rows(name: str, thresholds: Mapping[str, Any], lang: str = "en",
                 said.append((words[1 if lang == "zh" else 0].format(v=v), ""))
                 order.append(_WORDS_ORDER.index((name, key)))
             else:
-                out.append((threshold_label(key, lang), v))
+                label = threshold_label(key, lang, name)
+                out.append((label[:1].upper() + label[1:] if lang == "en" else label, v))
     return [row for _, row in sorted(zip(order, said, strict=True))] + out
 
 

@@ -454,6 +454,7 @@ _DETECTOR_SECTIONS = {
     "comm_timeouts": "comm",
     "thermal": "thermal",
     "throughput_degradation": "throughput",
+    "stale_telemetry": "stale",
 }
 
 

@@ -364,19 +364,7 @@ def render_pdf(
     story.append(st.p(t("no_clean_statement", lang) if data.clean_statement is None
                       else reason_text(data.clean_statement, lang, tz)))
 
-    story += st.heading(t("detectors", lang))
-    det_rows = [
-        [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
-         Markup("<br/>".join(escape(line) for line in threshold_lines(d.name, _own(d, data.detectors), lang, tz))
-                or "N/A")]
-        for d in data.detectors
-    ]
-    if det_rows:
-        story.append(table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows,
-                           [40 * mm, 16 * mm, page_w - 56 * mm]))
-    else:
-        story.append(st.p("N/A"))
-    story += _appendix(st, data, lang, page_w)
+    story += _appendix(st, data, lang, page_w, tz)
 
     # The digest and the signature stay on one page: a signature alone on the last page reads
     # as an empty page, and the two belong together (what is signed, and by whom).
@@ -538,17 +526,30 @@ def _own(detector: Any, detectors: Any) -> dict:
     return {k: v for k, v in detector.thresholds.items() if k not in others}
 
 
-def _appendix(st: Styles, data: ReportData, lang: str, page_w: float) -> list:
-    """The environment manifest and the run plan as labelled tables (``soak.report.appendix``):
-    reference, after everything the verdict rests on."""
+def _appendix(st: Styles, data: ReportData, lang: str, page_w: float, tz: Any) -> list:
+    """The detectors' thresholds in words, the environment manifest and the run plan as
+    labelled tables (``soak.report.appendix``): reference, after everything the verdict rests
+    on."""
     from reportlab.lib.units import mm
     from reportlab.platypus import Spacer
 
     env, plans = appendix_tables(data.manifest, data.run.run_id, lang)
     out: list = [*st.heading(t("appendix", lang)), st.p(t("appendix_intro", lang), st.small)]
-    if not env and not plans:
-        return [*out, st.p("N/A")]
     sub = st.body.clone("ab", fontName=st.h2.fontName)
+    out += st.heading(t("detectors", lang), sub)
+    det_rows = [
+        [detector_name(d.name, lang), (d.version or "N/A").split("/", 1)[-1],
+         Markup("<br/>".join(escape(line) for line in threshold_lines(d.name, _own(d, data.detectors), lang, tz))
+                or "N/A")]
+        for d in data.detectors
+    ]
+    if det_rows:
+        out += [table(st, [t("detector", lang), t("version", lang), t("thresholds", lang)], det_rows,
+                      [40 * mm, 16 * mm, page_w - 56 * mm]), Spacer(1, 2 * mm)]
+    else:
+        out.append(st.p("N/A"))
+    if not env and not plans:
+        return out
     for i, tb in enumerate([*env, *plans]):
         if i == len(env) and plans:
             out += st.heading(t("plan_title", lang))

@@ -136,3 +136,43 @@ def test_thresholds_are_sentences_or_labelled_values_with_units(lang: str) -> No
     assert threshold_value("min_coverage", 0.95, lang) == "95 %"
     assert threshold_value("correctable_max_per_h", 10.0, "en") == "10/h"
     assert threshold_value("temp_min_c", 4.5, lang) == "4.5 °C"
+
+
+def _profile_sections() -> dict[str, tuple[str, dict]]:
+    """Each detector's section of the default profile by the detector's name, and the profile's
+    own sections that are no detector's (by their key), with their figures."""
+    from soak.report.loader import _DETECTOR_SECTIONS
+
+    profile = Profile.default().to_dict()
+    out = {name: (name, profile[section]) for name, section in _DETECTOR_SECTIONS.items()}
+    out.update({name: (name, profile[name]) for name in ("peers", "links", "compute", "evidence", "faults")})
+    return out
+
+
+def test_every_figure_of_the_default_profile_has_a_label_in_words_in_both_languages() -> None:
+    # the words of a key ("episodes many", "segmentsrising比例") read as nothing to a customer:
+    # every figure of the default profile has a label of its own, or a sentence
+    from soak.report.appendix import THRESHOLD_LABELS, THRESHOLD_WORDS
+
+    missing = [(section, key) for section, figures in _profile_sections().values() for key in figures
+               if not key.endswith(("_source", "_note")) and (section, key) not in THRESHOLD_LABELS
+               and (section, key) not in THRESHOLD_WORDS]
+    missing += [("chips", k) for chip in Profile.default().to_dict()["chips"].values() for k in chip
+                if not k.endswith("_source") and ("chips", k) not in THRESHOLD_LABELS]
+    assert missing == []
+    for en, zh in THRESHOLD_LABELS.values():
+        assert "_" not in en and zh != en
+
+
+def test_the_chinese_thresholds_have_no_english_word_but_names_and_units() -> None:
+    # a word left in English in a Chinese line ("重启drop比例") is a label that was never translated
+    allowed = {"HBM", "ECC", "CUSUM", "TFLOPS", "NVML", "MB", "GB", "h", "s", "min", "N", "A"}
+    profile = Profile.default().to_dict()
+    lines = [line for name, (_, figures) in _profile_sections().items() for line in threshold_lines(name, figures, "zh")]
+    lines += [line for line in threshold_lines("profile", {k: v for k, v in profile.items() if k in
+                                                          ("chips", "required_runtime_h", "severity")}, "zh")]
+    for line in lines:
+        label = line.rsplit("：", 1)[0] if "：" in line else line
+        # chip models (H100, 310P, 910B) name themselves
+        words = set(re.findall(r"[A-Za-z]+", label)) - allowed - {"H", "P", "B", "CPU", "NaN", "Inf"}
+        assert not words, (line, words)

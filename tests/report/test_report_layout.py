@@ -95,7 +95,7 @@ def test_every_table_is_inside_the_margins(pages, lang: str) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_appendix_has_no_raw_dump_and_no_local_path(pages, lang: str) -> None:
     text = " ".join(p.text for p in pages[lang])
-    heading = "附录：环境清单与运行计划" if lang == "zh" else "Appendix: environment manifest and run plan"
+    heading = "附录：阈值、环境清单与运行计划" if lang == "zh" else "Appendix: thresholds, environment manifest and run plan"
     assert heading in text
     appendix = text[text.index(heading):]
     for raw in ("npu.cards[", "board_id", "chip_boards", ".venv", "/home/delivery", "_source", "npu_smi N/A"):

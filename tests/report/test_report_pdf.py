@@ -65,7 +65,7 @@ def test_english_pdf_has_every_section_and_the_fail_verdict(built, recorded):
         "Per-chip timelines",
         "Findings",
         "Event timeline",
-        "Appendix: environment manifest and run plan",
+        "Appendix: thresholds, environment manifest and run plan",
         "Clean-run statement",
         "Detector versions and thresholds",
         "24.1.rc2",  # driver version from the manifest
