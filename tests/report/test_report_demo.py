@@ -184,7 +184,7 @@ def test_whole_demo_fails_on_its_planted_leak_and_its_pdf_shows_the_evidence(dem
             found = figures([*pdf_text_pages(doc), app_text(app)])
             labels = set().union(*found)
             assert {"planned", "ran", "training", "judged availability", "longest uninterrupted", "chips",
-                    "injected", "ETTR", "time to exhaustion", "crash downtime"} <= labels, (lang, labels)
+                    "injected", "ETTR", "time to exhaustion", "crash downtime", "leak rate", "leak growth"} <= labels, (lang, labels)
             assert not conflicts(found), (lang, conflicts(found))
     finally:
         for k in ("SOAK_REPORT_DB", "SOAK_REPORT_DATA_DIR"):
