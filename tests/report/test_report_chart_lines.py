@@ -56,3 +56,44 @@ def test_the_legend_names_rank_zero_and_the_other_ranks_or_chips() -> None:
     lines = chart_lines(chips, {"npu1-0"}, "hbm_used_bytes", "en")
     assert [ln.label for ln in lines] == [None, "npu1-0", None]
     assert others_label(lines, "hbm_used_bytes", "en") == "other chips"
+
+
+def test_every_colour_the_charts_draw_is_named_in_their_legend(recorded, monkeypatch) -> None:
+    # a chart of 16 chips with a leak on one and a crash: each line in a colour of its own is
+    # in the legend by its name, every grey one is what the legend's "other chips" (or "other
+    # ranks") says, and each legend entry is drawn
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from soak.report.charts import metric_chart_png
+    from soak.report.fonts import try_register_cjk_font
+    from soak.report.loader import load_report_data
+    from soak.store import Store
+
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
+    with Store.open(recorded["db"], create=False) as store:
+        data = load_report_data(store, recorded["run_id"])
+    grey = "#7f7f7f"
+    checked = set()
+    for lang in ("en", "zh"):
+        for metric in ("hbm_used_bytes", "step_time_s", "util_pct"):
+            figures.clear()
+            assert metric_chart_png(data, metric, lang=lang, font=try_register_cjk_font()) is not None
+            (ax,) = figures[-1].axes
+            legend = ax.get_legend()
+            named = {text.get_text(): to_hex(handle.get_color()) for text, handle
+                     in zip(legend.get_texts(), legend.legend_handles, strict=True) if hasattr(handle, "get_color")}
+            drawn = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 1]
+            for ln in drawn:
+                colour = to_hex(ln.get_color())
+                if colour == grey or ln.get_label().startswith("_"):  # the rest, or a mark (an event's)
+                    assert colour in named.values(), (metric, colour, named)
+                else:
+                    assert named.get(ln.get_label()) == colour, (metric, ln.get_label(), colour, named)
+                checked.add((metric, colour == grey))
+            for label, colour in named.items():  # no entry for a series or mark the chart does not draw
+                assert any(to_hex(ln.get_color()) == colour for ln in drawn), (metric, label)
+    # the leak's chip in colour on the HBM chart, rank 0 on the step-time chart, the rest grey
+    assert {("hbm_used_bytes", False), ("hbm_used_bytes", True), ("step_time_s", False)} <= checked, checked
