@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import math
 import os
 import sys
 import tempfile
@@ -25,6 +26,7 @@ import streamlit as st
 
 from soak.report import numerics as nmr
 from soak.report import reliability_text as rt
+from soak.report.charts import BREAKING_EVENTS, chart_lines
 from soak.report.device_faults import chip_columns, clean_line, fault_header, fault_rows
 from soak.report.evidence_text import evidence_rows
 from soak.report.i18n import simulation_label, t, verdict_label
@@ -122,16 +124,23 @@ def _tz(data: Any) -> Any:
     return run_zone(data.run.timezone, data.run.utc_offset_s)
 
 
+# A table of more rows than this is the interactive grid (scrolled, sorted, searched); up to
+# it a static table, every row and cell shown whole within the page: the grid cut a Chinese
+# per-chip table at the page's right edge and showed 10 of an event timeline's 14 rows.
+STATIC_MAX_ROWS = 200
+
+
 def _table(rows: list[dict[str, Any]], *, wrap: bool = False, markup: bool = False) -> None:
-    """A table; ``wrap`` for a short one whose sentences must be read whole (a static table
-    wraps its cells, the interactive grid cuts them)."""
+    """A table: static (its cells wrapped, every row shown) unless ``wrap`` is False and it has
+    more than ``STATIC_MAX_ROWS`` rows, then the interactive grid, tall enough for 30 rows.
+    ``markup``: the cells are Markdown already (``markdown_cell``)."""
     import pandas as pd
 
-    if wrap:  # st.table writes its cells as Markdown: each data string through shown()
+    if wrap or len(rows) <= STATIC_MAX_ROWS:  # st.table writes its cells as Markdown: each through shown()
         rows = rows if markup else shown_rows(rows)
         st.table(pd.DataFrame(rows).set_index(list(rows[0])[0]) if rows else pd.DataFrame())
     else:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=35 * 31 + 3)
 
 
 _MET_COLOR = {True: "green", False: "red", None: "gray"}
@@ -277,6 +286,11 @@ def section_device_faults(data: Any, lang: str) -> None:
            wrap=True)
 
 
+# the lines' colours (Tableau 10, as Vega-Lite's own), each named in the legend
+_PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+            "#17becf")
+
+
 def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> None:
     import altair as alt
     import pandas as pd
@@ -289,6 +303,8 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
         return pd.Timestamp(ts, unit="s", tz="UTC").tz_convert(tz).tz_localize(None)
 
     devices = [c.device for c in data.chips]
+    flagged_devices = {f.device for f in data.findings if f.severity != "info"}
+    crashes = [e.ts for e in data.events if e.kind in BREAKING_EVENTS]
     # the chips with something to explain first (info findings are already explained)
     flagged = sorted({f.device for f in data.findings if f.device in devices and f.severity != "info"})
     st.subheader(t("timelines", lang))
@@ -304,35 +320,51 @@ def page_timelines(url: str, data: Any, lang: str, last_ts: float | None) -> Non
          for e in data.events if e.kind in ("crash", "restart", "hang", "exit", "inject", "gap", "stop")]
     )
     for metric in ("util_pct", "temp_c", "hbm_used_bytes", "power_w", "step_time_s"):
-        rows = []
         scale = _METRIC_SCALE.get(metric, 1.0)
-        for s in series:
-            if s.metric != metric or (metric != "step_time_s" and s.device not in chosen):
-                continue
-            rows.extend({"ts": x, "device": s.device, "value": None if v is None else v * scale}
-                        for x, v in zip(s.ts, s.values, strict=False))
+        shown = [s for s in series if s.metric == metric and (metric == "step_time_s" or s.device in chosen)]
+        # the PDF's lines (``charts.chart_lines``): broken where the readings stop or a rank
+        # crashed (a null, which the chart leaves as a gap), named as the PDF names them; every
+        # coloured line named in the legend, the rest grey and named together. The chips chosen
+        # are each named; on the step-time chart rank 0 and the ranks a finding names.
+        other = t("legend_other_ranks", lang)
+        rows = [{"ts": x, "device": ln.device, "value": None if math.isnan(y) else y * scale,
+                 "series": ln.device if metric != "step_time_s" else ln.label or other}
+                for ln in chart_lines(shown, flagged_devices, metric, lang, crashes=crashes)
+                for x, y in zip(ln.xs, ln.ys, strict=True)]
         if not rows:
             continue
         df = pd.DataFrame(rows)
         df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True).dt.tz_convert(tz).dt.tz_localize(None)
-        layers = [
-            alt.Chart(df).mark_line(strokeWidth=1).encode(
-                x=alt.X("ts:T", title=zone, axis=alt.Axis(format="%m-%d %H:%M")),
-                y=alt.Y("value:Q", title=t(metric, lang),
-                        scale=alt.Scale(domain=_FIXED_RANGE[metric]) if metric in _FIXED_RANGE else alt.Scale(zero=False)),
-                color="device:N",
-                tooltip=["device", "ts", "value"],
-            )
-        ]
+        named = sorted(set(df["series"]) - {other})
+        domain = named + ([other] if other in set(df["series"]) else [])
+        colours = [_PALETTE[i % len(_PALETTE)] for i in range(len(named))] + ["#9e9e9e"] * (len(domain) - len(named))
+        legend = alt.Legend(orient="bottom", direction="horizontal", titleLimit=0, labelLimit=0)
+        encoding = dict(
+            x=alt.X("ts:T", title=zone, axis=alt.Axis(format="%m-%d %H:%M")),
+            # the same room for every chart's y labels: their time axes line up
+            y=alt.Y("value:Q", title=t(metric, lang), axis=alt.Axis(minExtent=48, maxExtent=48),
+                    scale=alt.Scale(domain=_FIXED_RANGE[metric]) if metric in _FIXED_RANGE else alt.Scale(zero=False)),
+            color=alt.Color("series:N", title=t("device", lang), scale=alt.Scale(domain=domain, range=colours),
+                            legend=legend),
+            detail="device:N",
+            tooltip=[alt.Tooltip("device:N", title=t("device", lang)), alt.Tooltip("ts:T", title=zone),
+                     alt.Tooltip("value:Q", title=t(metric, lang))],
+        )
+        # the grey lines first, the named ones over them
+        grey = df["series"] == other
+        layers = [alt.Chart(part).mark_line(strokeWidth=1).encode(**encoding)
+                  for part in (df[grey], df[~grey]) if not part.empty]
         sp = spans[spans["metric"].isin([metric, None])] if not spans.empty else spans
         if not sp.empty:
             layers.append(alt.Chart(sp).mark_rect(opacity=0.15, color="orange").encode(x="start:T", x2="end:T", tooltip=["finding"]))
         if not marks.empty:
             # every kind of dashed mark named in the legend
             layers.append(alt.Chart(marks).mark_rule(color="gray").encode(
-                x="ts:T", strokeDash=alt.StrokeDash("event:N", title=t("legend_event", lang)),
-                tooltip=["event", "message"]))
-        st.altair_chart(alt.layer(*layers).properties(height=220), width="stretch")
+                x="ts:T", strokeDash=alt.StrokeDash("event:N", title=t("legend_event", lang), legend=legend),
+                tooltip=[alt.Tooltip("event:N", title=t("event", lang)),
+                         alt.Tooltip("message:N", title=t("message", lang))]))
+        # the height holds the axes and the legend below the plot too (the chart fits its box)
+        st.altair_chart(alt.layer(*layers).properties(height=320), width="stretch")
     if not spans.empty:
         st.caption(f":orange-background[{t('legend_finding', lang)}]: {t('legend_finding_note', lang)}")
 
@@ -510,6 +542,11 @@ def page_pdf(url: str, data: Any, lang: str, data_dir: str, run_dir: str | None,
 def main() -> None:
     args = _args()
     st.set_page_config(page_title="soak report", page_icon=":material/science:", layout="wide")
+    # static tables a size smaller, a row's name on one line: a 13-column per-chip table fits
+    # the page in both languages without breaking "npu0-0" at its hyphen
+    st.html("<style>[data-testid='stTable'] table {font-size: 0.8rem}"
+            " [data-testid='stTable'] tbody tr > :first-child p {white-space: nowrap !important;"
+            " word-break: keep-all !important; overflow-wrap: normal !important}</style>")
     lang = st.sidebar.radio(
         t("language", args.lang) + " / 语言", ("en", "zh"), index=1 if args.lang == "zh" else 0,
         format_func=lambda x: {"en": "English", "zh": "中文"}[x], horizontal=True, key="lang",

@@ -26,7 +26,7 @@ _FIXED_RANGE = {"util_pct": (0.0, 100.0)}
 # Events worth a vertical line on every chart.
 _MARKED_EVENTS = ("restart", "crash", "exit", "hang", "inject", "workload_exit", "workload_crash")
 # Events after which a rank's step times are another process's: its line breaks there.
-_BREAKING_EVENTS = ("crash", "workload_crash", "hang", "restart")
+BREAKING_EVENTS = ("crash", "workload_crash", "hang", "restart")
 GAP_INTERVALS = 3.0  # readings farther apart than this many typical intervals: a gap, not a line
 _RANK = re.compile(r".*-rank(\d+)")  # a rank's series: ``soak.device_names.rank_device``
 
@@ -64,7 +64,7 @@ def metric_chart_png(
         fig, ax = plt.subplots(figsize=(width_in, height_in), dpi=dpi)
         try:
             marked = [e for e in data.events if any(k in e.kind for k in _MARKED_EVENTS)]
-            crashes = [e.ts for e in data.events if e.kind in _BREAKING_EVENTS]
+            crashes = [e.ts for e in data.events if e.kind in BREAKING_EVENTS]
             lines = chart_lines(series, flagged, metric, lang, crashes=crashes)
             # the chips a finding names in colour and in the legend, every other one grey, as the
             # legend's "other chips" says: a colour no legend names would say nothing

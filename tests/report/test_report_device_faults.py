@@ -204,7 +204,8 @@ def test_app_overview_shows_the_device_faults_table_and_the_chip_columns(tmp_pat
     assert faults.index.name == "首次出现"
     assert list(faults["信号"]) == ["健康状态", "不可纠正 ECC", "双比特隔离页", "故障码", "网口", "可纠正 ECC", "故障码"]
     assert list(faults["故障码"])[3] == "80E3A201" and list(faults["次数与最后读数"])[4] == "断开 1 次，已恢复"
-    chips = at.dataframe[-1].value.set_index("设备")
+    chips = next(tb.value for tb in at.table if "序列号" in tb.value.columns)
+    assert chips.index.name == "设备"
     assert chips.loc["npu0-1", "ECC 不可纠正 / 可纠正"] == "15 / 103"
     assert chips.loc["npu1-0", "健康状态"] == "Alarm" and chips.loc["npu0-0", "网口"] == "断开 1 次"
 
