@@ -31,12 +31,11 @@ its median inside the episodes against outside them.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from soak.analysis._stats import index_runs
+from soak.analysis._stats import index_runs, nanmedian_each_row
 from soak.analysis.profile import PeersParams
 from soak.analysis.utilization import periodicity
 
@@ -73,9 +72,7 @@ def own_level(dev: np.ndarray, bucket_s: float) -> np.ndarray:
     half = max(1, int(round(EPISODE_CONTEXT_S / bucket_s)))
     padded = np.concatenate([np.full(half, np.nan), dev, np.full(half, np.nan)])
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(windows, axis=1)
+    return nanmedian_each_row(windows)
 
 
 def find(t: np.ndarray, dev: np.ndarray, sign: int, limit: float, p: PeersParams) -> Episodes | None:
