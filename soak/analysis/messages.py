@@ -582,6 +582,7 @@ ENGLISH_FORMATS: Formats = {"hm": hm, "pct": pct, "utc": utc, "hours": hours, **
 """The named formats of ``say``'s English."""
 
 _JOINS = {"semi": "; "}
+_ZERO = re.compile(r"-0(?:\.0*)?%?")
 
 
 class _Formatter(string.Formatter):
@@ -597,7 +598,11 @@ class _Formatter(string.Formatter):
             return fn(value)
         if isinstance(value, list | tuple):
             return _JOINS.get(format_spec, ", ").join(str(v) for v in value)
-        return super().format_field(value, format_spec)
+        text = super().format_field(value, format_spec)
+        if isinstance(value, float) and value < 0 and format_spec.endswith(("f", "%")) and _ZERO.fullmatch(text):
+            # a small negative rounded to nothing is written as zero: "-0.0 MB/h" says a sign it has not
+            return super().format_field(0.0, format_spec)
+        return text
 
 
 def render(template: str, values: Mapping[str, Any], formats: Formats = ENGLISH_FORMATS) -> str:

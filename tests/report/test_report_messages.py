@@ -78,3 +78,13 @@ def test_the_english_summary_is_the_code_said_without_the_reports_names():
 def test_an_unknown_code_is_shown_as_written_never_guessed():
     assert message("memory_creep.from_a_newer_soak", {"x": 1}, "zh", fallback="as judged") == "as judged"
     assert message("", {}, "zh", fallback=None) == "N/A"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_negative_figure_rounded_to_nothing_is_written_without_a_sign(lang: str) -> None:
+    # a node's peers at -0.04 MB/h were "-0.0 MB/h": a sign the figure has not
+    values = {"metric": "hbm_used_bytes", "slope_mb_per_h": 20.0, "segments": 5, "deviation_mb_per_h": -0.04,
+              "scope": "cluster", "baseline_mb_per_h": -0.04, "limit_mb_per_h": 6.9, "growth_min_mb": 60.0,
+              "growth_max_mb": 240.0}
+    text = message("outlier.restarts.hbm_used_bytes", values, lang)  # a chip's leak across restarts, on its peers
+    assert "-0.0" not in text and "+0.0 MB/h" in text and " 0.0 MB/h" in text, text
