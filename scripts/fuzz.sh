@@ -7,7 +7,7 @@
 #   scripts/fuzz.sh -n 300           300 cases each (a quick check that the hunt runs)
 #   scripts/fuzz.sh -n 2000 store    one suite (csv, plan, store, verify)
 #   scripts/fuzz.sh -j 2 store       two parts at a time (one per core: the store's 10000 cases
-#                                    take about an hour on two idle cores)
+#                                    took 82 min on two cores busy with other work too)
 #
 # A part that fails names its seed and case: SOAK_FUZZ_SEED=S SOAK_FUZZ_CASES=N replays it
 # (the line printed gives the command). Prints one line per suite; exit 1 if any failed.
