@@ -256,6 +256,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "plan_capture": ("Performance captures", "性能采集"),
     "plan_cluster": ("Cluster", "集群"),
     "plan_reliability": ("Reliability", "可靠性"),
+    "plan_numerics": ("Numerical checks", "数值校验"),
     "plan_links": ("Links between nodes", "节点间链路"),
     "plan_peers": ("Comparison among peers", "同类比较"),
     "key": ("Key", "键"),

@@ -176,3 +176,17 @@ def test_the_chinese_thresholds_have_no_english_word_but_names_and_units() -> No
         # chip models (H100, 310P, 910B) name themselves
         words = set(re.findall(r"[A-Za-z]+", label)) - allowed - {"H", "P", "B", "CPU", "NaN", "Inf"}
         assert not words, (line, words)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_section_of_a_plan_has_a_title_in_words(lang: str) -> None:
+    # a section without one was shown as its key ("numerics" in the Chinese appendix)
+    from dataclasses import fields
+
+    from soak.config import Plan
+    from soak.report.appendix import _section_title
+
+    for f in fields(Plan):
+        title = _section_title(f.name, lang)
+        assert title != f.name and "_" not in title, (f.name, title)
+        assert lang == "en" or not title.isascii(), (f.name, title)
