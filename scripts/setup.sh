@@ -41,7 +41,9 @@ print("cpu" if "+cpu" in meta["version"] or not cuda else "cuda")' || true)
     "${pip[@]}" install -q "$TORCH" --index-url "$TORCH_CPU_INDEX"
   fi
 fi
-"${pip[@]}" install -q -e '.[dev]'
+# setuptools prints a banner on every editable install (its editable_wheel's warning, in
+# pip's build subprocess, which inherits this filter): noise, not a problem of the setup
+PYTHONWARNINGS="ignore::UserWarning:setuptools.command.editable_wheel" "${pip[@]}" install -q -e '.[dev]'
 
 # The Chinese report (soak demo --lang zh, soak report pdf --lang zh) needs a CJK font: none ships
 # with soak (5-20 MB). Installed as root where apt-get is; named where it cannot be.
