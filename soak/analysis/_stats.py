@@ -6,7 +6,6 @@ statistics before any O(n^2) estimator (Theil-Sen) runs; everything here is vect
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,11 +252,7 @@ def nanmedian_each_row(mat: np.ndarray) -> np.ndarray:
 
 def nanmedian_rows(mat: np.ndarray) -> np.ndarray:
     """Median over rows ignoring NaN, NaN where a column has none (no warning)."""
-    if mat.shape[0] == 0:
-        return np.full(mat.shape[1], np.nan)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(mat, axis=0)
+    return nanmedian_each_row(mat.T)
 
 
 def valid_count(mat: np.ndarray) -> np.ndarray:
