@@ -114,7 +114,7 @@ def _check_output(out: Path) -> None:
 
 
 def _stamp(lang: str, run_id: str, verdict: str | None, sha: str, font: str | None,
-           signer: Signer | None) -> dict[str, Any]:
+           signer: Signer) -> dict[str, Any]:
     """The signature stamp's lines in the report's language, and the font that draws them
     (``finalize_pdf``'s ``stamp_lines``, ``stamp_font``). pyhanko's own font draws ASCII only:
     Chinese lines, or a signer named in another script, are drawn in the CJK font (else in
@@ -128,7 +128,7 @@ def _stamp(lang: str, run_id: str, verdict: str | None, sha: str, font: str | No
                 t("stamp_verdict", lg).format(verdict=verdict_label(verdict, lg)),
                 t("stamp_data", lg).format(sha=sha[:16]))
 
-    name = "" if signer is None else signer.name
+    name = signer.name
     for lg in dict.fromkeys((lang, "en")):
         text = "".join(lines(lg)) + name
         if text.isascii():
@@ -137,7 +137,7 @@ def _stamp(lang: str, run_id: str, verdict: str | None, sha: str, font: str | No
             face = None if choice is None else stamp_face(choice, text)
             if face is not None:
                 return {"stamp_lines": lines(lg), "stamp_font": face}
-    fingerprint = "" if signer is None else signer.fingerprint_sha256[:23]
+    fingerprint = signer.fingerprint_sha256[:23]
     return {"stamp_lines": (t("stamp_signer_fp", "en").format(fingerprint=fingerprint), *lines("en")[1:]),
             "stamp_font": None}
 
@@ -195,7 +195,7 @@ def build_pdf(
         slot_box=slot.box,
         tsa_url=tsa_url,
         location=(customer.site if customer else None),
-        **_stamp(lang, run_id, data.verdict, sha, font, None if keys is None else keys.signer),
+        **({} if keys is None else _stamp(lang, run_id, data.verdict, sha, font, keys.signer)),  # unsigned: no stamp
     )
     tmp_out = out.with_name(f".{out.name}.tmp")
     try:
