@@ -42,7 +42,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from soak.errors import StoreError, mask_url, unmasked_url
@@ -61,6 +61,12 @@ BUSY_TIMEOUT_MS = 10000
 # daemon spools what it could not write: soak.daemon.spool).
 RECONNECT_WITHIN_S = 5.0
 RECONNECT_WAIT_MAX_S = 1.0
+# A pooled PostgreSQL connection idle for longer than this is pinged before use: a restart of
+# the server while it sat in the pool is then not seen at all. One used again sooner is not
+# (a writer that drains a backlog batch after batch would pay a round trip per batch, about a
+# tenth of what a batch costs it and the server); if the server went away in that moment the
+# statement fails on it as lost, and the one retry path (``Database._attempts``) makes a new one.
+PING_IDLE_S = 1.0
 
 T = TypeVar("T")
 
@@ -204,10 +210,11 @@ def open_engine(norm: str, *, create: bool) -> Engine:
             kwargs = {"connect_args": {"check_same_thread": False, "timeout": 10}}
     try:
         if norm.startswith("postgresql"):
-            # pre-ping: a pooled connection the server dropped (a restart) is replaced
-            # before a statement fails on it
-            kwargs = {"connect_args": _pg_bounds(norm), "pool_pre_ping": True}
+            kwargs = {"connect_args": _pg_bounds(norm)}
         engine = create_engine(norm, **kwargs)
+        if engine.dialect.name == "postgresql":
+            event.listen(engine, "checkin", _idle_since)
+            event.listen(engine, "checkout", functools.partial(_ping_if_idle, engine.dialect))
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
         raise StoreError(f"store URL {mask_url(norm)!r}: {describe(exc)}") from None
     except ImportError as exc:
@@ -216,6 +223,23 @@ def open_engine(norm: str, *, create: bool) -> Engine:
     if engine.dialect.name == "sqlite" and not memory:
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _idle_since(dbapi_conn: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dialect: Any, dbapi_conn: Any, record: Any, proxy: Any) -> None:
+    """SQLAlchemy's pre-ping (the dialect's, in autocommit) of a pooled connection that sat
+    idle for ``PING_IDLE_S`` or more (not of one just made): the pool replaces one that fails
+    it before a statement runs on it."""
+    idle_since = record.info.pop("idle_since", None)
+    if idle_since is None or time.monotonic() - idle_since < PING_IDLE_S:
+        return
+    try:
+        dialect.do_ping(dbapi_conn)
+    except Exception as exc:  # noqa: BLE001 (any failure: the pool drops it and makes another)
+        raise DisconnectionError(f"pooled connection failed its ping: {describe(exc)}") from exc
 
 
 class _CopyRefused(Exception):

@@ -1,4 +1,5 @@
-"""The store rides out a PostgreSQL restart: pooled connections are checked before use, a lost
+"""The store rides out a PostgreSQL restart: pooled connections idle for a while are checked
+before use, a lost
 or refused connection is tried again for a few seconds (``RECONNECT_WITHIN_S``), and beyond
 that the call fails with one line and the writer keeps its rows.
 
@@ -16,7 +17,7 @@ import pytest
 
 from soak.errors import StoreError
 from soak.store import Store
-from soak.store.engine import RECONNECT_WITHIN_S
+from soak.store.engine import PING_IDLE_S, RECONNECT_WITHIN_S
 from soak.telemetry.records import DeviceSample, Snapshot
 from tests.relay import Relay
 
@@ -53,11 +54,32 @@ def test_a_server_restart_between_calls_is_not_seen(relayed: tuple[Store, Relay]
     store.create_run("r1", host="node1", plan={}, started_ts=1.0)
     relay.stop()  # the pooled connection is dropped
     relay.start()
+    time.sleep(PING_IDLE_S)  # the daemon's writes are seconds apart
     with caplog.at_level(logging.WARNING, logger="soak.store"):
         store.add_event("r1", "note", ts=2.0, message="after the restart")
     assert [e.message for e in store.load_events("r1")] == ["after the restart"]
     # the pool's check before use replaced the dead connection: no failed attempt at all
     assert not [r for r in caplog.records if "connection lost" in r.getMessage()], caplog.text
+
+
+@pytest.mark.parametrize("store_url", PG, indirect=True)
+def test_a_restart_right_after_a_call_costs_one_retry_and_no_row(relayed: tuple[Store, Relay],
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # A connection used again within PING_IDLE_S is not pinged (a writer draining a backlog
+    # would pay a round trip per batch): its batch fails as lost and is written on a new one.
+    store, relay = relayed
+    store.create_run("r1", host="node1", plan={}, started_ts=1.0)
+    w = store.writer("r1", max_rows=1 << 20, max_delay_s=1e9)
+    w.add(_tick(1.0))
+    w.flush()
+    relay.stop()
+    relay.start()
+    with caplog.at_level(logging.WARNING, logger="soak.store"):
+        w.add(_tick(2.0))
+        assert w.flush() == 1
+    lost = [r for r in caplog.records if "connection lost" in r.getMessage()]
+    assert len(lost) == 1, caplog.text
+    assert [s["ts"] for s in store.load_samples("r1")] == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("store_url", PG, indirect=True)
