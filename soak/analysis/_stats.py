@@ -6,6 +6,7 @@ statistics before any O(n^2) estimator (Theil-Sen) runs; everything here is vect
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,19 +31,50 @@ def block_reduce(
     starts = np.concatenate(([0], starts))
     counts = np.diff(np.concatenate((starts, [t.size])))
     blocks = idx[starts]
-    if how == "min":
-        stat = np.minimum.reduceat(v, starts)
-    elif how == "max":
-        stat = np.maximum.reduceat(v, starts)
-    elif how == "mean":
-        stat = np.add.reduceat(v, starts) / counts
-    elif how == "median":
-        stat = _block_median(v, starts, counts)
-    else:  # pragma: no cover - programming error
-        raise ValueError(how)
+    stat = _block_stat(v, starts, counts, how)
     centres = t0 + (blocks + 0.5) * width_s
     ok = counts >= min_count
     return centres[ok], stat[ok], counts[ok]
+
+
+def _block_stat(v: np.ndarray, starts: np.ndarray, counts: np.ndarray, how: str) -> np.ndarray:
+    if how == "min":
+        return np.minimum.reduceat(v, starts)
+    if how == "max":
+        return np.maximum.reduceat(v, starts)
+    if how == "mean":
+        return np.add.reduceat(v, starts) / counts
+    if how == "median":
+        return _block_median(v, starts, counts)
+    raise ValueError(how)  # pragma: no cover - programming error
+
+
+def block_reduce_many(
+    ts: list[np.ndarray], vs: list[np.ndarray], width_s: float, how: str, origin: float,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``block_reduce(t, v, width_s, how, origin=origin)`` of every series (``ts[i]``,
+    ``vs[i]``) in one NumPy pass over them all: the same values, without a call per series
+    (a 512-chip trace has thousands, and the calls' overhead was most of their time)."""
+    sizes = np.array([t.size for t in ts], dtype=np.int64)
+    empty = (np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))
+    if sizes.sum() == 0:
+        return [empty for _ in ts]
+    t = np.concatenate(ts)
+    v = np.concatenate(vs)
+    idx = np.floor((t - origin) / width_s).astype(np.int64)
+    change = np.diff(idx) != 0
+    firsts = np.cumsum(sizes) - sizes  # each series' first row
+    inner = firsts[(firsts > 0) & (sizes > 0)]
+    change[inner - 1] = True  # a block never spans two series
+    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
+    counts = np.diff(np.concatenate((starts, [t.size])))
+    stat = _block_stat(v, starts, counts, how)
+    centres = origin + (idx[starts] + 0.5) * width_s
+    # each series' blocks: from the block of its first row to the next series'
+    lo = np.searchsorted(starts, firsts)
+    hi = np.searchsorted(starts, firsts + sizes)
+    return [(centres[a:b], stat[a:b], counts[a:b]) if n else empty
+            for a, b, n in zip(lo.tolist(), hi.tolist(), sizes.tolist(), strict=True)]
 
 
 def _block_median(v: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -93,20 +125,32 @@ def _repeat_term(v: np.ndarray) -> float:
     return float(np.sum(k * (k - 1) * (2 * k + 5)))
 
 
+@functools.lru_cache(maxsize=8)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n, 1)`` as 32-bit indices, read-only, kept for the few sizes that
+    recur (every chip's fit window has the same number of blocks): making them was a third
+    of a call. A thousand points are 2 MB of pairs each, eight sizes at most."""
+    i, j = (a.astype(np.int32) for a in np.triu_indices(n, 1))
+    i.flags.writeable = False
+    j.flags.writeable = False
+    return i, j
+
+
 def sen_slope(x: np.ndarray, y: np.ndarray, alpha: float | None = None) -> tuple[float, float, float]:
     """(median pairwise slope, CI low, CI high) of ``y`` against ``x``: exactly what
     ``scipy.stats.theilslopes(y, x, alpha)`` gives (the same pairs, the same order statistics
     for Sen's CI with ties), without its per-call argument handling, which was most of the
     memory detector's time (6,000 calls on a 512-chip trace). CI is nan without ``alpha``.
     ``x`` and ``y`` finite."""
-    i, j = np.triu_indices(x.size, 1)
+    i, j = _pairs(x.size)
     dx = x[j] - x[i]
     keep = dx != 0  # a pair of equal times has no slope; either order of a pair is the same slope
     slopes = (y[j] - y[i])[keep] / dx[keep]
     if slopes.size == 0:
         return float("nan"), float("nan"), float("nan")
     slopes.sort()
-    med = float(np.median(slopes))
+    m = slopes.size // 2  # np.median of the sorted slopes: the middle one, or the mean of two
+    med = float(slopes[m]) if slopes.size % 2 else float((slopes[m - 1] + slopes[m]) / 2.0)
     if alpha is None:
         return med, float("nan"), float("nan")
     from scipy.special import ndtri

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from soak.analysis._stats import block_reduce
+from soak.analysis._stats import block_reduce_many
 from soak.analysis.evidence import CHIP_METRICS, covered_per_bucket, is_host
 from soak.analysis.profile import Profile
 from soak.analysis.tails import TAIL_METRICS, base_metric, block_tails
@@ -174,6 +174,7 @@ def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[st
     node agent stores for its leader. ``start`` leaves out the buckets before it."""
     for metric in metrics:
         how = BUCKET_METRICS[metric]
+        devices, ts, vs = [], [], []
         for s in trace.series(base_metric(metric)):
             if is_host(s.device):
                 continue
@@ -181,12 +182,16 @@ def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[st
             if start is not None:
                 keep = t >= start
                 t, v = t[keep], v[keep]
-            if metric in TAIL_METRICS:
-                tc, y, n = block_tails(t, v, width, how, origin)
-            else:
-                tc, y, n = block_reduce(t, v, width, how, origin=origin)
+            devices.append(s.device)
+            ts.append(t)
+            vs.append(v)
+        if metric in TAIL_METRICS:
+            reduced = [block_tails(t, v, width, how, origin) for t, v in zip(ts, vs, strict=True)]
+        else:
+            reduced = block_reduce_many(ts, vs, width, how, origin)
+        for dev, (tc, y, n) in zip(devices, reduced, strict=True):
             if tc.size:
-                yield s.device, metric, tc - width / 2, y, n
+                yield dev, metric, tc - width / 2, y, n
 
 
 def bucket_edges(origin: float, width: float, start: float, stop: float) -> np.ndarray:

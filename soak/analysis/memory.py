@@ -151,6 +151,31 @@ def _hinge(x: np.ndarray, y: np.ndarray, min_pts: int) -> tuple[int, float, floa
     return int(cands[best]), float(sse[best]), sse_line
 
 
+def _hinge_fits(x: np.ndarray, u: np.ndarray, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate ``c`` of ``cs``, the least-squares slope ``b`` of ``u`` (centred) on
+    ``h = max(0, x - c)`` (centred) and the fit's residual sum of squares, from suffix sums of
+    ``x`` (sorted) and ``u``: O(n + candidates), where a matrix of every ``h`` took 400
+    candidates x n readings (0.8 GB and 4 s on a 72 h leak read at 1 Hz). The sums are
+    taken from the end, where each ``h`` is non-zero, and ``x`` from its first value, so no
+    large total cancels against another."""
+    n = x.size
+    xs, cs_s = x - x[0], cs - x[0]
+
+    def tail(a: np.ndarray) -> np.ndarray:  # tail(a)[k] = a[k:].sum()
+        return np.concatenate((np.cumsum(a[::-1])[::-1], [0.0]))
+
+    k = np.searchsorted(xs, cs_s, side="right")  # h > 0 from index k on
+    m = (n - k).astype(float)
+    sx, sxx, su, sxu = tail(xs)[k], tail(xs * xs)[k], tail(u)[k], tail(xs * u)[k]
+    s1 = sx - m * cs_s  # sum of h
+    s2 = sxx - 2.0 * cs_s * sx + m * cs_s * cs_s  # sum of h^2
+    shh = np.maximum(s2 - s1 * s1 / n, 0.0)  # sum of (h - mean h)^2
+    shu = (sxu - cs_s * su) - s1 / n * float(u.sum())  # sum of (h - mean h) u
+    b = shu / np.maximum(shh, 1e-300)
+    sse = float((u * u).sum()) - b * shu
+    return b, sse
+
+
 def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
                  step: float | None = None) -> tuple[float, float, float] | None:
     """Where a flat series turns into a line: the hinge ``c`` of y = a + b * max(0, x - c)
@@ -173,12 +198,8 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
         return None
     step = step or max(dx / 4.0, (hi_c - lo_c) / 400.0)  # at most ~400 candidates: bounded work
     cs = np.arange(lo_c, hi_c + step / 2, step)
-    h = np.maximum(0.0, x[None, :] - cs[:, None])  # (candidates, n)
     ym = y.mean()
-    hc = h - h.mean(axis=1, keepdims=True)
-    b = (hc * (y - ym)).sum(axis=1) / np.maximum((hc * hc).sum(axis=1), 1e-300)
-    resid = (y - ym)[None, :] - b[:, None] * hc
-    sse = (resid * resid).sum(axis=1)
+    b, sse = _hinge_fits(x, y - ym, cs)
     best = int(np.argmin(sse))
     sse_min = float(sse[best])
     xm = x.mean()

@@ -69,6 +69,10 @@ class Trace:
         self.source = source
         # device key -> (node, device) for a cluster trace; empty for one node
         keys = {d for d, _ in self._series}
+        # a trace's series never change after this: the names are worked out once (the
+        # detectors ask per chip, thousands of times on a big trace)
+        self._devices = sorted(keys)
+        self._metrics = sorted({m for _, m in self._series})
         self._places = {k: v for k, v in (places or {}).items() if k in keys}
         if self._series:
             self.start: float | None = min(s.start for s in self._series.values())
@@ -88,7 +92,7 @@ class Trace:
 
     @property
     def devices(self) -> list[str]:
-        return sorted({d for d, _ in self._series})
+        return list(self._devices)
 
     def place(self, key: str) -> tuple[str | None, str]:
         """(node, device) of a series key; node is None in a single-node trace."""
@@ -101,7 +105,7 @@ class Trace:
 
     @property
     def metrics(self) -> list[str]:
-        return sorted({m for _, m in self._series})
+        return list(self._metrics)
 
     @property
     def n_rows(self) -> int:
