@@ -187,7 +187,14 @@ def read_long_csv(
         ts = _fresh(total, np.float64)
         vals = _fresh(total, np.float64)
         keys = _fresh(total, np.uint16)
-        for batch in table.to_batches():
+        # each batch let go once copied: its buffers go back to the OS (the system pool) while
+        # the arrays fill, so the peak is the table, not the table and the arrays
+        batches = table.to_batches()
+        del table
+        for b in range(len(batches)):
+            batch, batches[b] = batches[b], None
+            if b % 16 == 15:
+                _release_freed_memory()  # glibc keeps freed blocks in its heap until trimmed
             n = batch.num_rows
             if n == 0:
                 continue
@@ -228,7 +235,7 @@ def read_long_csv(
             keys[row0 : row0 + n] = lut[pair]
             row0 += n
         batch = tcol = dcol = mcol = vcol = ncol = None  # drop the last batch's references too
-        del table, batch, tcol, dcol, mcol, vcol, ncol
+        del batches, batch, tcol, dcol, mcol, vcol, ncol
         _release_freed_memory()
     except pa.ArrowInvalid as exc:
         msg = str(exc)
