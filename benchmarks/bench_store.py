@@ -9,7 +9,8 @@ one commit per 5 ticks), and prints:
 * ingest rate in rows/s against what the node needs (17 rows/s): target >= 100x real time;
   reference in the same run: the same rows one transaction per row (what batching saves);
 * database size of the hour, extrapolated to 72 h: target < 1 GB;
-* read-back: a downsampled 16-chip chart query and the full long-format trace.
+* read-back: a downsampled 16-chip chart query and the analysis' trace of the run, read as
+  arrays (``trace_arrays``), against the long-format rows (``load_trace``) in the same run.
 
 PostgreSQL runs when ``--pg`` or ``SOAK_TEST_PG_URL`` names a database (a throwaway schema).
 """
@@ -94,11 +95,19 @@ def bench(label: str, url: str, chips: int, ticks: int, size_of: Path | None) ->
     t = time.perf_counter()
     chart = s.load_samples("bench", bucket_s=ticks / 300)
     dt_chart = time.perf_counter() - t
+    from soak.analysis import Trace
+
     t = time.perf_counter()
-    n_trace = sum(1 for _ in s.load_trace("bench"))
+    n_trace = Trace.from_rows(s.load_trace("bench")).n_rows
     dt_trace = time.perf_counter() - t
-    print(f"[{label}] chart query (SQL downsampled, {len(chart)} points): {dt_chart * 1000:.0f} ms; "
-          f"trace read: {n_trace / dt_trace:.0f} values/s")
+    t = time.perf_counter()
+    n_arrays = Trace.from_arrays(s.trace_arrays("bench")).n_rows
+    dt_arrays = time.perf_counter() - t
+    assert n_arrays == n_trace, (n_arrays, n_trace)
+    print(f"[{label}] chart query (SQL downsampled, {len(chart)} points): {dt_chart * 1000:.0f} ms")
+    print(f"[{label}] the analysis' trace: Trace.from_arrays(trace_arrays) {n_arrays / dt_arrays:.0f} values/s "
+          f"({dt_arrays:.2f} s); reference Trace.from_rows(load_trace) {n_trace / dt_trace:.0f} values/s "
+          f"({dt_trace:.2f} s)")
     if size_of is not None:
         s.checkpoint_wal()
         size = sum(p.stat().st_size for p in size_of.parent.glob(size_of.name + "*"))

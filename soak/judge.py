@@ -157,7 +157,7 @@ def judge_run(store: Any, run_id: str, *, profile: Profile | None = None, phases
         if arrays is not None:
             trace = Trace.from_arrays(dict(arrays), source=f"run {run_id}")
         else:
-            trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s), source=f"run {run_id}")
+            trace = Trace.from_arrays(store.trace_arrays(run_id, bucket_s=bucket_s), source=f"run {run_id}")
         trace = trace.placed(store.rank_places(run_id))
         result = analyze(trace, profile, phases=all_phases or None, now=now, link_tests=tests)
         # stale readings are no evidence: the coverage counts them as missing

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.analysis._csv import read_long_csv, timestamp_problem
+from soak.analysis._csv import TIMESTAMP_MAX_S, TIMESTAMP_MIN_S, read_long_csv, timestamp_problem
 from soak.device_names import device_key
 from soak.errors import InputError
 
@@ -230,6 +230,9 @@ class Trace:
             v = np.asarray(v, dtype=np.float64)
             keep = ~np.isnan(v)
             t, v = t[keep], v[keep]
+            if t.size and not np.all((t >= TIMESTAMP_MIN_S) & (t <= TIMESTAMP_MAX_S)):  # NaN too
+                bad = float(t[~((t >= TIMESTAMP_MIN_S) & (t <= TIMESTAMP_MAX_S))][0])
+                raise InputError(f"{source}: {dev}/{met}: timestamp {bad!r} {timestamp_problem(bad)}")
             if t.size and np.any(np.diff(t) <= 0):
                 order = np.argsort(t, kind="stable")
                 t, v = t[order], v[order]

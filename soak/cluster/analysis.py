@@ -32,7 +32,7 @@ def analyze_node(store: Any, run_id: str, node: str, *, plan: Plan | None, profi
     single-chip detector, no peer comparison (the leader's, over every node's buckets).
     Its findings name ``node``."""
     phases = run_phases(store.load_events(run_id), plan)
-    trace = Trace.from_rows(store.load_trace(run_id, bucket_s=bucket_s, node=node), source=f"run {run_id} {node}")
+    trace = Trace.from_arrays(store.trace_arrays(run_id, bucket_s=bucket_s, node=node), source=f"run {run_id} {node}")
     result = analyze(trace, profile, phases=phases or None, now=now, peer_comparison=False)
     placed = [replace(f, node=node) for f in result.findings]
     return replace(result, findings=placed, reasons=reasons(placed))
@@ -56,7 +56,8 @@ def write_node_buckets(store: Any, run_id: str, node: str, *, plan: Plan, profil
     stop = origin + (math.ceil(whole - 1e-9) if final else math.floor(whole + 1e-9)) * width
     if stop <= start:
         return 0
-    trace = Trace.from_rows(store.load_trace(run_id, node=node, start=start - 2 * tick), source=f"run {run_id} {node}")
+    trace = Trace.from_arrays(store.trace_arrays(run_id, node=node, start=start - 2 * tick),
+                             source=f"run {run_id} {node}")
     return store.add_buckets(run_id, node, bk.node_rows(trace, origin, width, tick, start, stop, planned_end))
 
 

@@ -117,6 +117,35 @@ def test_load_trace_reads_in_chunks_without_losing_rows(store: Store) -> None:
     assert sorted(v for ts, d, m, v in full if d == "npu0-0" and m == "util_pct") == [float(i) for i in range(7)]
 
 
+def _same_trace(a, b) -> None:  # noqa: ANN001
+    assert [(s.device, s.metric) for s in a.series()] == [(s.device, s.metric) for s in b.series()]
+    for s in a.series():
+        o = b.get(s.device, s.metric)
+        assert s.t.tolist() == o.t.tolist() and s.v.tolist() == o.v.tolist(), (s.device, s.metric)
+    assert {d: a.place(d) for d in a.devices} == {d: b.place(d) for d in b.devices}
+
+
+@pytest.mark.parametrize("how", [{}, {"node": "b"}, {"start": T0 + 3}, {"bucket_s": 3}, {"node": "a", "bucket_s": 2}])
+def test_trace_arrays_are_load_traces_readings(store: Store, how: dict) -> None:
+    """The analysis reads a run as arrays (``trace_arrays``): the trace is the one the
+    long-format rows make, a cluster's nodes, a node alone, from a start, in buckets."""
+    from soak.analysis.trace import Trace
+
+    _new_run(store)
+    for node in ("a", "b"):
+        w = store.writer("r1", max_rows=1 << 20, max_delay_s=1e9, node=node)
+        for i in range(8):
+            w.add(_snap(T0 + i, None if i == 4 else float(10 * i), 1 << 30, up=i != 5, rss=1000 + i))
+        w.flush()
+        store.add_steps("r1", [{"ts": T0 + 2 * i, "workload": "lm", "rank": int(node == "b"), "step": i,
+                                "step_time_s": 0.25 + i / 100, "compute_s": None if i == 2 else 0.125}
+                               for i in range(4)], node=node)
+    rows = Trace.from_rows(store.load_trace("r1", **how), source="r1")
+    arrays = Trace.from_arrays(store.trace_arrays("r1", **how), source="r1")
+    assert len(rows) > 5
+    _same_trace(rows, arrays)
+
+
 def test_load_samples_downsamples_in_sql(store: Store) -> None:
     _new_run(store)
     for i in range(6):  # buckets of 3 s: [0,1,2], [3,4,5]; T0 is a multiple of 3
