@@ -170,6 +170,9 @@ def read_long_csv(
         strings_can_be_null=True,
     )
     codes: dict[tuple[str, str], int] = {}
+    dev_no: dict[str, int] = {}
+    met_no: dict[str, int] = {}
+    series_of = np.full((0, 0), -1, dtype=np.int64)  # (device number, metric number) -> series code
     places: dict[str, tuple[str, str]] = {}
     row0 = 0
     try:
@@ -219,17 +222,28 @@ def read_long_csv(
             if np.any(np.isinf(v)):
                 i = int(np.flatnonzero(np.isinf(v))[0])
                 raise InputError(f"{path}: line {row0 + i + 2}: value {v[i]} is not finite")
-            # Map this batch's (device index, metric index) pairs to global series codes.
+            # Map this batch's (device index, metric index) pairs to global series codes: its
+            # names to global device and metric numbers, a table of those to series codes (a
+            # Python step per name, not per pair: 512 chips x 8 metrics were 4,096 a batch).
             dn = dcol.dictionary.to_pylist()
             mn = mcol.dictionary.to_pylist()
+            gd = np.array([dev_no.setdefault(x.strip(), len(dev_no)) for x in dn], dtype=np.int64)
+            gm = np.array([met_no.setdefault(x.strip(), len(met_no)) for x in mn], dtype=np.int64)
+            if series_of.shape != (len(dev_no), len(met_no)):
+                grown = np.full((len(dev_no), len(met_no)), -1, dtype=np.int64)
+                grown[: series_of.shape[0], : series_of.shape[1]] = series_of
+                series_of = grown
             di = dcol.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             mi = mcol.indices.to_numpy(zero_copy_only=False)
             pair = di * len(mn) + mi
             present = np.flatnonzero(np.bincount(pair, minlength=len(dn) * len(mn)))
+            pd, pm = gd[present // len(mn)], gm[present % len(mn)]
+            for k in np.flatnonzero(series_of[pd, pm] < 0).tolist():  # series not seen before
+                if series_of[pd[k], pm[k]] < 0:  # (two names of a batch may strip to one)
+                    series_of[pd[k], pm[k]] = len(codes)
+                    codes[(dn[present[k] // len(mn)].strip(), mn[present[k] % len(mn)].strip())] = len(codes)
             lut = np.zeros(len(dn) * len(mn), dtype=np.int64)
-            for p in present.tolist():
-                key = (dn[p // len(mn)].strip(), mn[p % len(mn)].strip())
-                lut[p] = codes.setdefault(key, len(codes))
+            lut[present] = series_of[pd, pm]
             if len(codes) > 65_535 and keys.dtype == np.uint16:
                 keys = keys.astype(np.int64)
             keys[row0 : row0 + n] = lut[pair]

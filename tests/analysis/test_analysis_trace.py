@@ -34,6 +34,21 @@ def test_rows_in_any_order_are_sorted_and_na_is_a_gap(tmp_path):
     assert tr.get("npu0-1", "temp_c").v.tolist() == [50.5]
 
 
+def test_a_file_in_series_order_reads_as_the_same_rows_in_any_order(tmp_path):
+    # a file written series by series, in time order, is sliced as it is; any other order
+    # (or a gap, or a repeat) is sorted and checked series by series: the same trace
+    rng = np.random.default_rng(4)
+    lines = [f"{t},npu{d}-0,{m},{round(float(rng.normal(50, 5)), 2)}"
+             for d in range(3) for m in ("temp_c", "util_pct") for t in range(1000, 1040, 2)]
+    grouped = Trace.from_csv(_write(tmp_path, HEADER + "\n".join(lines) + "\n", "a.csv"))
+    shuffled = Trace.from_csv(_write(tmp_path, HEADER + "\n".join(rng.permutation(lines)) + "\n", "b.csv"))
+    gapped = Trace.from_csv(_write(tmp_path, HEADER + "\n".join(lines) + "\n1041,npu0-0,temp_c,NA\n", "c.csv"))
+    assert len(grouped) == 6
+    for other in (shuffled, gapped):
+        assert [(s.device, s.metric, s.t.tolist(), s.v.tolist()) for s in grouped.series()] == \
+            [(s.device, s.metric, s.t.tolist(), s.v.tolist()) for s in other.series()]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
