@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from soak.analysis._stats import block_reduce_many
+from soak.analysis._stats import block_reduce_many, median_of_counts
 from soak.analysis.evidence import CHIP_METRICS, covered_per_bucket, is_host
 from soak.analysis.profile import Profile
-from soak.analysis.tails import TAIL_METRICS, base_metric, block_tails
+from soak.analysis.tails import TAIL_METRICS, base_metric, tails_of_blocks
 from soak.analysis.trace import Trace
 from soak.device_names import device_key
 
@@ -109,7 +109,7 @@ class Buckets:
         for key, ts, y, n in self.series(metric):
             if ts.size == 0:
                 continue
-            ok = n >= max(MIN_READINGS, 0.3 * float(np.median(n)))  # a bucket mostly in a gap is unreliable
+            ok = n >= max(MIN_READINGS, 0.3 * median_of_counts(n))  # a bucket mostly in a gap is unreliable
             idx = np.floor((ts[ok] - self.grid.origin) / self.grid.width + 0.5).astype(np.int64)
             row = np.full(self.grid.n, np.nan)
             inside = (idx >= 0) & (idx < self.grid.n)
@@ -185,8 +185,9 @@ def bucket_stats(trace: Trace, origin: float, width: float, metrics: Iterable[st
             devices.append(s.device)
             ts.append(t)
             vs.append(v)
-        if metric in TAIL_METRICS:
-            reduced = [block_tails(t, v, width, how, origin) for t, v in zip(ts, vs, strict=True)]
+        if metric in TAIL_METRICS:  # the stalls beside each bucket's median
+            medians = block_reduce_many(ts, vs, width, "median", origin)
+            reduced = [tails_of_blocks(v, *m, how) for v, m in zip(vs, medians, strict=True)]
         else:
             reduced = block_reduce_many(ts, vs, width, how, origin)
         for dev, (tc, y, n) in zip(devices, reduced, strict=True):

@@ -32,8 +32,6 @@ def increments(s: Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> list[Finding]:
-    from scipy.stats import binomtest
-
     p = profile.comm
     out: list[Finding] = []
     rate_series = [s for m in p.rate_counters for s in trace.series(m)]
@@ -53,6 +51,8 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
         k_last = int(round(inc[t_inc >= t1 - third].sum()))
         if k_last < p.min_count:
             continue
+        from scipy.stats import binomtest  # imported once a counter rose: 0.5 s otherwise spent for nothing
+
         pv = float(binomtest(k_last, k_first + k_last, 0.5, alternative="greater").pvalue)
         ratio = (k_last / third) / (k_first / third) if k_first else float("inf")
         if pv >= p.alpha / n_tests or ratio <= p.min_ratio:

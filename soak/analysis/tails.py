@@ -62,7 +62,14 @@ def block_tails(t: np.ndarray, v: np.ndarray, width_s: float, stat: str,
                 origin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(block centres, statistic, readings) of a sorted series: ``tail_share`` in every
     non-empty block, ``tail_x`` only in the blocks with a stalled reading."""
-    tc, med, n = block_reduce(t, v, width_s, "median", origin=origin)
+    return tails_of_blocks(v, *block_reduce(t, v, width_s, "median", origin=origin), stat)
+
+
+def tails_of_blocks(v: np.ndarray, tc: np.ndarray, med: np.ndarray, n: np.ndarray,
+                    stat: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``block_tails`` of a series ``v`` from its block medians (``block_reduce``'s centres,
+    medians and readings, every block: none left out), which ``bucket_stats`` reduces for
+    every rank at once."""
     if tc.size == 0:
         return tc, med, n
     block = np.repeat(np.arange(tc.size), n)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import theilslopes
 
-from soak.analysis._stats import block_reduce, block_reduce_many, nanmedian_each_row, sen_slope
+from soak.analysis._stats import block_reduce, block_reduce_many, median_of_counts, nanmedian_each_row, sen_slope
 
 
 def _series(rng: np.random.Generator, n: int, start: float) -> tuple[np.ndarray, np.ndarray]:
@@ -110,3 +110,11 @@ def test_change_point_fits_every_hinge_as_the_dense_fit_does(onset_h: float | No
         c, lo, hi = found
         assert lo <= c <= hi
         assert abs((c - x[0]) / 3600.0 - onset_h) < 0.5
+
+
+def test_median_of_counts_is_numpys_median() -> None:
+    rng = np.random.default_rng(2)
+    for size in (1, 2, 3, 10, 143, 144):
+        n = rng.integers(0, 600, size=size)
+        assert median_of_counts(n) == float(np.median(n))
+        assert median_of_counts(n.astype(float) + 0.5) == float(np.median(n.astype(float) + 0.5))
