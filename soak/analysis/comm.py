@@ -51,9 +51,9 @@ def detect(trace: Trace, profile: Profile, run_start: float, run_end: float) -> 
         k_last = int(round(inc[t_inc >= t1 - third].sum()))
         if k_last < p.min_count:
             continue
-        from scipy.stats import binomtest  # imported once a counter rose: 0.5 s otherwise spent for nothing
+        from soak.analysis._dist import binomtest_greater
 
-        pv = float(binomtest(k_last, k_first + k_last, 0.5, alternative="greater").pvalue)
+        pv = binomtest_greater(k_last, k_first + k_last, 0.5)
         ratio = (k_last / third) / (k_first / third) if k_first else float("inf")
         if pv >= p.alpha / n_tests or ratio <= p.min_ratio:
             continue

@@ -185,7 +185,7 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
     Lerman 1980). None when the hinge does not explain the series better than a line (an F test
     of the one parameter more at 1 - ``conf`` / 10) or than a flat line before it: a leak from
     the start has no onset of its own. ``x`` in any unit; ``c`` and its bounds in the same."""
-    from scipy.stats import f as f_dist
+    from soak.analysis._dist import f_ppf
 
     n = x.size
     if n <= 2 * min_pts or n < 8:
@@ -209,9 +209,9 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
     if sse_min <= 0 or b[best] <= 0:
         return None
     # the hinge must beat the straight line clearly (a leak since the start is a line)
-    if (sse_line - sse_min) / (sse_min / dof) < f_dist.ppf(conf, 1, dof):
+    if (sse_line - sse_min) / (sse_min / dof) < f_ppf(conf, 1, dof):
         return None
-    inside = cs[sse <= sse_min * (1 + f_dist.ppf(conf, 1, dof) / dof)]
+    inside = cs[sse <= sse_min * (1 + f_ppf(conf, 1, dof) / dof)]
     return float(cs[best]), float(inside.min()), float(inside.max())
 
 
@@ -318,8 +318,10 @@ def analyse_series(
     if slope is None:
         return None
     tau = tau_for(s.metric, capacity, p)
+    if not slope.low > tau:  # no creep: its quarters (four fits more) need not be known
+        return None
     quarters = quarter_slopes(tf, yf)
-    if not (slope.low > tau and all(q > 0 for q in quarters)):
+    if not all(q > 0 for q in quarters):
         return None
     # A late one-off step (with a slow wave) can pass the quarter rule at a low tau; a creep
     # keeps its slope when the largest step is taken out.
@@ -437,7 +439,7 @@ def _trace_restarts(s: Series, p: MemoryParams, origin: float, blocks: Blocks | 
 def pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[float, float, float] | None:
     """Sen's slope (per hour) over the pairs within each part, and its CI from the summed
     Kendall variances (no ties correction: envelope minima of real memory rarely tie)."""
-    from scipy.stats import norm
+    from soak.analysis._dist import norm_ppf
 
     slopes = []
     var = 0.0
@@ -457,7 +459,7 @@ def pooled_sen(parts: list[tuple[np.ndarray, np.ndarray]], ci: float) -> tuple[f
     m = allp.size
     if m < 3:
         return None
-    c = norm.ppf(0.5 + ci / 2) * np.sqrt(var)
+    c = norm_ppf(0.5 + ci / 2) * np.sqrt(var)
     lo = int(np.clip(np.floor((m - c) / 2.0), 0, m - 1))
     hi = int(np.clip(np.ceil((m + c) / 2.0), 0, m - 1))
     return float(np.median(allp)), float(allp[lo]), float(allp[hi])

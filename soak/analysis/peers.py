@@ -399,7 +399,7 @@ def _stretches(t: np.ndarray, bad: np.ndarray, p: PeersParams) -> list[tuple[int
 
 def _confidence(t: np.ndarray, d: np.ndarray, sign: int) -> tuple[float, int]:
     """1 - p of a one-sided sign test on hourly medians of the deviation; hours used."""
-    from scipy.stats import binom
+    from soak.analysis._dist import binom_sf
 
     hours = np.floor((t - t[0]) / 3600.0)
     meds = np.array([np.median(d[hours == h]) for h in np.unique(hours)])
@@ -407,7 +407,7 @@ def _confidence(t: np.ndarray, d: np.ndarray, sign: int) -> tuple[float, int]:
     if meds.size == 0:
         return 0.0, 0
     k = int((np.sign(meds) == sign).sum())
-    return float(1.0 - binom.sf(k - 1, meds.size, 0.5)), int(meds.size)
+    return 1.0 - binom_sf(k - 1, meds.size, 0.5), int(meds.size)
 
 
 def _confidence_of(tv: np.ndarray, dv: np.ndarray, stretches: list[tuple[int, int]], sign: int) -> float:

@@ -91,10 +91,10 @@ def periodicity(
     share = float(near.mean())
     if cv >= max_cv or share < min_share:
         return Periodicity(None, cv, share, None)
-    from scipy.stats import binom
+    from soak.analysis._dist import binom_sf
 
     q = _chance_on_period(float(np.mean(np.diff(starts))) / p, tol)
-    p_value = float(binom.sf(int(near.sum()) - 1, near.size, q))
+    p_value = binom_sf(int(near.sum()) - 1, near.size, q)
     if p_value >= max_p:
         return Periodicity(None, cv, share, None, p_value)
     # Onset of periodicity: the first episode followed by four more, each about one period

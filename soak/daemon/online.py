@@ -107,7 +107,7 @@ def _preload() -> None:
     host): else the first analysis with data pays it, and its duration spaces the next
     analysis 50 times as far (minutes later)."""
     import scipy.ndimage  # noqa: F401
-    import scipy.stats  # noqa: F401
+    import scipy.special  # noqa: F401
 
 
 class OnlineAnalysis:

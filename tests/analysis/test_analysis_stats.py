@@ -118,3 +118,45 @@ def test_median_of_counts_is_numpys_median() -> None:
         n = rng.integers(0, 600, size=size)
         assert median_of_counts(n) == float(np.median(n))
         assert median_of_counts(n.astype(float) + 0.5) == float(np.median(n.astype(float) + 0.5))
+
+
+def test_the_distribution_functions_are_scipy_stats_to_the_bit() -> None:
+    from scipy import stats
+
+    from soak.analysis import _dist
+
+    for n in [*range(1, 60), 144, 1000, 5000]:
+        for p in (0.0, 0.03, 0.1, 0.37, 0.5, 0.9, 1.0):
+            for k in range(-1, min(n, 80) + 1):
+                assert _dist.binom_sf(k, n, p) == stats.binom.sf(k, n, p), (k, n, p)
+                if k >= 1:
+                    assert _dist.binomtest_greater(k, n, p) == stats.binomtest(k, n, p, "greater").pvalue
+    for q in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+        assert _dist.norm_ppf(q) == stats.norm.ppf(q)
+        for dfd in [*range(1, 200), 1000, 259197]:
+            assert _dist.f_ppf(q, 1, dfd) == stats.f.ppf(q, 1, dfd), (q, dfd)
+        for df in range(2, 400, 2):
+            assert _dist.chi2_ppf(q, df) == stats.chi2.ppf(q, df), (q, df)
+
+
+def test_soak_analyze_imports_no_scipy_stats(tmp_path) -> None:
+    # its import builds every distribution's documentation: half a second of a small analysis
+    import subprocess
+    import sys
+
+    from soak.analysis.synth import Fault, Scenario, generate
+
+    trace, _ = generate(Scenario("s", hours=6, dt_s=10, n_devices=4, seed=3, checkpoint_every_s=None,
+                                 faults=(Fault("memory_creep", "npu0-1", 0.0, 100e6),)))
+    path = tmp_path / "t.csv"
+    with open(path, "w") as f:
+        f.write("timestamp,device,metric,value\n")
+        for s in trace.series():
+            for t, v in zip(s.t.tolist(), s.v.tolist(), strict=True):
+                f.write(f"{t!r},{s.device},{s.metric},{v!r}\n")
+    code = ("import sys, runpy; sys.argv = ['soak', 'analyze', sys.argv[1], '--format', 'json']\n"
+            "try:\n    runpy.run_module('soak', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('scipy.stats' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert '"verdict"' in out.stdout, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "False", out.stderr
