@@ -57,14 +57,21 @@ TICK = 5.0
 RUN = "scale"
 
 
-def plan_dict(nodes: int, chips: int, hours: float) -> dict:
+def fleet_plan(nodes: int, chips: int, hours: float, tick: float = TICK,  # noqa: ANN201 (a soak.config.Plan)
+               node_silence: str = "60s"):
+    """The plan of the fleet's cluster run (the benchmarks' nodes join with it)."""
     from soak.config import plan_from_dict
 
     return plan_from_dict({
         "run": {"id": RUN, "duration": f"{hours:g}h", "preflight": False, "db": "postgresql+psycopg://u@h/d"},
-        "sampling": {"interval": f"{TICK:g}s"}, "devices": {"backend": "npu", "expect_chips": chips},
-        "workloads": [{"name": "lm", "nproc": chips}], "cluster": {"nodes": nodes, "rendezvous": "127.0.0.1:1"},
-    }).to_dict()
+        "sampling": {"interval": f"{tick:g}s"}, "devices": {"backend": "npu", "expect_chips": chips},
+        "workloads": [{"name": "lm", "nproc": chips}], "cluster": {"nodes": nodes, "rendezvous": "127.0.0.1:1",
+                                                              "node_silence": node_silence},
+    })
+
+
+def plan_dict(nodes: int, chips: int, hours: float) -> dict:
+    return fleet_plan(nodes, chips, hours).to_dict()
 
 
 def _start_run(store, run_id: str, nodes: int, chips: int, hours: float) -> None:  # noqa: ANN001
