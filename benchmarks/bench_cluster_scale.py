@@ -1,7 +1,14 @@
 """The leader's cluster step at scale: 64 nodes x 16 chips x 72 h at 5 s ticks, on this machine.
 
-    python benchmarks/bench_cluster_scale.py [--pg URL] [--nodes 64] [--chips 16] [--hours 72]
-                                             [--raw-nodes 2] [--raw-hours 6] [--skip raw]
+    python benchmarks/bench_cluster_scale.py [--pg URL] [--nodes 64[,256,1024]] [--chips 16] [--hours 72]
+                                             [--raw-nodes 2] [--raw-hours 6] [--skip raw,read,online,final]
+
+``--nodes 64,256,1024`` measures each fleet in turn (a fresh database each) and ends with
+the growth table: per node count the summary rows and their size in PostgreSQL
+(``pg_total_relation_size`` of ``chip_buckets``, indexes included), the synthesis time, and
+per step its wall time, its multiple of the first fleet's and its peak RSS. The plain read
+holds every summary row in one list (about 26 GiB at 1,024 nodes x 16 x 72 h): skip it
+(``--skip read``) for large fleets; ``--skip raw`` leaves out the old raw path.
 
 In a cluster run every node agent analyses its own chips and stores its findings and, per
 chip and rank, bucket summaries (``chip_buckets``: per 600 s bucket of the peer comparison
@@ -50,14 +57,21 @@ TICK = 5.0
 RUN = "scale"
 
 
-def plan_dict(nodes: int, chips: int, hours: float) -> dict:
+def fleet_plan(nodes: int, chips: int, hours: float, tick: float = TICK,  # noqa: ANN201 (a soak.config.Plan)
+               node_silence: str = "60s"):
+    """The plan of the fleet's cluster run (the benchmarks' nodes join with it)."""
     from soak.config import plan_from_dict
 
     return plan_from_dict({
         "run": {"id": RUN, "duration": f"{hours:g}h", "preflight": False, "db": "postgresql+psycopg://u@h/d"},
-        "sampling": {"interval": f"{TICK:g}s"}, "devices": {"backend": "npu", "expect_chips": chips},
-        "workloads": [{"name": "lm", "nproc": chips}], "cluster": {"nodes": nodes, "rendezvous": "127.0.0.1:1"},
-    }).to_dict()
+        "sampling": {"interval": f"{tick:g}s"}, "devices": {"backend": "npu", "expect_chips": chips},
+        "workloads": [{"name": "lm", "nproc": chips}], "cluster": {"nodes": nodes, "rendezvous": "127.0.0.1:1",
+                                                              "node_silence": node_silence},
+    })
+
+
+def plan_dict(nodes: int, chips: int, hours: float) -> dict:
+    return fleet_plan(nodes, chips, hours).to_dict()
 
 
 def _start_run(store, run_id: str, nodes: int, chips: int, hours: float) -> None:  # noqa: ANN001
@@ -200,15 +214,74 @@ def measure(what: str, url: str, run_id: str, hours: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def one_fleet(pg: str, nodes: int, chips: int, hours: float, skip: set[str], raw_nodes: int,
+              raw_hours: float) -> dict:
+    """Synthesize one fleet in a fresh database and time the leader's steps on it."""
+    from tests.pgdb import fresh_database
+
+    mib = 1 << 20
+    out: dict = {"nodes": nodes}
+    with fresh_database(pg, "soak_bench") as url:
+        t = time.perf_counter()
+        made = synthesize(url, nodes, chips, hours)
+        out["synth_s"] = time.perf_counter() - t
+        out["bucket_rows"] = made["bucket_rows"]
+        out["bucket_bytes"] = table_bytes(url, "chip_buckets")
+        print(f"\nsynthesized {nodes} nodes x {chips} chips x {hours:g} h: {made['bucket_rows']:,} bucket rows "
+              f"({made['buckets']} buckets of {WIDTH:g} s x 8 metrics x chips and ranks; "
+              f"{out['bucket_bytes'] / mib:,.0f} MiB with indexes), {made['findings']} node "
+              f"findings, in {out['synth_s']:.0f} s (COPY); raw samples this run would hold: "
+              f"{nodes * chips * int(hours * 3600 / TICK):,} rows (not synthesized: the leader reads none)")
+        print(f"{'leader step':<34}{'wall s':>8}{'peak RSS MiB':>14}{'imports MiB':>13}  result")
+        steps = [("final", "final judgement (cluster path)"), ("online", "online cluster step"),
+                 ("read", "plain read of the summary rows")]
+        for what, label in steps:
+            if what in skip:
+                continue
+            r = out[what] = measure(what, url, RUN, hours)
+            said = (f"{r['rows']:,} rows" if what == "read" else
+                    f"verdict {r['verdict']}, {r['findings']} findings, {r['chips_seen']} chips, "
+                    f"{r['chip_hours']:.0f} chip-hours, peers: {r['kinds']}")
+            print(f"{label:<34}{r['wall_s']:>8.1f}{r['peak_rss'] / mib:>14.0f}{r['import_rss'] / mib:>13.0f}  {said}",
+                  flush=True)
+        if "raw" not in skip:
+            raw_id = "raw"
+            n_raw = synthesize_raw(url, raw_id, raw_nodes, chips, raw_hours)
+            r = measure("final", url, raw_id, raw_hours)
+            scale = (nodes * chips * hours) / (raw_nodes * chips * raw_hours)
+            print(f"{'old raw path, ' + str(raw_nodes) + ' nodes x ' + f'{raw_hours:g} h':<34}{r['wall_s']:>8.1f}"
+                  f"{r['peak_rss'] / mib:>14.0f}{r['import_rss'] / mib:>13.0f}  {n_raw:,} sample rows")
+            print(f"{'  extrapolated x' + f'{scale:.0f}':<34}{r['wall_s'] * scale:>8.0f}"
+                  f"{r['import_rss'] / mib + (r['peak_rss'] - r['import_rss']) * scale / mib:>14.0f}"
+                  f"{'':>13}  (linear in the samples; not measured)")
+        if "final" in out:
+            f = out["final"]
+            print(f"targets for the final step: < 60 s ({'met' if f['wall_s'] < 60 else 'NOT met'}), "
+                  f"< 2 GB peak RSS ({'met' if f['peak_rss'] < 2e9 else 'NOT met'})")
+    return out
+
+
+def table_bytes(url: str, table: str) -> int:
+    """``pg_total_relation_size`` of ``table`` (heap, indexes, TOAST)."""
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            return int(conn.execute(text(f"SELECT pg_total_relation_size('{table}')")).scalar_one())
+    finally:
+        eng.dispose()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pg", default=os.environ.get("SOAK_TEST_PG_URL"), help="PostgreSQL URL")
-    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--nodes", default="64", help="node count, or a comma list (64,256,1024): one fleet each")
     ap.add_argument("--chips", type=int, default=16)
     ap.add_argument("--hours", type=float, default=72.0)
     ap.add_argument("--raw-nodes", type=int, default=2)
     ap.add_argument("--raw-hours", type=float, default=6.0)
-    ap.add_argument("--skip", default="", help="comma list: raw")
+    ap.add_argument("--skip", default="", help="comma list of steps to skip: raw, read, online, final")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--run-id", default=RUN, help=argparse.SUPPRESS)
@@ -219,39 +292,25 @@ def main() -> int:
     if not a.pg:
         print("bench_cluster_scale: give --pg or set SOAK_TEST_PG_URL (a cluster store is PostgreSQL)", file=sys.stderr)
         return 2
-    from tests.pgdb import fresh_database
-
-    mib = 1 << 20
+    skip = set(filter(None, a.skip.split(",")))
+    fleets = [int(x) for x in a.nodes.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
-    with fresh_database(a.pg, "soak_bench") as url:
-        t = time.perf_counter()
-        made = synthesize(url, a.nodes, a.chips, a.hours)
-        print(f"synthesized {a.nodes} nodes x {a.chips} chips x {a.hours:g} h: {made['bucket_rows']:,} bucket rows "
-              f"({made['buckets']} buckets of {WIDTH:g} s x 8 metrics x chips and ranks), {made['findings']} node "
-              f"findings, in {time.perf_counter() - t:.0f} s (COPY); raw samples this run would hold: "
-              f"{a.nodes * a.chips * int(a.hours * 3600 / TICK):,} rows (not synthesized: the leader reads none)")
-        print(f"\n{'leader step':<34}{'wall s':>8}{'peak RSS MiB':>14}{'imports MiB':>13}  result")
-        results = {}
-        for what, label in (("final", "final judgement (cluster path)"), ("online", "online cluster step"),
-                            ("read", "plain read of the summary rows")):
-            r = results[what] = measure(what, url, RUN, a.hours)
-            said = (f"{r['rows']:,} rows" if what == "read" else
-                    f"verdict {r['verdict']}, {r['findings']} findings, {r['chips_seen']} chips, "
-                    f"{r['chip_hours']:.0f} chip-hours, peers: {r['kinds']}")
-            print(f"{label:<34}{r['wall_s']:>8.1f}{r['peak_rss'] / mib:>14.0f}{r['import_rss'] / mib:>13.0f}  {said}")
-        if "raw" not in a.skip.split(","):
-            raw_id = "raw"
-            n_raw = synthesize_raw(url, raw_id, a.raw_nodes, a.chips, a.raw_hours)
-            r = measure("final", url, raw_id, a.raw_hours)
-            scale = (a.nodes * a.chips * a.hours) / (a.raw_nodes * a.chips * a.raw_hours)
-            print(f"{'old raw path, ' + str(a.raw_nodes) + ' nodes x ' + f'{a.raw_hours:g} h':<34}{r['wall_s']:>8.1f}"
-                  f"{r['peak_rss'] / mib:>14.0f}{r['import_rss'] / mib:>13.0f}  {n_raw:,} sample rows")
-            print(f"{'  extrapolated x' + f'{scale:.0f}':<34}{r['wall_s'] * scale:>8.0f}"
-                  f"{r['import_rss'] / mib + (r['peak_rss'] - r['import_rss']) * scale / mib:>14.0f}"
-                  f"{'':>13}  (linear in the samples; not measured)")
-        f = results["final"]
-        print(f"\ntargets for the final step: < 60 s ({'met' if f['wall_s'] < 60 else 'NOT met'}), "
-              f"< 2 GB peak RSS ({'met' if f['peak_rss'] < 2e9 else 'NOT met'})")
+    done = [one_fleet(a.pg, n, a.chips, a.hours, skip, a.raw_nodes, a.raw_hours) for n in fleets]
+    if len(done) > 1:
+        mib = 1 << 20
+        print(f"\ngrowth, {a.chips} chips x {a.hours:g} h (wall s / peak RSS MiB; x: to the first fleet)")
+        print(f"{'nodes':>6}{'bucket rows':>13}{'MiB':>7}{'synth s':>9}"
+              + "".join(f"{w + ' s':>10}{'x':>6}{w + ' MiB':>12}" for w in ("final", "online", "read")
+                        if w not in skip))
+        first = done[0]
+        for d in done:
+            line = (f"{d['nodes']:>6}{d['bucket_rows']:>13,}{d['bucket_bytes'] / mib:>7.0f}{d['synth_s']:>9.0f}")
+            for w in ("final", "online", "read"):
+                if w in skip:
+                    continue
+                r = d[w]
+                line += f"{r['wall_s']:>10.1f}{r['wall_s'] / first[w]['wall_s']:>6.1f}{r['peak_rss'] / mib:>12.0f}"
+            print(line)
     return 0
 
 

@@ -276,8 +276,11 @@ class ClusterMember:
     def leader(self) -> bool:
         """Whether this node holds the run's judging lease now: renewed when it held it, taken
         when it is free or expired and this node is the lowest rank still alive. The store's
-        compare and set grants it to one node at a time, whatever each node believes."""
-        if self.leading or self.first_alive():
+        compare and set grants it to one node at a time, whatever each node believes. A node
+        that does not hold it reads every node's row (``first_alive``) only while the lease is
+        open to it: every node looks each second, and at 1,024 nodes those reads were a million
+        node rows a second (benchmarks/bench_cluster_load.py)."""
+        if self.leading or (self.store.lease_open(self.run_id, self.node) and self.first_alive()):
             self.leading = self.store.take_lease(self.run_id, self.node, self.lease_s)
         return self.leading
 
@@ -294,8 +297,8 @@ class ClusterMember:
         lease."""
         if run.leader is None or run.leader == self.node or run.lease_until is None:
             return None
-        for n in self.store.cluster_nodes(self.run_id):
-            if n.name == run.leader and n.status in ("stopped", "failed"):
+        for n in self.store.cluster_nodes(self.run_id, name=run.leader):  # every node looks each second: one row
+            if n.status in ("stopped", "failed"):
                 return n
         return None
 

@@ -99,9 +99,11 @@ class ClusterStore(RunStore):
         assert rec is not None
         return rec
 
-    def cluster_nodes(self, run_id: str) -> list[NodeRecord]:
+    def cluster_nodes(self, run_id: str, *, name: str | None = None) -> list[NodeRecord]:
+        """The run's nodes by rank (``name``: that node's row alone, if any)."""
         n = S.nodes
-        rows = self._read(select(n).where(n.c.run_id == run_id).order_by(n.c.rank, n.c.name))
+        where = [n.c.run_id == run_id, *([n.c.name == name] if name is not None else [])]
+        rows = self._read(select(n).where(*where).order_by(n.c.rank, n.c.name))
         return [NodeRecord(**{**dict(r._mapping), "manifest": json.loads(r.manifest) if r.manifest else None})
                 for r in rows]
 
@@ -140,6 +142,17 @@ class ClusterStore(RunStore):
                           r.c.lease_until < now)]
         res = self._write(update(r).where(*where).values(leader=holder, lease_until=now + ttl_s))
         return bool(res.rowcount)
+
+    def lease_open(self, run_id: str, holder: str) -> bool:
+        """Whether ``take_lease`` would grant ``holder`` the judging lease of running cluster run
+        ``run_id`` now (free, its own, or expired, on the store's clock): one row read, nothing
+        written."""
+        r = S.runs
+        now = self._now_sql()
+        rows = self._read(select(r.c.id).where(
+            r.c.id == run_id, r.c.status == "running",
+            or_(r.c.leader.is_(None), r.c.leader == holder, r.c.lease_until.is_(None), r.c.lease_until < now)))
+        return bool(rows)
 
     def finish_cluster_run(self, run_id: str, holder: str, *, status: str, ended_ts: float,
                            verdict: str | None = None, run_dir: str | None = None) -> bool:
