@@ -160,3 +160,39 @@ def test_soak_analyze_imports_no_scipy_stats(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert '"verdict"' in out.stdout, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "False", out.stderr
+
+
+def _cusum_loop(x, base, delta, h, confirm_n, min_shift):  # noqa: ANN001, ANN202
+    """The CUSUM as a loop, one block at a time (the detector's own before its screen)."""
+    k, s, last_zero = delta / 2.0, 0.0, 0
+    for i, xi in enumerate(x.tolist()):
+        s = max(0.0, s + (xi - base - k))
+        if s == 0.0:
+            last_zero = i + 1
+            continue
+        if s > h:
+            onset = min(last_zero, i)
+            after = x[onset : onset + confirm_n]
+            if after.size >= max(3, confirm_n // 3) and np.median(after) - base >= min_shift:
+                return onset, i
+            s, last_zero = 0.0, i + 1
+    return None
+
+
+def test_the_throughput_cusum_screen_gives_the_loops_answer() -> None:
+    from soak.analysis.throughput import cusum_onset
+
+    rng = np.random.default_rng(9)
+    alarms = 0
+    for case in range(600):
+        n = int(rng.integers(0, 400))
+        x = rng.normal(0.0, 0.02, size=n)
+        if case % 3 == 0 and n > 20:  # a shift, sometimes too short to confirm
+            at = int(rng.integers(0, n))
+            x[at : at + int(rng.integers(1, 60))] += rng.choice([0.03, 0.08, 0.2])
+        delta = float(rng.choice([0.02, 0.05]))
+        args = (x, 0.0, delta, 5.0 * delta, int(rng.integers(3, 12)), 0.04)
+        want = _cusum_loop(*args)
+        assert cusum_onset(*args) == want, case
+        alarms += want is not None
+    assert 20 < alarms < 400  # both answers were put to the test
