@@ -103,22 +103,23 @@ class TraceStore(SampleStore):
                 if len(rows) < chunk_rows:
                     break
                 last_ts = rows[-1][0]
+        for r in self._read(self._trace_steps(run_id, node, start)):
+            dev = rank_device(r[1], r[2])
+            for m, v in zip(STEP_TRACE_METRICS, r[3:], strict=True):
+                if v is not None:
+                    yield (r[0], dev, m, float(v))
+
+    @staticmethod
+    def _trace_steps(run_id: str, node: str | None, start: float | None) -> Any:
+        """The step rows a trace holds: (ts, workload, rank, ``STEP_TRACE_METRICS``) by time."""
         s = S.steps
         where = [s.c.run_id == run_id]
         if node is not None:
             where.append(s.c.node == node)
         if start is not None:
             where.append(s.c.ts >= start)
-        stmt = (
-            select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
-            .where(*where)
+        return select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS]).where(*where) \
             .order_by(s.c.ts)
-        )
-        for r in self._read(stmt):
-            dev = rank_device(r[1], r[2])
-            for m, v in zip(STEP_TRACE_METRICS, r[3:], strict=True):
-                if v is not None:
-                    yield (r[0], dev, m, float(v))
 
     def trace_arrays(
         self, run_id: str, bucket_s: float | None = None, *, node: str | None = None, start: float | None = None,
@@ -149,15 +150,8 @@ class TraceStore(SampleStore):
                 rows = self._read_tuples(select(t.c.ts, *[t.c[m] for m in metrics]).where(*where).order_by(t.c.ts))
             if rows:
                 put(place, np.array(rows, dtype=np.float64))  # None: NaN
-        s = S.steps
-        where = [s.c.run_id == run_id]
-        if node is not None:
-            where.append(s.c.node == node)
-        if start is not None:
-            where.append(s.c.ts >= start)
         ranks: dict[str, list[tuple[Any, ...]]] = {}
-        for r in self._read_tuples(select(s.c.ts, s.c.workload, s.c.rank, *[s.c[m] for m in STEP_TRACE_METRICS])
-                                   .where(*where).order_by(s.c.ts)):
+        for r in self._read_tuples(self._trace_steps(run_id, node, start)):
             ranks.setdefault(rank_device(r[1], r[2]), []).append((r[0], *r[3:]))
         for dev, rows in ranks.items():
             table = np.array(rows, dtype=np.float64)

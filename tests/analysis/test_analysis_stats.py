@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from scipy.stats import theilslopes
 
-from soak.analysis._stats import block_reduce, block_reduce_many, median_of_counts, nanmedian_each_row, sen_slope
+from soak.analysis._stats import (
+    block_reduce,
+    block_reduce_many,
+    median_of_counts,
+    nanmedian_each_row,
+    sen_slope,
+)
 
 
 def _series(rng: np.random.Generator, n: int, start: float) -> tuple[np.ndarray, np.ndarray]:
