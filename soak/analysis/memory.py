@@ -176,6 +176,19 @@ def _hinge_fits(x: np.ndarray, u: np.ndarray, cs: np.ndarray) -> tuple[np.ndarra
     return b, sse
 
 
+def _hinge_fits_exact(x: np.ndarray, u: np.ndarray, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_hinge_fits`` reading by reading, a row of ``h`` per candidate, 32 candidates at a
+    time (bounded memory); each row's sums are the same whatever rows are beside it."""
+    bs, sses = np.empty(cs.size), np.empty(cs.size)
+    for a in range(0, cs.size, 32):
+        h = np.maximum(0.0, x[None, :] - cs[a : a + 32, None])
+        hc = h - h.mean(axis=1, keepdims=True)
+        b = (hc * u).sum(axis=1) / np.maximum((hc * hc).sum(axis=1), 1e-300)
+        resid = u[None, :] - b[:, None] * hc
+        bs[a : a + 32], sses[a : a + 32] = b, (resid * resid).sum(axis=1)
+    return bs, sses
+
+
 def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
                  step: float | None = None) -> tuple[float, float, float] | None:
     """Where a flat series turns into a line: the hinge ``c`` of y = a + b * max(0, x - c)
@@ -199,8 +212,15 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
     step = step or max(dx / 4.0, (hi_c - lo_c) / 400.0)  # at most ~400 candidates: bounded work
     cs = np.arange(lo_c, hi_c + step / 2, step)
     ym = y.mean()
-    b, sse = _hinge_fits(x, y - ym, cs)
-    best = int(np.argmin(sse))
+    u = y - ym
+    b, sse = _hinge_fits(x, u, cs)
+    # The sums' rounding is far below ``tol``; where a comparison below is closer than that
+    # (the best fit, the interval's edge; every candidate of a near-perfect line, whose
+    # residuals the sums cannot tell from zero) the fit is computed reading by reading.
+    tol = 1e-7 * float((u * u).sum())
+    near = np.flatnonzero(sse <= sse.min() + 2.0 * tol)
+    b[near], sse[near] = _hinge_fits_exact(x, u, cs[near])
+    best = int(near[np.argmin(sse[near])])
     sse_min = float(sse[best])
     xm = x.mean()
     bl = ((x - xm) * (y - ym)).sum() / max(((x - xm) ** 2).sum(), 1e-300)
@@ -211,7 +231,10 @@ def change_point(x: np.ndarray, y: np.ndarray, min_pts: int, conf: float = 0.90,
     # the hinge must beat the straight line clearly (a leak since the start is a line)
     if (sse_line - sse_min) / (sse_min / dof) < f_ppf(conf, 1, dof):
         return None
-    inside = cs[sse <= sse_min * (1 + f_ppf(conf, 1, dof) / dof)]
+    edge = sse_min * (1 + f_ppf(conf, 1, dof) / dof)
+    close = np.flatnonzero(np.abs(sse - edge) <= 2.0 * tol)
+    b[close], sse[close] = _hinge_fits_exact(x, u, cs[close])
+    inside = cs[sse <= edge]
     return float(cs[best]), float(inside.min()), float(inside.max())
 
 
