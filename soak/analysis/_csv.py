@@ -61,12 +61,11 @@ def _values(col: Any) -> np.ndarray:
     for it (0.3 to 0.5 s of every ``soak analyze``), which this read does not need."""
     import pyarrow as pa
 
-    width = {pa.float64(): 8, pa.int32(): 4, pa.int64(): 8, pa.int16(): 2, pa.int8(): 1}[col.type]
-    dtype = {pa.float64(): np.float64, pa.int32(): np.int32, pa.int64(): np.int64, pa.int16(): np.int16,
-             pa.int8(): np.int8}[col.type]
+    dtype = np.dtype({pa.float64(): np.float64, pa.int32(): np.int32, pa.int64(): np.int64, pa.int16(): np.int16,
+                      pa.int8(): np.int8}[col.type])
     bufs = col.buffers()
     n = len(col)
-    vals = np.frombuffer(bufs[1], dtype=dtype, count=n, offset=col.offset * width) if n else np.empty(0, dtype)
+    vals = np.frombuffer(bufs[1], dtype=dtype, count=n, offset=col.offset * dtype.itemsize) if n else np.empty(0, dtype)
     if col.null_count == 0:
         return vals
     valid = np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), count=col.offset + n, bitorder="little")

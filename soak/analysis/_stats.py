@@ -106,12 +106,16 @@ def _block_median(v: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.n
     return out
 
 
-def median_of_counts(n: np.ndarray) -> float:
-    """``float(np.median(n))`` of counts (no NaN) from one sort: the middle one, or the mean of
-    the middle two, without ``np.median``'s per-call overhead (thousands of short rows)."""
-    s = np.sort(n)
+def _median_of_sorted(s: np.ndarray) -> float:
+    """``float(np.median(s))`` of sorted values without NaN: the middle one, or the mean of the
+    middle two, without ``np.median``'s per-call overhead (thousands of short rows)."""
     m = s.size // 2
     return float(s[m]) if s.size % 2 else float((s[m - 1] + s[m]) / 2.0)
+
+
+def median_of_counts(n: np.ndarray) -> float:
+    """``float(np.median(n))`` of counts (no NaN), from one sort."""
+    return _median_of_sorted(np.sort(n))
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,7 @@ def sen_slope(x: np.ndarray, y: np.ndarray, alpha: float | None = None) -> tuple
     if slopes.size == 0:
         return float("nan"), float("nan"), float("nan")
     slopes.sort()
-    m = slopes.size // 2  # np.median of the sorted slopes: the middle one, or the mean of two
-    med = float(slopes[m]) if slopes.size % 2 else float((slopes[m - 1] + slopes[m]) / 2.0)
+    med = _median_of_sorted(slopes)
     if alpha is None:
         return med, float("nan"), float("nan")
     from scipy.special import ndtri
